@@ -1,0 +1,1 @@
+"""The PodGroup API: pydantic models (the source of truth), quantities, and CRD generation."""

@@ -1,0 +1,267 @@
+"""Pydantic models of the PodGroup: the single source of truth for the API.
+
+The CRD in `crds/` is generated from these models (`podgroup-operator crd`), the validating
+webhook parses bodies with them, and the domain computes statuses as instances of them. Field
+names are the API's camelCase (aliases); Python code uses snake_case.
+
+The spec is a compatible superset of scheduler-plugins' PodGroup (`minMember`, `minResources`,
+`scheduleTimeoutSeconds`), so Kubeflow and other existing clients work unchanged.
+"""
+
+import re
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from podgroup_operator.api.quantity import QUANTITY_PATTERN, QuantityError, parse_quantity
+from podgroup_operator.constants import (
+    ConditionStatus,
+    ConditionType,
+    GangMode,
+    Phase,
+    PolicyAction,
+)
+
+_RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+
+def _check_quantity(value: Any) -> str | int:
+    """Accept what the apiserver accepts for a quantity, refuse negatives with a fix-it message."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    try:
+        amount = parse_quantity(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    if amount < 0:
+        raise ValueError(f"{value!r} is negative; resource amounts must be >= 0")
+    return value if isinstance(value, int) else str(value)
+
+
+Quantity = Annotated[
+    str | int,
+    BeforeValidator(_check_quantity),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": QUANTITY_PATTERN}],
+        }
+    ),
+]
+"""A non-negative Kubernetes quantity, as an int or a string like "500m" or "4Gi"."""
+
+
+def _check_resource_names(value: dict[str, Any]) -> dict[str, Any]:
+    bad = [name for name in value if not re.match(_RESOURCE_NAME, name)]
+    if bad:
+        raise ValueError(
+            f"invalid resource name(s) {', '.join(map(repr, bad))}; use names like 'cpu', "
+            "'memory', 'pods' or a qualified extended resource like 'nvidia.com/gpu'"
+        )
+    return value
+
+
+ResourceList = Annotated[
+    dict[str, Quantity],
+    AfterValidator(_check_resource_names),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "additionalProperties": {
+                "x-kubernetes-int-or-string": True,
+                "anyOf": [
+                    {"type": "integer", "minimum": 0},
+                    {"type": "string", "pattern": QUANTITY_PATTERN},
+                ],
+            },
+        }
+    ),
+]
+"""Resource name -> quantity, as in a container's `resources.requests`."""
+
+
+def resource_amounts(resources: dict[str, str | int] | None) -> dict[str, Decimal]:
+    """Exact amounts of a ResourceList that already passed validation."""
+    return {name: parse_quantity(value) for name, value in (resources or {}).items()}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_enum_values=False,
+        validate_default=False,
+    )
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON body the apiserver expects: camelCase keys, no unset optionals."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class RestartPolicy(_Model):
+    """What the operator does when a Running gang drops below minMember (`spec.policy`).
+
+    Absent, the owning controller manages failures and the operator only reports phase Unknown.
+    """
+
+    action: PolicyAction = Field(
+        default=PolicyAction.RESTART_GANG,
+        description="RestartGang deletes and recreates every member; FailGang fails the group; "
+        "None only reports.",
+    )
+    max_restarts: StrictInt = Field(
+        default=3, ge=0, description="Restarts allowed before the group becomes Failed."
+    )
+    backoff_seconds: StrictInt = Field(
+        default=10, ge=0, description="Delay before the first restart; doubles for each restart."
+    )
+    max_backoff_seconds: StrictInt = Field(
+        default=300, ge=0, description="Cap of the exponential restart backoff."
+    )
+
+
+class PodGroupSpec(_Model):
+    min_member: StrictInt = Field(
+        ge=1,
+        description="Members that must be running at the same time for the group to run.",
+    )
+    min_resources: ResourceList | None = Field(
+        default=None,
+        description="Resources the whole group needs at least; a group the cluster cannot hold "
+        "is not attempted.",
+    )
+    schedule_timeout_seconds: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="Seconds to wait for a whole-gang placement before backing off.",
+    )
+    total_resources: ResourceList | None = Field(
+        default=None,
+        description="Quota reserved for the whole group in a namespace that opted in to "
+        "quota reservation.",
+    )
+    policy: RestartPolicy | None = Field(
+        default=None,
+        description="Whole-gang restart policy; absent, the owning controller handles failures.",
+    )
+    mode: GangMode | None = Field(
+        default=None,
+        description="Strict (default) releases a failed attempt at once; NonStrict keeps "
+        "members placed across cycles.",
+    )
+    gang_group: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")]] | None = Field(
+        default=None,
+        description="PodGroups (namespace/name) that must all fit before any of them binds.",
+    )
+
+    @model_validator(mode="after")
+    def _total_covers_minimum(self) -> "PodGroupSpec":
+        if self.total_resources is None or self.min_resources is None:
+            return self
+        total = resource_amounts(self.total_resources)
+        short = [
+            f"{name} {self.total_resources.get(name, 0)} < {value} in minResources"
+            for name, value in self.min_resources.items()
+            if total.get(name, Decimal(0)) < parse_quantity(value)
+        ]
+        if short:
+            raise ValueError(
+                "totalResources must cover minResources: " + "; ".join(short)
+                + "; raise totalResources or lower minResources"
+            )
+        return self
+
+
+class Condition(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    type: ConditionType | str
+    status: ConditionStatus
+    transition_id: str | None = Field(
+        default=None, description="Changes on every transition of this condition."
+    )
+    last_transition_time: datetime | None = Field(
+        default=None, description="When the status last flipped."
+    )
+    reason: str | None = None
+    message: str | None = None
+
+
+class Reservation(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    reserved: ResourceList | None = Field(default=None, description="Quota held for the group.")
+    used: ResourceList | None = Field(default=None, description="Requests of live members.")
+
+
+class PodGroupStatus(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    phase: Phase | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    scheduled: int = Field(default=0, description="Members bound to a node.")
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    occupied_by: str | None = Field(
+        default=None, description="The owner (kind/name) of the members, as scheduler-plugins sets it."
+    )
+    observed_generation: int | None = None
+    schedule_start_time: datetime | None = Field(
+        default=None, description="When the group was first seen waiting for placement."
+    )
+    running_time: datetime | None = Field(
+        default=None, description="When the group first became Running."
+    )
+    completion_time: datetime | None = Field(
+        default=None, description="When the group reached Finished or Failed."
+    )
+    last_failure_time: datetime | None = Field(
+        default=None, description="When a member last failed or was deleted while running."
+    )
+    restarts: int = Field(default=0, description="Whole-gang restarts performed.")
+    last_restart_time: datetime | None = None
+    reservation: Reservation | None = None
+
+
+class ObjectMeta(BaseModel):
+    """The few metadata fields the operator reads; the rest passes through untouched."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+
+    name: str
+    namespace: str = "default"
+    uid: str | None = None
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_references: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class PodGroup(BaseModel):
+    """A whole PodGroup object as read from the API."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    metadata: ObjectMeta
+    spec: PodGroupSpec
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.metadata.namespace, self.metadata.name)

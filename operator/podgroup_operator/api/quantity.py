@@ -1,0 +1,91 @@
+"""Kubernetes resource quantities ("500m", "4Gi", "1e3"), parsed exactly.
+
+The pure layers may not import the Kubernetes client, and the scheduler wants integers: every
+quantity becomes an exact `Decimal` here and an integer count of milli-units where arithmetic
+happens (kube-scheduler does the same with MilliValue), so sums never drift.
+"""
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+"""The apiserver's own quantity grammar; also written into the CRD schema."""
+
+_RE = re.compile(QUANTITY_PATTERN)
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)")
+_SUFFIX = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+
+
+class QuantityError(ValueError):
+    """A value that is not a Kubernetes quantity; the message says what a valid one looks like."""
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """Parse a quantity into an exact Decimal; raise QuantityError with a fix-it message."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity; use a number or a string like '500m'")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a finite quantity")
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"{value!r} is not a quantity; use a string like '500m', '4Gi' or '2'")
+    text = value.strip()
+    if not _RE.match(text):
+        raise QuantityError(
+            f"{value!r} is not a Kubernetes quantity; use a number with an optional suffix, "
+            "like '500m', '2', '4Gi' or '1e3'"
+        )
+    number = _NUMBER.match(text)
+    assert number is not None  # the full pattern matched, so its numeric prefix does too
+    mantissa, suffix = text[: number.end()], text[number.end() :]
+    try:
+        base = Decimal(mantissa)
+        if suffix[:1] in ("e", "E"):
+            return base * (Decimal(10) ** Decimal(suffix[1:]))
+        return base * _SUFFIX[suffix]
+    except (InvalidOperation, KeyError) as exc:  # pragma: no cover - guarded by the pattern
+        raise QuantityError(f"{value!r} is not a Kubernetes quantity") from exc
+
+
+def to_milli(value: str | int | float | Decimal) -> int:
+    """A quantity as whole milli-units, rounded up as the apiserver's MilliValue does."""
+    amount = value if isinstance(value, Decimal) else parse_quantity(value)
+    return math.ceil(amount * 1000)
+
+
+def format_milli(milli: int, resource: str = "") -> str:
+    """Render milli-units for people: cores stay decimal, memory-like resources use binary units."""
+    if milli % 1000:
+        return f"{milli}m"
+    whole = milli // 1000
+    if resource in ("memory", "ephemeral-storage") or resource.startswith(
+        ("requests.memory", "hugepages-")
+    ):
+        for suffix, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if whole >= factor and whole % factor == 0:
+                return f"{whole // factor}{suffix}"
+    return str(whole)

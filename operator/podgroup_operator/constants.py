@@ -1,0 +1,152 @@
+"""Every name the operator shares with the cluster: API coordinates, keys, phases, reasons.
+
+One module, so that a typo in a label key or a phase is an import error rather than a silent
+mismatch, and so that a newcomer can read the whole vocabulary in one place. String enums
+compare equal to their values, which keeps them usable in JSON bodies and label selectors.
+"""
+
+from enum import StrEnum
+
+# --- API coordinates -----------------------------------------------------------------------------
+GROUP = "scheduling.x-k8s.io"
+"""The scheduler-plugins API group; existing clients (Kubeflow and others) write to it."""
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "PodGroup"
+PLURAL = "podgroups"
+SINGULAR = "podgroup"
+SHORT_NAME = "pg"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+OPERATOR_NAME = "podgroup-operator"
+"""Field manager, event source component and the prefix of every object the operator owns."""
+SCHEDULER_NAME = "podgroup-scheduler"
+"""`spec.schedulerName` of the pods placed by the bundled gang scheduler."""
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+# --- Membership keys -----------------------------------------------------------------------------
+LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+"""Pod label naming its PodGroup (scheduler-plugins coscheduling)."""
+ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
+"""Pod annotation naming its PodGroup (kube-batch and Volcano)."""
+LABEL_LIGHTWEIGHT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+"""Pod label of a lightweight gang without a PodGroup object (coscheduling's older API)."""
+LABEL_LIGHTWEIGHT_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
+ANNOTATION_KOORD_NAME = "gang.scheduling.koordinator.sh/name"
+"""Koordinator's gang annotations; a PodGroup is created for them."""
+ANNOTATION_KOORD_MIN_AVAILABLE = "gang.scheduling.koordinator.sh/min-available"
+ANNOTATION_KOORD_WAITING_TIME = "gang.scheduling.koordinator.sh/waiting-time"
+ANNOTATION_KOORD_MODE = "gang.scheduling.koordinator.sh/mode"
+ANNOTATION_KOORD_GROUPS = "gang.scheduling.koordinator.sh/groups"
+
+# --- Keys the operator writes --------------------------------------------------------------------
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+"""Set to OPERATOR_NAME on PodGroups the operator created for lightweight gangs."""
+
+# --- Namespace opt-ins ---------------------------------------------------------------------------
+NAMESPACE_LABEL_GANG_SCHEDULING = f"{GROUP}/gang-scheduling"
+"""`enabled` lets the mutating webhook route member pods to the bundled scheduler."""
+NAMESPACE_LABEL_QUOTA_RESERVATION = f"{GROUP}/quota-reservation"
+"""`enabled` lets the quota webhook reserve `totalResources` for PodGroups."""
+OPT_IN_VALUE = "enabled"
+
+# --- Simulated kubelet annotations (dev cluster and tests only) -----------------------------------
+SIM_ANNOTATION_SUCCEED_AFTER = "sim.podgroup.x-k8s.io/succeed-after-seconds"
+"""A running pod on a sim node succeeds (exit code 0) after this many seconds."""
+SIM_ANNOTATION_FAIL_AFTER = "sim.podgroup.x-k8s.io/fail-after-seconds"
+"""A running pod on a sim node fails after this many seconds."""
+SIM_ANNOTATION_EXIT_CODE = "sim.podgroup.x-k8s.io/exit-code"
+"""Exit code for the failure above (default 1)."""
+SIM_ANNOTATION_START_DELAY = "sim.podgroup.x-k8s.io/start-delay-seconds"
+"""Overrides the sim kubelet's default delay before a bound pod turns Running."""
+SIM_NODE_LABEL = "sim.podgroup.x-k8s.io/node"
+"""Label on Nodes registered by `podgroup-operator sim-nodes`; the value is the pool's prefix."""
+
+
+class Phase(StrEnum):
+    """PodGroup phases. Finished and Failed are terminal and latch."""
+
+    PENDING = "Pending"
+    """Accepted; fewer than minMember members running."""
+    RUNNING = "Running"
+    """At least minMember members running or succeeded."""
+    UNKNOWN = "Unknown"
+    """Was Running, dropped below minMember, and some members still run."""
+    FINISHED = "Finished"
+    """All members terminated and at least minMember succeeded."""
+    FAILED = "Failed"
+    """Terminal failure: all members terminated short of minMember successes, or a policy gave up."""
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.FINISHED, Phase.FAILED)
+
+
+class ConditionType(StrEnum):
+    UNSCHEDULABLE = "Unschedulable"
+    """True while the gang cannot run as a whole; the reason says why."""
+    SCHEDULED = "Scheduled"
+    """True once at least minMember members are bound to nodes."""
+    QUOTA_RESERVED = "QuotaReserved"
+    """True while `totalResources` is reserved against the namespace's ResourceQuota."""
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Reason(StrEnum):
+    """Machine-readable reasons of conditions and Events."""
+
+    NOT_ENOUGH_TASKS = "NotEnoughTasks"
+    """Fewer member pods exist than minMember."""
+    POD_FAILED = "PodFailed"
+    """A member failed and the gang fell below minMember."""
+    POD_DELETED = "PodDeleted"
+    """A member was deleted and the gang fell below minMember."""
+    NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+    """The cluster cannot hold minMember members at once."""
+    SCHEDULE_TIMEOUT = "ScheduleTimeout"
+    """scheduleTimeoutSeconds passed without a placement; the gang backs off."""
+    GANG_SCHEDULABLE = "GangSchedulable"
+    """Enough members are running; the gang is whole."""
+    GANG_SCHEDULED = "GangScheduled"
+    """At least minMember members are bound."""
+    GANG_FINISHED = "GangFinished"
+    GANG_FAILED = "GangFailed"
+    QUOTA_RESERVED = "QuotaReserved"
+    QUOTA_RELEASED = "QuotaReleased"
+    RESTART_LIMIT_EXCEEDED = "RestartLimitExceeded"
+    GANG_RESTARTED = "GangRestarted"
+    PHASE_CHANGED = "PhaseChanged"
+    """Event reason for every phase transition."""
+    MISSING_POD_GROUP = "MissingPodGroup"
+    """Warning Event on a pod naming a PodGroup that does not exist."""
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+class GangMode(StrEnum):
+    STRICT = "Strict"
+    """A failed attempt releases everything held for the group in this cycle (default)."""
+    NON_STRICT = "NonStrict"
+    """Members placed in earlier cycles stay placed; risks deadlock between partial gangs."""
+
+
+class PolicyAction(StrEnum):
+    RESTART_GANG = "RestartGang"
+    FAIL_GANG = "FailGang"
+    NONE = "None"
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
