@@ -46,7 +46,7 @@ def pod(
     created: str = "2026-01-01T00:00:00Z",
     **spec: Any,
 ) -> dict[str, Any]:
-    """A pod; `group` sets the scheduler-plugins label, `group_annotation` the Volcano annotation."""
+    """A pod; `group` sets the scheduler-plugins label, `group_annotation` Volcano's annotation."""
     labels = dict(labels or {})
     annotations = dict(annotations or {})
     if group is not None:

@@ -75,7 +75,7 @@ class Phase(StrEnum):
     FINISHED = "Finished"
     """All members terminated and at least minMember succeeded."""
     FAILED = "Failed"
-    """Terminal failure: all members terminated short of minMember successes, or a policy gave up."""
+    """Terminal: members terminated short of minMember successes, or a policy gave up."""
 
     @property
     def terminal(self) -> bool:
@@ -124,6 +124,9 @@ class Reason(StrEnum):
     """Event reason for every phase transition."""
     MISSING_POD_GROUP = "MissingPodGroup"
     """Warning Event on a pod naming a PodGroup that does not exist."""
+    ENOUGH_TASKS = "EnoughTasks"
+    """Unschedulable=False while Pending: minMember members exist and nothing is known to block
+    them; the scheduler may still replace it with its own verdict."""
 
 
 class PodPhase(StrEnum):

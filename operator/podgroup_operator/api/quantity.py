@@ -13,7 +13,10 @@ QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
-"""The apiserver's own quantity grammar; also written into the CRD schema."""
+"""The apiserver's own quantity grammar."""
+
+NON_NEGATIVE_QUANTITY_PATTERN = QUANTITY_PATTERN.replace(r"^(\+|-)?", r"^\+?", 1)
+"""The same grammar without a minus sign: resource amounts are never negative (CRD schema)."""
 
 _RE = re.compile(QUANTITY_PATTERN)
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)")

@@ -1,0 +1,416 @@
+"""An async Kubernetes API client over one aiohttp session, with a swappable transport.
+
+Why not the `kubernetes` package's client: it is synchronous (it would block Kopf's event loop)
+and opens a new TLS connection per call unless every response is drained by hand (measured on the
+dev cluster: 38 binds/s instead of ~1,000). One aiohttp session keeps connections alive and lets
+the scheduler bind a whole gang concurrently. The `kubernetes` package still does what it is good
+at: reading kubeconfigs and in-cluster credentials.
+
+Testing follows httpx's MockTransport: `KubeClient` talks through a `Transport`, and
+`tests/fakes.py` provides an in-memory one. The real control plane proves the behaviour; the fake
+keeps unit tests of the glue fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import aiohttp
+
+from podgroup_operator import constants as c
+
+JSON = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server, with its Status reason and message."""
+
+    def __init__(self, status: int, body: Any, method: str = "", path: str = "") -> None:
+        self.status = status
+        self.body = body if isinstance(body, dict) else {"message": str(body)}
+        self.reason = str(self.body.get("reason", ""))
+        self.message = str(self.body.get("message", body))
+        super().__init__(f"{method} {path}: HTTP {status} {self.reason}: {self.message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    params: Mapping[str, str] | None = None
+    body: Any = None
+    content_type: str = "application/json"
+
+
+class Transport(Protocol):
+    """How requests reach an API server: aiohttp for real, a dict store in tests."""
+
+    async def send(self, request: Request) -> tuple[int, Any]:
+        """Return (HTTP status, decoded JSON body)."""
+        ...
+
+    def stream(self, request: Request) -> AsyncIterator[JSON]:
+        """Yield decoded JSON lines of a watch until the server ends the stream."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class AiohttpTransport:
+    """The real transport: one keep-alive aiohttp session with the kubeconfig's credentials."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        token: str | None = None,
+        ssl_context: ssl.SSLContext | bool = True,
+        limit: int = 64,
+    ) -> None:
+        self._server = server.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._ssl = ssl_context
+        self._limit = limit
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        # Created lazily, inside the event loop that will use it.
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=self._limit),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+            )
+        return self._session
+
+    async def send(self, request: Request) -> tuple[int, Any]:
+        data = None if request.body is None else json.dumps(request.body)
+        async with self._get_session().request(
+            request.method,
+            self._server + request.path,
+            params=request.params,
+            data=data,
+            headers={"Content-Type": request.content_type, "Accept": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=60),
+        ) as response:
+            raw = await response.read()
+            try:
+                decoded = json.loads(raw) if raw else {}
+            except ValueError:
+                decoded = {"message": raw.decode(errors="replace")}
+            return response.status, decoded
+
+    async def stream(self, request: Request) -> AsyncIterator[JSON]:
+        async with self._get_session().get(
+            self._server + request.path,
+            params=request.params,
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+        ) as response:
+            if response.status >= 300:
+                raise ApiError(
+                    response.status, await response.json(content_type=None), "WATCH", request.path
+                )
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def _path(
+    group: str, version: str, plural: str, namespace: str | None, name: str | None, sub: str | None
+) -> str:
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    if namespace is not None:
+        base += f"/namespaces/{quote(namespace)}"
+    base += f"/{plural}"
+    if name is not None:
+        base += f"/{quote(name)}"
+    if sub is not None:
+        base += f"/{sub}"
+    return base
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where a resource lives in the API."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, sub: str | None = None
+    ) -> str:
+        return _path(self.group, self.version, self.plural, namespace, name, sub)
+
+
+PODS = Kind("", "v1", "pods")
+NODES = Kind("", "v1", "nodes")
+NAMESPACES = Kind("", "v1", "namespaces")
+EVENTS = Kind("", "v1", "events")
+RESOURCE_QUOTAS = Kind("", "v1", "resourcequotas")
+LEASES = Kind("coordination.k8s.io", "v1", "leases")
+PODGROUPS = Kind(c.GROUP, c.VERSION, c.PLURAL)
+CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+MUTATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+
+
+class KubeClient:
+    """The operations the operator needs, each one HTTP call, all async."""
+
+    def __init__(self, transport: Transport, field_manager: str = c.OPERATOR_NAME) -> None:
+        self.transport = transport
+        self.field_manager = field_manager
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, *, limit: int = 64) -> KubeClient:
+        """Credentials from a kubeconfig (or in-cluster when none is found)."""
+        from kubernetes import client as k8s_client  # only for reading credentials
+        from kubernetes import config as k8s_config
+
+        configuration = k8s_client.Configuration()
+        try:
+            k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+        except k8s_config.ConfigException:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        token = None
+        auth = configuration.api_key.get("authorization") or configuration.api_key.get(
+            "BearerToken"
+        )
+        if auth:
+            token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+        context: ssl.SSLContext | bool
+        if configuration.verify_ssl:
+            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+            if configuration.cert_file:
+                context.load_cert_chain(configuration.cert_file, configuration.key_file)
+        else:
+            context = False
+        return cls(
+            AiohttpTransport(configuration.host, token=token, ssl_context=context, limit=limit)
+        )
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, request: Request) -> JSON:
+        status, body = await self.transport.send(request)
+        if status >= 300:
+            raise ApiError(status, body, request.method, request.path)
+        return body if isinstance(body, dict) else {}
+
+    # --- generic verbs --------------------------------------------------------------------------
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> JSON:
+        return await self._call(Request("GET", kind.path(namespace, name)))
+
+    async def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> JSON:
+        params = {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        return await self._call(Request("GET", kind.path(namespace), params=params or None))
+
+    async def create(self, kind: Kind, body: JSON, namespace: str | None = None) -> JSON:
+        return await self._call(
+            Request(
+                "POST", kind.path(namespace), params={"fieldManager": self.field_manager}, body=body
+            )
+        )
+
+    async def patch(
+        self,
+        kind: Kind,
+        name: str,
+        body: Any,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        content_type: str = MERGE_PATCH,
+    ) -> JSON:
+        return await self._call(
+            Request(
+                "PATCH",
+                kind.path(namespace, name, subresource),
+                params={"fieldManager": self.field_manager},
+                body=body,
+                content_type=content_type,
+            )
+        )
+
+    async def delete(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        propagation: str | None = None,
+    ) -> JSON:
+        """Delete; with `uid`, only that incarnation (a recreated namesake is left alone)."""
+        body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if propagation:
+            body["propagationPolicy"] = propagation
+        return await self._call(Request("DELETE", kind.path(namespace, name), body=body))
+
+    async def watch(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, JSON]]:
+        """Yield (event type, object) until the server closes the watch; the caller re-lists."""
+        params = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        async for line in self.transport.stream(
+            Request("GET", kind.path(namespace), params=params)
+        ):
+            yield str(line.get("type", "")), line.get("object") or {}
+
+    # --- specific operations ---------------------------------------------------------------------
+    async def bind(self, namespace: str, name: str, node: str, uid: str | None = None) -> None:
+        """POST a Binding: the pod lands on `node`. The answer is a Status, not the pod."""
+        body: JSON = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        if uid:
+            body["metadata"]["uid"] = uid
+        await self._call(Request("POST", PODS.path(namespace, name, "binding"), body=body))
+
+    async def patch_status(
+        self, kind: Kind, name: str, namespace: str | None, status: JSON
+    ) -> JSON:
+        """Merge-patch only `status` (never a full update: concurrent writers keep their fields)."""
+        return await self.patch(kind, name, {"status": status}, namespace, subresource="status")
+
+    async def create_event(
+        self,
+        involved: JSON,
+        *,
+        event_type: str,
+        reason: str,
+        message: str,
+        timestamp: str,
+        component: str = c.OPERATOR_NAME,
+    ) -> JSON:
+        """A core/v1 Event about `involved` (a raw object), as `kubectl describe` shows them."""
+        meta = involved.get("metadata", {})
+        namespace = meta.get("namespace") or "default"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": component},
+            "firstTimestamp": timestamp,
+            "lastTimestamp": timestamp,
+            "count": 1,
+            "reportingComponent": component,
+        }
+        return await self.create(EVENTS, body, namespace)
+
+    async def apply_json(self, kind: Kind, body: JSON, namespace: str | None = None) -> JSON:
+        """Create, or replace the spec-like content of, a cluster object we own (CRD, webhooks)."""
+        name = body["metadata"]["name"]
+        try:
+            current = await self.get(kind, name, namespace)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            return await self.create(kind, body, namespace)
+        body = {
+            **body,
+            "metadata": {
+                **body["metadata"],
+                "resourceVersion": current["metadata"]["resourceVersion"],
+            },
+        }
+        return await self._call(
+            Request(
+                "PUT",
+                kind.path(namespace, name),
+                params={"fieldManager": self.field_manager},
+                body=body,
+            )
+        )
+
+
+async def gather_limited(limit: int, *coros: Any) -> list[Any]:
+    """Run coroutines with at most `limit` in flight; exceptions are returned, not raised."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coro: Any) -> Any:
+        async with semaphore:
+            return await coro
+
+    return await asyncio.gather(*(one(coro) for coro in coros), return_exceptions=True)

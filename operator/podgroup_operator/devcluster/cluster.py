@@ -1,0 +1,353 @@
+"""`podgroup-operator dev-cluster up | down | status | env`: a real control plane on loopback.
+
+etcd, kube-apiserver and kube-controller-manager (v1.20.2 from Debian's kubernetes source
+package, built once and cached outside the repository) run as plain processes. Everything the
+cluster needs lives in one state directory: certificates, tokens, the kubeconfig, logs, and a
+`cluster.json` that records ports and PIDs so that `down` stops exactly what `up` started.
+
+The kubeconfig written here carries a marker extension; `podgroup-operator run` recognises it
+and serves admission webhooks on 127.0.0.1, where this apiserver can call them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from podgroup_operator.tls import make_rsa_key_pair, make_serving_cert
+
+KUBERNETES_VERSION = "v1.20.2"
+CACHE_ROOT = Path(
+    os.environ.get("PODGROUP_OPERATOR_CACHE", Path.home() / ".cache" / "podgroup-operator")
+)
+BINARIES = CACHE_ROOT / f"kubernetes-{KUBERNETES_VERSION}"
+DEFAULT_STATE_DIR = CACHE_ROOT / "dev-cluster"
+BUILD_SCRIPT = Path(__file__).with_name("build-kubernetes.sh")
+DEV_CLUSTER_MARKER = "podgroup-operator.dev-cluster"
+"""Name of the kubeconfig extension that tells `run` it is talking to the dev cluster."""
+
+SERVICE_CIDR = "10.96.0.0/16"
+
+IDENTITIES = {
+    # user: (groups) — tokens are generated per cluster; `env`/the state file hand them out.
+    "admin": ("system:masters",),
+    "system:kube-controller-manager": (),
+    "podgroup-operator": ("podgroup-operators",),
+    "developer": ("developers",),
+}
+"""Static-token identities: an admin, the controller manager, and non-admins for RBAC tests."""
+
+
+@dataclass
+class ClusterState:
+    """What `up` started: enough for `down`, `status`, tests and the operator to find it."""
+
+    state_dir: str
+    apiserver_port: int
+    etcd_port: int
+    etcd_data: str
+    pids: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.state_dir) / "kubeconfig"
+
+    def kubeconfig_for(self, user: str) -> Path:
+        """A kubeconfig for one of IDENTITIES (written by `up`)."""
+        return Path(self.state_dir) / f"kubeconfig-{user.replace(':', '-')}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _state_file(state_dir: Path) -> Path:
+    return state_dir / "cluster.json"
+
+
+def load_state(state_dir: Path = DEFAULT_STATE_DIR) -> ClusterState | None:
+    path = _state_file(state_dir)
+    if not path.exists():
+        return None
+    return ClusterState(**json.loads(path.read_text()))
+
+
+def is_dev_cluster_kubeconfig(path: str | os.PathLike[str]) -> bool:
+    """True when the kubeconfig was written by `dev-cluster up` (it carries our marker)."""
+    try:
+        config = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return False
+    return any(ext.get("name") == DEV_CLUSTER_MARKER for ext in config.get("extensions") or [])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); look at its state.
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if fields and fields[0] == "Z":
+            return False
+    return True
+
+
+def ensure_binaries() -> Path:
+    """Build kube-apiserver and kube-controller-manager once; later calls return at once."""
+    binaries = BINARIES / "bin"
+    if (
+        not (binaries / "kube-apiserver").exists()
+        or not (binaries / "kube-controller-manager").exists()
+    ):
+        subprocess.run(["bash", str(BUILD_SCRIPT), str(BINARIES)], check=True)
+    if shutil.which("etcd") is None:
+        # The cache may survive on a machine whose packages were reset.
+        root = [] if os.geteuid() == 0 else ["sudo"]
+        subprocess.run([*root, "apt-get", "update", "-qq"], check=True)
+        subprocess.run(
+            [
+                *root,
+                "env",
+                "DEBIAN_FRONTEND=noninteractive",
+                "apt-get",
+                "install",
+                "-y",
+                "-qq",
+                "etcd-server",
+            ],
+            check=True,
+        )
+    return binaries
+
+
+def _write_kubeconfig(path: Path, server: str, ca: Path, user: str, token: str) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "dev", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "dev", "context": {"cluster": "dev", "user": user}}],
+        "current-context": "dev",
+        "extensions": [
+            {
+                "name": DEV_CLUSTER_MARKER,
+                "extension": {"apiVersion": "v1", "kind": "Config", "preferences": {}},
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+def _spawn(name: str, argv: list[str], state_dir: Path) -> int:
+    log = (state_dir / "logs" / f"{name}.log").open("ab")
+    proc = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    return proc.pid
+
+
+def _wait_ready(state: ClusterState, timeout: float) -> None:
+    context = ssl.create_default_context(cafile=str(Path(state.state_dir) / "pki" / "ca.crt"))
+    request = urllib.request.Request(
+        f"{state.server}/readyz", headers={"Authorization": f"Bearer {state.tokens['admin']}"}
+    )
+    deadline = time.monotonic() + timeout
+    last_error = ""
+    while time.monotonic() < deadline:
+        for name, pid in state.pids.items():
+            if not _alive(pid):
+                log = Path(state.state_dir) / "logs" / f"{name}.log"
+                tail = log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
+                raise RuntimeError(
+                    f"{name} exited during start-up; last log lines:\n" + "\n".join(tail)
+                )
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError as exc:
+            last_error = str(exc)
+        time.sleep(0.3)
+    raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f}s: {last_error}")
+
+
+def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterState:
+    """Start etcd, kube-apiserver and kube-controller-manager; return once /readyz answers."""
+    existing = load_state(state_dir)
+    if existing and all(_alive(pid) for pid in existing.pids.values()):
+        return existing
+    if existing:
+        down(state_dir)
+    binaries = ensure_binaries()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    for sub in ("logs", "pki"):
+        (state_dir / sub).mkdir(exist_ok=True)
+    pki = state_dir / "pki"
+    serving = make_serving_cert(
+        pki, "apiserver", ["127.0.0.1", "localhost", "kubernetes.default.svc"]
+    )
+    make_rsa_key_pair(pki / "sa.key", pki / "sa.pub")
+
+    shm = Path("/dev/shm")
+    etcd_parent = shm if shm.is_dir() and os.access(shm, os.W_OK) else state_dir
+    etcd_data = Path(etcd_parent, f"podgroup-operator-etcd-{abs(hash(str(state_dir.resolve()))):x}")
+    shutil.rmtree(etcd_data, ignore_errors=True)
+
+    state = ClusterState(
+        state_dir=str(state_dir),
+        apiserver_port=_free_port(),
+        etcd_port=_free_port(),
+        etcd_data=str(etcd_data),
+        tokens={user: secrets.token_hex(16) for user in IDENTITIES},
+    )
+    with (state_dir / "tokens.csv").open("w") as tokens:
+        for user, groups in IDENTITIES.items():
+            tokens.write(f'{state.tokens[user]},{user},{user},"{",".join(groups)}"\n')
+    (state_dir / "tokens.csv").chmod(0o600)
+    for user, token in state.tokens.items():
+        _write_kubeconfig(state.kubeconfig_for(user), state.server, serving.cafile, user, token)
+    shutil.copy(state.kubeconfig_for("admin"), state.kubeconfig)
+
+    peer_port = _free_port()
+    etcd_url = f"http://127.0.0.1:{state.etcd_port}"
+    state.pids["etcd"] = _spawn(
+        "etcd",
+        [
+            "etcd",
+            "--name=dev",
+            f"--data-dir={etcd_data}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=dev=http://127.0.0.1:{peer_port}",
+            "--log-level=warn",
+        ],
+        state_dir,
+    )
+    state.pids["kube-apiserver"] = _spawn(
+        "kube-apiserver",
+        [
+            str(binaries / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={state.apiserver_port}",
+            "--insecure-port=0",
+            f"--tls-cert-file={serving.certfile}",
+            f"--tls-private-key-file={serving.pkeyfile}",
+            f"--client-ca-file={serving.cafile}",
+            f"--token-auth-file={state_dir / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--api-audiences=https://kubernetes.default.svc",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+            "--v=1",
+        ],
+        state_dir,
+    )
+    cm_kubeconfig = state.kubeconfig_for("system:kube-controller-manager")
+    state.pids["kube-controller-manager"] = _spawn(
+        "kube-controller-manager",
+        [
+            str(binaries / "kube-controller-manager"),
+            f"--kubeconfig={cm_kubeconfig}",
+            f"--authentication-kubeconfig={cm_kubeconfig}",
+            f"--authorization-kubeconfig={cm_kubeconfig}",
+            "--leader-elect=false",
+            # No pod network here: node IPAM would wait for CIDRs forever.
+            "--controllers=*,-nodeipam",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={serving.cafile}",
+            "--use-service-account-credentials=true",
+            "--bind-address=127.0.0.1",
+            "--secure-port=0",
+            "--port=0",
+            # Quicker node health verdicts than production, so fault tests run in seconds.
+            "--node-monitor-period=2s",
+            "--node-monitor-grace-period=16s",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "--v=1",
+        ],
+        state_dir,
+    )
+    _state_file(state_dir).write_text(json.dumps(asdict(state), indent=2))
+    try:
+        _wait_ready(state, timeout)
+    except Exception:
+        down(state_dir)
+        raise
+    return state
+
+
+def down(state_dir: Path = DEFAULT_STATE_DIR, grace: float = 10.0) -> list[str]:
+    """Stop every process `up` started (by PID), remove etcd's data; return what was stopped."""
+    state = load_state(state_dir)
+    if state is None:
+        return []
+    stopped = []
+    # Reverse start order: the controller manager first, etcd last.
+    for name, pid in reversed(list(state.pids.items())):
+        if not _alive(pid):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        stopped.append(f"{name} (pid {pid})")
+    shutil.rmtree(state.etcd_data, ignore_errors=True)
+    _state_file(state_dir).unlink(missing_ok=True)
+    return stopped
+
+
+def status(state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, object]:
+    """What runs: each process with its PID and whether it is alive."""
+    state = load_state(state_dir)
+    if state is None:
+        return {"running": False, "state_dir": str(state_dir)}
+    processes = {name: {"pid": pid, "alive": _alive(pid)} for name, pid in state.pids.items()}
+    return {
+        "running": all(p["alive"] for p in processes.values()),
+        "state_dir": str(state_dir),
+        "server": state.server,
+        "kubeconfig": str(state.kubeconfig),
+        "processes": processes,
+    }

@@ -1,0 +1,192 @@
+"""Shared fixtures: the real control plane (one per test run), a client, fresh namespaces.
+
+The cluster is the project's own dev cluster, started once per session in a private state
+directory, unless PODGROUP_TEST_KUBECONFIG names an existing cluster (kind, k3d, a real one).
+Tests that need it use the `cluster` marker (added automatically to tests using these fixtures).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
+from podgroup_operator.devcluster import cluster as devcluster
+
+CLUSTER_FIXTURES = {"cluster", "kube", "namespace", "kubeconfig", "crds", "operator"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+
+
+class TestCluster:
+    """How tests reach the control plane."""
+
+    def __init__(self, kubeconfig: Path, state: devcluster.ClusterState | None) -> None:
+        self.kubeconfig = kubeconfig
+        self.state = state
+
+    def client(self) -> KubeClient:
+        return KubeClient.from_kubeconfig(str(self.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[TestCluster]:
+    external = os.environ.get("PODGROUP_TEST_KUBECONFIG")
+    if external:
+        yield TestCluster(Path(external), None)
+        return
+    state_dir = Path(tempfile.mkdtemp(prefix="podgroup-test-cluster-"))
+    state = devcluster.up(state_dir)
+    try:
+        yield TestCluster(state.kubeconfig, state)
+    finally:
+        devcluster.down(state_dir)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(cluster: TestCluster) -> Path:
+    return cluster.kubeconfig
+
+
+@pytest.fixture(scope="session")
+async def kube(cluster: TestCluster) -> AsyncIterator[KubeClient]:
+    client = cluster.client()
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def namespace(kube: KubeClient) -> AsyncIterator[str]:
+    """A fresh namespace per test, deleted afterwards (pods in it go with it)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    yield name
+    try:
+        await kube.delete(NAMESPACES, name)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+
+
+REPO = Path(__file__).resolve().parents[1]
+CRD_FILE = REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
+
+
+@pytest.fixture(scope="session")
+async def crds(kube: KubeClient) -> None:
+    """The PodGroup CRD, applied from crds/ and Established."""
+    import yaml
+
+    from podgroup_operator.adapters.kube import CRDS
+    from tests.waiting import wait_for
+
+    body = yaml.safe_load(CRD_FILE.read_text())
+    await kube.apply_json(CRDS, body)
+
+    async def established() -> bool:
+        crd = await kube.get(CRDS, body["metadata"]["name"])
+        conditions = crd.get("status", {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    await wait_for(established, timeout=30, message="the PodGroup CRD to be Established")
+
+
+class OperatorProcess:
+    """`podgroup-operator run` as a child process, the way users run it."""
+
+    def __init__(
+        self, kubeconfig: Path, log_path: Path, extra_args: list[str] | None = None
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen[bytes] | None = None
+        self.health_port = _free_port()
+
+    def start(self) -> None:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("podgroup-operator")),
+                "run",
+                "--liveness",
+                f"http://127.0.0.1:{self.health_port}/healthz",
+                *self.extra_args,
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.health_port}/healthz"
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"operator exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"operator not healthy after {timeout}s:\n{self.log_tail()}")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def operator(
+    cluster: TestCluster, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The operator running against the test cluster for the whole session."""
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    process = OperatorProcess(cluster.kubeconfig, log)
+    process.start()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+        print(f"\noperator log: {log}")

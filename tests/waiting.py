@@ -1,0 +1,31 @@
+"""Polling with a deadline: how tests wait for the cluster to converge without fixed sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    message: str = "condition",
+) -> T:
+    """Call `probe` until it returns something truthy; fail with the last value after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = await probe()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {message}; last: {last!r}"
+            )
+        await asyncio.sleep(interval)
