@@ -1,0 +1,423 @@
+"""Benchmark of the pure scheduling core: how long one gang decision takes, and how well it packs.
+
+The operator's latency budget is dominated by this decision (everything else is I/O the
+apiserver paces), so it is measured alone: a synthetic or trace-derived cluster is loaded into
+one `Snapshot`, every gang is queued up front, and gangs are decided in queue order with each
+placement committed. Only `place_group` itself is timed (time.perf_counter), so building the
+raw dicts does not count; parsing the raw pods inside the decision does.
+
+Scenarios:
+- homogeneous: every node 8 cpu / 32Gi / 110 pods; every member 1 cpu / 2Gi.
+- heterogeneous: pools with labels, taints and GPUs; gangs with nodeSelectors, required node
+  affinity, tolerations and GPU requests; a few nodes cordoned or not Ready.
+- trace: nodes and pod shapes from the Alibaba GPU trace v2023 (Weng et al., USENIX ATC '23).
+  The trace has no gangs: consecutive tasks in creation order form gangs of --gang-size.
+  Stock Kubernetes cannot share a GPU, so a task asking for a fraction of a GPU requests one
+  whole `nvidia.com/gpu` here; GPU allocation rate is allocated devices / all devices.
+
+Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import random
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from podgroup_operator.constants import LABEL_POD_GROUP
+from podgroup_operator.scheduling.gang import GangRequest, Placement
+from podgroup_operator.scheduling.placement import place_group
+from podgroup_operator.scheduling.queue import order_gangs
+from podgroup_operator.scheduling.resources import GPU
+from podgroup_operator.scheduling.snapshot import Snapshot
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+TRACE_NODES = "openb_node_list_all_node.csv"
+TRACE_PODS = "openb_pod_list_default.csv"
+
+
+def _node(
+    name: str,
+    allocatable: dict[str, str],
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    *,
+    ready: bool = True,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {"taints": taints or [], **({"unschedulable": True} if unschedulable else {})},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def _pod(
+    name: str, namespace: str, group: str, requests: dict[str, str], **spec: Any
+) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"{namespace}-{name}",
+            "labels": {LABEL_POD_GROUP: group},
+        },
+        "spec": {
+            "schedulerName": "podgroup-scheduler",
+            "containers": [{"name": "main", "image": "sim", "resources": {"requests": requests}}],
+            **spec,
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def _gang(
+    index: int,
+    size: int,
+    requests: dict[str, str],
+    *,
+    priority: int = 0,
+    prefix: str = "gang",
+    **spec: Any,
+) -> GangRequest:
+    namespace = f"team-{index % 10}"
+    name = f"{prefix}-{index:05d}"
+    pods = [_pod(f"{name}-{i}", namespace, name, requests, **spec) for i in range(size)]
+    return GangRequest(
+        namespace=namespace,
+        name=name,
+        uid=f"uid-{name}",
+        min_member=size,
+        pending=pods,
+        priority=priority,
+        created=_EPOCH + timedelta(seconds=index),
+    )
+
+
+# --- scenarios -----------------------------------------------------------------------------------
+def homogeneous_scenario(
+    nodes: int, gangs: int, gang_size: int
+) -> tuple[list[dict[str, Any]], list[GangRequest]]:
+    node_list = [
+        _node(f"node-{i:05d}", {"cpu": "8", "memory": "32Gi", "pods": "110"}) for i in range(nodes)
+    ]
+    gang_list = [_gang(i, gang_size, {"cpu": "1", "memory": "2Gi"}) for i in range(gangs)]
+    return node_list, gang_list
+
+
+_GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+_HIGHMEM_TAINT = {"key": "dedicated", "value": "highmem", "effect": "NoSchedule"}
+
+
+def heterogeneous_scenario(
+    nodes: int, gangs: int, gang_size: int, rng: random.Random
+) -> tuple[list[dict[str, Any]], list[GangRequest]]:
+    """60% general (3 zones), 15% tainted high-memory, 20% tainted 8-GPU, 5% cordoned/NotReady."""
+    node_list: list[dict[str, Any]] = []
+    for i in range(nodes):
+        zone = f"zone-{'abc'[i % 3]}"
+        slot = i % 20
+        if slot < 12:
+            node_list.append(
+                _node(
+                    f"cpu-{i:05d}",
+                    {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                    {"pool": "general", "topology.kubernetes.io/zone": zone},
+                )
+            )
+        elif slot < 15:
+            node_list.append(
+                _node(
+                    f"mem-{i:05d}",
+                    {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                    {"pool": "highmem", "topology.kubernetes.io/zone": zone},
+                    [_HIGHMEM_TAINT],
+                )
+            )
+        elif slot < 19:
+            node_list.append(
+                _node(
+                    f"gpu-{i:05d}",
+                    {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: "8"},
+                    {
+                        "pool": "gpu",
+                        "accelerator": rng.choice(["a100", "h100"]),
+                        "topology.kubernetes.io/zone": zone,
+                    },
+                    [_GPU_TAINT],
+                )
+            )
+        else:
+            node_list.append(
+                _node(
+                    f"bad-{i:05d}",
+                    {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                    {"pool": "general", "topology.kubernetes.io/zone": zone},
+                    ready=i % 40 != 19,
+                    unschedulable=i % 40 == 19,
+                )
+            )
+    gang_list: list[GangRequest] = []
+    for i in range(gangs):
+        kind = rng.random()
+        priority = rng.choice([0, 0, 0, 100])
+        if kind < 0.5:
+            cpu = rng.choice(["500m", "1", "2", "4"])
+            gang_list.append(_gang(i, gang_size, {"cpu": cpu, "memory": "2Gi"}, priority=priority))
+        elif kind < 0.65:
+            zone = f"zone-{rng.choice('abc')}"
+            affinity = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "topology.kubernetes.io/zone",
+                                        "operator": "In",
+                                        "values": [zone],
+                                    },
+                                    {"key": "pool", "operator": "NotIn", "values": ["gpu"]},
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+            gang_list.append(
+                _gang(
+                    i,
+                    gang_size,
+                    {"cpu": "2", "memory": "8Gi"},
+                    priority=priority,
+                    affinity=affinity,
+                )
+            )
+        elif kind < 0.8:
+            gang_list.append(
+                _gang(
+                    i,
+                    gang_size,
+                    {"cpu": "8", "memory": "64Gi"},
+                    priority=priority,
+                    nodeSelector={"pool": "highmem"},
+                    tolerations=[
+                        {
+                            "key": "dedicated",
+                            "operator": "Equal",
+                            "value": "highmem",
+                            "effect": "NoSchedule",
+                        }
+                    ],
+                )
+            )
+        else:
+            gpus = rng.choice([1, 2, 4, 8])
+            accelerator = rng.choice(["a100", "h100"])
+            affinity = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "accelerator",
+                                        "operator": "In",
+                                        "values": [accelerator],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+            gang_list.append(
+                _gang(
+                    i,
+                    gang_size,
+                    {"cpu": str(4 * gpus), "memory": f"{32 * gpus}Gi", GPU: str(gpus)},
+                    priority=priority,
+                    affinity=affinity,
+                    tolerations=[{"key": GPU, "operator": "Exists"}],
+                )
+            )
+    return node_list, gang_list
+
+
+def trace_scenario(
+    trace_dir: str, nodes: int, gangs: int, gang_size: int
+) -> tuple[list[dict[str, Any]], list[GangRequest], dict[str, Any]]:
+    """Nodes and tasks from the Alibaba GPU trace; consecutive tasks become one gang."""
+    root = Path(trace_dir)
+    node_list: list[dict[str, Any]] = []
+    with (root / TRACE_NODES).open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            if len(node_list) >= nodes:
+                break
+            allocatable = {
+                "cpu": f"{row['cpu_milli']}m",
+                "memory": f"{row['memory_mib']}Mi",
+                "pods": "110",
+            }
+            labels: dict[str, str] = {}
+            if int(row["gpu"]):
+                allocatable[GPU] = row["gpu"]
+                labels["accelerator"] = row["model"]
+            node_list.append(_node(row["sn"], allocatable, labels))
+    tasks: list[dict[str, str]] = []
+    with (root / TRACE_PODS).open(newline="") as handle:
+        tasks = sorted(csv.DictReader(handle), key=lambda r: (int(r["creation_time"]), r["name"]))
+    tasks = tasks[: gangs * gang_size]
+    gang_list: list[GangRequest] = []
+    fractional = 0
+    for index, start in enumerate(range(0, len(tasks), gang_size)):
+        chunk = tasks[start : start + gang_size]
+        namespace = "trace"
+        name = f"trace-gang-{index:05d}"
+        pods = []
+        for task in chunk:
+            requests = {"cpu": f"{task['cpu_milli']}m", "memory": f"{task['memory_mib']}Mi"}
+            gpus = int(task["num_gpu"])
+            if gpus:
+                requests[GPU] = str(gpus)
+                fractional += int(task["gpu_milli"]) < 1000
+            pods.append(_pod(task["name"], namespace, name, requests))
+        gang_list.append(
+            GangRequest(
+                namespace=namespace,
+                name=name,
+                uid=f"uid-{name}",
+                min_member=len(pods),
+                pending=pods,
+                created=_EPOCH + timedelta(seconds=int(chunk[0]["creation_time"])),
+            )
+        )
+    notes = {
+        "trace_dir": str(root),
+        "trace_files": [TRACE_NODES, TRACE_PODS],
+        "gang_grouping": (
+            f"tasks sorted by creation_time (then name); consecutive runs of {gang_size} tasks "
+            "form one gang with minMember = its size; all gangs queued up front, none depart"
+        ),
+        "tasks_used": len(tasks),
+        "fractional_gpu_tasks_rounded_up_to_one_gpu": fractional,
+    }
+    return node_list, gang_list, notes
+
+
+# --- the run -------------------------------------------------------------------------------------
+def _percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, round(fraction * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+def run_core(
+    nodes: int,
+    gangs: int,
+    gang_size: int,
+    heterogeneous: bool,
+    seed: int,
+    trace_dir: str | None,
+) -> dict[str, Any]:
+    """Run one scenario and return the measurements (see the module docstring)."""
+    rng = random.Random(seed)
+    notes: dict[str, Any] = {}
+    if trace_dir:
+        scenario = "trace"
+        node_list, gang_list, notes = trace_scenario(trace_dir, nodes, gangs, gang_size)
+    elif heterogeneous:
+        scenario = "heterogeneous"
+        node_list, gang_list = heterogeneous_scenario(nodes, gangs, gang_size, rng)
+    else:
+        scenario = "homogeneous"
+        node_list, gang_list = homogeneous_scenario(nodes, gangs, gang_size)
+
+    snapshot = Snapshot.build(node_list, [])
+    total_gpus = sum(n.allocatable.get(GPU, 0) for n in snapshot.nodes.values()) // 1000
+    queue = order_gangs(gang_list)
+    times_ms: list[float] = []
+    placed_pods = refused = 0
+    reasons: dict[str, int] = {}
+    example_refusal = ""
+    for gang in queue:
+        start = time.perf_counter()
+        outcome = place_group(gang, snapshot)
+        times_ms.append((time.perf_counter() - start) * 1000)
+        if isinstance(outcome, Placement):
+            placed_pods += len(outcome.bindings)
+        else:
+            refused += 1
+            reasons[outcome.reason.value] = reasons.get(outcome.reason.value, 0) + 1
+            example_refusal = example_refusal or outcome.message
+
+    used_gpus = (
+        total_gpus
+        - sum(n.free.get(GPU, 0) for n in snapshot.nodes.values() if GPU in n.allocatable) // 1000
+    )
+    ordered = sorted(times_ms)
+    total_s = sum(times_ms) / 1000
+    result: dict[str, Any] = {
+        "scenario": scenario,
+        "nodes": len(node_list),
+        "gangs": len(gang_list),
+        "gang_size": gang_size,
+        "heterogeneous": heterogeneous,
+        "seed": seed,
+        **notes,
+        "decisions": len(times_ms),
+        "placed_pods": placed_pods,
+        "refused": refused,
+        "refusal_reasons": reasons,
+        "mean_ms": round(statistics.fmean(times_ms), 4) if times_ms else 0.0,
+        "p50_ms": round(_percentile(ordered, 0.50), 4),
+        "p99_ms": round(_percentile(ordered, 0.99), 4),
+        "max_ms": round(ordered[-1], 4) if ordered else 0.0,
+        "pods_per_second": round(placed_pods / total_s, 1) if total_s else 0.0,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "python": platform.python_version(),
+    }
+    if total_gpus:
+        result["gpus_total"] = total_gpus
+        result["gpus_allocated"] = used_gpus
+        result["gpu_allocation_rate"] = round(used_gpus / total_gpus, 4)
+    if example_refusal:
+        result["example_refusal"] = example_refusal
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="podgroup-operator bench core", description=__doc__)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--gangs", type=int, default=1000)
+    parser.add_argument("--gang-size", type=int, default=3)
+    parser.add_argument("--heterogeneous", action="store_true")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--trace", metavar="DIR", default=None)
+    args = parser.parse_args(argv)
+    result = run_core(
+        args.nodes, args.gangs, args.gang_size, args.heterogeneous, args.seed, args.trace
+    )
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""The node filters kube-scheduler applies, as pure predicates over parsed pods and nodes.
+
+A gang placement is only honest if every member would also pass kube-scheduler's own checks on
+its node, so these follow the upstream plugins: NodeUnschedulable, TaintToleration (NoSchedule
+and NoExecute must be tolerated, PreferNoSchedule is only a preference), NodeAffinity
+(`nodeSelector` plus required node affinity), and readiness. Resource fit lives next to the
+free-capacity bookkeeping in `snapshot.py` because it changes with every assumption.
+
+Pod constraints are parsed once into hashable `Constraints`, so that pods stamped from one
+template share a single parsed value, and a verdict computed for one node can be reused for
+every node with identical labels, taints and conditions (see `NodeClass` in `snapshot.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+"""The taint kube-scheduler pretends a cordoned node has; tolerating it admits the pod."""
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""Unique per node; left out of node classes so that pools of identical nodes share verdicts."""
+NODE_NAME_FIELD = "metadata.name"
+"""The only field `matchFields` may select on."""
+
+ENFORCED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that keep a pod off a node; PreferNoSchedule only lowers a score."""
+
+
+class Exclusion(StrEnum):
+    """Why a node cannot take a pod; the text is what a refusal message counts."""
+
+    NOT_READY = "node(s) were not Ready"
+    UNSCHEDULABLE = "node(s) were unschedulable"
+    TAINT = "node(s) had untolerated taint"
+    NODE_SELECTOR = "node(s) didn't match Pod's node selector"
+    NODE_AFFINITY = "node(s) didn't match Pod's node affinity"
+    INSUFFICIENT = "Insufficient"
+
+
+class Verdict(NamedTuple):
+    """A node's rejection: the filter that failed and, for taints/resources, which one."""
+
+    exclusion: Exclusion
+    detail: str = ""
+
+    def describe(self, count: int) -> str:
+        """kube-scheduler's wording: `2 Insufficient cpu`, `3 node(s) were not Ready`."""
+        if self.exclusion is Exclusion.INSUFFICIENT:
+            return f"{count} Insufficient {self.detail}"
+        if self.detail:
+            return f"{count} {self.exclusion.value} {self.detail}"
+        return f"{count} {self.exclusion.value}"
+
+
+class Taint(NamedTuple):
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        value = f"={self.value}" if self.value else ""
+        return f"{{{self.key}{value}: {self.effect}}}"
+
+
+class Toleration(NamedTuple):
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """`v1.Toleration.ToleratesTaint`: effect, key (empty + Exists = any), then value."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        # Equal is the default operator; an empty key is only valid with Exists.
+        return bool(self.key) and self.value == taint.value
+
+
+class Requirement(NamedTuple):
+    """One `matchExpressions`/`matchFields` entry: key, operator, values."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        if self.operator in ("Gt", "Lt"):
+            if not present or len(self.values) != 1:
+                return False
+            try:
+                have, bound = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > bound if self.operator == "Gt" else have < bound
+        return False  # an unknown operator matches nothing, as upstream
+
+
+class Term(NamedTuple):
+    """A nodeSelectorTerm: its expressions and fields are ANDed."""
+
+    expressions: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if not self.expressions and not self.fields:
+            return False  # an empty term matches no objects
+        if not all(req.matches(labels) for req in self.expressions):
+            return False
+        node_fields = {NODE_NAME_FIELD: name}
+        return all(req.key == NODE_NAME_FIELD and req.matches(node_fields) for req in self.fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """Where a pod may go, independent of free capacity; hashable so it can key caches.
+
+    `terms is None` means no required node affinity; an empty tuple means an affinity that
+    matches nothing (upstream treats a selector without terms that way).
+    """
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[Term, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def uses_node_identity(self) -> bool:
+        """True when the verdict depends on the node's name, so node classes cannot share it."""
+        if any(key == HOSTNAME_LABEL for key, _ in self.node_selector):
+            return True
+        for term in self.terms or ():
+            if term.fields or any(req.key == HOSTNAME_LABEL for req in term.expressions):
+                return True
+        return False
+
+
+NO_CONSTRAINTS = Constraints()
+
+
+def _requirements(raw: Any) -> tuple[Requirement, ...]:
+    return tuple(
+        Requirement(
+            str(item.get("key", "")),
+            str(item.get("operator", "")),
+            tuple(str(v) for v in item.get("values") or ()),
+        )
+        for item in raw or ()
+    )
+
+
+def pod_constraints(pod: Mapping[str, Any]) -> Constraints:
+    """Parse nodeSelector, required node affinity and tolerations of a raw pod."""
+    spec = pod.get("spec") or {}
+    selector = tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items()))
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    terms: tuple[Term, ...] | None = None
+    if required is not None:
+        terms = tuple(
+            Term(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+            for t in required.get("nodeSelectorTerms") or ()
+        )
+    tolerations = tuple(
+        Toleration(
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
+        for t in spec.get("tolerations") or ()
+    )
+    if not selector and terms is None and not tolerations:
+        return NO_CONSTRAINTS
+    return Constraints(selector, terms, tolerations)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """The parts of a Node the static filters read; everything but the name can be shared."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    ready: bool
+
+
+def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
+    return tuple(
+        Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
+        for t in (node.get("spec") or {}).get("taints") or ()
+    )
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """A node without a Ready=True condition is not a place to put a gang member."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    meta = node.get("metadata") or {}
+    return NodeFacts(
+        name=str(meta.get("name", "")),
+        labels=dict(meta.get("labels") or {}),
+        taints=node_taints(node),
+        unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+        ready=node_ready(node),
+    )
+
+
+def untolerated_taint(
+    tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]
+) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration covers, or None."""
+    for taint in taints:
+        if taint.effect in ENFORCED_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+_UNSCHEDULABLE_TAINT = Taint(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
+
+
+def check_node(constraints: Constraints, node: NodeFacts) -> Verdict | None:
+    """None if the pod may go to the node as far as static filters go, else why not.
+
+    Checked in kube-scheduler's plugin order so the first failure is the one it would report.
+    """
+    if not node.ready:
+        return Verdict(Exclusion.NOT_READY)
+    if node.unschedulable and not any(
+        t.tolerates(_UNSCHEDULABLE_TAINT) for t in constraints.tolerations
+    ):
+        return Verdict(Exclusion.UNSCHEDULABLE)
+    taint = untolerated_taint(constraints.tolerations, node.taints)
+    if taint is not None:
+        return Verdict(Exclusion.TAINT, str(taint))
+    labels = node.labels
+    for key, value in constraints.node_selector:
+        if labels.get(key) != value:
+            return Verdict(Exclusion.NODE_SELECTOR)
+    if constraints.terms is not None and not any(
+        term.matches(node.name, labels) for term in constraints.terms
+    ):
+        return Verdict(Exclusion.NODE_AFFINITY)
+    return None
+
+
+def insufficient(request: Iterable[tuple[str, int]], free: Mapping[str, int]) -> Verdict | None:
+    """NodeResourcesFit: the first resource the node lacks for one pod (in `request` order)."""
+    for name, amount in request:
+        if amount > free.get(name, 0):
+            return Verdict(Exclusion.INSUFFICIENT, name)
+    return None

@@ -1,0 +1,108 @@
+"""What the scheduling core is asked (a `GangRequest`) and what it answers (placement or refusal).
+
+These live in their own module because both the queue (which orders requests) and placement
+(which decides them) need them, and neither should import the other. They hold raw pod dicts,
+not parsed models: the core reads only the few fields kube-scheduler reads, and the adapters
+hand over exactly what the apiserver sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from podgroup_operator.constants import GangMode, Reason
+from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
+
+GangKey = tuple[str, str]
+"""(namespace, name) of a PodGroup."""
+
+
+@dataclass(frozen=True)
+class GangRequest:
+    """One PodGroup waiting for placement, with its pending members.
+
+    `already_bound` members (bound or running, placed in an earlier cycle or by anyone) count
+    toward `min_member`. `bound_uids` names those of them the snapshot knows, so their requests
+    can be counted back when `min_resources` is compared with the cluster's free capacity.
+    `satisfied_before` is the "once satisfied" latch: a gang that has already run whole gets
+    its replacements placed one by one, without the all-or-nothing barrier.
+    """
+
+    namespace: str
+    name: str
+    min_member: int
+    pending: Sequence[Mapping[str, Any]] = ()
+    uid: str = ""
+    mode: GangMode = GangMode.STRICT
+    already_bound: int = 0
+    bound_uids: frozenset[str] = frozenset()
+    satisfied_before: bool = False
+    min_resources: Mapping[str, int] | None = None
+    """Milli-units per resource, or None."""
+    priority: int = 0
+    created: datetime | None = None
+    last_failure: datetime | None = None
+
+    @property
+    def key(self) -> GangKey:
+        return (self.namespace, self.name)
+
+    @property
+    def label(self) -> str:
+        """`namespace/name`, as messages name a group."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One decision: this pod goes to this node."""
+
+    namespace: str
+    pod: str
+    pod_uid: str
+    node: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The gang fits: bind these pods. The snapshot already holds them as assumed.
+
+    Call `undo` if binding fails (the API write is refused); otherwise the assumption stands
+    until the bound pods arrive through the watch and replace it. `unplaced` names pending
+    members beyond minMember that did not fit this time.
+    """
+
+    gang: GangKey
+    bindings: tuple[Binding, ...]
+    unplaced: tuple[str, ...] = ()
+    undo: Undo = field(default=NO_UNDO, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The gang does not fit now; `message` says by how much, so a person can act on it.
+
+    `partial` is only ever non-empty for NonStrict gangs: members that fit are kept assumed in
+    the snapshot (bind them, and they count as `already_bound` next cycle); `undo` releases them.
+    """
+
+    gang: GangKey
+    reason: Reason
+    message: str
+    partial: tuple[Binding, ...] = ()
+    undo: Undo = field(default=NO_UNDO, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class GangGroupPlacement:
+    """Every PodGroup of a gang group fits; one placement each, undone together by `undo`."""
+
+    placements: tuple[Placement, ...]
+    undo: Undo = field(default=NO_UNDO, compare=False, repr=False)
+
+    @property
+    def bindings(self) -> tuple[Binding, ...]:
+        return tuple(b for p in self.placements for b in p.bindings)

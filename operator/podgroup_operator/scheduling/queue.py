@@ -1,0 +1,130 @@
+"""Which gang is decided next, and when a waiting gang gives up or may try again.
+
+Order matters for fairness and for deadlock: if members of two gangs were interleaved, each
+could take half the room and neither would ever be whole. So the queue orders *groups* (as
+scheduler-plugins' coscheduling `Less` does): higher priority first, then the time the group
+last failed (else its creation time) so a group that just failed goes behind its peers, then
+namespace, name and UID to make the order total and deterministic. A group's members are always
+handed out together.
+
+Timeouts and backoff are pure functions of times passed in; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from podgroup_operator.scheduling.gang import GangRequest
+
+_NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+class Queued(Protocol):
+    """What ordering reads from a group; `GangRequest` has it, and so can the caller's types."""
+
+    @property
+    def priority(self) -> int: ...
+    @property
+    def created(self) -> datetime | None: ...
+    @property
+    def last_failure(self) -> datetime | None: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
+QueueKey = tuple[int, datetime, str, str, str]
+Q = TypeVar("Q", bound=Queued)
+
+
+def queue_key(gang: Queued) -> QueueKey:
+    """Sort key: priority (high first), last failure else creation (early first), ns, name, uid.
+
+    Times must be timezone-aware; a group with neither time sorts after every dated group.
+    """
+    since = gang.last_failure or gang.created or _NEVER
+    return (-gang.priority, since, gang.namespace, gang.name, gang.uid)
+
+
+def order_gangs(gangs: Iterable[Q]) -> list[Q]:
+    """The gangs in the order they should be decided."""
+    return sorted(gangs, key=queue_key)
+
+
+def members_in_order(
+    gangs: Iterable[GangRequest],
+) -> Iterator[tuple[GangRequest, Mapping[str, Any]]]:
+    """(gang, pending pod) pairs, gangs in queue order, each gang's members contiguous."""
+    for gang in order_gangs(gangs):
+        for pod in gang.pending:
+            yield gang, pod
+
+
+# --- timeout and backoff -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff between failed attempts: initial, doubling, capped."""
+
+    initial_seconds: float = 1.0
+    max_seconds: float = 300.0
+
+    def delay(self, failed_attempts: int) -> timedelta:
+        """No delay before the first attempt; then initial * 2**(failures-1), at most the cap."""
+        if failed_attempts <= 0:
+            return timedelta(0)
+        # Cap the exponent too, so a gang that failed a million times does not overflow.
+        exponent = min(failed_attempts - 1, 62)
+        seconds = min(self.initial_seconds * (2**exponent), self.max_seconds)
+        return timedelta(seconds=seconds)
+
+
+def schedule_deadline(
+    wait_started: datetime, timeout_seconds: int | None, default_timeout_seconds: int
+) -> datetime:
+    """When a gang that started waiting at `wait_started` times out (spec value, else default)."""
+    seconds = timeout_seconds if timeout_seconds is not None else default_timeout_seconds
+    return wait_started + timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class WaitDecision:
+    """Where a waiting gang stands at `now`."""
+
+    timed_out: bool
+    """`scheduleTimeoutSeconds` passed: report ScheduleTimeout and release what is held."""
+    deadline: datetime
+    next_attempt: datetime
+    """Earliest time the next placement attempt may run."""
+    may_attempt: bool
+    """`now` has reached `next_attempt`."""
+
+
+def decide_wait(
+    *,
+    wait_started: datetime,
+    timeout_seconds: int | None,
+    default_timeout_seconds: int,
+    failed_attempts: int,
+    last_failure: datetime | None,
+    now: datetime,
+    backoff: Backoff,
+) -> WaitDecision:
+    """Timed out or not, and when to try next: backoff counts from the last failure.
+
+    Without a failure yet, the next attempt is due at once (`wait_started`).
+    """
+    deadline = schedule_deadline(wait_started, timeout_seconds, default_timeout_seconds)
+    base = last_failure or wait_started
+    next_attempt = base + backoff.delay(failed_attempts)
+    return WaitDecision(
+        timed_out=now >= deadline,
+        deadline=deadline,
+        next_attempt=next_attempt,
+        may_attempt=now >= next_attempt,
+    )

@@ -1,0 +1,198 @@
+"""Static node filters: selector, required node affinity, taints/tolerations, cordon, readiness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from podgroup_operator.scheduling.filters import (
+    Exclusion,
+    check_node,
+    node_facts,
+    pod_constraints,
+)
+from podgroup_operator.scheduling.snapshot import Snapshot
+from tests.builders import node, pod
+
+
+def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        body["values"] = list(values)
+    return body
+
+
+def verdict(raw_pod: dict[str, Any], raw_node: dict[str, Any]) -> Exclusion | None:
+    result = check_node(pod_constraints(raw_pod), node_facts(raw_node))
+    return None if result is None else result.exclusion
+
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def test_node_selector_needs_every_label() -> None:
+    raw = pod("p", nodeSelector={"pool": "gpu", "zone": "a"})
+    assert verdict(raw, node("n1", labels={"pool": "gpu", "zone": "a"})) is None
+    assert verdict(raw, node("n2", labels={"pool": "gpu"})) is Exclusion.NODE_SELECTOR
+    assert verdict(raw, node("n3", labels={"pool": "cpu", "zone": "a"})) is Exclusion.NODE_SELECTOR
+
+
+@pytest.mark.parametrize(
+    ("requirement", "labels", "matches"),
+    [
+        (expr("zone", "In", "a", "b"), {"zone": "b"}, True),
+        (expr("zone", "In", "a", "b"), {"zone": "c"}, False),
+        (expr("zone", "In", "a"), {}, False),
+        (expr("zone", "NotIn", "a"), {"zone": "b"}, True),
+        (expr("zone", "NotIn", "a"), {}, True),
+        (expr("zone", "NotIn", "a"), {"zone": "a"}, False),
+        (expr("gpu", "Exists"), {"gpu": ""}, True),
+        (expr("gpu", "Exists"), {}, False),
+        (expr("gpu", "DoesNotExist"), {}, True),
+        (expr("gpu", "DoesNotExist"), {"gpu": "x"}, False),
+        (expr("cores", "Gt", "8"), {"cores": "16"}, True),
+        (expr("cores", "Gt", "8"), {"cores": "8"}, False),
+        (expr("cores", "Gt", "8"), {"cores": "many"}, False),
+        (expr("cores", "Gt", "8"), {}, False),
+        (expr("cores", "Lt", "8"), {"cores": "4"}, True),
+        (expr("cores", "Lt", "8"), {"cores": "8"}, False),
+    ],
+)
+def test_affinity_operators(
+    requirement: dict[str, Any], labels: dict[str, str], matches: bool
+) -> None:
+    raw = pod("p", affinity=affinity({"matchExpressions": [requirement]}))
+    expected = None if matches else Exclusion.NODE_AFFINITY
+    assert verdict(raw, node("n", labels=labels)) is expected
+
+
+def test_affinity_terms_are_ored_and_expressions_anded() -> None:
+    raw = pod(
+        "p",
+        affinity=affinity(
+            {"matchExpressions": [expr("zone", "In", "a"), expr("pool", "In", "gpu")]},
+            {"matchExpressions": [expr("zone", "In", "b")]},
+        ),
+    )
+    assert verdict(raw, node("both", labels={"zone": "a", "pool": "gpu"})) is None
+    assert verdict(raw, node("half", labels={"zone": "a", "pool": "cpu"})) is not None
+    assert verdict(raw, node("second", labels={"zone": "b"})) is None
+
+
+def test_empty_term_matches_nothing() -> None:
+    raw = pod("p", affinity=affinity({}))
+    assert verdict(raw, node("n")) is Exclusion.NODE_AFFINITY
+
+
+def test_match_fields_select_on_node_name() -> None:
+    raw = pod(
+        "p",
+        affinity=affinity({"matchFields": [expr("metadata.name", "In", "node-a")]}),
+    )
+    assert verdict(raw, node("node-a")) is None
+    assert verdict(raw, node("node-b")) is Exclusion.NODE_AFFINITY
+    not_in = pod(
+        "q", affinity=affinity({"matchFields": [expr("metadata.name", "NotIn", "node-a")]})
+    )
+    assert verdict(not_in, node("node-a")) is Exclusion.NODE_AFFINITY
+    assert verdict(not_in, node("node-b")) is None
+
+
+@pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
+def test_enforced_taints_must_be_tolerated(effect: str) -> None:
+    tainted = node("n", taints=[{**GPU_TAINT, "effect": effect}])
+    assert verdict(pod("p"), tainted) is Exclusion.TAINT
+    tolerant = pod(
+        "q",
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}],
+    )
+    assert verdict(tolerant, tainted) is None
+
+
+def test_prefer_no_schedule_is_ignored() -> None:
+    soft = node("n", taints=[{**GPU_TAINT, "effect": "PreferNoSchedule"}])
+    assert verdict(pod("p"), soft) is None
+
+
+def test_toleration_exists_ignores_the_value() -> None:
+    tainted = node("n", taints=[GPU_TAINT])
+    raw = pod("p", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
+    assert verdict(raw, tainted) is None
+
+
+def test_toleration_equal_needs_the_same_value() -> None:
+    tainted = node("n", taints=[GPU_TAINT])
+    raw = pod("p", tolerations=[{"key": "nvidia.com/gpu", "operator": "Equal", "value": "no"}])
+    assert verdict(raw, tainted) is Exclusion.TAINT
+
+
+def test_toleration_effect_must_match_when_given() -> None:
+    tainted = node("n", taints=[GPU_TAINT])
+    wrong = pod(
+        "p", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}]
+    )
+    right = pod(
+        "q", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    )
+    assert verdict(wrong, tainted) is Exclusion.TAINT
+    assert verdict(right, tainted) is None
+
+
+def test_empty_key_with_exists_tolerates_every_taint() -> None:
+    tainted = node(
+        "n",
+        taints=[GPU_TAINT, {"key": "dedicated", "value": "x", "effect": "NoExecute"}],
+        unschedulable=True,
+    )
+    assert verdict(pod("p", tolerations=[{"operator": "Exists"}]), tainted) is None
+    # An empty key with Equal tolerates nothing.
+    assert verdict(pod("q", tolerations=[{"operator": "Equal"}]), tainted) is not None
+
+
+def test_cordoned_node_needs_the_unschedulable_toleration() -> None:
+    cordoned = node("n", unschedulable=True)
+    assert verdict(pod("p"), cordoned) is Exclusion.UNSCHEDULABLE
+    raw = pod(
+        "q",
+        tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}],
+    )
+    assert verdict(raw, cordoned) is None
+
+
+def test_not_ready_node_is_excluded() -> None:
+    assert verdict(pod("p", tolerations=[{"operator": "Exists"}]), node("n", ready=False)) is (
+        Exclusion.NOT_READY
+    )
+    no_conditions = node("m")
+    no_conditions["status"]["conditions"] = []
+    assert verdict(pod("p"), no_conditions) is Exclusion.NOT_READY
+
+
+def test_identical_nodes_share_one_class_but_hostname_selectors_still_work() -> None:
+    snapshot = Snapshot.build([node(f"n{i}", labels={"pool": "a"}) for i in range(4)], [])
+    any_node = snapshot.feasibility(pod_constraints(pod("p")))
+    assert len(any_node.classes) == 1
+    assert len(list(snapshot.best_fit_order(any_node))) == 4
+    pinned = pod("q", nodeSelector={"kubernetes.io/hostname": "n2"})
+    only = [n.name for n in snapshot.best_fit_order(snapshot.feasibility(pod_constraints(pinned)))]
+    assert only == ["n2"]
+
+
+def test_cached_verdicts_follow_node_changes() -> None:
+    snapshot = Snapshot.build([node("n1"), node("n2")], [])
+    constraints = pod_constraints(pod("p"))
+    assert len(list(snapshot.best_fit_order(snapshot.feasibility(constraints)))) == 2
+    snapshot.update_node(node("n2", taints=[GPU_TAINT]))
+    names = [n.name for n in snapshot.best_fit_order(snapshot.feasibility(constraints))]
+    assert names == ["n1"]
+    counts = snapshot.exclusions(snapshot.feasibility(constraints))
+    assert sum(counts.values()) == 1

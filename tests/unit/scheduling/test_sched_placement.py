@@ -1,0 +1,255 @@
+"""Gang decisions: all-or-nothing, packing, Strict/NonStrict, once-satisfied, gang groups."""
+
+from __future__ import annotations
+
+from podgroup_operator.constants import GangMode, Reason
+from podgroup_operator.scheduling.gang import GangGroupPlacement, Placement, Refusal
+from podgroup_operator.scheduling.placement import place_gang_group, place_group
+from podgroup_operator.scheduling.snapshot import Snapshot
+from tests.builders import node, pod
+from tests.unit.scheduling.helpers import GPU, gang, members, uid_of
+
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = [{"key": GPU, "operator": "Exists"}]
+
+
+def gpu_nodes(count: int, gpus: int = 8) -> list[dict[str, object]]:
+    return [
+        node(f"gpu-{i}", cpu=64, memory="512Gi", extended={GPU: gpus}, taints=[GPU_TAINT])
+        for i in range(count)
+    ]
+
+
+def test_gang_that_fits_is_placed_and_left_assumed() -> None:
+    snapshot = Snapshot.build([node("n1"), node("n2")], [])
+    outcome = place_group(gang("job", members("job", 3, requests={"cpu": "2"})), snapshot)
+    assert isinstance(outcome, Placement)
+    assert len(outcome.bindings) == 3
+    assert all(snapshot.is_assumed(b.pod_uid) for b in outcome.bindings)
+    outcome.undo()
+    assert snapshot.total_free()["cpu"] == 16_000
+
+
+def test_best_fit_packs_onto_the_fullest_node_and_ties_go_by_name() -> None:
+    snapshot = Snapshot.build(
+        [node("a"), node("b"), node("c")], [pod("busy", requests={"cpu": "4"}, node="c")]
+    )
+    outcome = place_group(gang("job", members("job", 2, requests={"cpu": "2"})), snapshot)
+    assert isinstance(outcome, Placement)
+    assert {b.node for b in outcome.bindings} == {"c"}
+    more = place_group(gang("more", members("more", 3, requests={"cpu": "4"})), snapshot)
+    assert isinstance(more, Placement)
+    assert [b.node for b in more.bindings] == ["a", "a", "b"]
+
+
+def test_strict_refusal_leaves_the_snapshot_identical() -> None:
+    snapshot = Snapshot.build(gpu_nodes(3), [pod("x", requests={"cpu": "1"}, node="gpu-0")])
+    before = snapshot.state()
+    pods = members("train", 4, requests={"cpu": "8", GPU: "8"}, tolerations=GPU_TOLERATION)
+    outcome = place_group(gang("train", pods), snapshot)
+    assert isinstance(outcome, Refusal)
+    assert outcome.reason is Reason.NOT_ENOUGH_RESOURCES
+    assert outcome.partial == ()
+    assert snapshot.state() == before
+    assert not any(snapshot.is_assumed(uid_of(p)) for p in pods)
+
+
+def test_refusal_message_names_the_shape_what_fits_and_what_is_short() -> None:
+    nodes = [
+        *gpu_nodes(3),
+        node("cpu-0"),
+        node("cpu-1"),
+        node("down", extended={GPU: 8}, ready=False),
+        node("cordoned", extended={GPU: 8}, unschedulable=True),
+    ]
+    snapshot = Snapshot.build(nodes, [])
+    pods = members("train", 4, requests={"cpu": "8", GPU: "8"}, tolerations=GPU_TOLERATION)
+    outcome = place_group(gang("train", pods), snapshot)
+    assert isinstance(outcome, Refusal)
+    message = outcome.message
+    assert "default/train" in message
+    assert "4 x {cpu: 8, nvidia.com/gpu: 8}" in message
+    assert "3 fit on 3 node(s)" in message
+    assert "short 1" in message
+    assert "0/7 nodes can take another" in message
+    # The three GPU nodes are now full and the two CPU nodes have none.
+    assert "5 Insufficient nvidia.com/gpu" in message
+    assert "each needs a node with {cpu: 8, nvidia.com/gpu: 8} free" in message
+    assert "1 node(s) were not Ready" in message
+    assert "1 node(s) were unschedulable" in message
+
+
+def test_refusal_counts_taint_and_selector_exclusions() -> None:
+    nodes = [*gpu_nodes(2), node("cpu-0", labels={"pool": "cpu"})]
+    snapshot = Snapshot.build(nodes, [])
+    untolerant = place_group(gang("a", members("a", 1, requests={GPU: "1"})), snapshot)
+    assert isinstance(untolerant, Refusal)
+    assert "2 node(s) had untolerated taint {nvidia.com/gpu=present: NoSchedule}" in (
+        untolerant.message
+    )
+    assert "1 Insufficient nvidia.com/gpu" in untolerant.message
+    selected = place_group(
+        gang("b", members("b", 1, nodeSelector={"pool": "other"}, tolerations=GPU_TOLERATION)),
+        snapshot,
+    )
+    assert isinstance(selected, Refusal)
+    assert "3 node(s) didn't match Pod's node selector" in selected.message
+
+
+def test_too_few_members_is_refused_without_trying() -> None:
+    snapshot = Snapshot.build([node("n1")], [])
+    outcome = place_group(gang("job", members("job", 2), min_member=4, already_bound=1), snapshot)
+    assert isinstance(outcome, Refusal)
+    assert outcome.reason is Reason.NOT_ENOUGH_TASKS
+    assert "3 member pod(s) (2 pending, 1 bound)" in outcome.message
+    assert "minMember is 4" in outcome.message
+    assert "short 1 pod(s)" in outcome.message
+
+
+def test_min_resources_beyond_cluster_free_capacity_is_refused_without_trying() -> None:
+    snapshot = Snapshot.build([node("n1"), node("n2")], [])
+    before = snapshot.state()
+    outcome = place_group(gang("job", members("job", 1), min_resources={"cpu": 20_000}), snapshot)
+    assert isinstance(outcome, Refusal)
+    assert outcome.reason is Reason.NOT_ENOUGH_RESOURCES
+    assert "minResources {cpu: 20}" in outcome.message
+    assert "free capacity {cpu: 16}" in outcome.message
+    assert "short {cpu: 4}" in outcome.message
+    assert snapshot.state() == before
+
+
+def test_min_resources_counts_back_what_bound_members_hold() -> None:
+    bound = pod("job-0", requests={"cpu": "8"}, node="n1")
+    snapshot = Snapshot.build([node("n1"), node("n2")], [bound])
+    request = gang(
+        "job",
+        members("job-x", 1, requests={"cpu": "8"}),
+        min_member=2,
+        already_bound=1,
+        bound_uids=frozenset({uid_of(bound)}),
+        min_resources={"cpu": 16_000},
+    )
+    assert isinstance(place_group(request, snapshot), Placement)
+
+
+def test_already_bound_members_count_toward_min_member() -> None:
+    snapshot = Snapshot.build([node("n1")], [])
+    outcome = place_group(
+        gang("job", members("job", 2, requests={"cpu": "4"}), min_member=5, already_bound=3),
+        snapshot,
+    )
+    assert isinstance(outcome, Placement)
+    assert len(outcome.bindings) == 2
+
+
+def test_extra_members_are_placed_when_they_fit_and_named_when_not() -> None:
+    snapshot = Snapshot.build([node("n1")], [])
+    outcome = place_group(
+        gang("job", members("job", 3, requests={"cpu": "3"}), min_member=2), snapshot
+    )
+    assert isinstance(outcome, Placement)
+    assert len(outcome.bindings) == 2
+    assert outcome.unplaced == ("job-2",)
+
+
+def test_non_strict_keeps_what_fits_and_reports_partial() -> None:
+    snapshot = Snapshot.build([node("n1")], [])
+    pods = members("job", 3, requests={"cpu": "3"})
+    outcome = place_group(gang("job", pods, mode=GangMode.NON_STRICT), snapshot)
+    assert isinstance(outcome, Refusal)
+    assert len(outcome.partial) == 2
+    assert "keeping 2 member(s) placed (NonStrict)" in outcome.message
+    assert snapshot.free("n1")["cpu"] == 2000
+    # Next cycle the kept members are bound; the last one still needs room.
+    outcome.undo()
+    assert snapshot.free("n1")["cpu"] == 8000
+
+
+def test_once_satisfied_places_replacements_one_by_one() -> None:
+    snapshot = Snapshot.build([node("n1")], [])
+    replacements = members("job", 3, requests={"cpu": "3"})
+    outcome = place_group(
+        gang("job", replacements, min_member=4, already_bound=0, satisfied_before=True),
+        snapshot,
+    )
+    assert isinstance(outcome, Placement)
+    assert len(outcome.bindings) == 2  # no barrier: what fits goes now
+    full = place_group(
+        gang("job", members("late", 1, requests={"cpu": "3"}), min_member=4, satisfied_before=True),
+        snapshot,
+    )
+    assert isinstance(full, Refusal)
+    assert full.reason is Reason.NOT_ENOUGH_RESOURCES
+
+
+def test_mixed_shapes_place_the_big_ones_first() -> None:
+    snapshot = Snapshot.build([node("n1"), *gpu_nodes(1)], [])
+    pods = [
+        *members("w", 2, requests={"cpu": "2"}, tolerations=GPU_TOLERATION),
+        pod("master", requests={"cpu": "60", GPU: "8"}, tolerations=GPU_TOLERATION),
+    ]
+    outcome = place_group(gang("job", pods), snapshot)
+    assert isinstance(outcome, Placement)
+    by_pod = {b.pod: b.node for b in outcome.bindings}
+    assert by_pod["master"] == "gpu-0"
+    assert by_pod["w-0"] == by_pod["w-1"]
+
+
+def test_one_thousand_identical_members_fill_nodes_in_order() -> None:
+    snapshot = Snapshot.build([node(f"n{i:04d}") for i in range(200)], [])
+    outcome = place_group(gang("big", members("big", 1000, requests={"cpu": "1"})), snapshot)
+    assert isinstance(outcome, Placement)
+    assert len({b.node for b in outcome.bindings}) == 125
+    assert all(snapshot.free(f"n{i:04d}")["cpu"] == 0 for i in range(125))
+
+
+def test_gang_group_places_all_when_all_fit() -> None:
+    snapshot = Snapshot.build([node("n1"), node("n2")], [])
+    groups = [
+        gang("a", members("a", 2, namespace="ns1", requests={"cpu": "4"}), namespace="ns1"),
+        gang("b", members("b", 2, namespace="ns2", requests={"cpu": "4"}), namespace="ns2"),
+    ]
+    outcome = place_gang_group(groups, snapshot)
+    assert isinstance(outcome, GangGroupPlacement)
+    assert len(outcome.bindings) == 4
+    assert snapshot.total_free()["cpu"] == 0
+
+
+def test_gang_group_places_nothing_when_one_does_not_fit() -> None:
+    snapshot = Snapshot.build([node("n1"), node("n2")], [])
+    before = snapshot.state()
+    groups = [
+        gang("a", members("a", 2, namespace="ns1", requests={"cpu": "4"}), namespace="ns1"),
+        gang(
+            "b",
+            members("b", 3, namespace="ns2", requests={"cpu": "4"}),
+            namespace="ns2",
+            mode=GangMode.NON_STRICT,
+        ),
+    ]
+    outcome = place_gang_group(groups, snapshot)
+    assert isinstance(outcome, Refusal)
+    assert outcome.gang == ("ns2", "b")
+    assert outcome.partial == ()
+    assert outcome.message.startswith("gang group [ns1/a, ns2/b]: ")
+    assert snapshot.state() == before
+
+
+def test_gang_group_prefilter_refuses_before_anything_is_tried() -> None:
+    snapshot = Snapshot.build([node("n1")], [])
+    groups = [gang("a", members("a", 1)), gang("b", members("b", 1), min_member=2)]
+    outcome = place_gang_group(groups, snapshot)
+    assert isinstance(outcome, Refusal)
+    assert outcome.reason is Reason.NOT_ENOUGH_TASKS
+    assert snapshot.total_free()["pods"] == 110_000
+
+
+def test_gang_group_undo_releases_every_member_group() -> None:
+    snapshot = Snapshot.build([node("n1"), node("n2")], [])
+    before = snapshot.state()
+    groups = [gang("a", members("a", 2, requests={"cpu": "3"})), gang("b", members("b", 1))]
+    outcome = place_gang_group(groups, snapshot)
+    assert isinstance(outcome, GangGroupPlacement)
+    assert snapshot.state() != before
+    outcome.undo()
+    assert snapshot.state() == before

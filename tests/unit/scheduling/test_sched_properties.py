@@ -1,0 +1,135 @@
+"""Randomized properties: never fewer than minMember placed, never an over-committed node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podgroup_operator.constants import GangMode
+from podgroup_operator.scheduling.filters import check_node, node_facts, pod_constraints
+from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
+from podgroup_operator.scheduling.placement import place_gang_group, place_group
+from podgroup_operator.scheduling.resources import node_allocatable
+from podgroup_operator.scheduling.snapshot import Snapshot
+from tests.builders import node, pod
+from tests.unit.scheduling.helpers import GPU, overcommitted, uid_of, usage_by_node
+
+TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(1, 8))
+    nodes = []
+    for i in range(count):
+        gpus = draw(st.sampled_from([0, 0, 4, 8]))
+        nodes.append(
+            node(
+                f"n{i}",
+                cpu=f"{draw(st.integers(1, 32)) * 500}m",
+                memory=f"{draw(st.integers(1, 16))}Gi",
+                pods=draw(st.integers(1, 10)),
+                extended={GPU: gpus} if gpus else None,
+                taints=[TAINT] if draw(st.booleans()) and draw(st.booleans()) else None,
+                ready=draw(st.integers(0, 9)) > 0,
+                unschedulable=draw(st.integers(0, 9)) == 0,
+            )
+        )
+    return nodes
+
+
+@st.composite
+def gangs(draw: st.DrawFn, index: int) -> GangRequest:
+    name = f"g{index}"
+    size = draw(st.integers(1, 6))
+    shapes: list[dict[str, str | int]] = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "cpu": st.integers(0, 8).map(lambda n: f"{n * 500}m"),
+                    "memory": st.integers(0, 8).map(lambda n: f"{n * 512}Mi"),
+                    GPU: st.integers(0, 4).map(str),
+                }
+            ),
+            min_size=1,
+            max_size=2,
+        )
+    )
+    tolerate = draw(st.booleans())
+    pods = [
+        pod(
+            f"{name}-{i}",
+            group=name,
+            requests=shapes[i % len(shapes)],
+            tolerations=[{"key": "dedicated", "operator": "Exists"}] if tolerate else [],
+        )
+        for i in range(size)
+    ]
+    return GangRequest(
+        namespace="default",
+        name=name,
+        uid=f"uid-{name}",
+        min_member=draw(st.integers(1, size + 1)),
+        pending=tuple(pods),
+        mode=draw(st.sampled_from([GangMode.STRICT, GangMode.NON_STRICT])),
+    )
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[GangRequest], bool]:
+    nodes = draw(clusters())
+    count = draw(st.integers(1, 5))
+    return nodes, [draw(gangs(i)) for i in range(count)], draw(st.booleans())
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_min_member_barrier_and_no_overcommit(
+    scenario: tuple[list[dict[str, Any]], list[GangRequest], bool],
+) -> None:
+    nodes, requests, as_one_group = scenario
+    snapshot = Snapshot.build(nodes, [])
+    pods_by_uid = {uid_of(p): p for g in requests for p in g.pending}
+    kept: list[Binding] = []
+
+    if as_one_group:
+        before = snapshot.state()
+        outcome = place_gang_group(requests, snapshot)
+        if isinstance(outcome, Refusal):
+            assert snapshot.state() == before
+            assert outcome.partial == ()
+        else:
+            for placement in outcome.placements:
+                request = next(g for g in requests if g.key == placement.gang)
+                assert len(placement.bindings) >= request.min_member
+            kept.extend(outcome.bindings)
+    else:
+        for request in requests:
+            before = snapshot.state()
+            decision = place_group(request, snapshot)
+            if isinstance(decision, Placement):
+                assert len(decision.bindings) + request.already_bound >= request.min_member
+                kept.extend(decision.bindings)
+            elif request.mode is GangMode.STRICT or not decision.partial:
+                assert decision.partial == ()
+                assert snapshot.state() == before
+            else:
+                assert len(decision.partial) < request.min_member
+                kept.extend(decision.partial)
+
+    assert len({b.pod_uid for b in kept}) == len(kept)
+    assert overcommitted(usage_by_node(kept, pods_by_uid), nodes) == []
+    facts = {n["metadata"]["name"]: node_facts(n) for n in nodes}
+    for binding in kept:
+        assert (
+            check_node(pod_constraints(pods_by_uid[binding.pod_uid]), facts[binding.node]) is None
+        )
+    # The snapshot agrees with an independent recount.
+    usage = usage_by_node(kept, pods_by_uid)
+    for raw in nodes:
+        name = raw["metadata"]["name"]
+        allocatable = node_allocatable(raw)
+        expected = {r: a - usage.get(name, {}).get(r, 0) for r, a in allocatable.items()}
+        assert snapshot.free(name) == expected

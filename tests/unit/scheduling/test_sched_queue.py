@@ -1,0 +1,100 @@
+"""Queue order of gangs, and the pure timeout and backoff helpers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from podgroup_operator.scheduling.queue import (
+    Backoff,
+    decide_wait,
+    members_in_order,
+    order_gangs,
+    schedule_deadline,
+)
+from tests.unit.scheduling.helpers import gang, members
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_priority_then_time_then_namespace_name_uid() -> None:
+    low_old = gang("low-old", (), min_member=1, priority=0, created=T0)
+    high_new = gang("high-new", (), min_member=1, priority=10, created=T0 + timedelta(hours=1))
+    failed_recently = gang(
+        "failed",
+        (),
+        min_member=1,
+        created=T0 - timedelta(hours=1),
+        last_failure=T0 + timedelta(minutes=5),
+    )
+    same_time_b = gang("b", (), min_member=1, namespace="ns2", created=T0 + timedelta(minutes=1))
+    same_time_a = gang("a", (), min_member=1, namespace="ns2", created=T0 + timedelta(minutes=1))
+    other_ns = gang("z", (), min_member=1, namespace="ns1", created=T0 + timedelta(minutes=1))
+    ordered = order_gangs([failed_recently, same_time_b, low_old, same_time_a, high_new, other_ns])
+    assert [g.name for g in ordered] == ["high-new", "low-old", "z", "a", "b", "failed"]
+
+
+def test_uid_breaks_the_last_tie() -> None:
+    first = gang("x", (), min_member=1, created=T0, uid="uid-1")
+    second = gang("x", (), min_member=1, created=T0, uid="uid-2")
+    assert order_gangs([second, first]) == [first, second]
+
+
+def test_members_of_one_gang_are_never_interleaved() -> None:
+    late = gang("late", members("late", 3), created=T0 + timedelta(seconds=1))
+    early = gang("early", members("early", 2), created=T0)
+    names = [pod["metadata"]["name"] for _, pod in members_in_order([late, early])]
+    assert names == ["early-0", "early-1", "late-0", "late-1", "late-2"]
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    backoff = Backoff(initial_seconds=2, max_seconds=10)
+    delays = [backoff.delay(n).total_seconds() for n in range(6)]
+    assert delays == [0, 2, 4, 8, 10, 10]
+    assert Backoff(1, 60).delay(10_000) == timedelta(seconds=60)
+
+
+def test_deadline_uses_the_spec_timeout_else_the_default() -> None:
+    assert schedule_deadline(T0, 30, 600) == T0 + timedelta(seconds=30)
+    assert schedule_deadline(T0, None, 600) == T0 + timedelta(seconds=600)
+
+
+def test_decide_wait_times_out_and_schedules_the_next_attempt() -> None:
+    backoff = Backoff(initial_seconds=5, max_seconds=60)
+    failure = T0 + timedelta(seconds=20)
+    waiting = decide_wait(
+        wait_started=T0,
+        timeout_seconds=60,
+        default_timeout_seconds=600,
+        failed_attempts=2,
+        last_failure=failure,
+        now=T0 + timedelta(seconds=25),
+        backoff=backoff,
+    )
+    assert not waiting.timed_out
+    assert waiting.next_attempt == failure + timedelta(seconds=10)
+    assert not waiting.may_attempt
+    later = decide_wait(
+        wait_started=T0,
+        timeout_seconds=60,
+        default_timeout_seconds=600,
+        failed_attempts=2,
+        last_failure=failure,
+        now=T0 + timedelta(seconds=60),
+        backoff=backoff,
+    )
+    assert later.timed_out
+    assert later.may_attempt
+
+
+def test_first_attempt_is_due_at_once() -> None:
+    first = decide_wait(
+        wait_started=T0,
+        timeout_seconds=None,
+        default_timeout_seconds=600,
+        failed_attempts=0,
+        last_failure=None,
+        now=T0,
+        backoff=Backoff(),
+    )
+    assert first.may_attempt and not first.timed_out
+    assert first.deadline == T0 + timedelta(seconds=600)
