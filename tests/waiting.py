@@ -12,10 +12,10 @@ T = TypeVar("T")
 
 async def wait_for(
     probe: Callable[[], Awaitable[T]],
-    *,
     timeout: float = 30.0,
-    interval: float = 0.1,
     message: str = "condition",
+    *,
+    interval: float = 0.1,
 ) -> T:
     """Call `probe` until it returns something truthy; fail with the last value after `timeout`."""
     deadline = time.monotonic() + timeout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from podgroup_operator.adapters.kube import PODS, Kind, KubeClient, Request
 from podgroup_operator.devcluster import cluster as devcluster
-from tests.integration.test_simnodes import wait_for
+from tests.waiting import wait_for
 
 REPLICASETS = Kind("apps", "v1", "replicasets")
 CLI = Path(sys.executable).with_name("podgroup-operator")

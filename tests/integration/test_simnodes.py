@@ -12,8 +12,7 @@ import os
 import signal
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,81 +21,19 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import LEASES, NODES, PODS, ApiError, KubeClient
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster, admission_failure
-from tests.builders import pod as pod_body
+from tests.kube_helpers import (
+    condition,
+    create_bound,
+    create_pod,
+    pod_in_phase,
+    unique_prefix,
+)
+from tests.waiting import wait_for
 
 T = TypeVar("T")
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
-
-
-async def wait_for(
-    predicate: Callable[[], Awaitable[T | None]], timeout: float = 30.0, message: str = "condition"
-) -> T:
-    """Await `predicate()` until it returns something truthy, and return that; after `timeout`
-    seconds fail with `message` and the last value seen. Polls every 0.1s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        last = await predicate()
-        if last:
-            return last  # truthy, hence not None
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {message}; last: {last!r}"
-            )
-        await asyncio.sleep(0.1)
-
-
-def unique_prefix() -> str:
-    return f"sim-{uuid.uuid4().hex[:6]}"
-
-
-async def create_pod(kube: KubeClient, namespace: str, name: str, **kwargs: Any) -> dict[str, Any]:
-    """Create a pod (builders.pod shape, minus server-owned fields); retry while the fresh
-    namespace's default ServiceAccount does not exist yet (admission refuses until then)."""
-    body = pod_body(name, namespace, **kwargs)
-    for field in ("uid", "creationTimestamp"):
-        body["metadata"].pop(field)
-    body.pop("status")
-    for container in body["spec"]["containers"]:
-        requests = container.get("resources", {}).get("requests", {})
-        # Extended resources cannot be overcommitted: the apiserver wants limits == requests.
-        extended = {k: v for k, v in requests.items() if "/" in k}
-        if extended:
-            container["resources"]["limits"] = extended
-    body["spec"].setdefault("schedulerName", "nobody")  # no scheduler runs: we bind by hand
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            return await kube.create(PODS, body, namespace)
-        except ApiError as exc:
-            if "serviceaccount" not in exc.message.replace(" ", "").lower():
-                raise
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
-
-
-async def create_bound(
-    kube: KubeClient, namespace: str, name: str, node: str, **kwargs: Any
-) -> dict[str, Any]:
-    created = await create_pod(kube, namespace, name, **kwargs)
-    await kube.bind(namespace, name, node, created["metadata"]["uid"])
-    return created
-
-
-async def pod_in_phase(kube: KubeClient, namespace: str, name: str, phase: str) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        current = await kube.get(PODS, name, namespace)
-        return current if current.get("status", {}).get("phase") == phase else None
-
-    return await wait_for(probe, 20, f"{namespace}/{name} to be {phase}")
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    matches = [cond for cond in obj["status"].get("conditions", []) if cond["type"] == kind]
-    assert matches, f"no {kind} condition in {obj['status']}"
-    return matches[0]
 
 
 @pytest.fixture

@@ -21,20 +21,36 @@ from pydantic import (
     Field,
     StrictInt,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from podgroup_operator.api.quantity import QUANTITY_PATTERN, QuantityError, parse_quantity
+from podgroup_operator.api.quantity import (
+    NON_NEGATIVE_QUANTITY_PATTERN,
+    QuantityError,
+    parse_quantity,
+)
 from podgroup_operator.constants import (
     ConditionStatus,
-    ConditionType,
     GangMode,
     Phase,
     PolicyAction,
 )
 
-_RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_RESOURCE_NAME = rf"^({_DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+"""A resource name: `cpu`, or an extended resource qualified by a domain (`nvidia.com/gpu`)."""
+
+
+_QUANTITY_SCHEMA: dict[str, Any] = {
+    # The structural form the apiserver accepts for int-or-string, validated as a non-negative
+    # quantity by the schema itself, so even a cluster without our webhook refuses "-1" or "abc".
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "minimum": 0,
+    "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
+}
 
 
 def _check_quantity(value: Any) -> str | int:
@@ -53,12 +69,7 @@ def _check_quantity(value: Any) -> str | int:
 Quantity = Annotated[
     str | int,
     BeforeValidator(_check_quantity),
-    WithJsonSchema(
-        {
-            "x-kubernetes-int-or-string": True,
-            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": QUANTITY_PATTERN}],
-        }
-    ),
+    WithJsonSchema(_QUANTITY_SCHEMA),
 ]
 """A non-negative Kubernetes quantity, as an int or a string like "500m" or "4Gi"."""
 
@@ -79,13 +90,7 @@ ResourceList = Annotated[
     WithJsonSchema(
         {
             "type": "object",
-            "additionalProperties": {
-                "x-kubernetes-int-or-string": True,
-                "anyOf": [
-                    {"type": "integer", "minimum": 0},
-                    {"type": "string", "pattern": QUANTITY_PATTERN},
-                ],
-            },
+            "additionalProperties": _QUANTITY_SCHEMA,
         }
     ),
 ]
@@ -162,7 +167,15 @@ class PodGroupSpec(_Model):
         description="Strict (default) releases a failed attempt at once; NonStrict keeps "
         "members placed across cycles.",
     )
-    gang_group: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")]] | None = Field(
+    gang_group: (
+        list[
+            Annotated[
+                str,
+                Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$"),
+            ]
+        ]
+        | None
+    ) = Field(
         default=None,
         description="PodGroups (namespace/name) that must all fit before any of them binds.",
     )
@@ -179,19 +192,27 @@ class PodGroupSpec(_Model):
         ]
         if short:
             raise ValueError(
-                "totalResources must cover minResources: " + "; ".join(short)
-                + "; raise totalResources or lower minResources"
+                "totalResources: must cover minResources ("
+                + "; ".join(short)
+                + "); raise totalResources or lower minResources"
             )
         return self
+
+
+_SPEC_API_FIELDS = {f.alias or n for n, f in PodGroupSpec.model_fields.items()} | set(
+    PodGroupSpec.model_fields
+)
 
 
 class Condition(_Model):
     model_config = ConfigDict(extra="ignore")
 
-    type: ConditionType | str
+    type: str = Field(description="A ConditionType; other writers may add their own types.")
     status: ConditionStatus
     transition_id: str | None = Field(
-        default=None, description="Changes on every transition of this condition."
+        default=None,
+        alias="transitionID",
+        description="Changes on every transition of this condition.",
     )
     last_transition_time: datetime | None = Field(
         default=None, description="When the status last flipped."
@@ -210,14 +231,18 @@ class Reservation(_Model):
 class PodGroupStatus(_Model):
     model_config = ConfigDict(extra="ignore")
 
-    phase: Phase | None = None
+    phase: Annotated[Phase | None, WithJsonSchema({"type": "string"})] = Field(
+        default=None,
+        description="Pending, Running, Unknown, Finished or Failed. Finished and Failed latch.",
+    )
     conditions: list[Condition] = Field(default_factory=list)
     scheduled: int = Field(default=0, description="Members bound to a node.")
     running: int = 0
     succeeded: int = 0
     failed: int = 0
     occupied_by: str | None = Field(
-        default=None, description="The owner (kind/name) of the members, as scheduler-plugins sets it."
+        default=None,
+        description="The owner (kind/name) of the members, as scheduler-plugins sets it.",
     )
     observed_generation: int | None = None
     schedule_start_time: datetime | None = Field(
@@ -261,6 +286,18 @@ class PodGroup(BaseModel):
     metadata: ObjectMeta
     spec: PodGroupSpec
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+    @field_validator("spec", mode="before")
+    @classmethod
+    def _ignore_unknown_spec_fields(cls, value: Any) -> Any:
+        """Reading is lenient: an object stored before our webhook ran still gets a status.
+
+        Writing is strict: the validating webhook refuses unknown fields (PodGroupSpec forbids
+        them), so they can only come from a time the webhook was off.
+        """
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if k in _SPEC_API_FIELDS}
+        return value
 
     @property
     def key(self) -> tuple[str, str]:

@@ -44,6 +44,7 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.api.quantity import to_milli
+from podgroup_operator.scheduling.resources import Resources, pod_requests
 
 logger = logging.getLogger(__name__)
 
@@ -179,32 +180,6 @@ class NodePool:
 
 
 # --- pod requests, kubelet admission ------------------------------------------------------------
-
-Resources = dict[str, int]
-"""Resource name -> milli-units (kube-scheduler's MilliValue); `pods` counts 1000 per pod."""
-
-
-# TODO(resources): use scheduling.resources once it lands
-def _pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """What kubelet admission charges a pod: containers summed, each init container as a floor
-    (max), plus the RuntimeClass overhead, plus one `pods`."""
-    spec = pod.get("spec") or {}
-
-    def requests_of(container: Mapping[str, Any]) -> Resources:
-        raw = (container.get("resources") or {}).get("requests") or {}
-        return {name: to_milli(qty) for name, qty in raw.items()}
-
-    total: Resources = {}
-    for container in spec.get("containers") or []:
-        for name, amount in requests_of(container).items():
-            total[name] = total.get(name, 0) + amount
-    for container in spec.get("initContainers") or []:
-        for name, amount in requests_of(container).items():
-            total[name] = max(total.get(name, 0), amount)
-    for name, qty in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, 0) + to_milli(qty)
-    total["pods"] = total.get("pods", 0) + 1000
-    return {name: amount for name, amount in total.items() if amount}
 
 
 def _display(resource: str, milli: int) -> int:
@@ -741,7 +716,7 @@ class SimCluster:
         if phase in (c.PodPhase.SUCCEEDED, c.PodPhase.FAILED):
             return
         sim_pod = self._pods[uid] = _SimPod(uid, meta["namespace"], meta["name"], node.name)
-        request = _pod_requests(pod)
+        request = pod_requests(pod)
         if phase == c.PodPhase.RUNNING:
             # Already running here (the simulator restarted): adopt it without re-admission.
             node.admitted[uid] = request

@@ -1,0 +1,126 @@
+"""Validate a PodGroup body and report every problem at once, each with its field path.
+
+The CRD schema refuses most bad input already; what it cannot express (unknown fields kept for
+us by `x-kubernetes-preserve-unknown-fields`, totalResources below minResources, resource names)
+lands here, in the validating webhook. Kueue's `field.ErrorList` is the model: collect, then
+raise once at the edge, so a user fixes everything in one round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from podgroup_operator.api.models import PodGroupSpec
+
+
+def _path(loc: tuple[int | str, ...], root: str) -> str:
+    path = root
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith("function-") or part in ("str", "int", "float", "bool"):
+            continue  # union branch labels of pydantic, not fields
+        else:
+            path += f".{part}"
+    return path
+
+
+def _known_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The API names allowed next to an unknown field, to suggest the likely intended one."""
+    current: Any = model
+    for part in loc[:-1]:
+        field = next(
+            (f for name, f in current.model_fields.items() if part in (name, f.alias)), None
+        )
+        annotation = getattr(field, "annotation", None)
+        candidates = [a for a in getattr(annotation, "__args__", (annotation,)) if a is not None]
+        current = next(
+            (a for a in candidates if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
+        if current is None:
+            return []
+    return sorted(f.alias or name for name, f in current.model_fields.items())
+
+
+def _message(error: Any, model: type[BaseModel]) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        known = _known_fields(model, error["loc"])
+        return "unknown field; remove it" + (
+            f" (known fields: {', '.join(known)})" if known else ""
+        )
+    if kind in ("greater_than_equal",):
+        return f"must be >= {ctx.get('ge')}"
+    if kind in ("greater_than",):
+        return f"must be > {ctx.get('gt')}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be an integer, not {error.get('input')!r}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"must be an object (a mapping), not {error.get('input')!r}"
+    if kind == "list_type":
+        return f"must be a list, not {error.get('input')!r}"
+    if kind in ("string_type",):
+        return f"must be a string, not {error.get('input')!r}"
+    if kind == "enum":
+        return f"must be one of {ctx.get('expected')}, not {error.get('input')!r}"
+    if kind == "string_pattern_mismatch":
+        return f"{error.get('input')!r} does not match {ctx.get('pattern')}"
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    return str(error["msg"][0].lower() + error["msg"][1:])
+
+
+_API_FIELDS = {f.alias or name for name, f in PodGroupSpec.model_fields.items()}
+
+
+def spec_errors(spec: Any) -> list[str]:
+    """Every problem of a PodGroup spec as `spec.field.path: what is wrong and how to fix it`."""
+    if not isinstance(spec, dict):
+        return [f"spec: must be an object with at least minMember, not {spec!r}"]
+    try:
+        PodGroupSpec.model_validate(spec)
+    except ValidationError as exc:
+        errors = []
+        for error in exc.errors(include_url=False):
+            loc = tuple(error["loc"])
+            message = _message(error, PodGroupSpec)
+            field, sep, rest = message.partition(": ")
+            if not loc and sep and field in _API_FIELDS:
+                # A cross-field rule names its own field first ("totalResources: ...").
+                loc, message = (field,), rest
+            errors.append(f"{_path(loc, 'spec')}: {message}")
+        if not any(e.startswith("spec.totalResources: must cover") for e in errors):
+            errors.extend(_cross_field_errors(spec))
+        # pydantic may report one field through several union branches; keep each once.
+        return list(dict.fromkeys(errors))
+    return []
+
+
+def _cross_field_errors(spec: dict[str, Any]) -> list[str]:
+    """Rules between fields, checked even when other fields failed (pydantic skips them then)."""
+    try:
+        PodGroupSpec.model_validate(
+            {
+                "minMember": 1,
+                **{k: spec[k] for k in ("minResources", "totalResources") if k in spec},
+            }
+        )
+    except ValidationError as exc:
+        return [
+            "spec." + str(e["ctx"]["error"])
+            for e in exc.errors(include_url=False)
+            if e["type"] == "value_error" and not e["loc"]
+        ]
+    return []
+
+
+def podgroup_errors(body: dict[str, Any]) -> list[str]:
+    """Every problem of a whole PodGroup object."""
+    if "spec" not in body:
+        return ["spec: is required; a PodGroup needs at least spec.minMember"]
+    return spec_errors(body["spec"])

@@ -1,0 +1,217 @@
+"""Which pods belong to which gang: the one module that knows every membership key.
+
+Several ecosystems name a pod's gang differently (scheduler-plugins labels, Volcano annotations,
+coscheduling's lightweight labels, Koordinator annotations). If each handler read keys on its
+own, two of them would sooner or later disagree about a pod; so every question "whose member is
+this pod?" goes through the functions below, and selectors are built from `membership_keys()`.
+
+Rules, in the words of the user documentation:
+
+* A pod only ever belongs to a group in its own namespace.
+* The keys are read in this order of precedence, and the first one with a non-empty value wins:
+  1. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins),
+  2. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch),
+  3. label `pod-group.scheduling.sigs.k8s.io/name` (coscheduling's lightweight gang),
+  4. annotation `gang.scheduling.koordinator.sh/name` (Koordinator gang).
+  So when the label and the annotation disagree, the label wins; `membership_conflict()` reports
+  the disagreement so the caller can warn instead of silently picking one.
+* An empty value counts as absent.
+* A lightweight gang (3 and 4) is a group without a user-written PodGroup object: the operator
+  creates one with the gang's name. `lightweight_gang_of()` says what to create, and only when a
+  lightweight key is the one that decides membership.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from podgroup_operator import constants as c
+
+Pod = Mapping[str, Any]
+"""A raw pod as the apiserver sends it (a JSON object)."""
+
+GroupKey = tuple[str, str]
+"""(namespace, name) of a PodGroup."""
+
+
+@dataclass(frozen=True)
+class _MembershipKey:
+    name: str
+    is_label: bool
+    """Labels can be used in label selectors; annotations cannot."""
+    lightweight: bool
+    """True for keys of gangs that have no user-written PodGroup object."""
+
+
+_KEYS_BY_PRECEDENCE: tuple[_MembershipKey, ...] = (
+    _MembershipKey(c.LABEL_POD_GROUP, is_label=True, lightweight=False),
+    _MembershipKey(c.ANNOTATION_GROUP_NAME, is_label=False, lightweight=False),
+    _MembershipKey(c.LABEL_LIGHTWEIGHT_NAME, is_label=True, lightweight=True),
+    _MembershipKey(c.ANNOTATION_KOORD_NAME, is_label=False, lightweight=True),
+)
+
+# The keys that travel with each lightweight name key: where its minimum comes from, and the
+# other settings of the same family, handed back untouched as `LightweightGang.extra`.
+_LIGHTWEIGHT_MIN_AVAILABLE_KEY = {
+    c.LABEL_LIGHTWEIGHT_NAME: c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE,
+    c.ANNOTATION_KOORD_NAME: c.ANNOTATION_KOORD_MIN_AVAILABLE,
+}
+_LIGHTWEIGHT_EXTRA_KEYS = {
+    c.LABEL_LIGHTWEIGHT_NAME: (c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE,),
+    c.ANNOTATION_KOORD_NAME: (
+        c.ANNOTATION_KOORD_MIN_AVAILABLE,
+        c.ANNOTATION_KOORD_WAITING_TIME,
+        c.ANNOTATION_KOORD_MODE,
+        c.ANNOTATION_KOORD_GROUPS,
+    ),
+}
+
+
+def membership_keys() -> tuple[str, ...]:
+    """Every key that can make a pod a member, labels and annotations, highest precedence first."""
+    return tuple(key.name for key in _KEYS_BY_PRECEDENCE)
+
+
+def membership_label_keys() -> tuple[str, ...]:
+    """The membership keys that are labels, for label selectors (annotations cannot be selected).
+
+    A selector cannot OR two keys, so a watch that must see every member either uses one
+    `<key>` existence selector per entry, or watches unfiltered pods and calls `group_key_of()`.
+    """
+    return tuple(key.name for key in _KEYS_BY_PRECEDENCE if key.is_label)
+
+
+def _metadata(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _value(pod: Pod, key: _MembershipKey) -> str | None:
+    """The key's non-empty value on the pod, or None."""
+    metadata = _metadata(pod)
+    source = metadata.get("labels" if key.is_label else "annotations") or {}
+    value = source.get(key.name)
+    return value if isinstance(value, str) and value else None
+
+
+def _present(pod: Pod) -> list[tuple[_MembershipKey, str]]:
+    """The membership keys set on the pod with their values, highest precedence first."""
+    found = []
+    for key in _KEYS_BY_PRECEDENCE:
+        value = _value(pod, key)
+        if value is not None:
+            found.append((key, value))
+    return found
+
+
+def group_name_of(pod: Pod) -> str | None:
+    """The name of the pod's group by the precedence rules, or None when it names none."""
+    present = _present(pod)
+    return present[0][1] if present else None
+
+
+def group_key_of(pod: Pod) -> GroupKey | None:
+    """(namespace, name) of the pod's group, always in the pod's own namespace; None if none.
+
+    A pod without `metadata.namespace` belongs to no group: guessing a namespace could count it
+    in a stranger's gang.
+    """
+    name = group_name_of(pod)
+    namespace = _metadata(pod).get("namespace")
+    if name is None or not namespace:
+        return None
+    return (namespace, name)
+
+
+def is_member_of(pod: Pod, group: GroupKey) -> bool:
+    """Whether the pod counts as a member of the group with this (namespace, name)."""
+    return group_key_of(pod) == group
+
+
+@dataclass(frozen=True)
+class MembershipConflict:
+    """A pod whose membership keys name different groups; the first key (by precedence) won."""
+
+    pod: GroupKey
+    """(namespace, name) of the pod itself."""
+    key: str
+    """The key that decided membership."""
+    group: str
+    """The group it names, the one the pod is counted in."""
+    ignored: tuple[tuple[str, str], ...]
+    """(key, group name) of every other key that names a different group."""
+
+    @property
+    def message(self) -> str:
+        """A sentence for a Warning Event on the pod."""
+        others = ", ".join(f"{name!r} by {key}" for key, name in self.ignored)
+        return (
+            f"pod names PodGroup {self.group!r} by {self.key} but also {others}; "
+            f"counted in {self.group!r} because {self.key} takes precedence"
+        )
+
+
+def membership_conflict(pod: Pod) -> MembershipConflict | None:
+    """The disagreement between the pod's membership keys, or None when they agree (or are few).
+
+    Keys repeating the winning name are not a conflict: setting both the label and the
+    annotation to the same group is common and harmless.
+    """
+    present = _present(pod)
+    if not present:
+        return None
+    winner, group = present[0]
+    ignored = tuple((key.name, value) for key, value in present[1:] if value != group)
+    if not ignored:
+        return None
+    metadata = _metadata(pod)
+    return MembershipConflict(
+        pod=(metadata.get("namespace", ""), metadata.get("name", "")),
+        key=winner.name,
+        group=group,
+        ignored=ignored,
+    )
+
+
+class LightweightGang(NamedTuple):
+    """A gang declared on its pods alone, from which the operator creates a PodGroup."""
+
+    name: str
+    """The gang's name, which is also the name of the PodGroup to create."""
+    min_available: int | None
+    """The gang's minimum (the PodGroup's minMember); None when missing or not a positive
+    integer, so the caller decides between a default and a warning."""
+    extra: Mapping[str, str]
+    """The other keys of the same family found on the pod (min-available included, raw), e.g.
+    Koordinator's waiting-time, mode and groups, for the caller to translate."""
+
+
+def lightweight_gang_of(pod: Pod) -> LightweightGang | None:
+    """The lightweight gang the pod declares, or None.
+
+    None also when a PodGroup key (label or annotation) decides membership: such a pod belongs
+    to a user-written PodGroup, and creating another object for it would be wrong.
+    """
+    present = _present(pod)
+    if not present or not present[0][0].lightweight:
+        return None
+    key, name = present[0]
+    metadata = _metadata(pod)
+    source = metadata.get("labels" if key.is_label else "annotations") or {}
+    extra = {
+        extra_key: source[extra_key]
+        for extra_key in _LIGHTWEIGHT_EXTRA_KEYS[key.name]
+        if isinstance(source.get(extra_key), str)
+    }
+    return LightweightGang(
+        name=name,
+        min_available=_positive_int(extra.get(_LIGHTWEIGHT_MIN_AVAILABLE_KEY[key.name])),
+        extra=extra,
+    )
+
+
+def _positive_int(text: str | None) -> int | None:
+    digits = (text or "").strip()
+    if not (digits.isascii() and digits.isdecimal()):
+        return None
+    number = int(digits)
+    return number if number > 0 else None

@@ -1,0 +1,20 @@
+"""Admission handlers: Kopf routes each webhook (see webhooks.py) to one of these by its id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from podgroup_operator import constants as c
+from podgroup_operator.api.validation import podgroup_errors
+
+
+@kopf.on.validate(
+    c.GROUP, c.VERSION, c.PLURAL, id="validate-podgroup", operations=["CREATE", "UPDATE"]
+)
+def validate_podgroup(body: kopf.Body, **_: Any) -> None:
+    """Refuse a PodGroup with every problem listed, each naming its field and the fix."""
+    errors = podgroup_errors(dict(body))
+    if errors:
+        raise kopf.AdmissionError("; ".join(errors), code=422)

@@ -1,0 +1,217 @@
+"""PodGroup status: Kopf indexes of groups and member pods, and a coalescing reconcile queue.
+
+Pods are only *watched* here — indexed and observed through `@kopf.index` / `@kopf.on.event`,
+which never write annotations or finalizers to them. Every pod or group event marks its group
+dirty; a small pool of workers recomputes dirty groups with the pure `compute_status` and writes
+one status PATCH when, and only when, something changed. A burst of pod events therefore becomes
+one write, and a group that did not change costs no write at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import PODGROUPS, ApiError, KubeClient
+from podgroup_operator.api.models import PodGroup
+from podgroup_operator.domain.lifecycle import compute_status, status_patch
+from podgroup_operator.domain.membership import group_key_of
+
+logger = logging.getLogger(__name__)
+
+GroupKey = tuple[str, str]
+
+
+def _resource_version(body: dict[str, Any] | None) -> int:
+    try:
+        return int((body or {}).get("metadata", {}).get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+class StatusReconciler:
+    """Recompute and patch the status of dirty PodGroups, at most `workers` at a time."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        groups: kopf.Index[GroupKey, dict[str, Any]],
+        members: kopf.Index[GroupKey, dict[str, Any]],
+        *,
+        workers: int = 8,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.kube = kube
+        self.groups = groups
+        self.members = members
+        self.clock = clock
+        self.workers = workers
+        self.writes = 0
+        """Status PATCHes sent since start (exposed for tests and metrics)."""
+        self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
+        self._queued: set[GroupKey] = set()
+        self._written: dict[GroupKey, dict[str, Any]] = {}
+        self._warned_pods: set[str] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def touch(self, key: GroupKey) -> None:
+        """Mark a group dirty; a group already waiting is not queued twice."""
+        if key not in self._queued:
+            self._queued.add(key)
+            self._dirty.put_nowait(key)
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._dirty.get()
+            self._queued.discard(key)
+            try:
+                await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("status of PodGroup %s/%s not updated; retrying", *key)
+                await asyncio.sleep(1.0)
+                self.touch(key)
+
+    def _current(self, key: GroupKey) -> dict[str, Any] | None:
+        """The newest body we know: the index, or our own last write if the watch lags behind."""
+        indexed = next(iter(self.groups.get(key, [])), None)
+        written = self._written.get(key)
+        if indexed is None:
+            self._written.pop(key, None)
+            return None
+        if (
+            written is not None
+            and written["metadata"].get("uid") == indexed["metadata"].get("uid")
+            and _resource_version(written) > _resource_version(indexed)
+        ):
+            return written
+        self._written.pop(key, None)
+        return indexed
+
+    async def reconcile(self, key: GroupKey) -> None:
+        pods = list(self.members.get(key, []))
+        body = self._current(key)
+        if body is None:
+            await self._warn_missing_group(key, pods)
+            return
+        try:
+            group = PodGroup.model_validate(body)
+        except ValidationError as exc:
+            # Admitted before our webhook ran (or with it off); the CRD schema kept the worst out.
+            logger.warning("PodGroup %s/%s is not valid, status left alone: %s", *key, exc)
+            return
+        result = compute_status(group, pods, group.status, self.clock())
+        patch = status_patch(group.status, result.status)
+        if patch is None:
+            return
+        try:
+            updated = await self.kube.patch(PODGROUPS, key[1], patch, key[0], subresource="status")
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            raise
+        self.writes += 1
+        self._written[key] = updated
+        timestamp = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        for event in result.events:
+            await self.kube.create_event(
+                updated,
+                event_type=event.type,
+                reason=event.reason,
+                message=event.message,
+                timestamp=timestamp,
+            )
+
+    async def _warn_missing_group(self, key: GroupKey, pods: list[dict[str, Any]]) -> None:
+        """One Warning Event per pod that names a PodGroup that does not exist."""
+        timestamp = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        for pod in pods:
+            uid = pod["metadata"].get("uid", "")
+            if uid in self._warned_pods:
+                continue
+            self._warned_pods.add(uid)
+            try:
+                await self.kube.create_event(
+                    pod,
+                    event_type=c.EventType.WARNING,
+                    reason=c.Reason.MISSING_POD_GROUP,
+                    message=f"PodGroup {key[1]} does not exist in namespace {key[0]}; create it "
+                    "or fix the pod's membership label/annotation. The pod is not counted.",
+                    timestamp=timestamp,
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+@kopf.index(c.GROUP, c.VERSION, c.PLURAL)
+def podgroup_index(
+    namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[GroupKey, dict[str, Any]]:
+    return {(namespace or "", name): _plain(body)}
+
+
+@kopf.index("", "v1", "pods")
+def member_index(body: kopf.Body, **_: Any) -> dict[GroupKey, dict[str, Any]] | None:
+    key = group_key_of(body)
+    return None if key is None else {key: _plain(body)}
+
+
+def _plain(body: kopf.Body) -> dict[str, Any]:
+    """The raw dict behind a Kopf body (no copy: Kopf makes a fresh one per event)."""
+    return dict(body)
+
+
+@kopf.on.startup()
+async def start_status_reconciler(memo: kopf.Memo, **indices: Any) -> None:
+    """Indices arrive as keyword arguments named after their functions (Kopf's convention)."""
+    memo.status = StatusReconciler(
+        memo.kube,
+        indices["podgroup_index"],
+        indices["member_index"],
+        workers=memo.settings.status_workers,
+    )
+    memo.status.start()
+    memo.pod_groups = {}
+
+
+@kopf.on.cleanup()
+async def stop_status_reconciler(memo: kopf.Memo, **_: Any) -> None:
+    await memo.status.stop()
+
+
+@kopf.on.event(c.GROUP, c.VERSION, c.PLURAL)
+def podgroup_changed(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.status.touch((namespace or "", name))
+
+
+@kopf.on.event("", "v1", "pods")
+def pod_changed(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    """Mark the pod's group dirty — and its previous group, if its membership changed."""
+    uid = body.get("metadata", {}).get("uid")
+    key = group_key_of(body)
+    previous = memo.pod_groups.get(uid)
+    if type == "DELETED":
+        memo.pod_groups.pop(uid, None)
+    elif key is not None:
+        memo.pod_groups[uid] = key
+    else:
+        memo.pod_groups.pop(uid, None)
+    for dirty in {key, previous} - {None}:
+        memo.status.touch(dirty)

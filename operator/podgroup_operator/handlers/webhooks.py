@@ -1,0 +1,126 @@
+"""The admission webhooks we serve, declared once, and their configuration objects.
+
+Kopf can manage webhook configurations itself, but not `namespaceSelector`, which we need to
+intercept only opted-in namespaces and never kube-system or our own namespace. So Kopf serves
+(one route per handler id) and we write the configurations, pointing each at its route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from podgroup_operator import constants as c
+
+
+class WebhookKind(StrEnum):
+    VALIDATING = "validating"
+    MUTATING = "mutating"
+
+
+class FailurePolicy(StrEnum):
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+@dataclass(frozen=True)
+class WebhookSpec:
+    """One webhook: which Kopf handler id serves it, what it intercepts, and how it fails."""
+
+    handler_id: str
+    kind: WebhookKind
+    api_group: str
+    resource: str
+    operations: tuple[str, ...]
+    failure_policy: FailurePolicy
+    why: str
+    """Why this failure policy: written into the docs and kept next to the decision."""
+    opt_in_label: str | None = None
+    """Namespace label that must be `enabled`; None intercepts every namespace but ours."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+VALIDATING_CONFIG_NAME = f"{c.OPERATOR_NAME}.{c.GROUP}"
+MUTATING_CONFIG_NAME = f"{c.OPERATOR_NAME}.{c.GROUP}"
+
+WEBHOOKS: list[WebhookSpec] = [
+    WebhookSpec(
+        handler_id="validate-podgroup",
+        kind=WebhookKind.VALIDATING,
+        api_group=c.GROUP,
+        resource=c.PLURAL,
+        operations=("CREATE", "UPDATE"),
+        failure_policy=FailurePolicy.FAIL,
+        why="An invalid PodGroup admitted while the operator is down would wedge its gang; "
+        "refusing writes for that time is the smaller harm (the CRD schema still covers most).",
+    ),
+]
+
+
+def _namespace_selector(spec: WebhookSpec, protected: list[str]) -> dict[str, Any]:
+    expressions: list[dict[str, Any]] = [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": protected}
+    ]
+    if spec.opt_in_label:
+        expressions.append({"key": spec.opt_in_label, "operator": "In", "values": [c.OPT_IN_VALUE]})
+    return {"matchExpressions": expressions}
+
+
+def configurations(
+    client_config: dict[str, Any], protected_namespaces: list[str]
+) -> dict[WebhookKind, dict[str, Any]]:
+    """Validating and mutating configurations for WEBHOOKS, routed to Kopf's handler paths.
+
+    `client_config` is either {"url": base} or {"service": {...}} plus "caBundle"; each webhook
+    gets the handler id appended to its URL or service path, as Kopf's server routes them.
+    """
+    result: dict[WebhookKind, dict[str, Any]] = {}
+    for kind in WebhookKind:
+        entries = []
+        for spec in (w for w in WEBHOOKS if w.kind is kind):
+            config = dict(client_config)
+            if "url" in config:
+                config["url"] = f"{config['url'].rstrip('/')}/{spec.handler_id}"
+            else:
+                config["service"] = {**config["service"], "path": f"/{spec.handler_id}"}
+            entries.append(
+                {
+                    "name": f"{spec.handler_id}.{c.GROUP}",
+                    "clientConfig": config,
+                    "rules": [
+                        {
+                            "apiGroups": [spec.api_group],
+                            "apiVersions": ["*"],
+                            "resources": [spec.resource],
+                            "operations": list(spec.operations),
+                            "scope": "Namespaced",
+                        }
+                    ],
+                    "failurePolicy": spec.failure_policy.value,
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 10,
+                    "matchPolicy": "Equivalent",
+                    "namespaceSelector": _namespace_selector(spec, protected_namespaces),
+                    **spec.extra,
+                }
+            )
+        if entries:
+            api_kind = (
+                "ValidatingWebhookConfiguration"
+                if kind is WebhookKind.VALIDATING
+                else "MutatingWebhookConfiguration"
+            )
+            result[kind] = {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": api_kind,
+                "metadata": {
+                    "name": VALIDATING_CONFIG_NAME
+                    if kind is WebhookKind.VALIDATING
+                    else MUTATING_CONFIG_NAME,
+                    "labels": {c.LABEL_MANAGED_BY: c.OPERATOR_NAME},
+                },
+                "webhooks": entries,
+            }
+    return result

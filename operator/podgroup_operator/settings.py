@@ -1,0 +1,40 @@
+"""Operator settings: what `podgroup-operator run` was told, handed to handlers through Kopf's memo.
+
+Kept apart from main.py so handlers can read them without importing the entry point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from podgroup_operator import constants as c
+
+
+class WebhookMode(StrEnum):
+    AUTO = "auto"
+    """LOCAL when the kubeconfig is the dev cluster's, CLUSTER otherwise."""
+    LOCAL = "local"
+    """Serve on 127.0.0.1 where a local kube-apiserver can call us."""
+    CLUSTER = "cluster"
+    """Serve on 0.0.0.0 behind the Service of deploy/; certificates mounted from a Secret."""
+    OFF = "off"
+    """No admission webhooks (validation by the CRD schema only)."""
+
+
+@dataclass
+class OperatorSettings:
+    namespaces: list[str] = field(default_factory=list)
+    webhook_mode: WebhookMode = WebhookMode.AUTO
+    webhook_host: str | None = None
+    webhook_port: int | None = None
+    webhook_cert_dir: Path = Path.home() / ".cache" / c.OPERATOR_NAME / "webhook-certs"
+    service_namespace: str = c.OPERATOR_NAME
+    service_name: str = f"{c.OPERATOR_NAME}-webhook"
+    operator_namespace: str = c.OPERATOR_NAME
+    """Never intercepted by our webhooks, so the operator can always be repaired."""
+    default_schedule_timeout_seconds: int = 60
+    """scheduleTimeoutSeconds for groups that set none."""
+    status_workers: int = 8
+    """PodGroup status reconciles that may run at once."""

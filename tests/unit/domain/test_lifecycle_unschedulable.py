@@ -1,0 +1,158 @@
+"""The Unschedulable condition: the lifecycle's own verdicts, and the scheduler's kept intact."""
+
+from __future__ import annotations
+
+import pytest
+
+from podgroup_operator.api.models import Condition, PodGroupStatus
+from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
+from podgroup_operator.domain.lifecycle import compute_status
+from tests.unit.domain.lifecycle_helpers import T0, at, gang, members, story, unschedulable
+
+TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
+
+
+@pytest.mark.parametrize(
+    ("steps", "status", "reason"),
+    [
+        (["PP"], TRUE, Reason.NOT_ENOUGH_TASKS),
+        ([""], TRUE, Reason.NOT_ENOUGH_TASKS),
+        (["PPP"], FALSE, Reason.ENOUGH_TASKS),
+        (["FPP"], TRUE, Reason.NOT_ENOUGH_TASKS),
+        (["DPP"], TRUE, Reason.NOT_ENOUGH_TASKS),
+        (["RRR"], FALSE, Reason.GANG_SCHEDULABLE),
+        (["RRR", "RRF"], TRUE, Reason.POD_FAILED),
+        (["RRR", "RR"], TRUE, Reason.POD_DELETED),
+        (["RRR", "RRD"], TRUE, Reason.POD_DELETED),
+        (["RRR", "SSS"], FALSE, Reason.GANG_FINISHED),
+        (["RRR", "SSF"], TRUE, Reason.POD_FAILED),
+        (["RRR", "RR", ""], TRUE, Reason.NOT_ENOUGH_TASKS),
+        (["RRR", "RR", "RRPPP"], TRUE, Reason.POD_DELETED),
+        (["RRR", "RR", "DDPPP"], FALSE, Reason.ENOUGH_TASKS),
+    ],
+    ids=[
+        "too few members",
+        "no members",
+        "enough members",
+        "a failed member cannot run",
+        "a terminating member cannot run",
+        "running",
+        "unknown after a failure",
+        "unknown after a deletion",
+        "unknown after a pod started terminating",
+        "finished",
+        "failed",
+        "all gone after unknown",
+        "unknown keeps its reason",
+        "replacements after unknown",
+    ],
+)
+def test_the_lifecycle_verdict_per_situation(
+    steps: list[str], status: ConditionStatus, reason: Reason
+) -> None:
+    condition = unschedulable(story(gang(3), steps)[-1].status)
+    assert (condition.status, condition.reason) == (status, reason)
+
+
+def test_messages_say_how_short_the_gang_is_and_why() -> None:
+    condition = unschedulable(story(gang(3), ["FDP"])[-1].status)
+    assert condition.message == (
+        "1 member pods can run, fewer than minMember 3 (1 failed, 1 being deleted)"
+    )
+
+
+def test_an_unknown_gang_names_its_newest_loss_and_keeps_it_while_nothing_new_is_lost() -> None:
+    results = story(gang(3), ["RRRR", "RRF", "RF", "RFF", "RFF", "RFFP"])
+    assert [unschedulable(r.status).reason for r in results] == [
+        Reason.GANG_SCHEDULABLE,
+        Reason.POD_FAILED,  # two members lost, one of them failed: the failure is named
+        Reason.POD_DELETED,  # one more went away without failing
+        Reason.POD_FAILED,  # another failed
+        Reason.POD_FAILED,  # nothing new
+        Reason.POD_FAILED,  # a replacement arrived, still short
+    ]
+    assert [r.status.phase for r in results] == [Phase.RUNNING] + [Phase.UNKNOWN] * 5
+
+
+def _scheduler_says(reason: Reason) -> PodGroupStatus:
+    """A Pending status on which the scheduler has written its own verdict."""
+    pending = story(gang(3), ["PPP"])[-1].status
+    verdict = Condition(
+        type=ConditionType.UNSCHEDULABLE,
+        status=TRUE,
+        reason=reason,
+        message="0/5 nodes can hold the gang",
+        transition_id="scheduler-1",
+        last_transition_time=T0,
+    )
+    return pending.model_copy(update={"conditions": [verdict]})
+
+
+@pytest.mark.parametrize("reason", [Reason.NOT_ENOUGH_RESOURCES, Reason.SCHEDULE_TIMEOUT])
+def test_a_scheduler_verdict_survives_while_the_lifecycle_has_no_rule(reason: Reason) -> None:
+    previous = _scheduler_says(reason)
+    result = compute_status(gang(3), members("PPB"), previous, at(30))
+    assert result.status.conditions == previous.conditions
+
+
+def test_too_few_members_overrides_the_scheduler_but_keeps_the_time_of_the_flip() -> None:
+    previous = _scheduler_says(Reason.NOT_ENOUGH_RESOURCES)
+    condition = unschedulable(compute_status(gang(3), members("PP"), previous, at(30)).status)
+    assert (condition.status, condition.reason) == (TRUE, Reason.NOT_ENOUGH_TASKS)
+    assert condition.last_transition_time == T0
+    assert condition.transition_id != "scheduler-1"
+
+
+def test_a_whole_gang_overrides_the_scheduler() -> None:
+    previous = _scheduler_says(Reason.SCHEDULE_TIMEOUT)
+    condition = unschedulable(compute_status(gang(3), members("RRR"), previous, at(30)).status)
+    assert (condition.status, condition.reason) == (FALSE, Reason.GANG_SCHEDULABLE)
+    assert condition.last_transition_time == at(30)
+
+
+def test_other_conditions_are_left_alone() -> None:
+    scheduled = Condition(type=ConditionType.SCHEDULED, status=TRUE, reason=Reason.GANG_SCHEDULED)
+    quota = Condition(type=ConditionType.QUOTA_RESERVED, status=TRUE, reason=Reason.QUOTA_RESERVED)
+    previous = PodGroupStatus(conditions=[scheduled, quota])
+    status = compute_status(gang(3), members("RRR"), previous, T0).status
+    assert status.conditions[:2] == [scheduled, quota]
+    assert [c.type for c in status.conditions] == [
+        ConditionType.SCHEDULED,
+        ConditionType.QUOTA_RESERVED,
+        ConditionType.UNSCHEDULABLE,
+    ]
+
+
+def test_last_transition_time_moves_only_when_the_status_flips() -> None:
+    steps = ["PP", "PPP", "RRP", "RRR", "RRRF", "RRF", "RF", "RFRR", "SFSS"]
+    results = story(gang(3), steps)
+    observed = [
+        (unschedulable(r.status).status, unschedulable(r.status).last_transition_time)
+        for r in results
+    ]
+    assert observed == [
+        (TRUE, at(0)),  # NotEnoughTasks
+        (FALSE, at(1)),  # EnoughTasks
+        (FALSE, at(1)),  # still EnoughTasks, message only
+        (FALSE, at(1)),  # GangSchedulable: new reason, same status
+        (FALSE, at(1)),  # a spare failed
+        (TRUE, at(5)),  # Unknown, PodDeleted
+        (TRUE, at(5)),  # Unknown, PodDeleted again
+        (FALSE, at(7)),  # recovered
+        (FALSE, at(7)),  # finished
+    ]
+
+
+def test_transition_ids_change_with_status_or_reason_and_never_with_counts_alone() -> None:
+    results = story(gang(3), ["P", "PP", "PPP", "PPPP", "RRRR", "RRRS", "RRSS"])
+    ids = [unschedulable(r.status).transition_id for r in results]
+    # NotEnoughTasks x2, EnoughTasks x2, GangSchedulable x3
+    assert ids[0] == ids[1] != ids[2] == ids[3] != ids[4] == ids[5] == ids[6]
+    assert len(set(ids)) == 3
+
+
+def test_a_latched_group_never_touches_its_conditions_again() -> None:
+    failed = story(gang(2), ["FF"])[-1].status
+    later = compute_status(gang(2), members("RR"), failed, at(60)).status
+    assert later.conditions == failed.conditions
+    assert later.phase is Phase.FAILED

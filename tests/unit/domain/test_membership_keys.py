@@ -1,0 +1,160 @@
+"""Which pods belong to which group: every key, their precedence, conflicts, lightweight gangs."""
+
+from __future__ import annotations
+
+import pytest
+
+from podgroup_operator import constants as c
+from podgroup_operator.domain.membership import (
+    LightweightGang,
+    group_key_of,
+    group_name_of,
+    is_member_of,
+    lightweight_gang_of,
+    membership_conflict,
+    membership_keys,
+    membership_label_keys,
+)
+from tests.builders import pod
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations"),
+    [
+        ({c.LABEL_POD_GROUP: "gang"}, {}),
+        ({}, {c.ANNOTATION_GROUP_NAME: "gang"}),
+        ({c.LABEL_LIGHTWEIGHT_NAME: "gang"}, {}),
+        ({}, {c.ANNOTATION_KOORD_NAME: "gang"}),
+    ],
+    ids=["scheduler-plugins label", "volcano annotation", "lightweight label", "koordinator"],
+)
+def test_every_supported_key_makes_a_member_in_the_pods_own_namespace(
+    labels: dict[str, str], annotations: dict[str, str]
+) -> None:
+    member = pod("p", "team-a", labels=labels, annotations=annotations)
+    assert group_key_of(member) == ("team-a", "gang")
+    assert is_member_of(member, ("team-a", "gang"))
+    assert not is_member_of(member, ("team-b", "gang"))
+
+
+def test_a_pod_without_keys_or_with_empty_values_belongs_to_no_group() -> None:
+    assert group_key_of(pod("p")) is None
+    assert group_key_of(pod("p", group="")) is None
+    assert group_key_of(pod("p", group_annotation="")) is None
+
+
+def test_a_pod_without_namespace_belongs_to_no_group() -> None:
+    stray = pod("p", group="gang")
+    del stray["metadata"]["namespace"]
+    assert group_name_of(stray) == "gang"
+    assert group_key_of(stray) is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "winner"),
+    [
+        (
+            {c.LABEL_POD_GROUP: "label", c.LABEL_LIGHTWEIGHT_NAME: "light"},
+            {c.ANNOTATION_GROUP_NAME: "annotation", c.ANNOTATION_KOORD_NAME: "koord"},
+            "label",
+        ),
+        (
+            {c.LABEL_LIGHTWEIGHT_NAME: "light"},
+            {c.ANNOTATION_GROUP_NAME: "annotation", c.ANNOTATION_KOORD_NAME: "koord"},
+            "annotation",
+        ),
+        ({c.LABEL_LIGHTWEIGHT_NAME: "light"}, {c.ANNOTATION_KOORD_NAME: "koord"}, "light"),
+        ({c.LABEL_POD_GROUP: ""}, {c.ANNOTATION_GROUP_NAME: "annotation"}, "annotation"),
+    ],
+    ids=["label first", "annotation second", "lightweight label third", "empty is absent"],
+)
+def test_keys_are_read_in_order_of_precedence(
+    labels: dict[str, str], annotations: dict[str, str], winner: str
+) -> None:
+    assert group_name_of(pod("p", labels=labels, annotations=annotations)) == winner
+
+
+def test_disagreeing_label_and_annotation_are_reported_and_the_label_wins() -> None:
+    member = pod("p", "team-a", group="by-label", group_annotation="by-annotation")
+
+    conflict = membership_conflict(member)
+
+    assert group_key_of(member) == ("team-a", "by-label")
+    assert conflict is not None
+    assert conflict.pod == ("team-a", "p")
+    assert (conflict.key, conflict.group) == (c.LABEL_POD_GROUP, "by-label")
+    assert conflict.ignored == ((c.ANNOTATION_GROUP_NAME, "by-annotation"),)
+    assert "by-annotation" in conflict.message
+    assert c.LABEL_POD_GROUP in conflict.message
+
+
+def test_keys_repeating_the_same_name_are_no_conflict() -> None:
+    assert membership_conflict(pod("p", group="gang", group_annotation="gang")) is None
+    assert membership_conflict(pod("p", group="gang")) is None
+    assert membership_conflict(pod("p")) is None
+
+
+def test_a_conflict_lists_only_the_keys_that_disagree() -> None:
+    member = pod(
+        "p",
+        group="gang",
+        group_annotation="gang",
+        annotations={c.ANNOTATION_KOORD_NAME: "other"},
+    )
+    conflict = membership_conflict(member)
+    assert conflict is not None
+    assert conflict.ignored == ((c.ANNOTATION_KOORD_NAME, "other"),)
+
+
+def test_membership_keys_name_every_key_and_label_keys_only_the_selectable_ones() -> None:
+    assert membership_keys() == (
+        c.LABEL_POD_GROUP,
+        c.ANNOTATION_GROUP_NAME,
+        c.LABEL_LIGHTWEIGHT_NAME,
+        c.ANNOTATION_KOORD_NAME,
+    )
+    assert membership_label_keys() == (c.LABEL_POD_GROUP, c.LABEL_LIGHTWEIGHT_NAME)
+
+
+def test_a_coscheduling_lightweight_gang_reports_its_min_available() -> None:
+    member = pod(
+        "p",
+        labels={c.LABEL_LIGHTWEIGHT_NAME: "light", c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "4"},
+    )
+    assert lightweight_gang_of(member) == LightweightGang(
+        name="light", min_available=4, extra={c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "4"}
+    )
+
+
+def test_a_koordinator_gang_reports_its_minimum_and_passes_its_settings_through() -> None:
+    annotations = {
+        c.ANNOTATION_KOORD_NAME: "koord",
+        c.ANNOTATION_KOORD_MIN_AVAILABLE: "2",
+        c.ANNOTATION_KOORD_WAITING_TIME: "30s",
+        c.ANNOTATION_KOORD_MODE: "NonStrict",
+        c.ANNOTATION_KOORD_GROUPS: '["default/koord","default/other"]',
+    }
+    gang = lightweight_gang_of(pod("p", annotations=annotations))
+    assert gang is not None
+    name, min_available, extra = gang
+    assert (name, min_available) == ("koord", 2)
+    assert extra == {k: v for k, v in annotations.items() if k != c.ANNOTATION_KOORD_NAME}
+
+
+@pytest.mark.parametrize("raw", [None, "", "0", "-1", "two", "1.5", "٣"])
+def test_a_missing_or_invalid_minimum_is_none_and_kept_raw(raw: str | None) -> None:
+    labels = {c.LABEL_LIGHTWEIGHT_NAME: "light"}
+    if raw is not None:
+        labels[c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE] = raw
+    gang = lightweight_gang_of(pod("p", labels=labels))
+    assert gang is not None
+    assert gang.min_available is None
+    assert gang.extra.get(c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE) == raw
+
+
+def test_no_lightweight_gang_when_a_podgroup_key_decides_membership() -> None:
+    member = pod("p", group="real", labels={c.LABEL_LIGHTWEIGHT_NAME: "light"})
+    assert group_name_of(member) == "real"
+    assert lightweight_gang_of(member) is None
+    assert lightweight_gang_of(pod("p", group_annotation="real")) is None
+    assert lightweight_gang_of(pod("p")) is None
