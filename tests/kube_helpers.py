@@ -16,10 +16,12 @@ def unique_prefix() -> str:
     return f"sim-{uuid.uuid4().hex[:6]}"
 
 
-async def create_pod(kube: KubeClient, namespace: str, name: str, **kwargs: Any) -> dict[str, Any]:
+async def create_pod(
+    kube: KubeClient, namespace: str, name: str, *, scheduler: str | None = "nobody", **kwargs: Any
+) -> dict[str, Any]:
     """Create a pod (builders.pod shape, minus server-owned fields); retry while the fresh
     namespace's default ServiceAccount does not exist yet (admission refuses until then)."""
-    body = pod_body(name, namespace, **kwargs)
+    body = pod_body(name, namespace, scheduler=scheduler, **kwargs)
     for field in ("uid", "creationTimestamp"):
         body["metadata"].pop(field)
     body.pop("status")
@@ -29,7 +31,7 @@ async def create_pod(kube: KubeClient, namespace: str, name: str, **kwargs: Any)
         extended = {k: v for k, v in requests.items() if "/" in k}
         if extended:
             container["resources"]["limits"] = extended
-    body["spec"].setdefault("schedulerName", "nobody")  # no scheduler runs: we bind by hand
+    # By default no scheduler claims the pod (tests bind by hand); None leaves the field unset.
     deadline = time.monotonic() + 15
     while True:
         try:

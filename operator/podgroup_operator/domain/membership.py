@@ -81,6 +81,15 @@ def membership_label_keys() -> tuple[str, ...]:
     return tuple(key.name for key in _KEYS_BY_PRECEDENCE if key.is_label)
 
 
+def declares_membership(pod: Pod) -> bool:
+    """True when any membership key has a non-empty value, whatever the pod's namespace.
+
+    Admission sees pods before the apiserver fills in `metadata.namespace`, so this asks only
+    about the keys, not about a group key.
+    """
+    return bool(_present(pod))
+
+
 def _metadata(pod: Pod) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
 

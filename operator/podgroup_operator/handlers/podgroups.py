@@ -22,7 +22,9 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODGROUPS, ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
+from podgroup_operator.domain.lightweight import is_operator_created, podgroup_for
 from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +61,8 @@ class StatusReconciler:
         self._queued: set[GroupKey] = set()
         self._written: dict[GroupKey, dict[str, Any]] = {}
         self._warned_pods: set[str] = set()
+        self.verdicts: dict[GroupKey, Verdict] = {}
+        """The gang scheduler's latest verdict per group, folded into the status we write."""
         self._tasks: list[asyncio.Task[None]] = []
 
     def touch(self, key: GroupKey) -> None:
@@ -66,6 +70,11 @@ class StatusReconciler:
         if key not in self._queued:
             self._queued.add(key)
             self._dirty.put_nowait(key)
+
+    def set_verdict(self, key: GroupKey, verdict: Verdict) -> None:
+        if self.verdicts.get(key) != verdict:
+            self.verdicts[key] = verdict
+            self.touch(key)
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
@@ -108,7 +117,15 @@ class StatusReconciler:
         pods = list(self.members.get(key, []))
         body = self._current(key)
         if body is None:
-            await self._warn_missing_group(key, pods)
+            lightweight = podgroup_for(key[0], pods)
+            if lightweight is not None:
+                await self._create_lightweight(lightweight)
+            else:
+                await self._warn_missing_group(key, pods)
+            return
+        if not pods and is_operator_created(body):
+            # A lightweight gang whose pods are all gone: its PodGroup goes with them.
+            await self._delete(key, body)
             return
         try:
             group = PodGroup.model_validate(body)
@@ -116,8 +133,16 @@ class StatusReconciler:
             # Admitted before our webhook ran (or with it off); the CRD schema kept the worst out.
             logger.warning("PodGroup %s/%s is not valid, status left alone: %s", *key, exc)
             return
-        result = compute_status(group, pods, group.status, self.clock())
-        patch = status_patch(group.status, result.status)
+        now = self.clock()
+        result = compute_status(group, pods, group.status, now)
+        status = apply_verdict(
+            result.status,
+            self.verdicts.get(key),
+            group.spec.min_member,
+            now,
+            id_seed=group.metadata.uid or "/".join(key),
+        )
+        patch = status_patch(group.status, status)
         if patch is None:
             return
         try:
@@ -137,6 +162,25 @@ class StatusReconciler:
                 message=event.message,
                 timestamp=timestamp,
             )
+
+    async def _create_lightweight(self, body: dict[str, Any]) -> None:
+        meta = body["metadata"]
+        try:
+            await self.kube.create(PODGROUPS, body, meta["namespace"])
+            logger.info(
+                "created PodGroup %s/%s for a lightweight gang", meta["namespace"], meta["name"]
+            )
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+
+    async def _delete(self, key: GroupKey, body: dict[str, Any]) -> None:
+        try:
+            await self.kube.delete(PODGROUPS, key[1], key[0], uid=body["metadata"].get("uid"))
+            logger.info("deleted PodGroup %s/%s: its lightweight gang has no pods left", *key)
+        except ApiError as exc:
+            if not (exc.not_found or exc.conflict):
+                raise
 
     async def _warn_missing_group(self, key: GroupKey, pods: list[dict[str, Any]]) -> None:
         """One Warning Event per pod that names a PodGroup that does not exist."""

@@ -55,6 +55,18 @@ WEBHOOKS: list[WebhookSpec] = [
         why="An invalid PodGroup admitted while the operator is down would wedge its gang; "
         "refusing writes for that time is the smaller harm (the CRD schema still covers most).",
     ),
+    WebhookSpec(
+        handler_id="route-gang-pods",
+        kind=WebhookKind.MUTATING,
+        api_group="",
+        resource="pods",
+        operations=("CREATE",),
+        failure_policy=FailurePolicy.FAIL,
+        opt_in_label=c.NAMESPACE_LABEL_GANG_SCHEDULING,
+        why="Only namespaces that opted in are intercepted. There, a member pod admitted "
+        "unrouted would be placed alone by the default scheduler: the partial-gang deadlock the "
+        "namespace opted out of. Refusing pod creation while the operator is down is safer.",
+    ),
 ]
 
 

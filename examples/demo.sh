@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `make demo`: the dev cluster, sim nodes and the operator, then the examples, on this machine.
+# `make demo-down` (this script with `down`) stops everything it started.
+set -euo pipefail
+state=${1:?usage: demo.sh STATE_DIR [down]}
+action=${2:-up}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+export PATH="$repo/.venv/bin:$PATH"
+mkdir -p "$state"
+
+stop_pid() {
+  local file=$1
+  [[ -f $file ]] || return 0
+  local pid; pid=$(cat "$file")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$file"
+}
+
+if [[ $action == down ]]; then
+  stop_pid "$state/operator.pid"
+  stop_pid "$state/sim-nodes.pid"
+  podgroup-operator dev-cluster down --state-dir "$state/cluster"
+  exit 0
+fi
+
+echo "==> control plane (etcd, kube-apiserver, kube-controller-manager) on loopback"
+eval "$(podgroup-operator dev-cluster up --state-dir "$state/cluster")"
+kubectl apply -f "$repo/crds/" >/dev/null
+kubectl wait --for=condition=Established crd/podgroups.scheduling.x-k8s.io --timeout=60s >/dev/null
+
+echo "==> sim nodes: 4 x (8 cpu, 32Gi, 2 GPUs), acting as their kubelet"
+stop_pid "$state/sim-nodes.pid"
+setsid podgroup-operator sim-nodes --count 4 --cpu 8 --memory 32Gi --gpu 2 --name-prefix demo-node \
+  --start-delay 1 >"$state/sim-nodes.log" 2>&1 < /dev/null &
+echo $! >"$state/sim-nodes.pid"
+
+echo "==> the operator (podgroup-operator run), webhooks on 127.0.0.1"
+stop_pid "$state/operator.pid"
+setsid podgroup-operator run --liveness http://127.0.0.1:18080/healthz \
+  >"$state/operator.log" 2>&1 < /dev/null &
+echo $! >"$state/operator.pid"
+for _ in $(seq 150); do
+  curl -sf http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
+  python3 -c 'import urllib.request,sys; urllib.request.urlopen("http://127.0.0.1:18080/healthz", timeout=1)' 2>/dev/null && break
+  sleep 0.2
+done
+for _ in $(seq 100); do
+  [[ $(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready') -ge 4 ]] && break
+  sleep 0.3
+done
+
+echo "==> kubectl apply -f examples/gang-basic.yaml"
+kubectl apply -f "$repo/examples/gang-basic.yaml"
+for _ in $(seq 120); do
+  phase=$(kubectl get podgroup train-basic -o jsonpath='{.status.phase}' 2>/dev/null || true)
+  [[ $phase == Running ]] && break
+  sleep 0.5
+done
+echo
+kubectl get podgroups -o wide
+echo
+kubectl get pods -o wide
+echo
+cat <<MSG
+The operator is running (log: $state/operator.log), with sim nodes (log: $state/sim-nodes.log).
+Try it:
+  export KUBECONFIG=$state/cluster/kubeconfig
+  kubectl get podgroups -o wide          # phase, counters, why a gang waits
+  kubectl podgroup -A                    # the same with the Unschedulable reason (plugin)
+  kubectl apply -f examples/             # more examples
+Stop everything with: make demo-down
+MSG

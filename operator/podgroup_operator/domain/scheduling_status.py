@@ -1,0 +1,91 @@
+"""What the gang scheduler's verdict does to a PodGroup's status, as a pure function.
+
+The scheduler decides in memory and never writes status itself: it hands its latest verdict
+per group to the status reconciler, which folds it in here after the lifecycle rules ran. One
+writer per object means one PATCH per real change, and no two writers fighting over the
+`conditions` list (a merge patch replaces lists whole).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from podgroup_operator.api.models import PodGroupStatus
+from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
+from podgroup_operator.domain.conditions import find_condition, set_condition
+
+SCHEDULER_REASONS = frozenset({Reason.NOT_ENOUGH_RESOURCES, Reason.SCHEDULE_TIMEOUT})
+"""Unschedulable reasons the scheduler owns; the lifecycle keeps them while Pending."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The scheduler's latest word on a group: refused (with reason and message) or placed."""
+
+    placed: bool
+    reason: Reason | None = None
+    message: str = ""
+
+
+def apply_verdict(
+    status: PodGroupStatus,
+    verdict: Verdict | None,
+    min_member: int,
+    now: datetime,
+    *,
+    id_seed: str,
+) -> PodGroupStatus:
+    """Fold the scheduler's verdict and the bound count into `status`.
+
+    - Unschedulable: a refusal of a Pending group sets it True with the scheduler's reason and
+      message (the actionable shortfall). A placement clears a scheduler-owned reason; the
+      lifecycle's own reasons (NotEnoughTasks, PodFailed, ...) are left to the lifecycle.
+    - Scheduled: True once at least minMember members are bound to nodes.
+    Terminal groups are left as they are: a finished gang is never rescheduled.
+    """
+    phase = Phase(status.phase) if status.phase else None
+    if phase is not None and phase.terminal:
+        return status
+    conditions = status.conditions
+    current = find_condition(conditions, ConditionType.UNSCHEDULABLE)
+    if verdict is not None and phase in (Phase.PENDING, None):
+        if not verdict.placed and verdict.reason is not None:
+            owned_by_lifecycle = (
+                current is not None
+                and current.status == ConditionStatus.TRUE
+                and current.reason not in SCHEDULER_REASONS
+            )
+            if not owned_by_lifecycle:
+                conditions = set_condition(
+                    conditions,
+                    ConditionType.UNSCHEDULABLE,
+                    ConditionStatus.TRUE,
+                    verdict.reason,
+                    verdict.message,
+                    now,
+                    id_seed=id_seed,
+                )
+        elif verdict.placed and current is not None and current.reason in SCHEDULER_REASONS:
+            conditions = set_condition(
+                conditions,
+                ConditionType.UNSCHEDULABLE,
+                ConditionStatus.FALSE,
+                Reason.GANG_SCHEDULED,
+                "the gang was placed; members are starting",
+                now,
+                id_seed=id_seed,
+            )
+    whole = status.scheduled >= min_member
+    scheduled = find_condition(conditions, ConditionType.SCHEDULED)
+    if scheduled is not None or whole:
+        conditions = set_condition(
+            conditions,
+            ConditionType.SCHEDULED,
+            ConditionStatus.TRUE if whole else ConditionStatus.FALSE,
+            Reason.GANG_SCHEDULED if whole else Reason.NOT_ENOUGH_TASKS,
+            f"{status.scheduled} of minMember {min_member} members bound to nodes",
+            now,
+            id_seed=id_seed,
+        )
+    return status.model_copy(update={"conditions": conditions})

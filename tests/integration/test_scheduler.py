@@ -1,0 +1,319 @@
+"""The bundled gang scheduler on the real control plane, with the operator running.
+
+Each test brings its own sim node pool, labelled with a unique `pool` value, and its pods select
+that pool; so tests share one control plane without sharing capacity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
+from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from tests.builders import podgroup
+from tests.kube_helpers import create_pod, unique_prefix
+from tests.waiting import wait_for
+
+REPLICASETS = Kind("apps", "v1", "replicasets")
+
+
+@asynccontextmanager
+async def pool(kube: KubeClient, **node: Any) -> AsyncIterator[tuple[SimCluster, str]]:
+    """A sim node pool whose nodes carry `pool=<unique>`; yields (cluster, that value)."""
+    name = unique_prefix()
+    labels = {"pool": name, **node.pop("labels", {})}
+    spec = NodePool(name_prefix=name, labels=labels, **node)
+    async with SimCluster(kube, [spec], start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(30)
+        yield sim, name
+
+
+async def make_group(kube: KubeClient, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    body = podgroup(name, namespace, **spec)
+    del body["metadata"]["uid"]
+    return await kube.create(PODGROUPS, body, namespace)
+
+
+async def gang_pods(
+    kube: KubeClient,
+    namespace: str,
+    prefix: str,
+    count: int,
+    pool_name: str,
+    *,
+    group: str | None = None,
+    requests: dict[str, str] | None = None,
+    **pod_args: Any,
+) -> list[dict[str, Any]]:
+    return list(
+        await asyncio.gather(
+            *(
+                create_pod(
+                    kube,
+                    namespace,
+                    f"{prefix}-{i}",
+                    group=group,
+                    requests=requests or {"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector={"pool": pool_name},
+                    **pod_args,
+                )
+                for i in range(count)
+            )
+        )
+    )
+
+
+async def pods_of(
+    kube: KubeClient, namespace: str, selector: str | None = None
+) -> list[dict[str, Any]]:
+    return list((await kube.list(PODS, namespace, label_selector=selector))["items"])
+
+
+def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["spec"].get("nodeName")]
+
+
+async def group_status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((x for x in status.get("conditions", []) if x["type"] == kind), None)
+
+
+def until(probe: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    return probe
+
+
+async def test_two_gangs_that_cannot_both_fit_never_both_partly_placed(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    # 2 nodes x 4 cpu = room for one gang of 6 x 1 cpu? No: 8 cpu total, each gang needs 6.
+    async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, name):
+        await make_group(kube, namespace, "a", min_member=6)
+        await make_group(kube, namespace, "b", min_member=6)
+        await asyncio.gather(
+            gang_pods(kube, namespace, "a", 6, name, group="a"),
+            gang_pods(kube, namespace, "b", 6, name, group="b"),
+        )
+
+        async def one_gang_whole() -> bool:
+            placed = bound(await pods_of(kube, namespace))
+            return len(placed) == 6
+
+        await wait_for(one_gang_whole, 20, "one whole gang placed")
+        await asyncio.sleep(1.0)  # give a wrong scheduler the chance to place more
+        placed = bound(await pods_of(kube, namespace))
+        groups = {p["metadata"]["labels"][c.LABEL_POD_GROUP] for p in placed}
+        assert len(placed) == 6 and len(groups) == 1, [p["metadata"]["name"] for p in placed]
+        loser = ({"a", "b"} - groups).pop()
+
+        async def explained() -> dict[str, Any] | None:
+            cond = condition(await group_status(kube, namespace, loser), "Unschedulable")
+            return cond if cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES else None
+
+        cond = await wait_for(explained, 10, f"{loser} to explain why it waits")
+        assert "cpu" in cond["message"], cond
+
+
+async def test_replicaset_of_six_with_room_for_three_runs_exactly_three(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    async with pool(kube, count=1, cpu="3", memory="16Gi") as (_, name):
+        await make_group(kube, namespace, "rs", min_member=3)
+        template = {
+            "metadata": {"labels": {"app": "rs", c.LABEL_POD_GROUP: "rs"}},
+            "spec": {
+                "schedulerName": c.SCHEDULER_NAME,
+                "nodeSelector": {"pool": name},
+                "containers": [
+                    {"name": "w", "image": "x", "resources": {"requests": {"cpu": "1"}}}
+                ],
+            },
+        }
+        await kube.create(
+            REPLICASETS,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": "rs"},
+                "spec": {
+                    "replicas": 6,
+                    "selector": {"matchLabels": {"app": "rs"}},
+                    "template": template,
+                },
+            },
+            namespace,
+        )
+
+        async def running() -> dict[str, Any] | None:
+            status = await group_status(kube, namespace, "rs")
+            return status if status.get("phase") == c.Phase.RUNNING else None
+
+        status = await wait_for(running, 30, "the ReplicaSet's gang to run")
+        await asyncio.sleep(0.5)
+        pods = await pods_of(kube, namespace, "app=rs")
+        assert len(pods) == 6
+        assert len(bound(pods)) == 3 and status["running"] == 3
+
+
+async def test_gpu_gang_lands_on_gpu_nodes(kube: KubeClient, operator: Any, namespace: str) -> None:
+    async with pool(kube, count=2, cpu="16", memory="64Gi", gpu=4) as (_, name):
+        await make_group(kube, namespace, "gpu", min_member=2)
+        gpu = {"cpu": "2", "nvidia.com/gpu": "4"}
+        await gang_pods(kube, namespace, "g", 2, name, group="gpu", requests=gpu)
+
+        async def both_bound() -> list[dict[str, Any]]:
+            placed = bound(await pods_of(kube, namespace))
+            return placed if len(placed) == 2 else []
+
+        placed = await wait_for(both_bound, 20, "the GPU gang to be bound")
+        assert len({p["spec"]["nodeName"] for p in placed}) == 2  # 4 GPUs each: one per node
+
+        # A third 4-GPU gang member set cannot fit: refused with a GPU shortfall.
+        await make_group(kube, namespace, "gpu2", min_member=1)
+        await gang_pods(kube, namespace, "h", 1, name, group="gpu2", requests=gpu)
+
+        async def gpu_short() -> str | None:
+            cond = condition(await group_status(kube, namespace, "gpu2"), "Unschedulable")
+            return cond["message"] if cond and cond["status"] == "True" else None
+
+        message = await wait_for(gpu_short, 15, "gpu2 to be refused")
+        assert "nvidia.com/gpu" in message, message
+
+
+async def test_taints_and_selectors(kube: KubeClient, operator: Any, namespace: str) -> None:
+    taint = {"key": "dedicated", "value": "train", "effect": "NoSchedule"}
+    async with pool(kube, count=1, cpu="8", memory="16Gi", taints=[taint]) as (_, name):
+        await make_group(kube, namespace, "intolerant", min_member=1)
+        await gang_pods(kube, namespace, "i", 1, name, group="intolerant")
+        await make_group(kube, namespace, "tolerant", min_member=1)
+        toleration = [
+            {"key": "dedicated", "operator": "Equal", "value": "train", "effect": "NoSchedule"}
+        ]
+        await gang_pods(kube, namespace, "t", 1, name, group="tolerant", tolerations=toleration)
+
+        async def tolerant_bound() -> bool:
+            return bool((await kube.get(PODS, "t-0", namespace))["spec"].get("nodeName"))
+
+        await wait_for(tolerant_bound, 20, "the tolerating pod to be bound")
+
+        async def taint_explained() -> str | None:
+            cond = condition(await group_status(kube, namespace, "intolerant"), "Unschedulable")
+            return cond["message"] if cond and cond["status"] == "True" else None
+
+        message = await wait_for(taint_explained, 15, "the intolerant gang to be refused")
+        assert "taint" in message, message
+        assert not (await kube.get(PODS, "i-0", namespace))["spec"].get("nodeName")
+
+
+async def test_gang_whose_podgroup_comes_after_its_pods(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, name):
+        await gang_pods(kube, namespace, "late", 2, name, group="late")
+        await asyncio.sleep(1.0)
+        assert not bound(await pods_of(kube, namespace)), "pods without a PodGroup must wait"
+        await make_group(kube, namespace, "late", min_member=2)
+
+        async def both_bound() -> bool:
+            return len(bound(await pods_of(kube, namespace))) == 2
+
+        await wait_for(both_bound, 20, "the gang to be placed once its PodGroup exists")
+
+
+async def test_gang_group_across_two_namespaces(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    other = f"{namespace}-b"
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}
+    )
+    try:
+        async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
+            gang = [f"{namespace}/left", f"{other}/right"]
+            await make_group(kube, namespace, "left", min_member=2, gangGroup=gang)
+            await make_group(kube, other, "right", min_member=2, gangGroup=gang)
+            # right needs 3 cpu: together 2 + 3 > 4, so neither may bind.
+            await gang_pods(kube, namespace, "l", 2, name, group="left")
+            await gang_pods(kube, other, "r", 2, name, group="right", requests={"cpu": "1500m"})
+            await asyncio.sleep(2.0)
+            assert not bound(await pods_of(kube, namespace)) and not bound(
+                await pods_of(kube, other)
+            )
+            # Shrink right's demand (recreate smaller pods): now both fit, and both bind.
+            for pod in await pods_of(kube, other):
+                await kube.delete(PODS, pod["metadata"]["name"], other, uid=pod["metadata"]["uid"])
+            await gang_pods(kube, other, "s", 2, name, group="right", requests={"cpu": "1"})
+
+            async def all_bound() -> bool:
+                left = bound(await pods_of(kube, namespace))
+                right = bound(await pods_of(kube, other))
+                return len(left) == 2 and len(right) == 2
+
+            await wait_for(all_bound, 20, "the gang group to be placed together")
+    finally:
+        await kube.delete(NAMESPACES, other)
+
+
+async def test_lightweight_gang_from_labels_alone(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, name):
+        labels = {c.LABEL_LIGHTWEIGHT_NAME: "light", c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "3"}
+        await gang_pods(kube, namespace, "lw", 3, name, labels=labels)
+
+        async def created() -> dict[str, Any] | None:
+            items = (await kube.list(PODGROUPS, namespace))["items"]
+            return next((g for g in items if g["metadata"]["name"] == "light"), None)
+
+        group = await wait_for(created, 15, "a PodGroup for the lightweight gang")
+        assert group["spec"]["minMember"] == 3
+        assert group["metadata"]["labels"][c.LABEL_MANAGED_BY] == c.OPERATOR_NAME
+
+        async def running() -> bool:
+            return (await group_status(kube, namespace, "light")).get("phase") == c.Phase.RUNNING
+
+        await wait_for(running, 20, "the lightweight gang to run")
+        for pod in await pods_of(kube, namespace):
+            await kube.delete(PODS, pod["metadata"]["name"], namespace, uid=pod["metadata"]["uid"])
+
+        async def removed() -> bool:
+            return await created() is None
+
+        await wait_for(removed, 20, "the operator-made PodGroup to go with its pods")
+
+
+async def test_webhook_routes_members_only_in_opted_in_namespaces(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    opted = f"{namespace}-in"
+    await kube.create(
+        NAMESPACES,
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": opted,
+                "labels": {c.NAMESPACE_LABEL_GANG_SCHEDULING: c.OPT_IN_VALUE},
+            },
+        },
+    )
+    try:
+        member = await create_pod(kube, opted, "member", group="g", scheduler=None)
+        annotated = await create_pod(kube, opted, "annotated", group_annotation="g", scheduler=None)
+        loner = await create_pod(kube, opted, "loner", scheduler=None)
+        custom = await create_pod(kube, opted, "custom", group="g", scheduler="my-scheduler")
+        outside = await create_pod(kube, namespace, "outside", group="g", scheduler=None)
+        assert member["spec"]["schedulerName"] == c.SCHEDULER_NAME
+        assert annotated["spec"]["schedulerName"] == c.SCHEDULER_NAME
+        assert loner["spec"]["schedulerName"] == c.DEFAULT_SCHEDULER_NAME
+        assert custom["spec"]["schedulerName"] == "my-scheduler"
+        assert outside["spec"]["schedulerName"] == c.DEFAULT_SCHEDULER_NAME
+    finally:
+        await kube.delete(NAMESPACES, opted)
