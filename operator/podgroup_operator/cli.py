@@ -70,6 +70,10 @@ def _sim_nodes(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace, rest: list[str]) -> int:
+    if args.kind == "e2e":
+        from podgroup_operator.bench.e2e import main as e2e_main
+
+        return e2e_main(rest)
     from podgroup_operator.bench.core import main as core_main
 
     return core_main(rest)
@@ -140,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_sim_nodes)
 
     bench = sub.add_parser("bench", help="benchmarks (print JSON)", add_help=False)
-    bench.add_argument("kind", choices=["core"])
+    bench.add_argument("kind", choices=["core", "e2e"])
     bench.set_defaults(func=None)
     return parser
 

@@ -1,0 +1,266 @@
+"""`podgroup-operator bench e2e`: pods per second from creation to binding, on a real cluster.
+
+Two runs on the same control plane and the same sim nodes, one after the other:
+
+* operator: PodGroups and their pods are created at once (32 requests in flight); the running
+  operator (a child process, as users run it) places and binds them. The clock stops when the
+  last pod is bound, as seen by a watch.
+* baseline: the same number of pods, created the same way, each bound by a bare async client as
+  soon as it exists (no decisions at all): what this control plane can do at best.
+
+Both include pod creation, so the ratio shows what gang scheduling costs on top of the API
+server's own limits. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import (
+    CRDS,
+    NAMESPACES,
+    PODGROUPS,
+    PODS,
+    ApiError,
+    Kind,
+    KubeClient,
+    gather_limited,
+)
+from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+
+IN_FLIGHT = 32
+SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
+REPO_CRD = Path(__file__).resolve().parents[3] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
+
+
+def _pod(name: str, namespace: str, group: str | None, scheduler: str) -> dict[str, Any]:
+    labels = {"bench": "e2e"}
+    if group:
+        labels[c.LABEL_POD_GROUP] = group
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"pool": "bench"},
+            "containers": [
+                {
+                    "name": "w",
+                    "image": "x",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
+        },
+    }
+
+
+async def _namespace(kube: KubeClient, name: str) -> None:
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # pods need the namespace's default ServiceAccount
+        items = (await kube.list(SERVICE_ACCOUNTS, name))["items"]
+        if any(sa["metadata"]["name"] == "default" for sa in items):
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"no default ServiceAccount in {name}")
+
+
+async def _wait_all_bound(kube: KubeClient, namespace: str, total: int, timeout: float) -> float:
+    """Monotonic time at which `total` pods of the namespace are bound, seen through a watch."""
+    bound: set[str] = set()
+    deadline = time.monotonic() + timeout
+    listing = await kube.list(PODS, namespace)
+    for pod in listing["items"]:
+        if pod["spec"].get("nodeName"):
+            bound.add(pod["metadata"]["name"])
+    version = listing["metadata"]["resourceVersion"]
+    while len(bound) < total:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(bound)}/{total} pods bound after {timeout}s")
+        async for kind, pod in kube.watch(
+            PODS, namespace, resource_version=version, timeout_seconds=30
+        ):
+            if kind == "BOOKMARK":
+                version = pod["metadata"]["resourceVersion"]
+                continue
+            version = pod["metadata"].get("resourceVersion", version)
+            if pod.get("spec", {}).get("nodeName"):
+                bound.add(pod["metadata"]["name"])
+            if len(bound) >= total:
+                break
+    return time.monotonic()
+
+
+async def _operator_run(kube: KubeClient, namespace: str, gangs: int, size: int) -> dict[str, Any]:
+    await _namespace(kube, namespace)
+    total = gangs * size
+    waiter = asyncio.create_task(_wait_all_bound(kube, namespace, total, 600))
+    await asyncio.sleep(0.2)
+    start = time.monotonic()
+    groups = [
+        kube.create(
+            PODGROUPS,
+            {
+                "apiVersion": c.API_VERSION,
+                "kind": c.KIND,
+                "metadata": {"name": f"g{g}"},
+                "spec": {"minMember": size},
+            },
+            namespace,
+        )
+        for g in range(gangs)
+    ]
+    pods = [
+        kube.create(PODS, _pod(f"g{g}-{i}", namespace, f"g{g}", c.SCHEDULER_NAME), namespace)
+        for g in range(gangs)
+        for i in range(size)
+    ]
+    results = await gather_limited(IN_FLIGHT, *groups, *pods)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise RuntimeError(f"{len(errors)} creates failed, first: {errors[0]}")
+    created = time.monotonic()
+    done = await waiter
+    return {
+        "pods": total,
+        "seconds": round(done - start, 3),
+        "create_seconds": round(created - start, 3),
+        "pods_per_second": round(total / (done - start), 1),
+    }
+
+
+async def _baseline_run(
+    kube: KubeClient, namespace: str, total: int, nodes: list[str]
+) -> dict[str, Any]:
+    await _namespace(kube, namespace)
+    start = time.monotonic()
+
+    async def create_and_bind(i: int) -> None:
+        pod = await kube.create(PODS, _pod(f"p{i}", namespace, None, "bench-nobody"), namespace)
+        await kube.bind(
+            namespace, pod["metadata"]["name"], nodes[i % len(nodes)], pod["metadata"]["uid"]
+        )
+
+    results = await gather_limited(IN_FLIGHT, *(create_and_bind(i) for i in range(total)))
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise RuntimeError(f"{len(errors)} baseline binds failed, first: {errors[0]}")
+    done = time.monotonic()
+    return {
+        "pods": total,
+        "seconds": round(done - start, 3),
+        "pods_per_second": round(total / (done - start), 1),
+    }
+
+
+def _start_operator(kubeconfig: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("podgroup-operator")),
+            "run",
+            "--liveness",
+            f"http://127.0.0.1:{port}/healthz",
+        ],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"operator exited; see {log}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return process, port
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"operator not healthy; see {log}")
+
+
+async def run_e2e(
+    kubeconfig: Path, nodes: int, gangs: int, size: int, workdir: Path
+) -> dict[str, Any]:
+    async with KubeClient.from_kubeconfig(str(kubeconfig), limit=IN_FLIGHT * 2) as kube:
+        await kube.apply_json(CRDS, yaml.safe_load(REPO_CRD.read_text()))
+        pool = NodePool(
+            count=nodes,
+            cpu="32",
+            memory="128Gi",
+            pods=250,
+            labels={"pool": "bench"},
+            name_prefix="bench",
+        )
+        async with SimCluster(kube, [pool], start_delay=0.5, lease_interval=5.0) as sim:
+            await sim.wait_ready(60)
+            operator, _ = _start_operator(kubeconfig, workdir / "operator.log")
+            try:
+                suffix = str(int(time.time()))
+                ours = await _operator_run(kube, f"bench-op-{suffix}", gangs, size)
+                base = await _baseline_run(
+                    kube, f"bench-base-{suffix}", gangs * size, sim.node_names
+                )
+            finally:
+                operator.terminate()
+                operator.wait(30)
+            for namespace in (f"bench-op-{suffix}", f"bench-base-{suffix}"):
+                with contextlib.suppress(ApiError):
+                    await kube.delete(NAMESPACES, namespace)
+    return {
+        "scenario": "e2e",
+        "nodes": nodes,
+        "gangs": gangs,
+        "gang_size": size,
+        "operator": ours,
+        "baseline_bare_client": base,
+        "ratio": round(ours["pods_per_second"] / base["pods_per_second"], 3),
+        "bench_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "operator_log": str(workdir / "operator.log"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="podgroup-operator bench e2e", description=__doc__)
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--gangs", type=int, default=200)
+    parser.add_argument("--gang-size", type=int, default=5)
+    parser.add_argument("--kubeconfig", help="an existing cluster; default: a fresh dev cluster")
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="podgroup-bench-e2e-"))
+    state = None
+    if args.kubeconfig:
+        kubeconfig = Path(args.kubeconfig)
+    else:
+        state = devcluster.up(workdir / "cluster")
+        kubeconfig = state.kubeconfig
+    try:
+        report = asyncio.run(run_e2e(kubeconfig, args.nodes, args.gangs, args.gang_size, workdir))
+    finally:
+        if state is not None:
+            devcluster.down(workdir / "cluster")
+    print(json.dumps(report))
+    return 0
