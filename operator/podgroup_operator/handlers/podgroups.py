@@ -153,14 +153,31 @@ class StatusReconciler:
             raise
         self.writes += 1
         self._written[key] = updated
-        timestamp = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         for event in result.events:
+            await self._emit(updated, event.type, event.reason, event.message)
+
+    async def _emit(
+        self, involved: dict[str, Any], event_type: str, reason: str, message: str
+    ) -> None:
+        """Post an Event, best effort: the status is the record, an Event only narrates it.
+
+        A namespace being deleted refuses new Events (403); retrying the whole reconcile for
+        that would only repeat a status write that already succeeded.
+        """
+        try:
             await self.kube.create_event(
-                updated,
-                event_type=event.type,
-                reason=event.reason,
-                message=event.message,
-                timestamp=timestamp,
+                involved,
+                event_type=event_type,
+                reason=reason,
+                message=message,
+                timestamp=self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        except ApiError as exc:
+            logger.warning(
+                "Event %s on %s not posted: %s",
+                reason,
+                involved["metadata"].get("name"),
+                exc.message,
             )
 
     async def _create_lightweight(self, body: dict[str, Any]) -> None:
@@ -184,24 +201,18 @@ class StatusReconciler:
 
     async def _warn_missing_group(self, key: GroupKey, pods: list[dict[str, Any]]) -> None:
         """One Warning Event per pod that names a PodGroup that does not exist."""
-        timestamp = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         for pod in pods:
             uid = pod["metadata"].get("uid", "")
             if uid in self._warned_pods:
                 continue
             self._warned_pods.add(uid)
-            try:
-                await self.kube.create_event(
-                    pod,
-                    event_type=c.EventType.WARNING,
-                    reason=c.Reason.MISSING_POD_GROUP,
-                    message=f"PodGroup {key[1]} does not exist in namespace {key[0]}; create it "
-                    "or fix the pod's membership label/annotation. The pod is not counted.",
-                    timestamp=timestamp,
-                )
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
+            await self._emit(
+                pod,
+                c.EventType.WARNING,
+                c.Reason.MISSING_POD_GROUP,
+                f"PodGroup {key[1]} does not exist in namespace {key[0]}; create it "
+                "or fix the pod's membership label/annotation. The pod is not counted.",
+            )
 
 
 @kopf.index(c.GROUP, c.VERSION, c.PLURAL)
