@@ -260,8 +260,9 @@ async def test_status_writes_per_transition(
     print("status writes per transition:", json.dumps(report))
     assert pending_writes == 1
     assert after_noop == 0
-    # Counters move as pods bind and start; the writes stay bounded by the member events.
-    assert 1 <= to_running <= 6, writes
+    # Counters move as each pod is created, bound and started: at most one write per member
+    # event (3 pods x 3), fewer when a burst coalesces.
+    assert 1 <= to_running <= 9, writes
 
 
 def test_kubectl_get_podgroups_shows_the_columns(

@@ -48,6 +48,7 @@ class StatusReconciler:
         members: kopf.Index[GroupKey, dict[str, Any]],
         *,
         workers: int = 8,
+        settle: float = 0.05,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.kube = kube
@@ -55,6 +56,7 @@ class StatusReconciler:
         self.members = members
         self.clock = clock
         self.workers = workers
+        self.settle = settle
         self.writes = 0
         """Status PATCHes sent since start (exposed for tests and metrics)."""
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
@@ -87,6 +89,10 @@ class StatusReconciler:
     async def _worker(self) -> None:
         while True:
             key = await self._dirty.get()
+            # Let the rest of a burst (a ReplicaSet's pods binding, starting) land first: events
+            # for this key meanwhile find it still queued and add nothing. One write, not five.
+            if self.settle:
+                await asyncio.sleep(self.settle)
             self._queued.discard(key)
             try:
                 await self.reconcile(key)
