@@ -26,14 +26,14 @@ control-plane: $(STAMP)
 	$(BIN)/podgroup-operator dev-cluster build
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests benchmarks examples
-	$(BIN)/ruff format --check operator tests benchmarks examples
+	$(BIN)/ruff check operator tests examples
+	$(BIN)/ruff format --check operator tests examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix operator tests benchmarks examples
-	$(BIN)/ruff format operator tests benchmarks examples
+	$(BIN)/ruff check --fix operator tests examples
+	$(BIN)/ruff format operator tests examples
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
