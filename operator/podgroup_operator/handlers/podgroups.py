@@ -257,13 +257,15 @@ async def stop_status_reconciler(memo: kopf.Memo, **_: Any) -> None:
     await memo.status.stop()
 
 
+# Event handlers are `async` on purpose: Kopf runs sync handlers in a thread pool, and these
+# touch state owned by the event loop (queues, the reconciler's maps).
 @kopf.on.event(c.GROUP, c.VERSION, c.PLURAL)
-def podgroup_changed(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+async def podgroup_changed(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
     memo.status.touch((namespace or "", name))
 
 
 @kopf.on.event("", "v1", "pods")
-def pod_changed(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+async def pod_changed(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
     """Mark the pod's group dirty — and its previous group, if its membership changed."""
     uid = body.get("metadata", {}).get("uid")
     key = group_key_of(body)

@@ -403,16 +403,22 @@ async def stop_scheduler(memo: kopf.Memo, **_: Any) -> None:
     await memo.scheduler.stop()
 
 
+# Async, not sync: Kopf would run sync handlers in threads, racing the scheduling cycle on the
+# snapshot and the pending map.
 @kopf.on.event("", "v1", "nodes")
-def node_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def node_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     memo.scheduler.on_node(type, dict(body))
 
 
 @kopf.on.event("", "v1", "pods")
-def pod_event_for_scheduler(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def pod_event_for_scheduler(
+    type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
     memo.scheduler.on_pod(type, dict(body))
 
 
 @kopf.on.event(c.GROUP, c.VERSION, c.PLURAL)
-def group_event_for_scheduler(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+async def group_event_for_scheduler(
+    namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+) -> None:
     memo.scheduler.on_group((namespace or "", name))
