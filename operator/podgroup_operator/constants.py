@@ -153,3 +153,8 @@ class PolicyAction(StrEnum):
 class EventType(StrEnum):
     NORMAL = "Normal"
     WARNING = "Warning"
+
+
+# --- Quota reservation record --------------------------------------------------------------------
+QUOTA_LEDGER_CONFIG_MAP = "podgroup-quota-ledger"
+"""ConfigMap in each opted-in namespace holding the durable record of admitted reservations."""

@@ -47,11 +47,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from podgroup_operator.api.models import Reservation
 from podgroup_operator.api.quantity import QuantityError, format_milli, parse_quantity, to_milli
-from podgroup_operator.constants import Phase, PodPhase
+from podgroup_operator.constants import ConditionStatus, Phase, PodPhase, Reason
 
 GroupKey = tuple[str, str]
 """(namespace, name) of a PodGroup, as `PodGroup.key`."""
@@ -594,3 +595,171 @@ def reservation_status(ledger: Ledger, key: GroupKey) -> Reservation | None:
         reserved={name: _q(milli, name) for name, milli in sorted(group.total.items())},
         used={name: _q(used.get(name, 0), name) for name in sorted(group.total)},
     )
+
+
+# --- the durable record ---------------------------------------------------------------------------
+#
+# Why a record besides the PodGroups themselves: the webhook answers before the apiserver stores
+# the PodGroup, so between "allowed" and "stored" a reservation exists nowhere but in the memory
+# of the replica that admitted it. Another replica (or this one after a restart) would not see it
+# and could admit a second group into the same quota. So each admitted reservation is written to a
+# per-namespace record (the adapter keeps it in a ConfigMap, written with a resourceVersion
+# precondition) *before* the webhook answers. The record names each group with the uid the
+# apiserver gave it at admission and a deadline: an entry whose group still does not exist after
+# the deadline was never stored (another webhook refused it, the apiserver failed, or the
+# operator died before answering) and is dropped. An entry is also dropped when its group becomes
+# Finished or Failed, is deleted, or loses totalResources: that is the release, done once.
+
+RECORD_GRACE = timedelta(seconds=20)
+"""How long an admitted reservation may wait for its PodGroup to appear in the API.
+
+Longer than the webhook timeout (10 s), after which the apiserver gives up on the request anyway,
+so a group that is stored at all is stored well within it."""
+
+
+@dataclass(frozen=True)
+class RecordEntry:
+    """One admitted reservation in the durable record: whose it is, how much, and until when its
+    group must appear (milli-units in memory; readable quantities in JSON)."""
+
+    uid: str | None
+    total: Mapping[str, int]
+    deadline: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "total": {name: _q(milli, name) for name, milli in sorted(self.total.items())},
+            "deadline": self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RecordEntry:
+        """Parse one entry; raises ValueError (or QuantityError, a ValueError) when malformed."""
+        deadline = datetime.fromisoformat(str(raw["deadline"]).replace("Z", "+00:00"))
+        if deadline.tzinfo is None:
+            deadline = deadline.replace(tzinfo=UTC)
+        uid = raw.get("uid")
+        return cls(
+            uid=str(uid) if uid else None,
+            total=total_milli(raw.get("total") or {}),
+            deadline=deadline,
+        )
+
+
+def parse_record(raw: Mapping[str, Any]) -> dict[str, RecordEntry]:
+    """Group name -> entry from the record's JSON; malformed entries (hand edits) are skipped."""
+    entries: dict[str, RecordEntry] = {}
+    for name, value in raw.items():
+        try:
+            entries[str(name)] = RecordEntry.from_json(value)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return entries
+
+
+def render_record(entries: Mapping[str, RecordEntry]) -> dict[str, Any]:
+    return {name: entry.to_json() for name, entry in sorted(entries.items())}
+
+
+@dataclass(frozen=True)
+class ObservedGroup:
+    """A PodGroup as last seen in the API (or its tombstone once deleted)."""
+
+    uid: str | None
+    total: Mapping[str, int] | None
+    phase: str | None = None
+    deleting: bool = False
+    deleted: bool = False
+
+    @property
+    def active(self) -> bool:
+        return not (self.deleted or self.deleting or self.phase in (Phase.FINISHED, Phase.FAILED))
+
+    @classmethod
+    def from_podgroup(cls, body: Mapping[str, Any], *, deleted: bool = False) -> ObservedGroup:
+        metadata = body.get("metadata") or {}
+        spec_total = (body.get("spec") or {}).get("totalResources")
+        try:
+            total = None if spec_total is None else total_milli(spec_total)
+        except (QuantityError, AttributeError):
+            total = None  # the CRD schema refuses these; a hand-edited object reserves nothing
+        return cls(
+            uid=metadata.get("uid"),
+            total=total,
+            phase=(body.get("status") or {}).get("phase"),
+            deleting=bool(metadata.get("deletionTimestamp")),
+            deleted=deleted,
+        )
+
+
+def _same_group(entry: RecordEntry, observed: ObservedGroup) -> bool:
+    return entry.uid is None or observed.uid is None or entry.uid == observed.uid
+
+
+def effective_reservation(
+    key: GroupKey, entry: RecordEntry | None, observed: ObservedGroup | None
+) -> GroupReservation | None:
+    """What the ledger should hold for a group, given the record and what the API shows.
+
+    The record decides *whether and how much* is reserved; the observed object only decides when
+    it stops being held. An entry whose group is not visible yet (or is visible as an older
+    namesake) reserves: the group is on its way. A group without an entry reserves nothing, even
+    with totalResources (created before the namespace opted in): its members are ordinary usage.
+    """
+    if entry is not None:
+        if observed is not None and _same_group(entry, observed):
+            return GroupReservation(key=key, total=entry.total, active=observed.active)
+        return GroupReservation(key=key, total=entry.total, active=True)
+    if observed is None or observed.deleted:
+        return None
+    return GroupReservation(key=key, total=None, active=observed.active)
+
+
+def release_reason(
+    name: str, entry: RecordEntry, observed: ObservedGroup | None, now: datetime
+) -> str | None:
+    """Why the entry must leave the record now, or None while it still holds.
+
+    `observed` None means the group is not visible; past the deadline the adapter confirms that
+    with a read before dropping the entry, since a watch may lag.
+    """
+    if observed is not None and _same_group(entry, observed):
+        if observed.deleted:
+            return f"PodGroup {name} was deleted"
+        if observed.deleting:
+            return f"PodGroup {name} is being deleted"
+        if observed.phase in (Phase.FINISHED, Phase.FAILED):
+            return f"PodGroup {name} is {observed.phase}"
+        if observed.total is None:
+            return f"PodGroup {name} no longer sets totalResources"
+        return None
+    if now >= entry.deadline:
+        return f"PodGroup {name} (uid {entry.uid}) was never stored or no longer exists"
+    return None
+
+
+def reservation_condition(
+    ledger: Ledger, key: GroupKey, released: str | None
+) -> tuple[ConditionStatus, Reason, str] | None:
+    """The QuotaReserved condition a group should show, or None to leave conditions alone.
+
+    True while the group holds its reservation; False with QuotaReleased (and the release's
+    reason) once released; None for a group that never held one.
+    """
+    reservation = reservation_status(ledger, key)
+    if reservation is not None and reservation.reserved is not None:
+        reserved = ", ".join(f"{name}: {value}" for name, value in reservation.reserved.items())
+        used = ", ".join(f"{name}: {value}" for name, value in (reservation.used or {}).items())
+        return (
+            ConditionStatus.TRUE,
+            Reason.QUOTA_RESERVED,
+            f"{{{reserved}}} reserved in the namespace's ResourceQuota; members use {{{used}}}",
+        )
+    if released is not None:
+        return (
+            ConditionStatus.FALSE,
+            Reason.QUOTA_RELEASED,
+            f"reservation released: {released}; members that still run count as ordinary usage",
+        )
+    return None

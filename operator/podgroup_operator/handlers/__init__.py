@@ -5,4 +5,4 @@ registration order, so `startup` (which creates the shared API client) is import
 """
 
 from podgroup_operator.handlers import startup  # noqa: F401, I001 (must register first)
-from podgroup_operator.handlers import admission, podgroups, routing, scheduler  # noqa: F401
+from podgroup_operator.handlers import admission, podgroups, routing, scheduler, quota  # noqa: F401

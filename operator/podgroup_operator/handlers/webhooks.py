@@ -67,6 +67,32 @@ WEBHOOKS: list[WebhookSpec] = [
         "unrouted would be placed alone by the default scheduler: the partial-gang deadlock the "
         "namespace opted out of. Refusing pod creation while the operator is down is safer.",
     ),
+    WebhookSpec(
+        handler_id="quota-podgroup",
+        kind=WebhookKind.VALIDATING,
+        api_group=c.GROUP,
+        resource=c.PLURAL,
+        operations=("CREATE", "UPDATE"),
+        failure_policy=FailurePolicy.FAIL,
+        opt_in_label=c.NAMESPACE_LABEL_QUOTA_RESERVATION,
+        why="A PodGroup admitted while the operator is down would carry totalResources that no "
+        "record holds: it would believe in a reservation that other pods may take. Only opted-in "
+        "namespaces wait; the record makes the webhook safe to retry.",
+        # Admission writes the durable reservation record, except for dry-run requests.
+        extra={"sideEffects": "NoneOnDryRun"},
+    ),
+    WebhookSpec(
+        handler_id="quota-pod",
+        kind=WebhookKind.VALIDATING,
+        api_group="",
+        resource="pods",
+        operations=("CREATE",),
+        failure_policy=FailurePolicy.FAIL,
+        opt_in_label=c.NAMESPACE_LABEL_QUOTA_RESERVATION,
+        why="Ignoring failures would let any pod created while the operator is down eat quota "
+        "that gangs reserved: the partial-gang deadlock the namespace opted in to prevent. "
+        "Only opted-in namespaces are intercepted, never kube-system or the operator's own.",
+    ),
 ]
 
 

@@ -1,0 +1,723 @@
+"""Quota reservation against the API: per-namespace ledgers, the durable record, release, status.
+
+Why this module exists: the pure ledger (`domain.quota`) decides; something must feed it from the
+API fast enough for an admission webhook (milliseconds), keep admitted reservations safe across
+replicas and crashes, release them exactly once, and show them in PodGroup status. That is I/O,
+so it lives here, and the Kopf handlers (`handlers/quota.py`) only forward events and requests.
+
+Where the ledger's inputs come from
+-----------------------------------
+One `NamespaceQuota` per namespace, created on first use and loaded from LIST calls (quotas,
+PodGroups, pods; one GET of the record), then kept current by Kopf's watch events (the handlers
+forward `@kopf.on.event` for pods, PodGroups and ResourceQuotas). Every object's last applied
+resourceVersion is remembered, so LIST results and events may arrive in either order while a
+namespace loads and the newer state always wins. Webhook decisions then read memory only: no API
+call on the pod path, one record write on the PodGroup path. Rebuilding from LIST per request was
+measured and rejected: three LISTs per admission made p99 grow with namespace size and load.
+
+Concurrency, durability, multiple replicas
+------------------------------------------
+* Within a replica, admissions of one namespace are serialised by an asyncio.Lock, and an admitted
+  object is put in the ledger at once (a PodGroup as a record entry, a pod as a *pending* pod that
+  expires after `PENDING_POD_TTL` unless the watch shows it), so 50 concurrent creates see each
+  other although none is stored yet.
+* The record: ConfigMap `podgroup-quota-ledger` in the namespace, key `reservations`, JSON of
+  group name -> {uid, total, deadline} (`domain.quota.RecordEntry`). A PodGroup is admitted only
+  after its entry is written with a resourceVersion precondition (create, or merge patch carrying
+  metadata.resourceVersion). Two replicas racing in one namespace: one write wins, the other gets
+  409, re-reads the record, re-decides against the fresh entries and retries. So reservations
+  never over-commit however many replicas serve, and the record survives kill -9: after a
+  restart the namespace is reloaded from the API and the record.
+* The record is reconciled with reality: an entry is dropped (`release_reason`) when its group is
+  Finished/Failed, being deleted or deleted, lost totalResources, or (after the entry's deadline)
+  does not exist with the admitted uid — admitted but never stored. Dropping is a conditional
+  write too, so a release happens once however many replicas see it.
+* Pod admissions write nothing durable (a write per pod would cost more than the whole webhook
+  budget). With several replicas, two pods admitted at the same instant by different replicas
+  can together overshoot a group's reservation; Kubernetes' own quota admission still holds the
+  hard limits. Run one replica, or accept that bound (see the issue note).
+
+Status
+------
+`status.reservation` (reserved, used) and the QuotaReserved condition are written by a small
+coalescing queue: a GET of the latest object, `set_condition` on its conditions, and a merge
+patch of the status subresource carrying metadata.resourceVersion, retried on 409. The lifecycle
+writer sends `conditions` whole; if it drops ours, its event brings us back to re-add it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import (
+    PODGROUPS,
+    PODS,
+    RESOURCE_QUOTAS,
+    ApiError,
+    Kind,
+    KubeClient,
+)
+from podgroup_operator.api.models import Condition
+from podgroup_operator.api.quantity import QuantityError
+from podgroup_operator.domain.conditions import find_condition, set_condition
+from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.domain.quota import (
+    RECORD_GRACE,
+    Decision,
+    Ledger,
+    ObservedGroup,
+    PodUsage,
+    QuotaLimit,
+    RecordEntry,
+    admit_group,
+    admit_group_update,
+    admit_pod,
+    effective_reservation,
+    parse_record,
+    release_reason,
+    render_record,
+    reservation_condition,
+    reservation_status,
+    total_milli,
+    validate_total_resources,
+)
+from podgroup_operator.scheduling.resources import pod_requests
+
+logger = logging.getLogger(__name__)
+
+CONFIG_MAPS = Kind("", "v1", "configmaps")
+RECORD_KEY = "reservations"
+PENDING_POD_TTL = 10.0
+"""Seconds an admitted pod counts before the watch shows it; a pod refused later by another
+admission step (Kubernetes' quota, another webhook) stops counting after this."""
+WRITE_ATTEMPTS = 8
+SWEEP_INTERVAL = 2.0
+RECORD_RESYNC = 6.0
+"""Seconds between re-reads of each namespace's record (entries of other replicas)."""
+
+GroupKey = tuple[str, str]
+Clock = Callable[[], dt.datetime]
+
+
+def _rv(body: Mapping[str, Any]) -> int:
+    try:
+        return int((body.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _uid(body: Mapping[str, Any]) -> str:
+    metadata = body.get("metadata") or {}
+    return str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}")
+
+
+@dataclass
+class Record:
+    """The durable record as last read or written: entries and the ConfigMap's resourceVersion."""
+
+    entries: dict[str, RecordEntry] = field(default_factory=dict)
+    resource_version: str | None = None
+    """None while the ConfigMap does not exist."""
+
+    @classmethod
+    def from_config_map(cls, body: Mapping[str, Any]) -> Record:
+        raw = (body.get("data") or {}).get(RECORD_KEY) or "{}"
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = {}
+        return cls(
+            entries=parse_record(parsed if isinstance(parsed, dict) else {}),
+            resource_version=(body.get("metadata") or {}).get("resourceVersion"),
+        )
+
+
+class RecordConflictError(Exception):
+    """Another writer changed the record since we read it: re-read and decide again."""
+
+
+class RecordStore:
+    """Reads and conditionally writes the per-namespace record ConfigMap."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+
+    async def read(self, namespace: str) -> Record:
+        try:
+            body = await self.kube.get(CONFIG_MAPS, c.QUOTA_LEDGER_CONFIG_MAP, namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                return Record()
+            raise
+        return Record.from_config_map(body)
+
+    async def write(
+        self, namespace: str, base: Record, entries: Mapping[str, RecordEntry]
+    ) -> Record:
+        """Replace the entries if the record is still `base`; RecordConflictError otherwise."""
+        data = {RECORD_KEY: json.dumps(render_record(entries), sort_keys=True)}
+        try:
+            if base.resource_version is None:
+                body = await self.kube.create(
+                    CONFIG_MAPS,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {
+                            "name": c.QUOTA_LEDGER_CONFIG_MAP,
+                            "namespace": namespace,
+                            "labels": {c.LABEL_MANAGED_BY: c.OPERATOR_NAME},
+                        },
+                        "data": data,
+                    },
+                    namespace,
+                )
+            else:
+                body = await self.kube.patch(
+                    CONFIG_MAPS,
+                    c.QUOTA_LEDGER_CONFIG_MAP,
+                    {"metadata": {"resourceVersion": base.resource_version}, "data": data},
+                    namespace,
+                )
+        except ApiError as exc:
+            if exc.conflict or (exc.not_found and base.resource_version is not None):
+                raise RecordConflictError(str(exc)) from exc
+            raise
+        return Record(dict(entries), (body.get("metadata") or {}).get("resourceVersion"))
+
+
+class NamespaceQuota:
+    """Everything the webhook knows about one namespace, kept in memory (see module docstring)."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.lock = asyncio.Lock()
+        """Serialises admissions and record writes of this namespace within the replica."""
+        self.load_lock = asyncio.Lock()
+        self.loaded = False
+        self.ledger = Ledger()
+        self.record = Record()
+        self.record_stale = True
+        self.quotas: dict[str, QuotaLimit | None] = {}
+        self.groups: dict[str, ObservedGroup] = {}
+        self.group_status: dict[str, dict[str, Any]] = {}
+        """The last observed status of each group, to skip status writes that change nothing."""
+        self.pending: dict[str, float] = {}
+        """uid -> monotonic expiry of pods admitted but not yet seen by the watch."""
+        self.released: dict[str, str] = {}
+        """Group name -> why its reservation was released (for the QuotaReserved condition)."""
+        self._versions: dict[str, int] = {}
+
+    # --- applying what the API shows --------------------------------------------------------------
+
+    def _newer(self, uid: str, rv: int, deleted: bool) -> bool:
+        """Whether this version of an object is newer than what was applied (then remember it)."""
+        if rv and rv < self._versions.get(uid, 0):
+            return False
+        if deleted and self.loaded:
+            self._versions.pop(uid, None)  # tombstones only matter while a LIST may be in flight
+        else:
+            self._versions[uid] = rv
+        return True
+
+    def apply_pod(self, body: Mapping[str, Any], deleted: bool) -> GroupKey | None:
+        """Record a pod's usage; returns its group's key (for status), if any."""
+        uid = _uid(body)
+        if not self._newer(uid, _rv(body), deleted):
+            return None
+        self.pending.pop(uid, None)
+        key = group_key_of(body)
+        if deleted:
+            self.ledger.remove_pod(uid)
+            return key
+        try:
+            requests = pod_requests(body)
+        except QuantityError:
+            requests = {}  # the apiserver refuses such pods; nothing to count
+        self.ledger.add_pod(PodUsage.from_pod(body, key, requests))
+        return key
+
+    def apply_group(self, body: Mapping[str, Any], deleted: bool) -> str | None:
+        """Record a PodGroup; returns its name when it was newer than what we had."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        if not self._newer(_uid(body), _rv(body), deleted):
+            return None
+        observed = ObservedGroup.from_podgroup(body, deleted=deleted)
+        entry = self.record.entries.get(name)
+        if entry is None and observed.total is not None and observed.active:
+            self.record_stale = True  # another replica may have admitted it
+        self.groups[name] = observed
+        self.group_status[name] = dict(body.get("status") or {})
+        self.sync_group(name)
+        return name
+
+    def apply_quota(self, body: Mapping[str, Any], deleted: bool) -> None:
+        uid = _uid(body)
+        if not self._newer(uid, _rv(body), deleted):
+            return
+        if deleted:
+            self.quotas.pop(uid, None)
+        else:
+            self.quotas[uid] = QuotaLimit.from_object(body)
+        self.ledger.set_quotas(q for q in self.quotas.values() if q is not None)
+
+    def set_record(self, record: Record) -> None:
+        before = set(self.record.entries)
+        self.record = record
+        self.record_stale = False
+        for name in before | set(record.entries):
+            self.sync_group(name)
+
+    def sync_group(self, name: str) -> None:
+        key = (self.namespace, name)
+        group = effective_reservation(key, self.record.entries.get(name), self.groups.get(name))
+        if group is None:
+            self.ledger.remove_group(key)
+        else:
+            self.ledger.add_reservation(group)
+
+    def expire_pending(self, now: float) -> None:
+        for uid, expiry in list(self.pending.items()):
+            if expiry <= now:
+                del self.pending[uid]
+                self.ledger.remove_pod(uid)
+
+
+class QuotaService:
+    """The quota webhook's state and background work, shared by all handlers through Kopf's memo."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        clock: Clock = lambda: dt.datetime.now(dt.UTC),
+        status_workers: int = 4,
+    ) -> None:
+        self.kube = kube
+        self.store = RecordStore(kube)
+        self.clock = clock
+        self.namespaces: dict[str, NamespaceQuota] = {}
+        self.status_workers = status_workers
+        self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
+        self._queued: set[GroupKey] = set()
+        self._key_locks: dict[GroupKey, asyncio.Lock] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._status_worker()) for _ in range(self.status_workers)
+        ]
+        self._tasks.append(asyncio.create_task(self._sweeper()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- namespace state --------------------------------------------------------------------------
+
+    async def namespace(self, namespace: str) -> NamespaceQuota:
+        """The namespace's state, loaded from the API on first use."""
+        state = self.namespaces.get(namespace)
+        if state is None:
+            state = self.namespaces.setdefault(namespace, NamespaceQuota(namespace))
+        if not state.loaded:
+            async with state.load_lock:
+                if not state.loaded:
+                    await self._load(state)
+        return state
+
+    async def _load(self, state: NamespaceQuota) -> None:
+        ns = state.namespace
+        quotas, groups, pods, record = await asyncio.gather(
+            self.kube.list(RESOURCE_QUOTAS, ns),
+            self.kube.list(PODGROUPS, ns),
+            self.kube.list(PODS, ns),
+            self.store.read(ns),
+        )
+        for quota in quotas.get("items") or ():
+            state.apply_quota(quota, deleted=False)
+        state.set_record(record)
+        for group in groups.get("items") or ():
+            state.apply_group(group, deleted=False)
+        for pod in pods.get("items") or ():
+            state.apply_pod(pod, deleted=False)
+        state.record_stale = False
+        state.loaded = True
+        state._versions.clear()  # from now on events arrive in order per object
+        logger.info(
+            "quota ledger of namespace %s loaded: %d quota(s), %d group(s), %d reservation(s)",
+            ns,
+            len(state.quotas),
+            len(state.groups),
+            len(state.record.entries),
+        )
+        for name in set(state.groups) | set(state.record.entries):
+            self.touch((ns, name))
+
+    async def _refresh_record(self, state: NamespaceQuota) -> None:
+        state.set_record(await self.store.read(state.namespace))
+
+    # --- watch events (from the Kopf handlers) ----------------------------------------------------
+
+    def observe_pod(self, body: Mapping[str, Any], event_type: str | None) -> None:
+        state = self.namespaces.get(str((body.get("metadata") or {}).get("namespace", "")))
+        if state is None:
+            return  # a namespace the webhook never touched: its LIST will see this pod
+        key = state.apply_pod(body, deleted=event_type == "DELETED")
+        if key is not None and key[1] in state.record.entries:
+            self.touch(key)
+
+    def observe_group(self, body: Mapping[str, Any], event_type: str | None) -> None:
+        metadata = body.get("metadata") or {}
+        ns = str(metadata.get("namespace", ""))
+        state = self.namespaces.get(ns)
+        if state is None:
+            if not _may_hold_reservation(body):
+                return
+            # After a restart, or a group admitted by another replica: load the namespace so
+            # that its reservation is released and its status written (loading also touches it).
+            state = self.namespaces.setdefault(ns, NamespaceQuota(ns))
+            asyncio.get_running_loop().create_task(self._load_in_background(ns))
+        name = state.apply_group(body, deleted=event_type == "DELETED")
+        if name is not None and state.loaded:
+            self.touch((ns, name))
+
+    def observe_quota(self, body: Mapping[str, Any], event_type: str | None) -> None:
+        state = self.namespaces.get(str((body.get("metadata") or {}).get("namespace", "")))
+        if state is not None:
+            state.apply_quota(body, deleted=event_type == "DELETED")
+
+    async def _load_in_background(self, namespace: str) -> None:
+        try:
+            await self.namespace(namespace)
+        except Exception:
+            logger.exception(
+                "quota ledger of namespace %s not loaded; retried on next use", namespace
+            )
+
+    # --- admission --------------------------------------------------------------------------------
+
+    async def admit_podgroup(
+        self,
+        body: Mapping[str, Any],
+        old: Mapping[str, Any] | None,
+        *,
+        dry_run: bool,
+    ) -> Decision:
+        """Create or update of a PodGroup: validate totalResources, decide, record, then answer."""
+        metadata = body.get("metadata") or {}
+        ns, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+        spec = body.get("spec") or {}
+        raw_total = spec.get("totalResources")
+        old_total = ((old or {}).get("spec") or {}).get("totalResources")
+        if old is not None and raw_total == old_total:
+            return Decision()  # an edit that leaves the reservation alone never needs quota
+        if raw_total is None and old is None:
+            return Decision()
+        state = await self.namespace(ns)
+        if raw_total is not None:
+            if not isinstance(raw_total, Mapping):
+                return Decision(
+                    errors=(
+                        "spec.totalResources: must be a map of resource name to "
+                        "quantity, e.g. {cpu: 4, memory: 8Gi}",
+                    )
+                )
+            min_resources = spec.get("minResources")
+            errors = validate_total_resources(
+                raw_total,
+                min_resources if isinstance(min_resources, Mapping) else None,
+                state.ledger.tracked,
+            )
+            if errors:
+                return Decision(errors=tuple(errors))
+        total = None if raw_total is None else total_milli(raw_total) or None
+        key = (ns, name)
+        uid = metadata.get("uid") or None
+        async with state.lock:
+            for _ in range(WRITE_ATTEMPTS):
+                if state.record_stale:
+                    await self._refresh_record(state)
+                if old is None:
+                    observed = state.groups.get(name)
+                    if observed is not None and not observed.deleted and observed.uid != uid:
+                        # A namesake exists: the apiserver will answer AlreadyExists after us.
+                        return Decision()
+                    decision = admit_group(state.ledger, key, total)
+                else:
+                    decision = admit_group_update(state.ledger, key, total)
+                if not decision.allowed or dry_run:
+                    return decision
+                entries = self._entries_after(state, name, uid, total, creating=old is None)
+                if entries is None:
+                    return decision
+                try:
+                    record = await self.store.write(ns, state.record, entries)
+                except RecordConflictError:
+                    state.record_stale = True
+                    continue
+                state.set_record(record)
+                if total is None:
+                    state.released[name] = f"PodGroup {name} no longer sets totalResources"
+                    self.touch(key)
+                else:
+                    state.released.pop(name, None)
+                logger.info("quota of PodGroup %s/%s recorded: %s", ns, name, raw_total)
+                return decision
+        return Decision(
+            errors=(
+                f"spec.totalResources: the quota record of namespace {ns} changed "
+                f"{WRITE_ATTEMPTS} times while deciding (other replicas are admitting); retry",
+            )
+        )
+
+    def _entries_after(
+        self,
+        state: NamespaceQuota,
+        name: str,
+        uid: str | None,
+        total: Mapping[str, int] | None,
+        *,
+        creating: bool,
+    ) -> dict[str, RecordEntry] | None:
+        """The record's entries after an admitted change, or None when the record stays as is."""
+        entries = dict(state.record.entries)
+        current = entries.get(name)
+        group = state.ledger.group((state.namespace, name))
+        if not creating and group is not None and not group.active:
+            return None  # finished: reserves nothing, never re-takes
+        if total is None:
+            if current is None:
+                return None
+            del entries[name]
+            return entries
+        deadline = self.clock() + RECORD_GRACE
+        if current is not None and not creating:
+            deadline = current.deadline
+            uid = uid or current.uid
+        entries[name] = RecordEntry(uid=uid, total=dict(total), deadline=deadline)
+        return entries
+
+    async def admit_pod(self, body: Mapping[str, Any], *, dry_run: bool) -> Decision:
+        """A pod create: members must fit their group's reservation, others the unreserved rest."""
+        ns = str((body.get("metadata") or {}).get("namespace", ""))
+        try:
+            requests = pod_requests(body)
+        except QuantityError:
+            return Decision()  # malformed requests: the apiserver's validation answers that
+        state = await self.namespace(ns)
+        async with state.lock:
+            if state.record_stale:
+                await self._refresh_record(state)
+            state.expire_pending(time.monotonic())
+            usage = PodUsage.from_pod(body, group_key_of(body), requests)
+            decision = admit_pod(state.ledger, usage)
+            if decision.allowed and not dry_run and usage.live:
+                state.ledger.add_pod(usage)
+                state.pending[usage.uid] = time.monotonic() + PENDING_POD_TTL
+        return decision
+
+    # --- release and status -----------------------------------------------------------------------
+
+    def touch(self, key: GroupKey) -> None:
+        if key not in self._queued:
+            self._queued.add(key)
+            self._dirty.put_nowait(key)
+
+    async def _status_worker(self) -> None:
+        while True:
+            key = await self._dirty.get()
+            self._queued.discard(key)
+            lock = self._key_locks.setdefault(key, asyncio.Lock())
+            try:
+                async with lock:
+                    await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("quota of PodGroup %s/%s not reconciled; retrying", *key)
+                await asyncio.sleep(1.0)
+                self.touch(key)
+
+    async def _sweeper(self) -> None:
+        """Entries whose group never appeared are released even though no event will come.
+
+        Records are re-read every `RECORD_RESYNC` seconds: entries written by another replica
+        that died before its group was stored are seen (and dropped) here too.
+        """
+        last_resync = time.monotonic()
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            now = self.clock()
+            resync = time.monotonic() - last_resync >= RECORD_RESYNC
+            if resync:
+                last_resync = time.monotonic()
+            for state in list(self.namespaces.values()):
+                if not state.loaded:
+                    continue
+                if resync:
+                    try:
+                        async with state.lock:
+                            await self._refresh_record(state)
+                    except ApiError:
+                        logger.warning("quota record of %s not re-read", state.namespace)
+                for name, entry in list(state.record.entries.items()):
+                    if name not in state.groups and now >= entry.deadline:
+                        self.touch((state.namespace, name))
+
+    async def reconcile(self, key: GroupKey) -> None:
+        """Release the group's entry if it must go, then bring its status in line."""
+        ns, name = key
+        state = self.namespaces.get(ns)
+        if state is None or not state.loaded:
+            return
+        entry = state.record.entries.get(name)
+        if entry is not None:
+            reason = release_reason(name, entry, state.groups.get(name), self.clock())
+            if reason is not None:
+                await self._release(state, name, entry)
+        await self._write_status(state, name)
+        observed = state.groups.get(name)
+        if observed is not None and observed.deleted and name not in state.record.entries:
+            state.groups.pop(name, None)
+            state.group_status.pop(name, None)
+            state.released.pop(name, None)
+            state.sync_group(name)
+
+    async def _release(self, state: NamespaceQuota, name: str, entry: RecordEntry) -> None:
+        ns = state.namespace
+        async with state.lock:
+            for _ in range(WRITE_ATTEMPTS):
+                if state.record_stale:
+                    await self._refresh_record(state)
+                current = state.record.entries.get(name)
+                if current != entry:
+                    return  # released by another replica, or replaced by a newer admission
+                observed = state.groups.get(name)
+                reason = release_reason(name, entry, observed, self.clock())
+                if reason is None:
+                    return
+                if observed is None or (not observed.deleted and observed.uid != entry.uid):
+                    # Not visible (or a namesake): make sure with a read, the watch may lag.
+                    try:
+                        live = await self.kube.get(PODGROUPS, name, ns)
+                    except ApiError as exc:
+                        if not exc.not_found:
+                            raise
+                    else:
+                        if entry.uid is None or live["metadata"].get("uid") == entry.uid:
+                            state.apply_group(live, deleted=False)
+                            reason = release_reason(name, entry, state.groups[name], self.clock())
+                            if reason is None:
+                                return
+                entries = {k: v for k, v in state.record.entries.items() if k != name}
+                try:
+                    record = await self.store.write(ns, state.record, entries)
+                except RecordConflictError:
+                    state.record_stale = True
+                    continue
+                state.set_record(record)
+                state.released[name] = reason
+                logger.info("quota of PodGroup %s/%s released: %s", ns, name, reason)
+                return
+
+    async def _write_status(self, state: NamespaceQuota, name: str) -> None:
+        observed = state.groups.get(name)
+        if observed is None or observed.deleted:
+            return
+        key = (state.namespace, name)
+        shown = state.group_status.get(name) or {}
+        had = find_condition(_conditions(shown), c.ConditionType.QUOTA_RESERVED)
+        released = state.released.get(name)
+        if released is None and had is not None and had.status == c.ConditionStatus.TRUE:
+            released = "the group no longer holds a reservation"
+        verdict = reservation_condition(state.ledger, key, released)
+        if verdict is None:
+            return
+        reservation = reservation_status(state.ledger, key)
+        desired_reservation = None if reservation is None else reservation.to_api()
+        if _status_matches(shown, desired_reservation, verdict):
+            return
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                body = await self.kube.get(PODGROUPS, name, state.namespace)
+            except ApiError as exc:
+                if exc.not_found:
+                    return
+                raise
+            if observed.uid and body["metadata"].get("uid") != observed.uid:
+                return
+            status = dict(body.get("status") or {})
+            if _status_matches(status, desired_reservation, verdict):
+                return
+            conditions = set_condition(
+                _conditions(status),
+                c.ConditionType.QUOTA_RESERVED,
+                *verdict,
+                self.clock(),
+                id_seed=observed.uid or "/".join(key),
+            )
+            patch = {
+                "metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
+                "status": {
+                    "reservation": desired_reservation,
+                    "conditions": [cond.to_api() for cond in conditions],
+                },
+            }
+            try:
+                updated = await self.kube.patch(
+                    PODGROUPS, name, patch, state.namespace, subresource="status"
+                )
+            except ApiError as exc:
+                if exc.conflict:
+                    continue
+                if exc.not_found:
+                    return
+                raise
+            state.group_status[name] = dict(updated.get("status") or {})
+            return
+        self.touch(key)
+
+
+def _may_hold_reservation(body: Mapping[str, Any]) -> bool:
+    """A PodGroup worth loading its namespace for: it sets totalResources or shows the condition."""
+    if (body.get("spec") or {}).get("totalResources") is not None:
+        return True
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return any(
+        isinstance(cond, Mapping) and cond.get("type") == c.ConditionType.QUOTA_RESERVED
+        for cond in conditions
+    )
+
+
+def _conditions(status: Mapping[str, Any]) -> list[Condition]:
+    result = []
+    for raw in status.get("conditions") or ():
+        with contextlib.suppress(ValueError):
+            result.append(Condition.model_validate(raw))
+    return result
+
+
+def _status_matches(
+    status: Mapping[str, Any],
+    reservation: dict[str, Any] | None,
+    verdict: tuple[c.ConditionStatus, c.Reason, str],
+) -> bool:
+    if (status.get("reservation") or None) != reservation:
+        return False
+    condition = find_condition(_conditions(status), c.ConditionType.QUOTA_RESERVED)
+    return condition is not None and (condition.status, condition.reason, condition.message) == (
+        verdict
+    )
