@@ -151,10 +151,18 @@ class StatusReconciler:
         patch = status_patch(group.status, status)
         if patch is None:
             return
+        # Other writers own parts of status too (the quota service's QuotaReserved condition);
+        # a merge patch replaces `conditions` whole, so write only over the version we read.
+        patch["metadata"] = {"resourceVersion": body["metadata"].get("resourceVersion")}
         try:
             updated = await self.kube.patch(PODGROUPS, key[1], patch, key[0], subresource="status")
         except ApiError as exc:
             if exc.not_found:
+                return
+            if exc.conflict:
+                # Someone wrote in between: recompute from the fresh object, not the stale one.
+                self._written[key] = await self.kube.get(PODGROUPS, key[1], key[0])
+                self.touch(key)
                 return
             raise
         self.writes += 1
