@@ -53,6 +53,10 @@ _QUANTITY_SCHEMA: dict[str, Any] = {
 }
 
 
+_FREE_OBJECT: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+"""A whole Kubernetes object kept as it is (a pod body to recreate)."""
+
+
 def _check_quantity(value: Any) -> str | int:
     """Accept what the apiserver accepts for a quantity, refuse negatives with a fix-it message."""
     if isinstance(value, float) and value.is_integer():
@@ -259,6 +263,15 @@ class PodGroupStatus(_Model):
     )
     restarts: int = Field(default=0, description="Whole-gang restarts performed.")
     last_restart_time: datetime | None = None
+    restarting_uids: list[str] = Field(
+        default_factory=list,
+        alias="restartingUIDs",
+        description="UIDs of the members of the incarnation being restarted (empty when idle).",
+    )
+    restart_pods: list[Annotated[dict[str, Any], WithJsonSchema(_FREE_OBJECT)]] = Field(
+        default_factory=list,
+        description="Bare members the restart recreates once their names are free.",
+    )
     reservation: Reservation | None = None
 
 

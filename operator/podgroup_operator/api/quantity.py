@@ -67,9 +67,9 @@ def parse_quantity(value: str | int | float) -> Decimal:
     mantissa, suffix = text[: number.end()], text[number.end() :]
     try:
         base = Decimal(mantissa)
-        if suffix[:1] in ("e", "E"):
-            return base * (Decimal(10) ** Decimal(suffix[1:]))
-        return base * _SUFFIX[suffix]
+        if suffix in _SUFFIX:  # before the exponent form: "1E" is exa, "1Ei" exbi
+            return base * _SUFFIX[suffix]
+        return base * (Decimal(10) ** Decimal(suffix[1:]))
     except (InvalidOperation, KeyError) as exc:  # pragma: no cover - guarded by the pattern
         raise QuantityError(f"{value!r} is not a Kubernetes quantity") from exc
 

@@ -63,6 +63,7 @@ from podgroup_operator.constants import (
     EventType,
     Phase,
     PodPhase,
+    PolicyAction,
     Reason,
 )
 from podgroup_operator.domain.conditions import find_condition, set_condition
@@ -284,7 +285,12 @@ def compute_status(
         new_failures=max(0, counts.failed - previous.failed),
         live_drop=max(0, previous.running + previous.succeeded - counts.live),
     )
-    phase = _next_phase(before, counts, min_member, loss)
+    policy = group.spec.policy
+    restart_decides = policy is not None and policy.action in (
+        PolicyAction.RESTART_GANG,
+        PolicyAction.FAIL_GANG,
+    )
+    phase = _next_phase(before, counts, min_member, loss, restart_decides=restart_decides)
 
     conditions = previous.conditions
     existing = find_condition(conditions, ConditionType.UNSCHEDULABLE)
@@ -312,9 +318,20 @@ def compute_status(
     return StatusResult(new_status, events)
 
 
-def _next_phase(before: Phase | None, counts: MemberCounts, min_member: int, loss: _Loss) -> Phase:
+def _next_phase(
+    before: Phase | None,
+    counts: MemberCounts,
+    min_member: int,
+    loss: _Loss,
+    *,
+    restart_decides: bool = False,
+) -> Phase:
+    """The phase table. Under a RestartGang/FailGang policy a gang whose members all failed is
+    not latched Failed here: domain.restart decides between a restart and Failed."""
     if counts.all_terminated and counts.terminated >= min_member:
-        return Phase.FINISHED if counts.succeeded >= min_member else Phase.FAILED
+        if counts.succeeded >= min_member:
+            return Phase.FINISHED
+        return Phase.PENDING if restart_decides else Phase.FAILED
     if counts.live >= min_member:
         return Phase.RUNNING
     if counts.running > 0 and (before is Phase.UNKNOWN or (before is Phase.RUNNING and loss.any)):

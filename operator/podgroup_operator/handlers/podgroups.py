@@ -19,11 +19,19 @@ import kopf
 from pydantic import ValidationError
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
 from podgroup_operator.domain.lightweight import is_operator_created, podgroup_for
 from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.domain.restart import (
+    Fail,
+    Nothing,
+    Restart,
+    Wait,
+    current_incarnation,
+    plan_restart,
+)
 from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
 
 logger = logging.getLogger(__name__)
@@ -140,7 +148,9 @@ class StatusReconciler:
             logger.warning("PodGroup %s/%s is not valid, status left alone: %s", *key, exc)
             return
         now = self.clock()
-        result = compute_status(group, pods, group.status, now)
+        if await self._restart_step(key, group, body, pods, now):
+            return  # the restart wrote status; its watch event brings us back here
+        result = compute_status(group, current_incarnation(group.status, pods), group.status, now)
         status = apply_verdict(
             result.status,
             self.verdicts.get(key),
@@ -153,22 +163,81 @@ class StatusReconciler:
             return
         # Other writers own parts of status too (the quota service's QuotaReserved condition);
         # a merge patch replaces `conditions` whole, so write only over the version we read.
-        patch["metadata"] = {"resourceVersion": body["metadata"].get("resourceVersion")}
+        updated = await self._write_status(key, body, patch)
+        if updated is None:
+            return
+        for event in result.events:
+            await self._emit(updated, event.type, event.reason, event.message)
+
+    async def _restart_step(
+        self,
+        key: GroupKey,
+        group: PodGroup,
+        body: dict[str, Any],
+        pods: list[dict[str, Any]],
+        now: dt.datetime,
+    ) -> bool:
+        """Carry out the restart policy's plan; True when it wrote status (the reconcile ends).
+
+        The order makes a crash harmless (see domain/restart.py): status first, with a
+        resourceVersion precondition, then deletes with UID preconditions, then creations.
+        """
+        if group.spec.policy is None and not group.status.restarting_uids:
+            return False
+        plan = plan_restart(group, pods, now)
+        if isinstance(plan, Nothing):
+            return False
+        if isinstance(plan, Wait):
+            self._retry_at(key, plan.until, now)
+            if plan.status_patch is None:
+                return False
+        patch = getattr(plan, "status_patch", None)
+        updated = body
+        if patch is not None:
+            written = await self._write_status(key, body, patch)
+            if written is None:
+                return True
+            updated = written
+        if isinstance(plan, Restart | Fail) and plan.event is not None:
+            await self._emit(updated, plan.event.type, plan.event.reason, plan.event.message)
+            logger.info("PodGroup %s/%s: %s", *key, plan.event.message)
+        for member in getattr(plan, "delete", ()):
+            try:
+                await self.kube.delete(PODS, member.name, member.namespace, uid=member.uid)
+            except ApiError as exc:
+                if not (exc.not_found or exc.conflict):
+                    raise
+        for pod in getattr(plan, "recreate", ()):
+            try:
+                await self.kube.create(PODS, pod, pod["metadata"]["namespace"])
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+        return patch is not None
+
+    def _retry_at(self, key: GroupKey, until: dt.datetime, now: dt.datetime) -> None:
+        delay = max(0.0, (until - now).total_seconds())
+        asyncio.get_running_loop().call_later(delay + 0.05, self.touch, key)
+
+    async def _write_status(
+        self, key: GroupKey, body: dict[str, Any], patch: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Merge-patch status over the version we read; None if someone wrote in between."""
+        patch = {**patch, "metadata": {"resourceVersion": body["metadata"].get("resourceVersion")}}
         try:
             updated = await self.kube.patch(PODGROUPS, key[1], patch, key[0], subresource="status")
         except ApiError as exc:
             if exc.not_found:
-                return
+                return None
             if exc.conflict:
-                # Someone wrote in between: recompute from the fresh object, not the stale one.
+                # Recompute from the fresh object, not the stale one.
                 self._written[key] = await self.kube.get(PODGROUPS, key[1], key[0])
                 self.touch(key)
-                return
+                return None
             raise
         self.writes += 1
         self._written[key] = updated
-        for event in result.events:
-            await self._emit(updated, event.type, event.reason, event.message)
+        return updated
 
     async def _emit(
         self, involved: dict[str, Any], event_type: str, reason: str, message: str

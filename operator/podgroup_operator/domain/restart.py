@@ -1,0 +1,487 @@
+"""The whole-gang restart policy (`spec.policy`) as a pure decision: what to delete, what to
+recreate and what to write to the status, or why to do nothing yet.
+
+Why it exists: a gang that loses a member while running is usually stuck (the survivors wait
+forever on a peer that is gone), and restarting members one at a time does not help, because the
+survivors hold state of the lost incarnation. The cure is Volcano's RestartJob: kill every member
+and schedule the gang again as a whole. Doing that safely needs decisions that must survive an
+operator crash at any point, so they are taken here, from the group's status as last written and
+the pods as they are now, and nothing else: no clock (`now` is an argument), no memory between
+calls, no I/O. The same inputs always give the same plan.
+
+How the handler carries out a plan (the order is what makes a crash harmless):
+
+* `Nothing`: nothing to do.
+* `Wait`: write `status_patch` if there is one (it starts the backoff clock), then come back at
+  `until`.
+* `Restart` / `Resume`: write `status_patch` first, with a resourceVersion precondition (on a
+  conflict, re-read and plan again); emit `event`; delete each `(namespace, name, uid)` with a UID
+  precondition (404 and 409 mean "already gone" and are success); create each body in `recreate`
+  (409 AlreadyExists is success). A crash anywhere is resumed by the next plan: the status already
+  says which members belong to the incarnation being restarted (`restartingUIDs`), so their
+  deletes are repeated, and the bare pods to recreate (`restartPods`) are created once their names
+  are free. A restart whose status patch is written is never started twice: the patch moves the
+  group to Pending with `lastRestartTime = now`, and only a new incarnation that ran again and
+  then failed (phase Running/Unknown, or lastFailureTime after lastRestartTime) triggers again.
+* `Fail`: write `status_patch` (phase Failed, terminal), emit `event`, delete `delete`.
+
+The rules, in the words of the user documentation:
+
+* Trigger: the group has been whole since its last restart (status phase Running or Unknown; or
+  Pending with a `lastFailureTime` later than `lastRestartTime`, which the lifecycle writes when a
+  whole gang loses members) and now fewer than minMember members of the current incarnation are
+  running or succeeded. Failed pods count as lost whatever their reason (a crash, `Evicted`, a
+  kubelet rejection such as `OutOfcpu`), and so do pods being deleted or already gone.
+* No policy, or action None: nothing; the owner handles failures and the lifecycle reports Unknown.
+* FailGang: Failed at once, reason GangFailed.
+* RestartGang with `status.restarts >= maxRestarts`: Failed, reason RestartLimitExceeded.
+* Failing deletes the members that have not terminated (they hold or wait for resources a dead
+  gang cannot use) and keeps Succeeded and Failed pods, whose logs and exit codes explain the
+  failure: Volcano's Abort/Terminate (`PodRetainPhaseSoft`).
+* RestartGang within the limit: wait `min(backoffSeconds * 2**restarts, maxBackoffSeconds)` after
+  `status.lastFailureTime` (the newest loss of this incarnation, so a gang still losing members
+  is restarted once it has been quiet for the backoff), then delete every member, terminated or
+  not (Volcano's RestartJob, `PodRetainPhaseNone`). If the status does not yet record the failure,
+  the Wait plan writes `lastFailureTime = now` so that the clock survives an operator restart.
+* Members with a controlling owner (ReplicaSet, Job, StatefulSet, a custom job) are recreated by
+  it. Bare pods are recreated by the operator from their own body (`recreation_body`) once the
+  old pod, which holds the name, is gone.
+* Terminal groups (Finished, Failed) are never touched. A restart in progress is finished even if
+  the policy is removed meanwhile, since its bare pods are already deleted.
+
+What the rest of the operator must hold to (the plan relies on it):
+
+* The lifecycle counts `current_incarnation(status, pods)` only. Killed members turn Failed; if
+  counted, a restarting gang would look Failed (and latch) or keep its old live count.
+* With a RestartGang or FailGang policy, the lifecycle leaves the Failed verdict to this module
+  (a gang whose members all failed is restarted, not latched Failed), and this plan is made on the
+  status as last written, before `compute_status`, in the same per-group serialised reconcile.
+* A bare member deleted outright, whose object is gone before a plan saw it, cannot be recreated:
+  nothing holds its body any more. One being deleted gracefully is still visible and is recreated.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from podgroup_operator.api.models import PodGroup, PodGroupStatus, RestartPolicy
+from podgroup_operator.constants import (
+    ConditionStatus,
+    ConditionType,
+    EventType,
+    Phase,
+    PolicyAction,
+    Reason,
+)
+from podgroup_operator.domain.conditions import set_condition
+from podgroup_operator.domain.lifecycle import (
+    LifecycleEvent,
+    MemberCounts,
+    MemberState,
+    count_members,
+    member_state,
+    members_of,
+    status_patch,
+)
+from podgroup_operator.domain.membership import Pod
+
+RESTARTING_UIDS = "restartingUIDs"
+"""Status field: UIDs of the members of the incarnation being restarted."""
+RESTART_PODS = "restartPods"
+"""Status field: bodies of the bare members the restart recreates once their names are free."""
+
+_DROPPED_METADATA = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "generation",
+        "generateName",
+        "selfLink",
+        "finalizers",
+    }
+)
+"""Metadata the apiserver owns, or that belongs to the old object's life (its finalizers)."""
+_DROPPED_SPEC = frozenset({"nodeName", "ephemeralContainers"})
+"""The node assignment, and ephemeral containers, which the API refuses on create."""
+
+_NAMED_LOSSES = 5
+"""Lost members named in an Event message; the rest are counted."""
+
+
+class MemberRef(NamedTuple):
+    """A pod to delete, with the UID for the delete's precondition."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+class Idle(StrEnum):
+    """Why a plan is `Nothing`."""
+
+    NO_POLICY = "NoPolicy"
+    """No `spec.policy`, or action None: the owner handles failures."""
+    TERMINAL = "Terminal"
+    """Finished or Failed: terminal phases latch."""
+    NOT_TRIGGERED = "NotTriggered"
+    """The gang never ran whole since its last restart, or it still has minMember live members."""
+    RESTART_IN_PROGRESS = "RestartInProgress"
+    """A restart was started; its old members are still terminating."""
+
+
+@dataclass(frozen=True)
+class Nothing:
+    why: Idle
+    message: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The gang must be restarted, but not before `until` (backoff)."""
+
+    until: datetime
+    message: str
+    status_patch: dict[str, Any] | None = None
+    """Records `lastFailureTime` when the status did not hold this failure yet."""
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Start a whole-gang restart: write the status first, then delete and recreate."""
+
+    delete: tuple[MemberRef, ...]
+    recreate: tuple[dict[str, Any], ...]
+    """Bare pods whose names are already free; usually empty, see `Resume`."""
+    status_patch: dict[str, Any]
+    event: LifecycleEvent
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Carry on with a restart already written to the status; no new restart, no Event."""
+
+    delete: tuple[MemberRef, ...]
+    recreate: tuple[dict[str, Any], ...]
+    status_patch: dict[str, Any] | None = None
+    """Clears the restart's progress fields once it is complete."""
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Give up: the group becomes Failed (terminal); unterminated members are deleted."""
+
+    delete: tuple[MemberRef, ...]
+    status_patch: dict[str, Any]
+    event: LifecycleEvent
+
+
+RestartPlan = Nothing | Wait | Restart | Resume | Fail
+
+
+@dataclass(frozen=True)
+class RestartProgress:
+    """A restart written to the status whose deletes or recreations may not have happened yet."""
+
+    uids: frozenset[str] = frozenset()
+    pods: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.uids or self.pods)
+
+
+def restart_progress(status: PodGroupStatus) -> RestartProgress:
+    """The restart in progress recorded in the status (`restartingUIDs`, `restartPods`)."""
+    # Read by name so that a status model without these fields reads as "no restart in progress".
+    uids = getattr(status, "restarting_uids", None) or ()
+    pods = getattr(status, "restart_pods", None) or ()
+    return RestartProgress(frozenset(uids), tuple(pods))
+
+
+def current_incarnation(status: PodGroupStatus, pods: Iterable[Pod]) -> list[Pod]:
+    """The pods without the members of the incarnation being restarted.
+
+    The lifecycle must count these only: the old members turn Failed while they are killed, and
+    counted they would make the restarted gang look failed (or give it back its old live count).
+    """
+    old = restart_progress(status).uids
+    return [pod for pod in pods if _uid(pod) not in old]
+
+
+def backoff_delay(policy: RestartPolicy, restarts: int) -> timedelta:
+    """`min(backoffSeconds * 2**restarts, maxBackoffSeconds)`: the wait before the next restart."""
+    base, cap = policy.backoff_seconds, policy.max_backoff_seconds
+    if base == 0:
+        return timedelta(0)
+    restarts = max(0, restarts)
+    # The shift is bounded so that a huge restart count cannot build a huge integer.
+    return timedelta(seconds=cap if restarts >= 64 else min(base << restarts, cap))
+
+
+def plan_restart(group: PodGroup, member_pods: Iterable[Pod], now: datetime) -> RestartPlan:
+    """What the restart policy does now; see the module docstring for the rules.
+
+    `group.status` is the status as last written; `member_pods` may hold other pods (filtered by
+    membership) and duplicates. `now` must be timezone-aware.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
+    status = group.status
+    phase = Phase(status.phase) if status.phase is not None else None
+    if phase is not None and phase.terminal:
+        return Nothing(Idle.TERMINAL, f"the group is {phase.value}; terminal phases latch")
+
+    pods = list(member_pods)
+    progress = restart_progress(status)
+    members = members_of(group.key, pods)
+    counts = count_members(m for m in members if _uid(m) not in progress.uids)
+    min_member = group.spec.min_member
+    policy = group.spec.policy
+    acting = policy is not None and policy.action is not PolicyAction.NONE
+    triggered = _whole_since_restart(status, phase) and counts.live < min_member
+
+    resume = _resume(pods, members, progress)
+    if policy is None or not acting or not triggered:
+        if resume is not None:
+            return resume
+        if progress.active:
+            return Nothing(Idle.RESTART_IN_PROGRESS, "waiting for the old members to go")
+        if not acting:
+            return Nothing(Idle.NO_POLICY, "no restart policy; the owner handles failures")
+        return Nothing(Idle.NOT_TRIGGERED, _live(counts, min_member))
+
+    cause = _cause(members, progress, counts, min_member)
+    if policy.action is PolicyAction.FAIL_GANG:
+        return _fail(group, members, progress, now, Reason.GANG_FAILED, f"FailGang: {cause}")
+    if status.restarts >= policy.max_restarts:
+        return _fail(
+            group,
+            members,
+            progress,
+            now,
+            Reason.RESTART_LIMIT_EXCEEDED,
+            f"{status.restarts} of maxRestarts {policy.max_restarts} restarts used: {cause}",
+        )
+    delay = backoff_delay(policy, status.restarts)
+    number = f"restart {status.restarts + 1} of {policy.max_restarts}"
+    failed_at = _failure_since_restart(status)
+    wait: Wait | None = None
+    if failed_at is None and delay:
+        wait = Wait(
+            until=now + delay,
+            message=f"{number} in {_seconds(delay)}s: {cause}",
+            status_patch=status_patch(status, status.model_copy(update={"last_failure_time": now})),
+        )
+    elif failed_at is not None and now < failed_at + delay:
+        wait = Wait(
+            until=failed_at + delay,
+            message=f"{number} at {(failed_at + delay).isoformat()}, "
+            f"{_seconds(delay)}s after the failure at {failed_at.isoformat()}: {cause}",
+        )
+    if wait is not None:
+        # The chores of an earlier restart go first; the Restart below includes them.
+        return resume or wait
+    return _restart(group, pods, members, progress, now, f"{number}: {cause}")
+
+
+def recreation_body(pod: Pod) -> dict[str, Any]:
+    """A fresh pod to create in place of a bare member: same name, labels, annotations and spec.
+
+    Dropped: what the apiserver assigns (uid, resourceVersion, timestamps, managedFields...), the
+    old object's finalizers, the status, and `spec.nodeName`, so the pod is scheduled anew; its
+    `schedulerName` stays, so the gang scheduler places it with the rest of the gang.
+    """
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    return {
+        "apiVersion": pod.get("apiVersion", "v1"),
+        "kind": pod.get("kind", "Pod"),
+        "metadata": {
+            key: copy.deepcopy(value)
+            for key, value in metadata.items()
+            if key not in _DROPPED_METADATA
+        },
+        "spec": {
+            key: copy.deepcopy(value) for key, value in spec.items() if key not in _DROPPED_SPEC
+        },
+    }
+
+
+def has_controller(pod: Pod) -> bool:
+    """Whether an owner (ReplicaSet, Job, StatefulSet, a custom job) recreates this pod."""
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("controller") for ref in refs)
+
+
+def _whole_since_restart(status: PodGroupStatus, phase: Phase | None) -> bool:
+    """Whether the current incarnation has run as a whole gang, judged from the status alone.
+
+    `runningTime` cannot tell: it is set once, so after a restart it would re-trigger the
+    restarting (Pending) gang. Running/Unknown are only ever written by the lifecycle for a gang
+    that ran, and the restart writes Pending; a whole gang that lost every running member goes
+    Pending too, but with a lastFailureTime newer than the last restart.
+    """
+    if phase in (Phase.RUNNING, Phase.UNKNOWN):
+        return True
+    return phase is Phase.PENDING and _failure_since_restart(status) is not None
+
+
+def _failure_since_restart(status: PodGroupStatus) -> datetime | None:
+    failed = status.last_failure_time
+    restarted = status.last_restart_time
+    if failed is None or (restarted is not None and failed <= restarted):
+        return None
+    return failed
+
+
+def _resume(
+    pods: Sequence[Pod], members: Sequence[Pod], progress: RestartProgress
+) -> Resume | None:
+    """The outstanding work of the restart in progress, or None when there is none."""
+    if not progress.active:
+        return None
+    old = [pod for pod in members if _uid(pod) in progress.uids]
+    delete = tuple(_ref(pod) for pod in old if not _deleting(pod))
+    taken = {_name_key(pod) for pod in pods}
+    recreate = tuple(
+        recreation_body(body) for body in progress.pods if _name_key(body) not in taken
+    )
+    done = not old and not recreate
+    patch = _clear_progress() if done else None
+    if not delete and not recreate and patch is None:
+        return None
+    return Resume(delete=delete, recreate=recreate, status_patch=patch)
+
+
+def _restart(
+    group: PodGroup,
+    pods: Sequence[Pod],
+    members: Sequence[Pod],
+    progress: RestartProgress,
+    now: datetime,
+    cause: str,
+) -> Restart:
+    status = group.status
+    # Every member goes, the old incarnation's stragglers included; each bare one is recreated,
+    # and a recreation still owed by an earlier restart is kept unless a member now holds its name.
+    bodies = {_name_key(body): recreation_body(body) for body in progress.pods}
+    bodies.update(
+        {_name_key(pod): recreation_body(pod) for pod in members if not has_controller(pod)}
+    )
+    taken = {_name_key(pod) for pod in pods}
+    uids = sorted({uid for pod in members if (uid := _uid(pod))})
+    new_status = status.model_copy(
+        update={
+            "phase": Phase.PENDING,
+            "restarts": status.restarts + 1,
+            "last_restart_time": now,
+        }
+    )
+    patch = status_patch(status, new_status) or {"status": {}}
+    patch["status"][RESTARTING_UIDS] = uids
+    patch["status"][RESTART_PODS] = [bodies[key] for key in sorted(bodies)]
+    delete = tuple(_ref(pod) for pod in members if _uid(pod) and not _deleting(pod))
+    event = LifecycleEvent(
+        type=EventType.WARNING,
+        reason=Reason.GANG_RESTARTED,
+        message=f"{cause}; deleting {len(delete)} members, recreating {len(bodies)} bare pods",
+    )
+    return Restart(
+        delete=delete,
+        recreate=tuple(bodies[key] for key in sorted(bodies) if key not in taken),
+        status_patch=patch,
+        event=event,
+    )
+
+
+def _fail(
+    group: PodGroup,
+    members: Sequence[Pod],
+    progress: RestartProgress,
+    now: datetime,
+    reason: Reason,
+    message: str,
+) -> Fail:
+    status = group.status
+    conditions = set_condition(
+        status.conditions,
+        ConditionType.UNSCHEDULABLE,
+        ConditionStatus.TRUE,
+        reason,
+        message,
+        now,
+        id_seed=group.metadata.uid or "/".join(group.key),
+    )
+    new_status = status.model_copy(
+        update={"phase": Phase.FAILED, "completion_time": now, "conditions": conditions}
+    )
+    patch = status_patch(status, new_status) or {"status": {}}
+    if progress.active:
+        patch["status"].update(_clear_progress()["status"])
+    delete = tuple(
+        _ref(pod)
+        for pod in members
+        if _uid(pod) and member_state(pod) in (MemberState.PENDING, MemberState.RUNNING)
+    )
+    event = LifecycleEvent(type=EventType.WARNING, reason=reason, message=message)
+    return Fail(delete=delete, status_patch=patch, event=event)
+
+
+def _clear_progress() -> dict[str, Any]:
+    return {"status": {RESTARTING_UIDS: None, RESTART_PODS: None}}
+
+
+def _cause(
+    members: Sequence[Pod], progress: RestartProgress, counts: MemberCounts, min_member: int
+) -> str:
+    """The lost members by name and why, then the live count, for Events and messages."""
+    losses = []
+    for pod in sorted(members, key=lambda p: (p.get("metadata") or {}).get("name", "")):
+        if _uid(pod) in progress.uids:
+            continue
+        name = (pod.get("metadata") or {}).get("name", "?")
+        state = member_state(pod)
+        if state is MemberState.FAILED:
+            why = (pod.get("status") or {}).get("reason")
+            losses.append(f"{name} failed ({why})" if why else f"{name} failed")
+        elif state is MemberState.DELETING:
+            losses.append(f"{name} being deleted")
+    named = losses[:_NAMED_LOSSES]
+    if len(losses) > _NAMED_LOSSES:
+        named.append(f"{len(losses) - _NAMED_LOSSES} more")
+    return "; ".join([*named, _live(counts, min_member)])
+
+
+def _live(counts: MemberCounts, min_member: int) -> str:
+    return f"{counts.live} of minMember {min_member} members running or succeeded"
+
+
+def _seconds(delay: timedelta) -> int:
+    return int(delay.total_seconds())
+
+
+def _uid(pod: Pod) -> str | None:
+    return (pod.get("metadata") or {}).get("uid") or None
+
+
+def _deleting(pod: Pod) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _name_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = pod.get("metadata") or {}
+    return (metadata.get("namespace", "default"), metadata.get("name", ""))
+
+
+def _ref(pod: Pod) -> MemberRef:
+    namespace, name = _name_key(pod)
+    return MemberRef(namespace, name, _uid(pod) or "")

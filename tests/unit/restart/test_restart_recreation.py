@@ -1,0 +1,151 @@
+"""Bare members are recreated by the operator from their own body; owned members by their owner."""
+
+from __future__ import annotations
+
+import copy
+
+from podgroup_operator.constants import SCHEDULER_NAME
+from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.domain.restart import (
+    Restart,
+    Resume,
+    has_controller,
+    plan_restart,
+    recreation_body,
+)
+from tests.unit.restart.helpers import (
+    NO_BACKOFF,
+    World,
+    at,
+    gang,
+    member,
+    owned,
+    running_status,
+)
+
+
+def lived_pod() -> dict[str, object]:
+    """A bare member as the apiserver returns it after a life on a node."""
+    body = member(0, "F", labels={"app": "trainer"}, annotations={"note": "kept"})
+    body["metadata"].update(
+        {
+            "resourceVersion": "4711",
+            "generation": 1,
+            "generateName": "m-",
+            "deletionTimestamp": "2026-03-01T12:00:00Z",
+            "deletionGracePeriodSeconds": 30,
+            "finalizers": ["example.com/cleanup"],
+            "managedFields": [{"manager": "kubelet"}],
+            "ownerReferences": [{"kind": "ConfigMap", "name": "cfg", "uid": "c"}],
+        }
+    )
+    body["spec"].update(
+        {
+            "hostname": "m0",
+            "subdomain": "gang",
+            "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
+        }
+    )
+    body["status"].update({"reason": "OutOfcpu", "hostIP": "10.0.0.1"})
+    return body
+
+
+def test_the_recreated_body_keeps_identity_and_spec_and_drops_the_old_life() -> None:
+    old = lived_pod()
+    before = copy.deepcopy(old)
+
+    body = recreation_body(old)
+
+    assert old == before  # the input is not modified
+    assert body["apiVersion"] == "v1"
+    assert body["kind"] == "Pod"
+    assert body["metadata"] == {
+        "name": "m0",
+        "namespace": "default",
+        "labels": old["metadata"]["labels"],
+        "annotations": {"note": "kept"},
+        "ownerReferences": [{"kind": "ConfigMap", "name": "cfg", "uid": "c"}],
+    }
+    assert "status" not in body
+    assert "nodeName" not in body["spec"]
+    assert "ephemeralContainers" not in body["spec"]
+    assert body["spec"]["schedulerName"] == SCHEDULER_NAME  # the gang scheduler places it again
+    assert body["spec"]["containers"] == old["spec"]["containers"]
+    assert (body["spec"]["hostname"], body["spec"]["subdomain"]) == ("m0", "gang")
+    assert group_key_of(body) == ("default", "gang")  # still a member of the group
+
+
+def test_the_recreated_body_shares_nothing_with_the_old_pod() -> None:
+    old = lived_pod()
+    body = recreation_body(old)
+    body["spec"]["containers"][0]["image"] = "changed"
+    body["metadata"]["labels"]["app"] = "changed"
+    assert old["spec"]["containers"][0]["image"] == "registry.local/sim:latest"
+    assert old["metadata"]["labels"]["app"] == "trainer"
+
+
+def test_recreating_a_recreation_gives_the_same_body() -> None:
+    body = recreation_body(lived_pod())
+    assert recreation_body(body) == body
+
+
+def test_only_a_controlling_owner_makes_a_pod_owned() -> None:
+    assert has_controller(owned(member(0, "R")))
+    assert not has_controller(lived_pod())  # a ConfigMap owner without controller: true
+    assert not has_controller(member(0, "R"))
+
+
+def test_a_mixed_gang_recreates_only_its_bare_members() -> None:
+    pods = [owned(member(0, "R"), kind="StatefulSet"), member(1, "F"), member(2, "R")]
+    restart = plan_restart(gang(policy=NO_BACKOFF, status=running_status()), pods, at(100))
+
+    assert isinstance(restart, Restart)
+    assert [ref.name for ref in restart.delete] == ["m0", "m1", "m2"]
+    assert restart.recreate == ()  # the old pods still hold the names
+    kept = restart.status_patch["status"]["restartPods"]
+    assert kept == [recreation_body(pods[1]), recreation_body(pods[2])]
+    assert "bare pods" in restart.event.message
+
+
+def test_a_bare_member_being_deleted_is_recreated_from_the_body_still_visible() -> None:
+    pods = [member(0, "R"), member(1, "R"), member(2, "D")]
+    world = World(gang(policy=NO_BACKOFF, status=running_status()), pods)
+    restart = world.plan(at(100))
+    assert isinstance(restart, Restart)
+    assert [ref.name for ref in restart.delete] == ["m0", "m1"]  # m2 is already going
+    world.carry_out(restart)
+    world.finish_deletions()
+
+    resume = world.plan(at(101))
+
+    assert isinstance(resume, Resume)
+    assert [body["metadata"]["name"] for body in resume.recreate] == ["m0", "m1", "m2"]
+
+
+def test_an_owed_recreation_whose_name_is_free_goes_with_the_next_restart() -> None:
+    """The restarted gang ran whole (more members than minMember) before the earlier restart
+    recreated m7, and fails again: the new restart also creates m7 and deletes the straggler."""
+    owed = recreation_body(member(7, "R"))
+    straggler = member(5, "R")
+    status = running_status(
+        restartingUIDs=[straggler["metadata"]["uid"]], restartPods=[owed], restarts=1
+    )
+    group = gang(min_member=2, policy=NO_BACKOFF, status=status)
+    pods = [member(0, "R"), member(1, "F"), straggler]
+
+    plan = plan_restart(group, pods, at(5))
+
+    assert isinstance(plan, Restart)
+    assert plan.recreate == (owed,)
+    assert [ref.name for ref in plan.delete] == ["m0", "m1", "m5"]
+    new_status = plan.status_patch["status"]
+    assert [b["metadata"]["name"] for b in new_status["restartPods"]] == ["m0", "m1", "m5", "m7"]
+    assert set(new_status["restartingUIDs"]) == {p["metadata"]["uid"] for p in pods}
+
+
+def test_during_the_backoff_an_owed_recreation_is_made_first() -> None:
+    owed = recreation_body(member(7, "R"))
+    status = running_status(restartingUIDs=["gone-uid"], restartPods=[owed], restarts=1)
+    group = gang(min_member=2, status=status)  # backoff 20s: not due
+    plan = plan_restart(group, [member(0, "R"), member(1, "F")], at(5))
+    assert plan == Resume(delete=(), recreate=(owed,), status_patch=None)
