@@ -710,9 +710,15 @@ class SimCluster:
                     self._finish_deletion(sim_pod), f"delete {_pod_key(pod)}"
                 )
             return
-        if sim_pod is not None:
-            return  # already handled; this is usually the echo of our own status write
         phase = status.get("phase")
+        if sim_pod is not None:
+            if phase in (c.PodPhase.SUCCEEDED, c.PodPhase.FAILED) and uid in node.admitted:
+                # The pod ended by a hand other than ours (a test reporting a crash): its
+                # containers are gone, so is what they held, as on a real node.
+                del node.admitted[uid]
+                if sim_pod.task is not None:
+                    sim_pod.task.cancel()
+            return  # already handled; this is usually the echo of our own status write
         if phase in (c.PodPhase.SUCCEEDED, c.PodPhase.FAILED):
             return
         sim_pod = self._pods[uid] = _SimPod(uid, meta["namespace"], meta["name"], node.name)

@@ -342,8 +342,15 @@ def _next_phase(
 def _timestamps(
     previous: PodGroupStatus, before: Phase | None, phase: Phase, loss: _Loss, now: datetime
 ) -> dict[str, datetime | None]:
-    """The phase timestamps: each first-time mark is set once, lastFailureTime on every loss."""
-    lost_while_whole = before in _ACTIVE_WHOLE and loss.any
+    """The phase timestamps: each first-time mark is set once; lastFailureTime marks a break.
+
+    A break is the loss that takes a Running gang short of minMember; a spare member lost above
+    minMember is not one, nor is a further loss of an already broken gang. The restart policy
+    keys on this time: its backoff counts from the break (a gang that keeps losing members is
+    not put off forever), and a gang whose owner quickly replaced the lost member is still
+    restarted as a whole.
+    """
+    lost_while_whole = before is Phase.RUNNING and loss.any and phase is not Phase.RUNNING
     entered_unknown = phase is Phase.UNKNOWN and before is not Phase.UNKNOWN
     return {
         "schedule_start_time": previous.schedule_start_time

@@ -247,7 +247,10 @@ def plan_restart(group: PodGroup, member_pods: Iterable[Pod], now: datetime) -> 
     min_member = group.spec.min_member
     policy = group.spec.policy
     acting = policy is not None and policy.action is not PolicyAction.NONE
-    triggered = _whole_since_restart(status, phase) and counts.live < min_member
+    # A break recorded since the last restart triggers even if the owner already replaced the
+    # lost member: the survivors hold state of the broken incarnation (Volcano's RestartJob).
+    broke = counts.live < min_member or _failure_since_restart(status) is not None
+    triggered = _whole_since_restart(status, phase) and broke
 
     resume = _resume(pods, members, progress)
     if policy is None or not acting or not triggered:

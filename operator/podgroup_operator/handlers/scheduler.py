@@ -80,6 +80,8 @@ class GangScheduler:
         self.snapshot = Snapshot()
         self.pending: dict[GroupKey, dict[str, JSON]] = {}
         self.in_flight: set[str] = set()
+        self.bound: set[str] = set()
+        """Pods we bound whose bound version the watch has not delivered yet: never again."""
         self.waiting: dict[GroupKey, WaitState] = {}
         self.binds = 0
         self._last_messages: dict[GroupKey, str] = {}
@@ -97,6 +99,8 @@ class GangScheduler:
 
     def on_pod(self, event_type: str | None, pod: JSON) -> None:
         uid = pod_uid(pod)
+        if (pod.get("spec") or {}).get("nodeName") or event_type == "DELETED":
+            self.bound.discard(uid)
         if event_type == "DELETED":
             self.snapshot.remove_pod(uid)
             self._drop_pending(pod)
@@ -105,7 +109,7 @@ class GangScheduler:
             self.snapshot.add_pod(pod)
             if not holds_node(pod) and (pod.get("spec") or {}).get("nodeName"):
                 self._retry_all()  # a bound pod finished: capacity came back
-            if self._wants_us(pod):
+            if self._wants_us(pod) and uid not in self.bound:
                 self.pending.setdefault(self._queue_key(pod), {})[uid] = pod
             else:
                 self._drop_pending(pod)
@@ -353,6 +357,13 @@ class GangScheduler:
         if not state.timed_out:
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
 
+    def _bound(self, binding: Binding) -> None:
+        """Forget the pod as pending at once: a watch event may lag behind the bind."""
+        self.bound.add(binding.pod_uid)
+        for key, bucket in list(self.pending.items()):
+            if bucket.pop(binding.pod_uid, None) is not None and not bucket:
+                del self.pending[key]
+
     async def _bind_all(self, bindings: list[Binding]) -> None:
         semaphore = asyncio.Semaphore(BIND_CONCURRENCY)
 
@@ -363,7 +374,11 @@ class GangScheduler:
                         binding.namespace, binding.pod, binding.node, binding.pod_uid
                     )
                     self.binds += 1
+                    self._bound(binding)
                 except ApiError as exc:
+                    if exc.conflict and "already assigned" in exc.message:
+                        self._bound(binding)  # bound meanwhile (by us or anyone): it is placed
+                        return
                     # Node gone, pod deleted or bound meanwhile: release what we assumed and let
                     # the next cycle (fed by the watch) decide again.
                     logger.warning(

@@ -188,16 +188,16 @@ def test_completion_time_is_set_once_on_entering_a_terminal_phase(ending: str) -
     assert [r.status.completion_time for r in results] == [None, at(1), at(1), at(1)]
 
 
-def test_last_failure_time_marks_every_loss_while_the_gang_is_whole() -> None:
+def test_last_failure_time_marks_when_the_gang_breaks() -> None:
     results = story(gang(3), ["PPPPP", "RRRRR", "RRRRF", "RRRF", "RRRF", "RRFF", "RRRFF"])
     assert [r.status.last_failure_time for r in results] == [
         None,  # pending: nothing to lose yet
         None,
-        at(2),  # a spare failed while running
-        at(3),  # a spare was deleted while running
-        at(3),  # nothing new
-        at(5),  # down to Unknown
-        at(5),  # recovered
+        None,  # a spare failed while running: the gang is still whole
+        None,  # a spare was deleted while running: still whole
+        None,  # nothing new
+        at(5),  # down to Unknown: the gang broke
+        at(5),  # recovered: the break stays recorded (the restart policy keys on it)
     ]
 
 

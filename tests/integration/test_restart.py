@@ -1,0 +1,221 @@
+"""Whole-gang restarts on the real control plane: ReplicaSet, Job and bare-pod gangs.
+
+A member "crashes" the way a kubelet reports it: its status turns Failed with a terminated
+container (exit code 137). The operator must then delete every member, let owners (or itself,
+for bare pods) recreate them, and the gang scheduler must place the new incarnation as a whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import PODGROUPS, PODS, Kind, KubeClient
+from tests.builders import podgroup
+from tests.integration.test_scheduler import gang_pods, pool
+from tests.waiting import wait_for
+
+REPLICASETS = Kind("apps", "v1", "replicasets")
+JOBS = Kind("batch", "v1", "jobs")
+
+
+async def make_group(
+    kube: KubeClient, namespace: str, name: str, min_member: int, **policy: Any
+) -> None:
+    body = podgroup(
+        name, namespace, min_member=min_member, policy={"action": "RestartGang", **policy}
+    )
+    del body["metadata"]["uid"]
+    await kube.create(PODGROUPS, body, namespace)
+
+
+async def status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
+
+
+async def wait_group(
+    kube: KubeClient, namespace: str, name: str, timeout: float = 40, **expected: Any
+) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        current = await status(kube, namespace, name)
+        return current if all(current.get(k) == v for k, v in expected.items()) else None
+
+    return await wait_for(probe, timeout, f"{namespace}/{name} to reach {expected}")
+
+
+async def running_members(kube: KubeClient, namespace: str, group: str) -> list[dict[str, Any]]:
+    pods = (await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}={group}"))[
+        "items"
+    ]
+    return [
+        p
+        for p in pods
+        if p.get("status", {}).get("phase") == c.PodPhase.RUNNING
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def crash(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
+    """Report the pod's container as killed, as a kubelet would after an OOM kill."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    container = pod["spec"]["containers"][0]["name"]
+    await kube.patch(
+        PODS,
+        pod["metadata"]["name"],
+        {
+            "metadata": {"uid": pod["metadata"]["uid"]},
+            "status": {
+                "phase": c.PodPhase.FAILED,
+                "containerStatuses": [
+                    {
+                        "name": container,
+                        "ready": False,
+                        "restartCount": 0,
+                        "image": pod["spec"]["containers"][0]["image"],
+                        "imageID": "",
+                        "state": {
+                            "terminated": {
+                                "exitCode": 137,
+                                "reason": "OOMKilled",
+                                "finishedAt": now,
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+        namespace,
+        subresource="status",
+    )
+
+
+def template(name: str, pool_name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": name, c.LABEL_POD_GROUP: name}},
+        "spec": {
+            "schedulerName": c.SCHEDULER_NAME,
+            "nodeSelector": {"pool": pool_name},
+            "restartPolicy": "Never",
+            "containers": [{"name": "w", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+
+
+async def restarted_and_running(
+    kube: KubeClient, namespace: str, name: str, old_uids: set[str]
+) -> None:
+    await wait_group(kube, namespace, name, restarts=1, phase=c.Phase.RUNNING, running=4)
+
+    async def fresh_members() -> bool:
+        members = await running_members(kube, namespace, name)
+        return len(members) == 4 and not ({p["metadata"]["uid"] for p in members} & old_uids)
+
+    await wait_for(fresh_members, 30, "a whole new incarnation of 4 running members")
+
+
+async def test_replicaset_gang_restarts_whole(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, pool_name):
+        await make_group(kube, namespace, "rs", 4, backoffSeconds=1)
+        await kube.create(
+            REPLICASETS,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": "rs"},
+                "spec": {
+                    "replicas": 4,
+                    "selector": {"matchLabels": {"app": "rs"}},
+                    "template": {
+                        **template("rs", pool_name),
+                        "spec": {**template("rs", pool_name)["spec"], "restartPolicy": "Always"},
+                    },
+                },
+            },
+            namespace,
+        )
+        await wait_group(kube, namespace, "rs", phase=c.Phase.RUNNING, running=4)
+        members = await running_members(kube, namespace, "rs")
+        await crash(kube, namespace, members[0])
+        await restarted_and_running(kube, namespace, "rs", {p["metadata"]["uid"] for p in members})
+
+
+async def test_job_gang_restarts_whole(kube: KubeClient, operator: Any, namespace: str) -> None:
+    async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, pool_name):
+        await make_group(kube, namespace, "job", 4, backoffSeconds=1)
+        await kube.create(
+            JOBS,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "job"},
+                "spec": {
+                    "parallelism": 4,
+                    "completions": 4,
+                    "backoffLimit": 20,
+                    "template": template("job", pool_name),
+                },
+            },
+            namespace,
+        )
+        await wait_group(kube, namespace, "job", phase=c.Phase.RUNNING, running=4)
+        members = await running_members(kube, namespace, "job")
+        await crash(kube, namespace, members[1])
+        await restarted_and_running(kube, namespace, "job", {p["metadata"]["uid"] for p in members})
+
+
+async def test_bare_pod_gang_restarts_whole_then_fails_at_the_limit(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, pool_name):
+        await make_group(kube, namespace, "bare", 4, backoffSeconds=0, maxRestarts=1)
+        await gang_pods(kube, namespace, "bare", 4, pool_name, group="bare")
+        await wait_group(kube, namespace, "bare", phase=c.Phase.RUNNING, running=4)
+        members = await running_members(kube, namespace, "bare")
+        names = sorted(p["metadata"]["name"] for p in members)
+        await crash(kube, namespace, members[2])
+        await restarted_and_running(
+            kube, namespace, "bare", {p["metadata"]["uid"] for p in members}
+        )
+        again = await running_members(kube, namespace, "bare")
+        assert (
+            sorted(p["metadata"]["name"] for p in again) == names
+        )  # recreated from their own spec
+
+        await crash(kube, namespace, again[0])
+        final = await wait_group(kube, namespace, "bare", phase=c.Phase.FAILED)
+        reasons = {x["reason"] for x in final.get("conditions", [])}
+        assert c.Reason.RESTART_LIMIT_EXCEEDED in reasons, final
+        assert final["restarts"] == 1
+
+
+async def test_backoff_is_honoured_across_an_operator_restart(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, pool_name):
+        await make_group(kube, namespace, "slow", 4, backoffSeconds=8)
+        await gang_pods(kube, namespace, "slow", 4, pool_name, group="slow")
+        await wait_group(kube, namespace, "slow", phase=c.Phase.RUNNING, running=4)
+        members = await running_members(kube, namespace, "slow")
+        await crash(kube, namespace, members[0])
+        failed = await wait_for(
+            lambda: _failure_recorded(kube, namespace), 15, "the failure to be recorded"
+        )
+        operator.stop()
+        operator.start()
+        await asyncio.to_thread(operator.wait_ready)
+        final = await wait_group(kube, namespace, "slow", timeout=60, restarts=1)
+        restarted = dt.datetime.fromisoformat(final["lastRestartTime"].replace("Z", "+00:00"))
+        assert (restarted - failed).total_seconds() >= 8, (failed, restarted)
+
+
+async def _failure_recorded(kube: KubeClient, namespace: str) -> dt.datetime | None:
+    current = await status(kube, namespace, "slow")
+    if current.get("phase") in (c.Phase.UNKNOWN, c.Phase.PENDING) and current.get(
+        "lastFailureTime"
+    ):
+        return dt.datetime.fromisoformat(current["lastFailureTime"].replace("Z", "+00:00"))
+    return None
