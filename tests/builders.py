@@ -53,7 +53,7 @@ def pod(
         labels[c.LABEL_POD_GROUP] = group
     if group_annotation is not None:
         annotations[c.ANNOTATION_GROUP_NAME] = group_annotation
-    main = {"name": "main", "image": "registry.local/sim:latest"}
+    main: dict[str, Any] = {"name": "main", "image": "registry.local/sim:latest"}
     if requests:
         main["resources"] = {"requests": {k: str(v) for k, v in requests.items()}}
     body: dict[str, Any] = {

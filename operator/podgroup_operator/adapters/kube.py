@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -306,7 +306,7 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[tuple[str, JSON]]:
+    ) -> AsyncGenerator[tuple[str, JSON], None]:
         """Yield (event type, object) until the server closes the watch; the caller re-lists."""
         params = {
             "watch": "true",

@@ -57,6 +57,7 @@ class StatusReconciler:
         *,
         workers: int = 8,
         settle: float = 0.05,
+        retry_delay: float = 1.0,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.kube = kube
@@ -65,10 +66,13 @@ class StatusReconciler:
         self.clock = clock
         self.workers = workers
         self.settle = settle
+        self.retry_delay = retry_delay
         self.writes = 0
         """Status PATCHes sent since start (exposed for tests and metrics)."""
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
         self._queued: set[GroupKey] = set()
+        self._running: set[GroupKey] = set()
+        self._again: set[GroupKey] = set()
         self._written: dict[GroupKey, dict[str, Any]] = {}
         self._warned_pods: set[str] = set()
         self.verdicts: dict[GroupKey, Verdict] = {}
@@ -76,8 +80,11 @@ class StatusReconciler:
         self._tasks: list[asyncio.Task[None]] = []
 
     def touch(self, key: GroupKey) -> None:
-        """Mark a group dirty; a group already waiting is not queued twice."""
-        if key not in self._queued:
+        """Mark a group dirty; a group already waiting is not queued twice, and a group being
+        reconciled is queued again when that reconcile ends (never two workers on one group)."""
+        if key in self._running:
+            self._again.add(key)
+        elif key not in self._queued:
             self._queued.add(key)
             self._dirty.put_nowait(key)
 
@@ -102,14 +109,20 @@ class StatusReconciler:
             if self.settle:
                 await asyncio.sleep(self.settle)
             self._queued.discard(key)
+            self._running.add(key)
             try:
                 await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("status of PodGroup %s/%s not updated; retrying", *key)
-                await asyncio.sleep(1.0)
-                self.touch(key)
+                await asyncio.sleep(self.retry_delay)
+                self._again.add(key)
+            finally:
+                self._running.discard(key)
+                if key in self._again:
+                    self._again.discard(key)
+                    self.touch(key)
 
     def _current(self, key: GroupKey) -> dict[str, Any] | None:
         """The newest body we know: the index, or our own last write if the watch lags behind."""
@@ -231,7 +244,12 @@ class StatusReconciler:
                 return None
             if exc.conflict:
                 # Recompute from the fresh object, not the stale one.
-                self._written[key] = await self.kube.get(PODGROUPS, key[1], key[0])
+                try:
+                    self._written[key] = await self.kube.get(PODGROUPS, key[1], key[0])
+                except ApiError as gone:
+                    if not gone.not_found:
+                        raise
+                    return None
                 self.touch(key)
                 return None
             raise

@@ -1,0 +1,1101 @@
+"""In-memory fakes of the operator's seams: an API server behind `Transport`, and a Kopf index.
+
+`FakeApiServer` plays the part httpx's `MockTransport` plays for httpx: hand it to
+`KubeClient(FakeApiServer())` and the whole client runs against a dict store, with the
+apiserver's answers where the operator relies on them:
+
+* objects keyed by (collection, namespace, name); one global resourceVersion counter, bumped by
+  every write; uid, creationTimestamp and generation assigned on create; generateName;
+* GET one, LIST with label selectors (`a=b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x)`)
+  and field selectors on any dotted path (`metadata.name=x`, `spec.nodeName=`,
+  `involvedObject.name=z`, `!=`);
+* POST (409 AlreadyExists), PUT (409 Conflict on a stale resourceVersion), PATCH as JSON merge
+  patch (RFC 7386), strategic merge patch (merge patch plus merge-by-key for the usual lists;
+  415 for custom resources, as the apiserver answers) and JSON patch (RFC 6902);
+  `metadata.resourceVersion` / `metadata.uid` in a patch body are preconditions (409);
+* the `status` subresource: writes to `/status` change only `status`, writes to the main
+  resource leave `status` alone, for the kinds in `status_subresources`;
+* generation bumps when anything outside metadata and status changes;
+* DELETE with `preconditions.uid` / `preconditions.resourceVersion` (409); immediate removal,
+  or `deletionTimestamp` while `metadata.finalizers` remain (removed with the last finalizer);
+* POST `pods/{name}/binding` (spec.nodeName + PodScheduled; 409 when already bound or being
+  deleted; the answer is a Status);
+* watches: `stream()` yields ADDED/MODIFIED/DELETED after the requested resourceVersion (the
+  current state as ADDED when none is given), with selector transitions turned into
+  ADDED/DELETED as the watch cache does, until `close_watches()`, `close()` or timeoutSeconds;
+  after `compact()` an old resourceVersion gets an ERROR event with a 410 Expired Status;
+* errors as Status bodies; `inject_error()` makes the next matching request fail, and `hold()`
+  keeps matching requests in flight until the test releases them (overlapping writers).
+
+Deliberate differences, so tests stay short: no namespaces are required to exist, no
+admission, no defaulting, and POST keeps the `status` of built-in kinds (pods can be created
+Running); only custom resources (`status_reset_on_create`) lose it on create, as on a cluster.
+
+Every request is logged in `requests` as (method, path) — watches as ("WATCH", path) — so a
+test can say "exactly one PATCH" or "no write at all".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import datetime as dt
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import unquote
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, Kind, Request
+
+JSON = dict[str, Any]
+
+_KINDS = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "namespaces": "Namespace",
+    "events": "Event",
+    "resourcequotas": "ResourceQuota",
+    "leases": "Lease",
+    "customresourcedefinitions": "CustomResourceDefinition",
+    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
+    "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    c.PLURAL: c.KIND,
+}
+"""List kinds for empty collections (a LIST answer is `<Kind>List`)."""
+
+_STRATEGIC_MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "env": "name",
+    "ports": "containerPort",
+    "conditions": "type",
+    "ownerReferences": "uid",
+    "imagePullSecrets": "name",
+}
+"""List fields that strategic merge patch merges element-wise by this key (the common ones)."""
+
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The apiserver's alphabet for generateName suffixes (no vowels, no look-alikes)."""
+
+
+class PatchError(ValueError):
+    """A patch that cannot be applied (answered 422, as the apiserver does)."""
+
+
+@dataclass(frozen=True)
+class Locator:
+    """A request path taken apart: `/api/v1/namespaces/ns/pods/name/binding`."""
+
+    api: str
+    """`/api/v1` or `/apis/<group>/<version>`."""
+    plural: str
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str | None = None
+
+    @property
+    def collection(self) -> str:
+        return f"{self.api}/{self.plural}"
+
+    @property
+    def custom(self) -> bool:
+        """A resource outside the built-in API groups (strategic merge patch is refused)."""
+        if self.api.startswith("/api/"):
+            return False
+        group = self.api.split("/")[2]
+        return "." in group and not group.endswith(".k8s.io")
+
+    @classmethod
+    def parse(cls, path: str) -> Locator:
+        parts = [unquote(p) for p in path.strip("/").split("/")]
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            api, rest = f"/api/{parts[1]}", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            api, rest = f"/apis/{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            raise ValueError(f"not an API path: {path}")
+        namespace = None
+        # `namespaces/x/status` is a subresource of a Namespace, `namespaces/x/pods` a collection.
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        if not 1 <= len(rest) <= 3:
+            raise ValueError(f"not an API path: {path}")
+        return cls(
+            api=api,
+            plural=rest[0],
+            namespace=namespace,
+            name=rest[1] if len(rest) > 1 else None,
+            subresource=rest[2] if len(rest) > 2 else None,
+        )
+
+
+class StatusError(Exception):
+    """Raised inside the fake and turned into a (code, Status) answer."""
+
+    def __init__(self, code: int, reason: str, message: str, details: JSON | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details or {}
+
+    def status(self) -> JSON:
+        return status_body(self.code, self.reason, self.message, self.details)
+
+
+def status_body(code: int, reason: str, message: str, details: JSON | None = None) -> JSON:
+    """A metav1.Status as the apiserver sends it with every error."""
+    body: JSON = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure" if code >= 300 else "Success",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+# --- selectors ---------------------------------------------------------------------------------
+
+
+def _split_requirements(selector: str) -> list[str]:
+    """Split on commas outside parentheses (`a in (x,y),b` is two requirements)."""
+    parts, depth, current = [], 0, ""
+    for char in selector:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [part.strip() for part in parts if part.strip()]
+
+
+_SET_REQUIREMENT = re.compile(r"^(\S+)\s+(in|notin)\s+\((.*)\)$")
+
+
+def label_selector_matches(selector: str | None, labels: Mapping[str, str] | None) -> bool:
+    """Whether labels satisfy a label selector in the apiserver's string syntax."""
+    labels = labels or {}
+    for requirement in _split_requirements(selector or ""):
+        found = _SET_REQUIREMENT.match(requirement)
+        if found:
+            key, operator, values = found.groups()
+            allowed = {v.strip() for v in values.split(",") if v.strip()}
+            if operator == "in" and labels.get(key) not in allowed:
+                return False
+            if operator == "notin" and key in labels and labels[key] in allowed:
+                return False
+        elif "!=" in requirement:
+            key, value = (s.strip() for s in requirement.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in requirement:
+            key, value = (s.strip() for s in requirement.replace("==", "=").split("=", 1))
+            if labels.get(key) != value:
+                return False
+        elif requirement.startswith("!"):
+            if requirement[1:].strip() in labels:
+                return False
+        elif requirement not in labels:
+            return False
+    return True
+
+
+def _field_value(obj: Mapping[str, Any], path: str) -> str:
+    current: Any = obj
+    for part in path.split("."):
+        if not isinstance(current, Mapping):
+            return ""
+        current = current.get(part)
+    if current is None:
+        return ""
+    if isinstance(current, bool):
+        return "true" if current else "false"
+    return str(current)
+
+
+def field_selector_matches(selector: str | None, obj: Mapping[str, Any]) -> bool:
+    """Whether the object satisfies a field selector; a missing field reads as ""."""
+    for requirement in _split_requirements(selector or ""):
+        if "!=" in requirement:
+            path, value = requirement.split("!=", 1)
+            if _field_value(obj, path.strip()) == value.strip():
+                return False
+        else:
+            path, value = requirement.replace("==", "=").split("=", 1)
+            if _field_value(obj, path.strip()) != value.strip():
+                return False
+    return True
+
+
+# --- patches -----------------------------------------------------------------------------------
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge recursively, null removes, the rest replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """A merge patch whose well-known lists (containers, conditions, ...) merge by key.
+
+    The `$patch`/`$retainKeys` directives and per-type schemas of the real implementation are
+    not modelled: other lists are replaced, as a merge patch replaces them.
+    """
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif key in _STRATEGIC_MERGE_KEYS and isinstance(value, list):
+            result[key] = _merge_list(result.get(key), value, _STRATEGIC_MERGE_KEYS[key])
+        else:
+            result[key] = strategic_merge_patch(result.get(key), value)
+    return result
+
+
+def _merge_list(current: Any, patch: list[Any], merge_key: str) -> list[Any]:
+    if not isinstance(current, list) or not all(
+        isinstance(item, dict) and merge_key in item for item in patch
+    ):
+        return copy.deepcopy(patch)
+    merged = copy.deepcopy(current)
+    for item in patch:
+        position = next(
+            (i for i, old in enumerate(merged) if old.get(merge_key) == item[merge_key]), None
+        )
+        if position is None:
+            merged.append(copy.deepcopy(item))
+        else:
+            merged[position] = strategic_merge_patch(merged[position], item)
+    return merged
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"invalid JSON pointer {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _parent(doc: Any, tokens: list[str], path: str) -> Any:
+    current = doc
+    for token in tokens[:-1]:
+        try:
+            current = current[int(token)] if isinstance(current, list) else current[token]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise PatchError(f"path {path!r} does not exist") from None
+    return current
+
+
+def _get(doc: Any, path: str) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        return doc
+    parent, last = _parent(doc, tokens, path), tokens[-1]
+    try:
+        return parent[int(last)] if isinstance(parent, list) else parent[last]
+    except (KeyError, IndexError, ValueError, TypeError):
+        raise PatchError(f"path {path!r} does not exist") from None
+
+
+def _remove(doc: Any, path: str) -> Any:
+    tokens = _pointer(path)
+    parent, last = _parent(doc, tokens, path), tokens[-1]
+    try:
+        return parent.pop(int(last)) if isinstance(parent, list) else parent.pop(last)
+    except (KeyError, IndexError, ValueError, TypeError):
+        raise PatchError(f"path {path!r} does not exist") from None
+
+
+def _add(doc: Any, path: str, value: Any, *, replace: bool = False) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        return value
+    parent, last = _parent(doc, tokens, path), tokens[-1]
+    if isinstance(parent, list):
+        index = len(parent) if last == "-" and not replace else _index(last, parent, path)
+        if replace:
+            parent[index] = value
+        else:
+            parent.insert(index, value)
+    elif isinstance(parent, dict):
+        if replace and last not in parent:
+            raise PatchError(f"path {path!r} does not exist")
+        parent[last] = value
+    else:
+        raise PatchError(f"path {path!r} does not exist")
+    return doc
+
+
+def _index(token: str, items: list[Any], path: str) -> int:
+    if not token.isdigit() or int(token) > len(items):
+        raise PatchError(f"index in {path!r} is out of range")
+    return int(token)
+
+
+def json_patch(target: Any, operations: Any) -> Any:
+    """RFC 6902 JSON patch: add, remove, replace, move, copy and test."""
+    if not isinstance(operations, list):
+        raise PatchError("a JSON patch is a list of operations")
+    doc = copy.deepcopy(target)
+    for op in operations:
+        kind, path = op.get("op"), op.get("path", "")
+        if kind == "add":
+            doc = _add(doc, path, copy.deepcopy(op["value"]))
+        elif kind == "remove":
+            _remove(doc, path)
+        elif kind == "replace":
+            doc = _add(doc, path, copy.deepcopy(op["value"]), replace=True)
+        elif kind == "move":
+            doc = _add(doc, path, _remove(doc, op["from"]))
+        elif kind == "copy":
+            doc = _add(doc, path, copy.deepcopy(_get(doc, op["from"])))
+        elif kind == "test":
+            if _get(doc, path) != op.get("value"):
+                raise PatchError(f"testing value {path!r} failed")
+        else:
+            raise PatchError(f"unknown JSON patch operation {kind!r}")
+    return doc
+
+
+# --- the server --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One write, kept for watches: what the object looked like before and after."""
+
+    resource_version: int
+    collection: str
+    namespace: str | None
+    type: str
+    old: JSON | None
+    new: JSON
+
+
+_CLOSED = object()
+
+
+@dataclass
+class _Watch:
+    collection: str
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
+    queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+
+    def _matches(self, obj: JSON | None) -> bool:
+        return (
+            obj is not None
+            and label_selector_matches(self.label_selector, obj["metadata"].get("labels"))
+            and field_selector_matches(self.field_selector, obj)
+        )
+
+    def event(self, change: _Change) -> JSON | None:
+        """The watch event this change makes for this watcher, or None."""
+        if change.collection != self.collection:
+            return None
+        if self.namespace is not None and change.namespace != self.namespace:
+            return None
+        now, before = self._matches(change.new), self._matches(change.old)
+        if change.type == "MODIFIED" and now != before:
+            # The watch cache reports an object leaving or entering the selection.
+            kind = "ADDED" if now else "DELETED"
+        elif now or (change.type == "DELETED" and before):
+            kind = change.type
+        else:
+            return None
+        return {"type": kind, "object": copy.deepcopy(change.new)}
+
+
+@dataclass
+class _InjectedError:
+    method: str
+    path: str | Callable[[Request], bool]
+    code: int
+    reason: str
+    message: str
+    times: int
+
+    def matches(self, method: str, request: Request) -> bool:
+        if self.method not in ("*", method):
+            return False
+        if callable(self.path):
+            return self.path(request)
+        return request.path == self.path or request.path.endswith(self.path)
+
+
+@dataclass
+class _Hold:
+    method: str
+    path: str | Callable[[Request], bool]
+    released: asyncio.Event
+
+    def matches(self, method: str, request: Request) -> bool:
+        if self.released.is_set() or self.method not in ("*", method):
+            return False
+        if callable(self.path):
+            return self.path(request)
+        return request.path == self.path or request.path.endswith(self.path)
+
+
+def _default_clock() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class FakeApiServer:
+    """An in-memory API server, usable wherever `KubeClient` wants a `Transport`."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], dt.datetime] = _default_clock,
+        status_subresources: Iterable[str] = (
+            "pods",
+            "nodes",
+            "namespaces",
+            "resourcequotas",
+            "customresourcedefinitions",
+            c.PLURAL,
+        ),
+        status_reset_on_create: Iterable[str] = (c.PLURAL,),
+    ) -> None:
+        self.clock = clock
+        self.status_subresources = frozenset(status_subresources)
+        self.status_reset_on_create = frozenset(status_reset_on_create)
+        self.requests: list[tuple[str, str]] = []
+        """(method, path) of every request in order; watches are logged as ("WATCH", path)."""
+        self.request_log: list[Request] = []
+        """The full requests, for assertions on bodies and parameters."""
+        self._objects: dict[tuple[str, str | None, str], JSON] = {}
+        self._resource_version = 0
+        self._uids = itertools.count(1)
+        self._names = itertools.count(1)
+        self._history: list[_Change] = []
+        self._compacted = 0
+        self._watches: list[_Watch] = []
+        self._errors: list[_InjectedError] = []
+        self._holds: list[_Hold] = []
+        self.closed = False
+
+    # --- Transport ------------------------------------------------------------------------------
+    async def send(self, request: Request) -> tuple[int, Any]:
+        # Bodies travel as JSON, as on the wire: enums become strings, tuples lists, and a body
+        # the real transport could not serialise fails here too (TypeError from json.dumps).
+        if request.body is not None:
+            request = dataclasses.replace(request, body=_through_json(request.body))
+        self.requests.append((request.method, request.path))
+        self.request_log.append(request)
+        # A real request is a scheduling point; keep that, so races show up in unit tests too.
+        await asyncio.sleep(0)
+        for hold in [h for h in self._holds if h.matches(request.method, request)]:
+            await hold.released.wait()
+        try:
+            self._raise_injected(request.method, request)
+            return self._handle(request)
+        except StatusError as failure:
+            return failure.code, failure.status()
+
+    async def stream(self, request: Request) -> AsyncIterator[JSON]:
+        self.requests.append(("WATCH", request.path))
+        self.request_log.append(request)
+        try:
+            self._raise_injected("WATCH", request)
+        except StatusError as failure:
+            yield {"type": "ERROR", "object": failure.status()}
+            return
+        params = dict(request.params or {})
+        where = Locator.parse(request.path)
+        watch = _Watch(
+            collection=where.collection,
+            namespace=where.namespace,
+            label_selector=params.get("labelSelector"),
+            field_selector=params.get("fieldSelector"),
+        )
+        since = params.get("resourceVersion") or "0"
+        if int(since) and int(since) < self._compacted:
+            expired = f"too old resource version: {since} ({self._compacted})"
+            yield {"type": "ERROR", "object": status_body(410, "Expired", expired)}
+            return
+        if int(since):
+            backlog = [change for change in self._history if change.resource_version > int(since)]
+        else:
+            backlog = [
+                _Change(self._rv_of(obj), where.collection, ns, "ADDED", None, obj)
+                for (collection, ns, _), obj in sorted(self._objects.items(), key=_sort_key)
+                if collection == where.collection
+            ]
+        for change in backlog:
+            event = watch.event(change)
+            if event is not None:
+                watch.queue.put_nowait(event)
+        if self.closed:
+            watch.queue.put_nowait(_CLOSED)
+        self._watches.append(watch)
+        timeout = float(params.get("timeoutSeconds", 0)) or None
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        try:
+            while True:
+                remaining = None if deadline is None else max(0.0, deadline - loop.time())
+                try:
+                    item = await asyncio.wait_for(watch.queue.get(), remaining)
+                except TimeoutError:
+                    return
+                if item is _CLOSED:
+                    return
+                yield item
+        finally:
+            self._watches.remove(watch)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.close_watches()
+
+    # --- test controls --------------------------------------------------------------------------
+    def close_watches(self) -> None:
+        """End every open watch, as the apiserver does now and then; clients must re-watch."""
+        for watch in self._watches:
+            watch.queue.put_nowait(_CLOSED)
+
+    @property
+    def open_watches(self) -> int:
+        """Watches currently streaming (a test can yield until its watcher is in place)."""
+        return len(self._watches)
+
+    def compact(self) -> None:
+        """Forget the change history: watches from an older resourceVersion get 410 Expired."""
+        self._history.clear()
+        self._compacted = self._resource_version
+
+    def inject_error(
+        self,
+        method: str,
+        path: str | Callable[[Request], bool],
+        code: int,
+        reason: str = "InternalError",
+        message: str = "injected by the test",
+        *,
+        times: int = 1,
+    ) -> None:
+        """Fail the next `times` requests of `method` ("*" for any, "WATCH" for watches) whose
+        path equals or ends with `path` (or satisfies a predicate) with a Status `code`."""
+        self._errors.append(_InjectedError(method, path, code, reason, message, times))
+
+    def hold(self, method: str, path: str | Callable[[Request], bool]) -> asyncio.Event:
+        """Keep matching requests in flight — logged, not yet applied — until the returned
+        event is set: the way to make two writers overlap deterministically."""
+        hold = _Hold(method, path, asyncio.Event())
+        self._holds.append(hold)
+        return hold.released
+
+    def seed(self, *bodies: JSON) -> list[JSON]:
+        """Store objects directly (unlogged), as if created earlier; uids given are kept.
+
+        Custom resources and built-in kinds alike keep their `status`, so any state can be set
+        up in one call. Returns the stored copies (with resourceVersions).
+        """
+        stored = []
+        for body in bodies:
+            where = self._locator_of(body)
+            obj = _through_json(body)
+            self._fill_metadata(obj, where)
+            key = (where.collection, where.namespace, obj["metadata"]["name"])
+            old = self._objects.get(key)
+            if old is not None:
+                obj["metadata"]["uid"] = body["metadata"].get("uid") or old["metadata"]["uid"]
+            self._commit(key, "MODIFIED" if old else "ADDED", old, obj)
+            stored.append(copy.deepcopy(obj))
+        return stored
+
+    def get_object(self, kind: Kind, name: str, namespace: str | None = None) -> JSON | None:
+        """A copy of a stored object, or None (unlogged; for assertions)."""
+        where = Locator.parse(kind.path(namespace, name))
+        obj = self._objects.get((where.collection, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def objects(self, kind: Kind, namespace: str | None = None) -> list[JSON]:
+        """Copies of the stored objects of a kind (all namespaces when None), in LIST order."""
+        collection = Locator.parse(kind.path()).collection
+        return [
+            copy.deepcopy(obj)
+            for (coll, ns, _), obj in sorted(self._objects.items(), key=_sort_key)
+            if coll == collection and (namespace is None or ns == namespace)
+        ]
+
+    def events(self, *, involved: str | None = None, reason: str | None = None) -> list[JSON]:
+        """Stored core/v1 Events, optionally about one object name and with one reason."""
+        return [
+            event
+            for event in self.objects(Kind("", "v1", "events"))
+            if (involved is None or event.get("involvedObject", {}).get("name") == involved)
+            and (reason is None or event.get("reason") == reason)
+        ]
+
+    def count(self, method: str, path_suffix: str = "") -> int:
+        """How many requests of `method` went to a path ending with `path_suffix`."""
+        return sum(1 for m, p in self.requests if m == method and p.endswith(path_suffix))
+
+    @property
+    def writes(self) -> list[tuple[str, str]]:
+        """The logged requests that may change state (everything but GET and WATCH)."""
+        return [(m, p) for m, p in self.requests if m not in ("GET", "WATCH")]
+
+    @property
+    def resource_version(self) -> str:
+        """The newest resourceVersion handed out."""
+        return str(self._resource_version)
+
+    def clear_requests(self) -> None:
+        self.requests.clear()
+        self.request_log.clear()
+
+    # --- request handling -----------------------------------------------------------------------
+    def _raise_injected(self, method: str, request: Request) -> None:
+        for error in self._errors:
+            if error.times > 0 and error.matches(method, request):
+                error.times -= 1
+                raise StatusError(error.code, error.reason, error.message)
+
+    def _handle(self, request: Request) -> tuple[int, Any]:
+        try:
+            where = Locator.parse(request.path)
+        except ValueError as exc:
+            raise StatusError(404, "NotFound", str(exc)) from None
+        params = dict(request.params or {})
+        dry_run = bool(params.get("dryRun"))
+        method = request.method
+        if where.name is None:
+            if method == "GET":
+                return 200, self._list(where, params)
+            if method == "POST":
+                return 201, self._create(where, request.body, dry_run)
+        elif where.subresource is None or where.subresource == "status":
+            if method == "GET":
+                return 200, copy.deepcopy(self._stored(where))
+            if method == "PUT":
+                return 200, self._replace(where, request.body, dry_run)
+            if method == "PATCH":
+                return 200, self._patch(where, request.body, request.content_type, dry_run)
+            if method == "DELETE" and where.subresource is None:
+                return 200, self._delete(where, request.body or {}, dry_run)
+        elif where.subresource == "binding" and where.plural == "pods" and method == "POST":
+            return 201, self._bind(where, request.body or {}, dry_run)
+        raise StatusError(405, "MethodNotAllowed", f"{method} is not supported on {request.path}")
+
+    def _list(self, where: Locator, params: Mapping[str, str]) -> JSON:
+        items = [
+            copy.deepcopy(obj)
+            for (collection, ns, _), obj in sorted(self._objects.items(), key=_sort_key)
+            if collection == where.collection
+            and (where.namespace is None or ns == where.namespace)
+            and label_selector_matches(params.get("labelSelector"), obj["metadata"].get("labels"))
+            and field_selector_matches(params.get("fieldSelector"), obj)
+        ]
+        kind = _KINDS.get(where.plural) or next(
+            (item.get("kind") for item in items if item.get("kind")), ""
+        )
+        return {
+            "apiVersion": where.api.split("/", 2)[-1],
+            "kind": f"{kind}List",
+            "metadata": {"resourceVersion": str(self._resource_version)},
+            "items": items,
+        }
+
+    def _create(self, where: Locator, body: Any, dry_run: bool) -> JSON:
+        if not isinstance(body, dict):
+            raise StatusError(400, "BadRequest", "the body of a create must be an object")
+        obj = copy.deepcopy(body)
+        metadata = obj.setdefault("metadata", {})
+        if where.namespace is not None and metadata.get("namespace") not in (
+            None,
+            "",
+            where.namespace,
+        ):
+            raise StatusError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent "
+                "on the request",
+            )
+        if not metadata.get("name"):
+            if not metadata.get("generateName"):
+                raise StatusError(
+                    422,
+                    "Invalid",
+                    "metadata.name: Required value: name or generateName is required",
+                )
+            metadata["name"] = metadata["generateName"] + self._suffix()
+        name = metadata["name"]
+        key = (where.collection, where.namespace, name)
+        if key in self._objects:
+            raise StatusError(
+                409,
+                "AlreadyExists",
+                f'{self._resource(where)} "{name}" already exists',
+                {"name": name, "kind": where.plural},
+            )
+        for server_field in ("uid", "resourceVersion", "deletionTimestamp"):
+            metadata.pop(server_field, None)
+        self._fill_metadata(obj, where)
+        if where.plural in self.status_reset_on_create:
+            obj.pop("status", None)
+        if not dry_run:
+            self._commit(key, "ADDED", None, obj)
+        return copy.deepcopy(obj)
+
+    def _replace(self, where: Locator, body: Any, dry_run: bool) -> JSON:
+        current = self._stored(where)
+        if not isinstance(body, dict):
+            raise StatusError(400, "BadRequest", "the body of an update must be an object")
+        wanted = body.get("metadata", {}).get("resourceVersion")
+        if wanted not in (None, "") and str(wanted) != current["metadata"]["resourceVersion"]:
+            raise self._conflict(where)
+        return self._update(where, current, copy.deepcopy(body), dry_run)
+
+    def _patch(self, where: Locator, body: Any, content_type: str, dry_run: bool) -> JSON:
+        current = self._stored(where)
+        media = content_type.split(";", 1)[0].strip()
+        try:
+            if media == MERGE_PATCH:
+                patched = merge_patch(current, body)
+            elif media == STRATEGIC_PATCH:
+                if where.custom:
+                    raise StatusError(
+                        415,
+                        "UnsupportedMediaType",
+                        "strategic merge patch is not supported for custom resources; "
+                        "use a JSON merge patch",
+                    )
+                patched = strategic_merge_patch(current, body)
+            elif media == JSON_PATCH:
+                patched = json_patch(current, body)
+            else:
+                raise StatusError(
+                    415, "UnsupportedMediaType", f"the media type {media!r} is not supported"
+                )
+        except PatchError as exc:
+            raise StatusError(422, "Invalid", str(exc)) from None
+        if not isinstance(patched, dict):
+            raise StatusError(422, "Invalid", "the patched object is not an object")
+        # What the patch left in metadata.resourceVersion/uid must match: the precondition
+        # clients use for optimistic locking (a patch that removes them is unconditional).
+        metadata = patched.get("metadata") or {}
+        wanted_rv = metadata.get("resourceVersion")
+        if wanted_rv is not None and str(wanted_rv) != current["metadata"]["resourceVersion"]:
+            raise self._conflict(where)
+        if metadata.get("uid") not in (None, current["metadata"]["uid"]):
+            raise StatusError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {metadata.get('uid')}, "
+                f"UID in object meta: {current['metadata']['uid']}",
+            )
+        return self._update(where, current, patched, dry_run)
+
+    def _update(self, where: Locator, current: JSON, new: JSON, dry_run: bool) -> JSON:
+        """Store `new` in place of `current` under the rules of the main or status resource."""
+        if where.subresource == "status":
+            obj = copy.deepcopy(current)
+            if "status" in new:
+                obj["status"] = new["status"]
+            else:
+                obj.pop("status", None)
+        else:
+            obj = new
+            if where.plural in self.status_subresources:
+                if "status" in current:
+                    obj["status"] = copy.deepcopy(current["status"])
+                else:
+                    obj.pop("status", None)
+        metadata = obj.setdefault("metadata", {})
+        for kept in ("name", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
+            if kept in current["metadata"]:
+                metadata[kept] = current["metadata"][kept]
+            else:
+                metadata.pop(kept, None)
+        if where.namespace is not None:
+            metadata["namespace"] = where.namespace
+        if where.subresource is None and _spec_like(obj) != _spec_like(current):
+            metadata["generation"] = int(current["metadata"].get("generation", 0)) + 1
+        if obj == current:
+            return copy.deepcopy(current)  # a no-op write does not bump the resourceVersion
+        key = (where.collection, where.namespace, current["metadata"]["name"])
+        if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
+            if not dry_run:
+                self._commit(key, "DELETED", current, obj)
+            return copy.deepcopy(obj)
+        if not dry_run:
+            self._commit(key, "MODIFIED", current, obj)
+        return copy.deepcopy(obj)
+
+    def _delete(self, where: Locator, options: Mapping[str, Any], dry_run: bool) -> JSON:
+        current = self._stored(where)
+        preconditions = options.get("preconditions") or {}
+        uid = preconditions.get("uid")
+        if uid and uid != current["metadata"]["uid"]:
+            raise StatusError(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on {self._resource(where)} "
+                f'"{where.name}": Precondition failed: UID in precondition: {uid}, '
+                f"UID in object meta: {current['metadata']['uid']}",
+            )
+        rv = preconditions.get("resourceVersion")
+        if rv and str(rv) != current["metadata"]["resourceVersion"]:
+            raise self._conflict(where)
+        key = (where.collection, where.namespace, current["metadata"]["name"])
+        if current["metadata"].get("finalizers"):
+            if current["metadata"].get("deletionTimestamp"):
+                return copy.deepcopy(current)
+            obj = copy.deepcopy(current)
+            obj["metadata"]["deletionTimestamp"] = self._now()
+            obj["metadata"]["deletionGracePeriodSeconds"] = 0
+            if not dry_run:
+                self._commit(key, "MODIFIED", current, obj)
+            return copy.deepcopy(obj)
+        obj = copy.deepcopy(current)
+        if not dry_run:
+            self._commit(key, "DELETED", current, obj)
+        return copy.deepcopy(obj)
+
+    def _bind(self, where: Locator, binding: Mapping[str, Any], dry_run: bool) -> JSON:
+        pod = self._stored(Locator(where.api, where.plural, where.namespace, where.name))
+        name = pod["metadata"]["name"]
+        wanted_uid = (binding.get("metadata") or {}).get("uid")
+        if wanted_uid and wanted_uid != pod["metadata"]["uid"]:
+            raise StatusError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": Precondition failed: '
+                f"UID in precondition: {wanted_uid}, UID in object meta: {pod['metadata']['uid']}",
+            )
+        if pod["metadata"].get("deletionTimestamp"):
+            raise StatusError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being '
+                "deleted, cannot be assigned to a host",
+            )
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if bound:
+            raise StatusError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                f"already assigned to node {bound!r}",
+            )
+        node = (binding.get("target") or {}).get("name")
+        if not node:
+            raise StatusError(422, "Invalid", "target.name: Required value")
+        obj = copy.deepcopy(pod)
+        obj.setdefault("spec", {})["nodeName"] = node
+        conditions = [
+            cond
+            for cond in (obj.setdefault("status", {}).get("conditions") or [])
+            if cond.get("type") != "PodScheduled"
+        ]
+        conditions.append(
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": self._now()}
+        )
+        obj["status"]["conditions"] = conditions
+        if not dry_run:
+            self._commit((where.collection, where.namespace, name), "MODIFIED", pod, obj)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+    # --- storage --------------------------------------------------------------------------------
+    def _stored(self, where: Locator) -> JSON:
+        assert where.name is not None
+        obj = self._objects.get((where.collection, where.namespace, where.name))
+        if obj is None:
+            raise StatusError(
+                404,
+                "NotFound",
+                f'{self._resource(where)} "{where.name}" not found',
+                {"name": where.name, "kind": where.plural},
+            )
+        return obj
+
+    def _commit(
+        self, key: tuple[str, str | None, str], kind: str, old: JSON | None, new: JSON
+    ) -> None:
+        self._resource_version += 1
+        new["metadata"]["resourceVersion"] = str(self._resource_version)
+        if kind == "DELETED":
+            self._objects.pop(key, None)
+        else:
+            self._objects[key] = new
+        change = _Change(
+            self._resource_version,
+            key[0],
+            key[1],
+            kind,
+            copy.deepcopy(old),
+            copy.deepcopy(new),
+        )
+        self._history.append(change)
+        for watch in self._watches:
+            event = watch.event(change)
+            if event is not None:
+                watch.queue.put_nowait(event)
+
+    def _fill_metadata(self, obj: JSON, where: Locator) -> None:
+        metadata = obj.setdefault("metadata", {})
+        if where.namespace is not None:
+            metadata["namespace"] = where.namespace
+        metadata.setdefault("uid", f"fake-{next(self._uids):08d}-0000-4000-8000-000000000000")
+        metadata.setdefault("creationTimestamp", self._now())
+        metadata.setdefault("generation", 1)
+
+    def _locator_of(self, body: JSON) -> Locator:
+        api_version = body.get("apiVersion", "v1")
+        api = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        kind = body.get("kind", "")
+        plural = next((p for p, k in _KINDS.items() if k == kind), kind.lower() + "s")
+        cluster_scoped = plural in (
+            "nodes",
+            "namespaces",
+            "customresourcedefinitions",
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        )
+        namespace = None if cluster_scoped else body["metadata"].get("namespace") or "default"
+        return Locator(api, plural, namespace, body["metadata"]["name"])
+
+    def _conflict(self, where: Locator) -> StatusError:
+        return StatusError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {self._resource(where)} "{where.name}": the '
+            "object has been modified; please apply your changes to the latest version and try "
+            "again",
+            {"name": where.name, "kind": where.plural},
+        )
+
+    @staticmethod
+    def _resource(where: Locator) -> str:
+        group = where.api.split("/")[2] if where.api.startswith("/apis/") else ""
+        return f"{where.plural}.{group}" if group else where.plural
+
+    @staticmethod
+    def _rv_of(obj: JSON) -> int:
+        return int(obj["metadata"]["resourceVersion"])
+
+    def _suffix(self) -> str:
+        number, letters = next(self._names), ""
+        for _ in range(5):
+            number, digit = divmod(number, len(_NAME_ALPHABET))
+            letters += _NAME_ALPHABET[digit]
+        return letters
+
+    def _now(self) -> str:
+        return self.clock().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+FakeTransport = FakeApiServer
+"""The name by the seam it fakes."""
+
+
+def _through_json(body: Any) -> Any:
+    return json.loads(json.dumps(body))
+
+
+def _sort_key(item: tuple[tuple[str, str | None, str], JSON]) -> tuple[str, str, str]:
+    (collection, namespace, name), _ = item
+    return (collection, namespace or "", name)
+
+
+def _spec_like(obj: Mapping[str, Any]) -> str:
+    """Everything but metadata and status: what `metadata.generation` counts changes of."""
+    return json.dumps(
+        {k: v for k, v in obj.items() if k not in ("metadata", "status")}, sort_keys=True
+    )
+
+
+# --- Kopf's index ------------------------------------------------------------------------------
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class FakeIndex(Mapping[K, tuple[V, ...]], Generic[K, V]):
+    """A stand-in for `kopf.Index`: key -> the values indexed under it, read-only to handlers.
+
+    Like Kopf's, `get(key, default)` and `index[key]` give an iterable of values, a key whose
+    last value is removed disappears, and one object (by uid, else namespace/name) has one value
+    per key — `put` of a newer body replaces the older one. Tests write with `put`/`remove`, and
+    can leave the index stale on purpose, as a lagging watch would.
+    """
+
+    def __init__(self, initial: Mapping[K, Iterable[V]] | None = None) -> None:
+        self._items: dict[K, dict[Any, V]] = {}
+        for key, values in (initial or {}).items():
+            for value in values:
+                self.put(key, value)
+
+    def put(self, key: K, value: V) -> None:
+        """Index `value` under `key`, replacing the same object's previous value there."""
+        self._items.setdefault(key, {})[_identity(value)] = value
+
+    def remove(self, key: K, value: V) -> None:
+        """Forget the object's value under `key` (the object was deleted or moved)."""
+        store = self._items.get(key, {})
+        store.pop(_identity(value), None)
+        if not store:
+            self._items.pop(key, None)
+
+    def __getitem__(self, key: K) -> tuple[V, ...]:
+        return tuple(self._items[key].values())
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"FakeIndex({dict(self.items())!r})"
+
+
+def _identity(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        metadata = value.get("metadata") or {}
+        if metadata.get("uid"):
+            return ("uid", metadata["uid"])
+        if metadata.get("name"):
+            return ("name", metadata.get("namespace"), metadata["name"])
+    return ("value", id(value))

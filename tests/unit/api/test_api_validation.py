@@ -1,0 +1,165 @@
+"""Validation reports every problem at once, each prefixed with its field path (kueue's style)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from podgroup_operator.api.validation import podgroup_errors, spec_errors
+
+VALID_SPECS: list[dict[str, Any]] = [
+    {"minMember": 1},
+    {"minMember": 3, "scheduleTimeoutSeconds": 60},
+    {"minMember": 2, "minResources": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1}},
+    {"minMember": 2, "minResources": {"cpu": 0}, "totalResources": {"cpu": "500m"}},
+    {"minMember": 2, "minResources": {"cpu": "1"}, "totalResources": {"cpu": "1000m"}},
+    {"minMember": 1, "totalResources": {"pods": 4, "requests.cpu": "1e3"}},
+    {"minMember": 1, "policy": {}},
+    {"minMember": 1, "policy": {"action": "FailGang", "maxRestarts": 0, "backoffSeconds": 0}},
+    {"minMember": 1, "policy": {"action": "None", "maxBackoffSeconds": 60}},
+    {"minMember": 1, "mode": "NonStrict"},
+    {"minMember": 1, "gangGroup": ["default/a", "other-ns/b.c"]},
+]
+
+
+@pytest.mark.parametrize("spec", VALID_SPECS, ids=[str(s) for s in VALID_SPECS])
+def test_valid_specs_have_no_errors(spec: dict[str, Any]) -> None:
+    assert spec_errors(spec) == []
+    assert podgroup_errors({"apiVersion": "x", "kind": "PodGroup", "spec": spec}) == []
+
+
+BAD_SPECS: list[tuple[str, Any, str, str]] = [
+    # (id, spec, field path, a fragment of the message)
+    ("missing minMember", {}, "spec.minMember", "is required"),
+    ("zero minMember", {"minMember": 0}, "spec.minMember", "must be >= 1"),
+    ("string minMember", {"minMember": "3"}, "spec.minMember", "must be an integer"),
+    ("float minMember", {"minMember": 2.5}, "spec.minMember", "must be an integer"),
+    ("bool minMember", {"minMember": True}, "spec.minMember", "must be an integer"),
+    (
+        "typo",
+        {"minMember": 1, "minMembers": 2},
+        "spec.minMembers",
+        "unknown field; remove it (known fields: gangGroup, minMember,",
+    ),
+    (
+        "negative quantity",
+        {"minMember": 1, "minResources": {"cpu": "-1"}},
+        "spec.minResources.cpu",
+        "is negative",
+    ),
+    (
+        "not a quantity",
+        {"minMember": 1, "totalResources": {"memory": "lots"}},
+        "spec.totalResources.memory",
+        "is not a Kubernetes quantity",
+    ),
+    (
+        "bad resource name",
+        {"minMember": 1, "minResources": {"bad name!": "1"}},
+        "spec.minResources",
+        "invalid resource name(s) 'bad name!'",
+    ),
+    (
+        "resources not a map",
+        {"minMember": 1, "minResources": "cpu"},
+        "spec.minResources",
+        "must be an object",
+    ),
+    (
+        "zero timeout",
+        {"minMember": 1, "scheduleTimeoutSeconds": 0},
+        "spec.scheduleTimeoutSeconds",
+        "must be >= 1",
+    ),
+    (
+        "total below minimum",
+        {"minMember": 1, "minResources": {"cpu": "2"}, "totalResources": {"cpu": "1"}},
+        "spec.totalResources",
+        "must cover minResources (cpu 1 < 2 in minResources)",
+    ),
+    (
+        "total lacks a resource",
+        {"minMember": 1, "minResources": {"nvidia.com/gpu": 1}, "totalResources": {"cpu": "1"}},
+        "spec.totalResources",
+        "nvidia.com/gpu 0 < 1",
+    ),
+    (
+        "unknown action",
+        {"minMember": 1, "policy": {"action": "Explode"}},
+        "spec.policy.action",
+        "must be one of 'RestartGang', 'FailGang' or 'None'",
+    ),
+    (
+        "negative restarts",
+        {"minMember": 1, "policy": {"maxRestarts": -1}},
+        "spec.policy.maxRestarts",
+        "must be >= 0",
+    ),
+    (
+        "policy typo",
+        {"minMember": 1, "policy": {"maxRestart": 1}},
+        "spec.policy.maxRestart",
+        "known fields: action, backoffSeconds, maxBackoffSeconds, maxRestarts",
+    ),
+    ("policy not a map", {"minMember": 1, "policy": "x"}, "spec.policy", "must be an object"),
+    ("unknown mode", {"minMember": 1, "mode": "Lenient"}, "spec.mode", "'Strict' or 'NonStrict'"),
+    (
+        "gang member without namespace",
+        {"minMember": 1, "gangGroup": ["ok/a", "noslash"]},
+        "spec.gangGroup[1]",
+        "'noslash' does not match",
+    ),
+    ("gangGroup not a list", {"minMember": 1, "gangGroup": "ns/a"}, "spec.gangGroup", "a list"),
+    ("spec not an object", "x", "spec", "must be an object with at least minMember"),
+    ("spec null", None, "spec", "must be an object with at least minMember"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "fragment"),
+    [case[1:] for case in BAD_SPECS],
+    ids=[case[0] for case in BAD_SPECS],
+)
+def test_each_error_names_its_field_path(spec: Any, path: str, fragment: str) -> None:
+    errors = spec_errors(spec)
+    assert len(errors) == 1, errors
+    field, _, message = errors[0].partition(": ")
+    assert field == path
+    assert fragment in message
+    assert podgroup_errors({"spec": spec}) == errors
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    errors = spec_errors(
+        {
+            "minMember": 0,
+            "minResources": {"cpu": "2"},
+            "totalResources": {"cpu": "1"},
+            "policy": {"action": "Explode", "maxRestarts": -1},
+            "extra": True,
+        }
+    )
+    paths = [error.partition(": ")[0] for error in errors]
+    assert sorted(paths) == sorted(
+        [
+            "spec.minMember",
+            "spec.totalResources",
+            "spec.policy.action",
+            "spec.policy.maxRestarts",
+            "spec.extra",
+        ]
+    )
+    assert len(errors) == len(set(errors))
+
+
+def test_the_cross_field_rule_is_reported_once_when_it_alone_fails() -> None:
+    errors = spec_errors({"minMember": 1, "minResources": {"cpu": 2}, "totalResources": {"cpu": 1}})
+    assert [e for e in errors if "must cover" in e] == errors
+    assert len(errors) == 1
+
+
+def test_a_podgroup_without_spec_is_told_what_to_add() -> None:
+    assert podgroup_errors({"metadata": {"name": "g"}}) == [
+        "spec: is required; a PodGroup needs at least spec.minMember"
+    ]

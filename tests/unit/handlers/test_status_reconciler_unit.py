@@ -1,0 +1,478 @@
+"""StatusReconciler over the in-memory API server: one write per change, none without one.
+
+The reconciler reads groups and members from Kopf indexes and writes through `KubeClient`; here
+the indexes are `FakeIndex`es the test fills (and leaves stale on purpose, as a lagging watch
+would), and the client talks to `FakeApiServer`, whose request log shows every write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
+from podgroup_operator.handlers.podgroups import StatusReconciler
+from tests.builders import pod, podgroup
+from tests.fakes import FakeApiServer, FakeIndex
+
+NS = "default"
+KEY = (NS, "gang")
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+STATUS_PATH = PODGROUPS.path(NS, "gang", "status")
+EVENTS_PATH = "/api/v1/namespaces/default/events"
+
+Body = dict[str, Any]
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, seconds: int) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+
+class Harness:
+    """The reconciler with its two indexes and the fake API server behind its client."""
+
+    def __init__(self, workers: int = 8) -> None:
+        self.clock = Clock()
+        self.fake = FakeApiServer(clock=self.clock)
+        self.kube = KubeClient(self.fake)
+        self.groups: FakeIndex[tuple[str, str], Body] = FakeIndex()
+        self.members: FakeIndex[tuple[str, str], Body] = FakeIndex()
+        self.reconciler = StatusReconciler(
+            self.kube,
+            self.groups,  # type: ignore[arg-type]  # kopf.Index is read as a Mapping
+            self.members,  # type: ignore[arg-type]
+            workers=workers,
+            settle=0,  # no wall-clock wait for a burst to settle: tests drive the loop
+            clock=self.clock,
+        )
+
+    def group(self, name: str = "gang", min_member: int = 2, **spec: Any) -> Body:
+        """A PodGroup that exists in the API and has been seen by the index."""
+        (stored,) = self.fake.seed(podgroup(name, NS, min_member=min_member, **spec))
+        self.groups.put((NS, name), stored)
+        return stored
+
+    def pods(self, *bodies: Body, key: tuple[str, str] = KEY) -> list[Body]:
+        for body in bodies:
+            self.members.put(key, body)
+        return list(bodies)
+
+    def index_catches_up(self, key: tuple[str, str] = KEY) -> Body:
+        """The watch delivers the API's current body of the group to the index."""
+        current = self.fake.get_object(PODGROUPS, key[1], key[0])
+        assert current is not None
+        self.groups.put(key, current)
+        return current
+
+    def status(self, name: str = "gang") -> Body:
+        stored = self.fake.get_object(PODGROUPS, name, NS)
+        assert stored is not None
+        return stored.get("status", {})
+
+    def phase_events(self, name: str = "gang") -> list[Body]:
+        return self.fake.events(involved=name, reason=c.Reason.PHASE_CHANGED)
+
+
+def running(name: str, group: str = "gang") -> Body:
+    return pod(name, group=group, phase=c.PodPhase.RUNNING, node="node-a")
+
+
+def pending(name: str, group: str = "gang") -> Body:
+    return pod(name, group=group)
+
+
+async def settle(condition: Callable[[], bool] = lambda: False, rounds: int = 500) -> None:
+    """Let background workers run: yield to the loop (never sleep) until `condition` holds."""
+    for _ in range(rounds):
+        if condition():
+            return
+        await asyncio.sleep(0)
+
+
+# --- one write per change ------------------------------------------------------------------------
+
+
+async def test_a_group_with_pods_gets_one_status_patch_with_phase_and_counts() -> None:
+    h = Harness()
+    group = h.group(min_member=2)
+    h.pods(running("a"), running("b"), pending("c"))
+
+    await h.reconciler.reconcile(KEY)
+
+    assert h.fake.requests == [("PATCH", STATUS_PATH), ("POST", EVENTS_PATH)]
+    (patch,) = [r for r in h.fake.request_log if r.method == "PATCH"]
+    assert patch.content_type == MERGE_PATCH
+    # Only status, written over the version that was read (a precondition, see below).
+    assert patch.body["metadata"] == {"resourceVersion": group["metadata"]["resourceVersion"]}
+    assert set(patch.body) == {"status", "metadata"}
+    status = h.status()
+    assert status["phase"] == c.Phase.RUNNING
+    counts = [status.get(k, 0) for k in ("running", "scheduled", "succeeded", "failed")]
+    assert counts == [2, 2, 0, 0]  # zeros equal the defaults, so they are never written
+    assert status["observedGeneration"] == 1
+    assert status["runningTime"] == "2026-03-01T12:00:00Z"
+    assert h.reconciler.writes == 1
+    stored = h.fake.get_object(PODGROUPS, "gang", NS)
+    assert stored is not None and stored["spec"] == group["spec"]
+
+
+async def test_reconciling_again_without_a_change_sends_nothing() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(running("a"), running("b"))
+    await h.reconciler.reconcile(KEY)
+    h.fake.clear_requests()
+
+    h.clock.advance(3600)
+    await h.reconciler.reconcile(KEY)  # the index still holds the body without status
+    h.index_catches_up()
+    await h.reconciler.reconcile(KEY)  # the index holds our write
+
+    assert h.fake.requests == []
+    assert h.reconciler.writes == 1
+
+
+async def test_only_the_changed_fields_are_patched() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(running("a"), running("b"))
+    await h.reconciler.reconcile(KEY)
+    h.index_catches_up()
+    h.fake.clear_requests()
+
+    h.pods(running("c"))
+    await h.reconciler.reconcile(KEY)
+
+    (patch,) = h.fake.request_log
+    # The counters, and the Unschedulable message that quotes them; nothing else.
+    assert set(patch.body["status"]) == {"running", "scheduled", "conditions"}
+    assert (patch.body["status"]["running"], patch.body["status"]["scheduled"]) == (3, 3)
+
+
+async def test_a_phase_transition_emits_exactly_one_phase_changed_event() -> None:
+    h = Harness()
+    group = h.group(min_member=2)
+    h.pods(pending("a"), pending("b"))
+    await h.reconciler.reconcile(KEY)
+    assert [e["message"].split(":")[0] for e in h.phase_events()] == ["new -> Pending"]
+
+    h.clock.advance(10)
+    h.pods(running("a"), running("b"))
+    await h.reconciler.reconcile(KEY)
+    await h.reconciler.reconcile(KEY)
+
+    events = h.phase_events()
+    assert [e["message"].split(":")[0] for e in events] == ["new -> Pending", "Pending -> Running"]
+    last = events[-1]
+    assert last["type"] == c.EventType.NORMAL
+    assert last["involvedObject"]["uid"] == group["metadata"]["uid"]
+    assert last["involvedObject"]["kind"] == c.KIND
+    assert last["firstTimestamp"] == "2026-03-01T12:00:10Z"
+    assert h.status()["phase"] == c.Phase.RUNNING
+
+
+async def test_a_count_change_without_a_phase_change_emits_no_event() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(running("a"), running("b"))
+    await h.reconciler.reconcile(KEY)
+    h.pods(running("c"))
+    await h.reconciler.reconcile(KEY)
+    assert h.reconciler.writes == 2
+    assert len(h.phase_events()) == 1
+
+
+async def test_losing_the_gang_is_a_warning_event() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    a, b = h.pods(running("a"), running("b"))
+    await h.reconciler.reconcile(KEY)
+    h.members.put(KEY, {**b, "status": {"phase": c.PodPhase.FAILED}})
+    await h.reconciler.reconcile(KEY)
+    events = h.phase_events()
+    assert [(e["type"], e["message"].split(":")[0]) for e in events] == [
+        (c.EventType.NORMAL, "new -> Running"),
+        (c.EventType.WARNING, "Running -> Unknown"),
+    ]
+    assert a  # the other member keeps running
+
+
+# --- groups that are missing, deleted or invalid -------------------------------------------------
+
+
+async def test_a_pod_naming_a_missing_group_gets_one_warning_even_when_reconciled_twice() -> None:
+    h = Harness()
+    a, b = h.pods(pending("a", group="ghost"), pending("b", group="ghost"), key=(NS, "ghost"))
+
+    await h.reconciler.reconcile((NS, "ghost"))
+    await h.reconciler.reconcile((NS, "ghost"))
+
+    warnings = h.fake.events(reason=c.Reason.MISSING_POD_GROUP)
+    assert sorted(e["involvedObject"]["name"] for e in warnings) == ["a", "b"]
+    assert {e["type"] for e in warnings} == {c.EventType.WARNING}
+    assert {e["involvedObject"]["uid"] for e in warnings} == {
+        a["metadata"]["uid"],
+        b["metadata"]["uid"],
+    }
+    assert "ghost" in warnings[0]["message"]
+    assert h.fake.count("PATCH") == 0
+
+
+async def test_a_missing_group_warning_on_a_vanished_namespace_is_swallowed() -> None:
+    h = Harness()
+    h.pods(pending("a", group="ghost"), key=(NS, "ghost"))
+    h.fake.inject_error("POST", EVENTS_PATH, 404, "NotFound", 'namespaces "default" not found')
+    await h.reconciler.reconcile((NS, "ghost"))
+    assert h.fake.events() == []
+
+
+async def test_a_404_on_the_patch_is_swallowed_when_the_group_was_deleted_meanwhile() -> None:
+    h = Harness()
+    h.group(min_member=1)
+    h.pods(running("a"))
+    await h.kube.delete(PODGROUPS, "gang", NS)  # the index has not heard of it yet
+    h.fake.clear_requests()
+
+    await h.reconciler.reconcile(KEY)
+
+    assert h.fake.requests == [("PATCH", STATUS_PATH)]
+    assert h.reconciler.writes == 0
+    assert h.fake.events() == []
+
+
+async def test_other_api_errors_reach_the_worker_which_retries() -> None:
+    h = Harness()
+    h.group(min_member=1)
+    h.pods(running("a"))
+    h.fake.inject_error("PATCH", STATUS_PATH, 500)
+    with pytest.raises(ApiError) as caught:
+        await h.reconciler.reconcile(KEY)
+    assert caught.value.status == 500
+    await h.reconciler.reconcile(KEY)
+    assert h.status()["phase"] == c.Phase.RUNNING
+    assert len(h.phase_events()) == 1
+
+
+async def test_an_invalid_group_is_left_alone() -> None:
+    h = Harness()
+    (stored,) = h.fake.seed(podgroup("gang", NS, min_member=0))
+    h.groups.put(KEY, stored)
+    h.pods(running("a"))
+    await h.reconciler.reconcile(KEY)
+    assert h.fake.requests == []
+
+
+# --- the index lagging behind --------------------------------------------------------------------
+
+
+async def test_the_reconciler_prefers_its_own_last_write_over_a_stale_index_entry() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(pending("a"), pending("b"))
+    await h.reconciler.reconcile(KEY)  # new -> Pending
+    h.pods(running("a"), running("b"))
+    await h.reconciler.reconcile(KEY)  # Pending -> Running, computed from our own write
+    h.fake.clear_requests()
+
+    # The index still holds the group as seeded, without any status: recomputing from it would
+    # announce "new -> Running" a second time.
+    await h.reconciler.reconcile(KEY)
+
+    assert h.fake.requests == []
+    assert [e["message"].split(":")[0] for e in h.phase_events()] == [
+        "new -> Pending",
+        "Pending -> Running",
+    ]
+
+
+async def test_a_newer_index_entry_wins_over_our_last_write() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(running("a"), running("b"))
+    await h.reconciler.reconcile(KEY)
+    await h.kube.patch(PODGROUPS, "gang", {"spec": {"minMember": 3}}, NS)  # a user edits
+    h.index_catches_up()
+
+    await h.reconciler.reconcile(KEY)
+
+    status = h.status()
+    assert (status["phase"], status["observedGeneration"]) == (c.Phase.PENDING, 2)
+    assert [e["message"].split(":")[0] for e in h.phase_events()] == [
+        "new -> Running",
+        "Running -> Pending",
+    ]
+
+
+async def test_a_recreated_group_is_computed_from_scratch() -> None:
+    h = Harness()
+    h.group(min_member=1)
+    h.pods(running("a"))
+    await h.reconciler.reconcile(KEY)
+    await h.kube.delete(PODGROUPS, "gang", NS)
+    h.groups.remove(KEY, next(iter(h.groups[KEY])))
+    await h.reconciler.reconcile(KEY)  # gone: the pod's group is missing now
+    recreated = h.group(min_member=1)
+
+    await h.reconciler.reconcile(KEY)
+
+    events = h.phase_events()
+    assert [e["involvedObject"]["uid"] for e in events][-1] == recreated["metadata"]["uid"]
+    assert [e["message"].split(":")[0] for e in events] == ["new -> Running", "new -> Running"]
+
+
+# --- the queue -----------------------------------------------------------------------------------
+
+
+def count_reconciles(reconciler: StatusReconciler) -> list[tuple[str, str]]:
+    """Record the keys the workers reconcile (the real reconcile still runs)."""
+    calls: list[tuple[str, str]] = []
+    original = reconciler.reconcile
+
+    async def recording(key: tuple[str, str]) -> None:
+        calls.append(key)
+        await original(key)
+
+    reconciler.reconcile = recording  # type: ignore[method-assign]
+    return calls
+
+
+async def test_touch_dedupes_keys_that_are_already_queued() -> None:
+    h = Harness(workers=1)
+    h.group("gang", min_member=1)
+    h.group("other", min_member=1)
+    h.pods(running("a"))
+    calls = count_reconciles(h.reconciler)
+    for key in (KEY, KEY, (NS, "other"), KEY):
+        h.reconciler.touch(key)
+    h.reconciler.start()
+    try:
+        await settle(lambda: len(calls) == 2 and h.reconciler.writes == 2)
+        await settle()
+    finally:
+        await h.reconciler.stop()
+    assert calls == [KEY, (NS, "other")]
+    assert h.fake.count("PATCH") == 2
+
+
+async def test_a_touch_during_a_reconcile_queues_the_group_again() -> None:
+    h = Harness(workers=1)
+    h.group(min_member=2)
+    h.pods(running("a"))
+    calls = count_reconciles(h.reconciler)
+    h.reconciler.touch(KEY)
+    h.reconciler.start()
+    try:
+        await settle(lambda: h.fake.count("PATCH") == 1)  # the worker is inside reconcile
+        h.pods(running("b"))
+        h.reconciler.touch(KEY)
+        await settle(lambda: h.reconciler.writes == 2)
+        await settle()
+    finally:
+        await h.reconciler.stop()
+    assert calls == [KEY, KEY]
+    assert h.status()["phase"] == c.Phase.RUNNING
+
+
+async def test_a_group_being_reconciled_is_not_taken_by_a_second_worker() -> None:
+    """A touch while a worker awaits its PATCH queues the group again for after that reconcile,
+    instead of letting a second worker compute from the same, soon stale, version."""
+    h = Harness(workers=2)
+    h.group(min_member=2)
+    h.pods(running("a"), running("b"))
+    in_flight = h.fake.hold("PATCH", STATUS_PATH)
+    h.reconciler.touch(KEY)
+    h.reconciler.start()
+    try:
+        await settle(lambda: h.fake.count("PATCH") == 1)  # worker 1 awaits its PATCH
+        h.reconciler.touch(KEY)  # a pod event arrives meanwhile
+        await settle()
+        assert h.fake.count("PATCH") == 1  # nobody else works on the group meanwhile
+        in_flight.set()
+        await settle()
+    finally:
+        await h.reconciler.stop()
+    assert len(h.phase_events()) == 1
+    assert h.reconciler.writes == 1  # the re-run found nothing new to write
+    assert h.fake.count("GET") == 0  # and no conflict to recover from
+    assert h.status()["phase"] == c.Phase.RUNNING
+
+
+async def test_a_concurrent_status_writer_is_not_overwritten() -> None:
+    """Another writer's condition (the quota service's) survives our merge patch of the list."""
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(pending("a"), pending("b"))
+    await h.reconciler.reconcile(KEY)
+    conditions = h.status()["conditions"]
+    quota = {"type": c.ConditionType.QUOTA_RESERVED, "status": "True", "reason": "QuotaReserved"}
+    await h.kube.patch_status(PODGROUPS, "gang", NS, {"conditions": [*conditions, quota]})
+    h.pods(running("a"), running("b"))  # the index has seen neither write
+
+    await h.reconciler.reconcile(KEY)  # conflicts: re-reads, queues the group again
+    assert h.reconciler.writes == 1
+    assert h.fake.count("GET") == 1
+    await h.reconciler.reconcile(KEY)
+
+    status = h.status()
+    assert status["phase"] == c.Phase.RUNNING
+    types = {cond["type"] for cond in status["conditions"]}
+    assert {c.ConditionType.UNSCHEDULABLE, c.ConditionType.QUOTA_RESERVED} <= types
+    assert len(h.phase_events()) == 2
+
+
+# --- lightweight gangs -------------------------------------------------------------------------
+
+
+def lightweight(name: str, gang: str = "lw", min_available: str = "2") -> Body:
+    return pod(
+        name,
+        labels={c.LABEL_LIGHTWEIGHT_NAME: gang, c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: min_available},
+    )
+
+
+async def test_a_lightweight_gang_gets_its_podgroup_created_once() -> None:
+    h = Harness()
+    h.pods(lightweight("a"), lightweight("b"), key=(NS, "lw"))
+    await h.reconciler.reconcile((NS, "lw"))
+    await h.reconciler.reconcile((NS, "lw"))  # the index has not seen it yet: 409, ignored
+
+    created = h.fake.get_object(PODGROUPS, "lw", NS)
+    assert created is not None
+    assert created["spec"] == {"minMember": 2}
+    assert created["metadata"]["labels"] == {c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
+    assert h.fake.count("POST", PODGROUPS.path(NS)) == 2
+    assert h.fake.events(reason=c.Reason.MISSING_POD_GROUP) == []
+
+
+async def test_a_lightweight_podgroup_goes_when_its_pods_are_gone() -> None:
+    h = Harness()
+    body = podgroup("lw", NS, min_member=2)
+    body["metadata"]["labels"] = {c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
+    (group,) = h.fake.seed(body)
+    h.groups.put((NS, "lw"), group)
+    await h.reconciler.reconcile((NS, "lw"))
+    assert h.fake.get_object(PODGROUPS, "lw", NS) is None
+    (delete,) = [r for r in h.fake.request_log if r.method == "DELETE"]
+    assert delete.body["preconditions"] == {"uid": group["metadata"]["uid"]}
+
+
+async def test_a_user_podgroup_without_pods_stays() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    await h.reconciler.reconcile(KEY)
+    assert h.fake.count("DELETE") == 0
+    assert h.status()["phase"] == c.Phase.PENDING
