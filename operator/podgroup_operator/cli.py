@@ -70,6 +70,10 @@ def _sim_nodes(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace, rest: list[str]) -> int:
+    if args.kind == "webhook":
+        from podgroup_operator.bench.webhook import main as webhook_main
+
+        return webhook_main(rest)
     if args.kind == "e2e":
         from podgroup_operator.bench.e2e import main as e2e_main
 
@@ -144,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_sim_nodes)
 
     bench = sub.add_parser("bench", help="benchmarks (print JSON)", add_help=False)
-    bench.add_argument("kind", choices=["core", "e2e"])
+    bench.add_argument("kind", choices=["core", "e2e", "webhook"])
     bench.set_defaults(func=None)
     return parser
 

@@ -317,3 +317,61 @@ async def test_webhook_routes_members_only_in_opted_in_namespaces(
         assert outside["spec"]["schedulerName"] == c.DEFAULT_SCHEDULER_NAME
     finally:
         await kube.delete(NAMESPACES, opted)
+
+
+async def test_timeout_and_scheduled_conditions(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    async with pool(kube, count=1, cpu="2", memory="16Gi") as (_, name):
+        await make_group(kube, namespace, "never", min_member=3, scheduleTimeoutSeconds=2)
+        await gang_pods(kube, namespace, "n", 3, name, group="never")
+
+        async def timed_out() -> dict[str, Any] | None:
+            cond = condition(await group_status(kube, namespace, "never"), "Unschedulable")
+            return cond if cond and cond["reason"] == c.Reason.SCHEDULE_TIMEOUT else None
+
+        cond = await wait_for(timed_out, 20, "ScheduleTimeout after scheduleTimeoutSeconds")
+        assert cond["status"] == "True" and "cpu" in cond["message"], cond
+        assert not bound(await pods_of(kube, namespace))
+
+        await make_group(kube, namespace, "fits", min_member=2)
+        await gang_pods(kube, namespace, "f", 2, name, group="fits")
+
+        async def scheduled() -> dict[str, Any] | None:
+            cond = condition(await group_status(kube, namespace, "fits"), "Scheduled")
+            return cond if cond and cond["status"] == "True" else None
+
+        cond = await wait_for(scheduled, 20, "the Scheduled condition of the placed gang")
+        assert cond["reason"] == c.Reason.GANG_SCHEDULED
+        assert (await group_status(kube, namespace, "fits"))["scheduled"] == 2
+
+
+async def test_kubectl_podgroup_plugin_explains_waiting_gangs(
+    kube: KubeClient, kubeconfig: Any, operator: Any, namespace: str
+) -> None:
+    """`kubectl podgroup -A` lists every gang with the reason it waits."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    await make_group(kube, namespace, "lonely", min_member=2)
+
+    async def waiting() -> bool:
+        cond = condition(await group_status(kube, namespace, "lonely"), "Unschedulable")
+        return bool(cond and cond["reason"] == c.Reason.NOT_ENOUGH_TASKS)
+
+    await wait_for(waiting, 10, "the gang to wait for its members")
+    plugin = Path(sys.executable).with_name("kubectl-podgroup")
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [str(plugin), "-n", namespace],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    header, *rows = result.stdout.splitlines()
+    assert header.split()[:3] == ["NAMESPACE", "NAME", "PHASE"] and "WAITING FOR" in header
+    assert len(rows) == 1 and "lonely" in rows[0], result.stdout
+    assert f"{c.Reason.NOT_ENOUGH_TASKS}: " in rows[0], result.stdout
