@@ -375,3 +375,33 @@ async def test_kubectl_podgroup_plugin_explains_waiting_gangs(
     assert header.split()[:3] == ["NAMESPACE", "NAME", "PHASE"] and "WAITING FOR" in header
     assert len(rows) == 1 and "lonely" in rows[0], result.stdout
     assert f"{c.Reason.NOT_ENOUGH_TASKS}: " in rows[0], result.stdout
+
+
+async def test_nonstrict_gang_holds_capacity_until_its_timeout(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """NonStrict keeps what fitted (never bound) so others cannot take it; the timeout frees it."""
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        await make_group(
+            kube, namespace, "greedy", min_member=3, mode="NonStrict", scheduleTimeoutSeconds=4
+        )
+        await gang_pods(kube, namespace, "g", 3, name, group="greedy", requests={"cpu": "2"})
+
+        async def refused() -> bool:
+            cond = condition(await group_status(kube, namespace, "greedy"), "Unschedulable")
+            return bool(cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES)
+
+        await wait_for(refused, 15, "the NonStrict gang to be refused")
+        await make_group(kube, namespace, "small", min_member=1)
+        await gang_pods(kube, namespace, "s", 1, name, group="small", requests={"cpu": "2"})
+        await asyncio.sleep(1.0)
+        small = await kube.get(PODS, "s-0", namespace)
+        assert not small["spec"].get("nodeName"), "the held capacity must not be given away"
+
+        async def small_bound() -> bool:
+            return bool((await kube.get(PODS, "s-0", namespace))["spec"].get("nodeName"))
+
+        await wait_for(small_bound, 20, "the small gang to be placed once greedy times out")
+        status = await group_status(kube, namespace, "greedy")
+        assert condition(status, "Unschedulable")["reason"] == c.Reason.SCHEDULE_TIMEOUT
+        assert not bound(await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=greedy"))

@@ -83,6 +83,8 @@ class GangScheduler:
         self.bound: set[str] = set()
         """Pods we bound whose bound version the watch has not delivered yet: never again."""
         self.waiting: dict[GroupKey, WaitState] = {}
+        self.held: dict[GroupKey, Callable[[], None]] = {}
+        """NonStrict gangs' partial placements, held in the snapshot until placed or timed out."""
         self.binds = 0
         self._last_messages: dict[GroupKey, str] = {}
         self._wake = asyncio.Event()
@@ -146,6 +148,13 @@ class GangScheduler:
             if not bucket:
                 del self.pending[key]
                 self.waiting.pop(key, None)
+                self._release(key)
+
+    def _release(self, key: GroupKey) -> None:
+        """Give back what a NonStrict gang held."""
+        undo = self.held.pop(key, None)
+        if undo is not None:
+            undo()
 
     def _retry_all(self) -> None:
         """Capacity changed: waiting groups may try again now instead of after their backoff."""
@@ -244,12 +253,20 @@ class GangScheduler:
                     self._placed(placement)
                 binds.extend(outcome.bindings)
                 continue
+            self._release(request.key)  # decide afresh, with what this group held until now
             decision = place_group(request, self.snapshot)
             if isinstance(decision, Placement):
                 self._placed(decision)
                 binds.extend(decision.bindings)
             else:
-                decision.undo()  # NonStrict partials are not bound: nothing is held while waiting
+                state = self.waiting.get(request.key)
+                if decision.partial and not (state and state.timed_out):
+                    # NonStrict: what fitted stays held (in memory, never bound) so the gang
+                    # accumulates capacity across cycles; others cannot take it meanwhile.
+                    # Two such gangs can hold each other off: the timeout releases them.
+                    self.held[request.key] = decision.undo
+                else:
+                    decision.undo()
                 self._refused(request.key, decision.reason, decision.message, now)
         if binds:
             await self._bind_all(binds)
@@ -274,6 +291,7 @@ class GangScheduler:
         )
         if decision.timed_out and not state.timed_out and state.failures:
             state.timed_out = True
+            self._release(key)  # a NonStrict gang that timed out holds nothing while backing off
             self.publish(
                 key,
                 Verdict(
