@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.cluster)
 
 
-class TestCluster:
+class ClusterUnderTest:
     """How tests reach the control plane."""
 
     def __init__(self, kubeconfig: Path, state: devcluster.ClusterState | None) -> None:
@@ -44,26 +44,26 @@ class TestCluster:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[TestCluster]:
+def cluster() -> Iterator[ClusterUnderTest]:
     external = os.environ.get("PODGROUP_TEST_KUBECONFIG")
     if external:
-        yield TestCluster(Path(external), None)
+        yield ClusterUnderTest(Path(external), None)
         return
     state_dir = Path(tempfile.mkdtemp(prefix="podgroup-test-cluster-"))
     state = devcluster.up(state_dir)
     try:
-        yield TestCluster(state.kubeconfig, state)
+        yield ClusterUnderTest(state.kubeconfig, state)
     finally:
         devcluster.down(state_dir)
 
 
 @pytest.fixture(scope="session")
-def kubeconfig(cluster: TestCluster) -> Path:
+def kubeconfig(cluster: ClusterUnderTest) -> Path:
     return cluster.kubeconfig
 
 
 @pytest.fixture(scope="session")
-async def kube(cluster: TestCluster) -> AsyncIterator[KubeClient]:
+async def kube(cluster: ClusterUnderTest) -> AsyncIterator[KubeClient]:
     client = cluster.client()
     yield client
     await client.close()
@@ -178,7 +178,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def operator(
-    cluster: TestCluster, crds: None, tmp_path_factory: pytest.TempPathFactory
+    cluster: ClusterUnderTest, crds: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     """The operator running against the test cluster for the whole session."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"

@@ -1,0 +1,315 @@
+"""examples/crdjob end to end on the real control plane, next to the operator.
+
+The example controller runs as users run it (`kopf run examples/crdjob/controller.py`) in a
+child process; the operator runs too (the `operator` fixture) and places the gang; sim nodes
+play the kubelet; kube-controller-manager's garbage collector deletes what the job owned.
+
+The failure is made deterministic by writing it the way a kubelet reports a crashed container:
+a status patch (pods/status) that turns one running member Failed. The sim kubelet only fails
+pods on a timer set by annotations at start, which would fail every replica of the template.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import (
+    CRDS,
+    EVENTS,
+    PODGROUPS,
+    PODS,
+    STRATEGIC_PATCH,
+    ApiError,
+    Kind,
+    KubeClient,
+)
+from podgroup_operator.api import embed
+from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from tests import conftest as fixtures
+from tests.conftest import REPO, OperatorProcess
+from tests.kube_helpers import unique_prefix
+from tests.waiting import wait_for
+
+EXAMPLE = REPO / "examples" / "crdjob"
+CRDJOBS = Kind("example.podgroup.dev", "v1", "crdjobs")
+SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
+JOB_LABEL = "example.podgroup.dev/job"
+GC_TIMEOUT = 120
+"""The garbage collector learns a new resource type on its discovery resync (every 30s)."""
+
+
+class ExampleController(OperatorProcess):
+    """`kopf run examples/crdjob/controller.py` as a child process."""
+
+    def start(self) -> None:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kopf",
+                "run",
+                str(EXAMPLE / "controller.py"),
+                "--all-namespaces",
+                "--standalone",
+                f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+@pytest.fixture(scope="module")
+async def crdjob_crd(kube: KubeClient) -> None:
+    body = yaml.safe_load((EXAMPLE / "crd.yaml").read_text())
+    await kube.apply_json(CRDS, body)
+
+    async def established() -> bool:
+        crd = await kube.get(CRDS, body["metadata"]["name"])
+        conditions = crd.get("status", {}).get("conditions") or []
+        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
+
+    await wait_for(established, 30, "the CRDJob CRD to be Established")
+
+
+@pytest.fixture(scope="module")
+def crdjob_controller(
+    cluster: fixtures.ClusterUnderTest,
+    crdjob_crd: None,
+    operator: OperatorProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ExampleController]:
+    log = tmp_path_factory.mktemp("crdjob") / "controller.log"
+    controller = ExampleController(cluster.kubeconfig, Path(log))
+    controller.start()
+    try:
+        controller.wait_ready()
+        yield controller
+    finally:
+        controller.stop()
+        print(f"\ncrdjob controller log: {log}")
+
+
+@asynccontextmanager
+async def sim_pool(kube: KubeClient, **node: Any) -> AsyncIterator[str]:
+    """Sim nodes labelled `pool=<unique>`; yields that value for the pods' nodeSelector."""
+    name = unique_prefix()
+    spec = NodePool(name_prefix=name, labels={"pool": name}, **node)
+    async with SimCluster(kube, [spec], start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(30)
+        yield name
+
+
+def crdjob(name: str, replicas: int, pool: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "example.podgroup.dev/v1",
+        "kind": "CRDJob",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"pool": pool},
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "registry.local/sim:latest",
+                            "resources": {"requests": {"cpu": "1"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def job_pods(kube: KubeClient, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    listing = await kube.list(PODS, namespace, label_selector=f"{JOB_LABEL}={job}")
+    return {pod["metadata"]["name"]: pod for pod in listing["items"]}
+
+
+async def gone(kube: KubeClient, kind: Kind, name: str, namespace: str) -> bool:
+    try:
+        await kube.get(kind, name, namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return False
+
+
+async def default_service_account(kube: KubeClient, namespace: str) -> None:
+    """Pods are refused in a fresh namespace until its default ServiceAccount exists."""
+
+    async def exists() -> bool:
+        return not await gone(kube, SERVICE_ACCOUNTS, "default", namespace)
+
+    await wait_for(exists, 30, f"the default ServiceAccount of {namespace}")
+
+
+async def gang_running(
+    kube: KubeClient, namespace: str, name: str, running: int
+) -> dict[str, Any] | None:
+    """The PodGroup, once Running with `running` members; None before (or before it exists)."""
+    try:
+        group = await kube.get(PODGROUPS, name, namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+    status = embed.read_status(group)
+    return group if status.phase is embed.Phase.RUNNING and status.running == running else None
+
+
+async def job_phase(
+    kube: KubeClient, namespace: str, name: str, phase: str
+) -> dict[str, Any] | None:
+    """The CRDJob, once its status mirrors `phase`."""
+    current = await kube.get(CRDJOBS, name, namespace)
+    return current if (current.get("status") or {}).get("phase") == phase else None
+
+
+async def test_crdjob_runs_as_a_gang_recovers_a_failed_pod_and_is_garbage_collected(
+    kube: KubeClient, crdjob_controller: ExampleController, namespace: str
+) -> None:
+    async with sim_pool(kube, count=2, cpu="4", memory="16Gi") as pool:
+        await default_service_account(kube, namespace)
+        job = await kube.create(CRDJOBS, crdjob("train", 3, pool), namespace)
+
+        # One PodGroup owned by the job, and three member pods placed by the gang scheduler.
+        group = await wait_for(
+            lambda: gang_running(kube, namespace, "train", 3), 60, "the job's gang to run"
+        )
+        owner = group["metadata"]["ownerReferences"]
+        assert [(o["kind"], o["uid"], o["controller"]) for o in owner] == [
+            ("CRDJob", job["metadata"]["uid"], True)
+        ]
+        assert group["spec"] == {"minMember": 3}, "no policy: the CRDJob controller owns failures"
+        pods = await job_pods(kube, namespace, "train")
+        assert sorted(pods) == ["train-0", "train-1", "train-2"]
+        for pod in pods.values():
+            assert pod["metadata"]["labels"][c.LABEL_POD_GROUP] == "train"
+            assert pod["spec"]["schedulerName"] == c.SCHEDULER_NAME
+            assert pod["spec"]["nodeName"].startswith(pool)
+            assert pod["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+
+        await wait_for(
+            lambda: job_phase(kube, namespace, "train", "Running"),
+            20,
+            "the CRDJob to mirror phase Running",
+        )
+
+        # train-1 crashes, reported as a kubelet reports it: the pod's status turns Failed.
+        failed_uid = pods["train-1"]["metadata"]["uid"]
+        await kube.patch(
+            PODS,
+            "train-1",
+            {
+                "metadata": {"uid": failed_uid},
+                "status": {"phase": "Failed", "reason": "Error", "message": "worker crashed"},
+            },
+            namespace,
+            subresource="status",
+            content_type=STRATEGIC_PATCH,
+        )
+
+        # The gang goes Unknown; the controller replaces the failed pod (same name, new uid),
+        # the scheduler places the replacement, and the gang runs again.
+        async def replaced_and_running() -> dict[str, Any] | None:
+            current = await job_pods(kube, namespace, "train")
+            replacement = current.get("train-1")
+            if replacement is None or replacement["metadata"]["uid"] == failed_uid:
+                return None
+            if replacement.get("status", {}).get("phase") != "Running":
+                return None
+            return current if await gang_running(kube, namespace, "train", 3) else None
+
+        after = await wait_for(replaced_and_running, 60, "train-1 replaced and the gang running")
+        for survivor in ("train-0", "train-2"):  # the controller replaced only what failed
+            assert after[survivor]["metadata"]["uid"] == pods[survivor]["metadata"]["uid"]
+        status = embed.read_status(await kube.get(PODGROUPS, "train", namespace))
+        assert status.last_failure_time is not None, "the PodGroup saw the member fail"
+        assert status.restarts == 0, "no policy: the operator itself restarted nothing"
+
+        async def broke_and_recovered() -> set[str] | None:
+            events = await kube.list(
+                EVENTS,
+                namespace,
+                field_selector="involvedObject.kind=PodGroup,involvedObject.name=train",
+            )
+            # Events carry whole seconds; order within one second is lost, so compare sets.
+            changes = {
+                e["message"].split(":")[0]
+                for e in events["items"]
+                if e["reason"] == c.Reason.PHASE_CHANGED
+            }
+            return changes if {"Running -> Unknown", "Unknown -> Running"} <= changes else None
+
+        await wait_for(broke_and_recovered, 20, "PodGroup events Running -> Unknown -> Running")
+        recovered = await wait_for(
+            lambda: job_phase(kube, namespace, "train", "Running"),
+            20,
+            "the CRDJob to mirror Running again",
+        )
+        assert recovered["status"]["recreated"] == 1
+        assert recovered["status"]["running"] == 3
+
+        # Deleting the job deletes its PodGroup and pods through their owner references.
+        await kube.delete(CRDJOBS, "train", namespace)
+
+        async def collected() -> bool:
+            return (
+                await gone(kube, CRDJOBS, "train", namespace)
+                and await gone(kube, PODGROUPS, "train", namespace)
+                and not await job_pods(kube, namespace, "train")
+            )
+
+        await wait_for(
+            collected, GC_TIMEOUT, "the garbage collector to delete the job's PodGroup and pods"
+        )
+
+
+async def test_crdjob_recreates_a_member_deleted_from_under_it(
+    kube: KubeClient, crdjob_controller: ExampleController, namespace: str
+) -> None:
+    """A deleted member: the gang goes Unknown (PodDeleted) while the pod is still terminating,
+    so the event alone cannot replace it; the job's timer does once the name is free."""
+    async with sim_pool(kube, count=1, cpu="4", memory="16Gi") as pool:
+        await default_service_account(kube, namespace)
+        await kube.create(CRDJOBS, crdjob("svc", 2, pool), namespace)
+        await wait_for(lambda: gang_running(kube, namespace, "svc", 2), 60, "the gang to run")
+        before = await job_pods(kube, namespace, "svc")
+
+        await kube.delete(PODS, "svc-0", namespace)
+
+        async def replaced() -> dict[str, dict[str, Any]] | None:
+            current = await job_pods(kube, namespace, "svc")
+            pod = current.get("svc-0")
+            if pod is None or pod["metadata"]["uid"] == before["svc-0"]["metadata"]["uid"]:
+                return None
+            if pod.get("status", {}).get("phase") != "Running":
+                return None
+            return current if await gang_running(kube, namespace, "svc", 2) else None
+
+        after = await wait_for(replaced, 60, "svc-0 recreated and the gang running again")
+        assert after["svc-1"]["metadata"]["uid"] == before["svc-1"]["metadata"]["uid"]
+        group = embed.read_status(await kube.get(PODGROUPS, "svc", namespace))
+        assert group.last_failure_time is not None and group.restarts == 0
+        job = await wait_for(
+            lambda: job_phase(kube, namespace, "svc", "Running"), 20, "the job to mirror Running"
+        )
+        assert job["status"]["recreated"] == 1
