@@ -4,8 +4,9 @@ Pods with `spec.schedulerName: podgroup-scheduler` wait here until their whole g
 node and every bound pod (anyone's) keeps a `scheduling.Snapshot` current; every pending member
 sits in `pending` by group. A cycle builds one `GangRequest` per waiting group, decides them in
 queue order against the snapshot (placements are assumed into it, refusals leave it untouched),
-and sends all bindings of a decision concurrently. A failed bind undoes what the decision held
-and requeues the group; the watch then brings the truth.
+and sends all bindings of a decision concurrently. A failed bind releases what that pod held
+and puts it back in its group's queue (the members already bound stay bound and count toward
+minMember next time); the watch then brings the truth.
 
 The scheduler never writes PodGroup status: its verdicts go to the status reconciler (see
 domain/scheduling_status.py), so each group has exactly one status writer.
@@ -80,7 +81,9 @@ class GangScheduler:
         self.snapshot = Snapshot()
         self.pending: dict[GroupKey, dict[str, JSON]] = {}
         self.in_flight: set[str] = set()
-        self.bound: set[str] = set()
+        self.pending_key: dict[str, GroupKey] = {}
+        """uid -> the bucket a pending pod sits in (its group may change with its labels)."""
+        self.bound: dict[str, GroupKey] = {}
         """Pods we bound whose bound version the watch has not delivered yet: never again."""
         self.waiting: dict[GroupKey, WaitState] = {}
         self.held: dict[GroupKey, Callable[[], None]] = {}
@@ -101,20 +104,24 @@ class GangScheduler:
 
     def on_pod(self, event_type: str | None, pod: JSON) -> None:
         uid = pod_uid(pod)
-        if (pod.get("spec") or {}).get("nodeName") or event_type == "DELETED":
-            self.bound.discard(uid)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node or event_type == "DELETED":
+            self.bound.pop(uid, None)
         if event_type == "DELETED":
             self.snapshot.remove_pod(uid)
-            self._drop_pending(pod)
+            self._drop_pending(uid)
             self._retry_all()
         else:
-            self.snapshot.add_pod(pod)
-            if not holds_node(pod) and (pod.get("spec") or {}).get("nodeName"):
+            if node or not self.snapshot.is_assumed(uid):
+                # An unbound version (often older than our bind) never erases an assumption,
+                # as kube-scheduler's cache ignores updates of unassigned pods.
+                self.snapshot.add_pod(pod)
+            if not holds_node(pod) and node:
                 self._retry_all()  # a bound pod finished: capacity came back
             if self._wants_us(pod) and uid not in self.bound:
-                self.pending.setdefault(self._queue_key(pod), {})[uid] = pod
+                self._add_pending(uid, self._queue_key(pod), pod)
             else:
-                self._drop_pending(pod)
+                self._drop_pending(uid)
         self.wake()
 
     def on_group(self, key: GroupKey) -> None:
@@ -139,11 +146,16 @@ class GangScheduler:
         meta = pod["metadata"]
         return key if key is not None else (meta.get("namespace", "default"), f"pod:{meta['name']}")
 
-    def _drop_pending(self, pod: JSON) -> None:
-        uid = pod_uid(pod)
-        key = self._queue_key(pod)
-        bucket = self.pending.get(key)
-        if bucket is not None:
+    def _add_pending(self, uid: str, key: GroupKey, pod: JSON) -> None:
+        if self.pending_key.get(uid, key) != key:
+            self._drop_pending(uid)  # its membership changed: leave the old group's bucket
+        self.pending_key[uid] = key
+        self.pending.setdefault(key, {})[uid] = pod
+
+    def _drop_pending(self, uid: str) -> None:
+        key = self.pending_key.pop(uid, None)
+        bucket = self.pending.get(key) if key is not None else None
+        if key is not None and bucket is not None:
             bucket.pop(uid, None)
             if not bucket:
                 del self.pending[key]
@@ -160,7 +172,7 @@ class GangScheduler:
         """Capacity changed: waiting groups may try again now instead of after their backoff."""
         for state in self.waiting.values():
             state.last_failure = None
-            state.failures = min(state.failures, 1)
+            state.failures = 0
 
     def wake(self) -> None:
         self._wake.set()
@@ -197,6 +209,8 @@ class GangScheduler:
         soonest = None
         for key, state in self.waiting.items():
             group = self._group(key)
+            if not key[1].startswith("pod:") and (group is None or _terminal(group)):
+                continue  # waits for an event (the group appearing), not for a time
             decision = decide_wait(
                 wait_started=state.since,
                 timeout_seconds=group.spec.schedule_timeout_seconds if group else None,
@@ -206,10 +220,11 @@ class GangScheduler:
                 now=now,
                 backoff=self.backoff,
             )
+            timing_out = group is not None and not (decision.timed_out or state.timed_out)
             due = (
-                decision.next_attempt
-                if decision.timed_out or state.timed_out
-                else min(decision.next_attempt, decision.deadline)
+                min(decision.next_attempt, decision.deadline)
+                if timing_out
+                else decision.next_attempt
             )
             seconds = max(0.05, (due - now).total_seconds())
             soonest = seconds if soonest is None else min(soonest, seconds)
@@ -241,7 +256,9 @@ class GangScheduler:
             if request.key in decided:
                 continue
             group = self._group(request.key)
-            gang_group = self._gang_group(request, group, requests)
+            gang_group = self._gang_group(request, group, requests, decided)
+            if gang_group is None:
+                continue  # a partner waits out its backoff: the gang group waits with it
             decided.update(r.key for r in gang_group)
             if len(gang_group) > 1:
                 outcome = place_gang_group(gang_group, self.snapshot)
@@ -272,14 +289,18 @@ class GangScheduler:
             await self._bind_all(binds)
 
     def _request(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> GangRequest | None:
-        state = self.waiting.setdefault(key, WaitState(since=now))
         if key[1].startswith("pod:"):
+            state = self.waiting.setdefault(key, WaitState(since=now))
+            retry = self.backoff.delay(state.failures)
+            if state.last_failure is not None and now < state.last_failure + retry:
+                return None
             return GangRequest(namespace=key[0], name=key[1], min_member=1, pending=waiting)
         group = self._group(key)
-        if group is None:
-            return None  # the status reconciler warns the pods; they wait for their PodGroup
-        if group.status.phase is not None and c.Phase(group.status.phase).terminal:
+        if group is None or _terminal(group):
+            # No PodGroup yet (the status reconciler warns the pods), or a finished one: the
+            # pods wait for an event, not for a timer.
             return None
+        state = self.waiting.setdefault(key, WaitState(since=now))
         decision = decide_wait(
             wait_started=state.since,
             timeout_seconds=group.spec.schedule_timeout_seconds,
@@ -289,7 +310,7 @@ class GangScheduler:
             now=now,
             backoff=self.backoff,
         )
-        if decision.timed_out and not state.timed_out and state.failures:
+        if decision.timed_out and not state.timed_out and key in self._last_messages:
             state.timed_out = True
             self._release(key)  # a NonStrict gang that timed out holds nothing while backing off
             self.publish(
@@ -303,11 +324,13 @@ class GangScheduler:
             )
         if not decision.may_attempt:
             return None
-        bound = [
-            m
+        bound = {
+            pod_uid(m)
             for m in self.members.get(key, [])
             if holds_node(m) and not (m.get("metadata") or {}).get("deletionTimestamp")
-        ]
+        }
+        # Our own binds count before the watch reports them: no false NotEnoughTasks meanwhile.
+        bound |= {uid for uid, owner in self.bound.items() if owner == key}
         restartable = (
             group.spec.policy is not None and group.spec.policy.action != c.PolicyAction.NONE
         )
@@ -320,7 +343,7 @@ class GangScheduler:
             pending=waiting,
             mode=group.spec.mode or c.GangMode.STRICT,
             already_bound=len(bound),
-            bound_uids=frozenset(pod_uid(m) for m in bound),
+            bound_uids=frozenset(bound),
             satisfied_before=satisfied,
             min_resources=(
                 {k: int(v * 1000) for k, v in resource_amounts(group.spec.min_resources).items()}
@@ -335,12 +358,18 @@ class GangScheduler:
         )
 
     def _gang_group(
-        self, request: GangRequest, group: PodGroup | None, requests: Mapping[GroupKey, GangRequest]
-    ) -> list[GangRequest]:
-        """This request plus every other PodGroup its `gangGroup` names that is waiting too.
+        self,
+        request: GangRequest,
+        group: PodGroup | None,
+        requests: Mapping[GroupKey, GangRequest],
+        decided: set[GroupKey],
+    ) -> list[GangRequest] | None:
+        """This request plus every other PodGroup its `gangGroup` names that is waiting too;
+        None when a partner with pending pods is not up for a decision this cycle (backoff, or
+        binds in flight): deciding without it would bind part of the gang group.
 
-        A listed group with nothing pending (already placed, or no pods yet) is left out; one
-        that does not exist yet makes the whole gang group wait.
+        A listed group already decided this cycle, or with nothing pending (already placed, no
+        pods yet), is left out; one that does not exist yet makes the whole gang group wait.
         """
         if group is None or not group.spec.gang_group:
             return [request]
@@ -348,10 +377,12 @@ class GangScheduler:
         for entry in group.spec.gang_group:
             namespace, name = entry.split("/", 1)
             key = (namespace, name)
-            if key == request.key:
+            if key == request.key or key in decided:
                 continue
             if key in requests:
                 members.append(requests[key])
+            elif key in self.pending:
+                return None
             elif self._group(key) is None:
                 members.append(
                     GangRequest(namespace=namespace, name=name, min_member=1, pending=())
@@ -377,10 +408,10 @@ class GangScheduler:
 
     def _bound(self, binding: Binding) -> None:
         """Forget the pod as pending at once: a watch event may lag behind the bind."""
-        self.bound.add(binding.pod_uid)
-        for key, bucket in list(self.pending.items()):
-            if bucket.pop(binding.pod_uid, None) is not None and not bucket:
-                del self.pending[key]
+        key = self.pending_key.get(binding.pod_uid)
+        if key is not None:
+            self.bound[binding.pod_uid] = key
+        self._drop_pending(binding.pod_uid)
 
     async def _bind_all(self, bindings: list[Binding]) -> None:
         semaphore = asyncio.Semaphore(BIND_CONCURRENCY)
@@ -412,6 +443,10 @@ class GangScheduler:
                     self.in_flight.discard(binding.pod_uid)
 
         await asyncio.gather(*(bind(b) for b in bindings))
+
+
+def _terminal(group: PodGroup) -> bool:
+    return group.status.phase is not None and c.Phase(group.status.phase).terminal
 
 
 def timeout_of(deadline: dt.datetime, since: dt.datetime) -> int:

@@ -1,0 +1,695 @@
+"""GangScheduler glue over the in-memory API server: events in, bindings and verdicts out.
+
+The scheduler is fed node/pod/group events by hand (as Kopf would deliver them), reads its
+PodGroup and member indexes from `FakeIndex`es the test fills, binds through `KubeClient` over
+`FakeApiServer` (whose request log counts every binding), and publishes its verdicts to a list.
+Cycles are run by calling `await scheduler.cycle()`; the background loop is never started, and
+the clock only moves when a test moves it.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import PODS, KubeClient
+from podgroup_operator.domain.scheduling_status import Verdict
+from podgroup_operator.handlers.scheduler import GangScheduler
+from podgroup_operator.scheduling.snapshot import pod_uid
+from tests.builders import node, pod, podgroup
+from tests.fakes import FakeApiServer, FakeIndex
+
+NS = "default"
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+Body = dict[str, Any]
+Key = tuple[str, str]
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+
+class Harness:
+    """The scheduler with its two indexes, a verdict log and the fake API server behind it."""
+
+    def __init__(self, default_timeout_seconds: int = 60) -> None:
+        self.clock = Clock()
+        self.fake = FakeApiServer(clock=self.clock)
+        self.kube = KubeClient(self.fake)
+        self.groups: FakeIndex[Key, Body] = FakeIndex()
+        self.members: FakeIndex[Key, Body] = FakeIndex()
+        self.verdicts: list[tuple[Key, Verdict]] = []
+        self.scheduler = GangScheduler(
+            self.kube,
+            self.groups,
+            self.members,
+            publish=lambda key, verdict: self.verdicts.append((key, verdict)),
+            default_timeout_seconds=default_timeout_seconds,
+            clock=self.clock,
+        )
+
+    # --- the world -------------------------------------------------------------------------------
+    def add_node(self, name: str, cpu: int | str = 8) -> Body:
+        (stored,) = self.fake.seed(node(name, cpu=cpu))
+        self.scheduler.on_node("ADDED", stored)
+        return stored
+
+    def add_group(self, name: str, min_member: int = 2, **spec: Any) -> Body:
+        """A PodGroup that exists in the API, seen by the index and announced to the scheduler."""
+        (stored,) = self.fake.seed(podgroup(name, NS, min_member=min_member, **spec))
+        self.groups.put((NS, name), stored)
+        self.scheduler.on_group((NS, name))
+        return stored
+
+    def add_pods(self, group: str, count: int, cpu: int | str = 1, **kwargs: Any) -> list[Body]:
+        """`count` pending members group-0.. for our scheduler, stored and delivered as ADDED."""
+        return [self.add_pod(f"{group}-{i}", group=group, cpu=cpu, **kwargs) for i in range(count)]
+
+    def add_pod(
+        self,
+        name: str,
+        *,
+        group: str | None = None,
+        cpu: int | str = 1,
+        scheduler: str | None = c.SCHEDULER_NAME,
+        **kwargs: Any,
+    ) -> Body:
+        body = pod(name, NS, group=group, requests={"cpu": cpu}, scheduler=scheduler, **kwargs)
+        (stored,) = self.fake.seed(body)
+        if group is not None:
+            self.members.put((NS, group), stored)
+        self.scheduler.on_pod("ADDED", stored)
+        return stored
+
+    def watch_catches_up(self) -> None:
+        """The pod watch delivers every pod's current version (bound ones with nodeName)."""
+        for stored in self.fake.objects(PODS, NS):
+            group = (stored["metadata"].get("labels") or {}).get(c.LABEL_POD_GROUP)
+            if group is not None:
+                self.members.put((NS, group), stored)
+            self.scheduler.on_pod("MODIFIED", stored)
+
+    # --- observations ----------------------------------------------------------------------------
+    def node_of(self, name: str) -> str | None:
+        stored = self.fake.get_object(PODS, name, NS)
+        assert stored is not None
+        return (stored.get("spec") or {}).get("nodeName")
+
+    def bound_pods(self, prefix: str = "") -> list[str]:
+        return [
+            p["metadata"]["name"]
+            for p in self.fake.objects(PODS, NS)
+            if p["metadata"]["name"].startswith(prefix) and (p.get("spec") or {}).get("nodeName")
+        ]
+
+    def binds(self, name: str = "") -> int:
+        """Binding POSTs sent, for one pod or for all."""
+        return self.fake.count("POST", f"/pods/{name}/binding" if name else "/binding")
+
+    def verdicts_for(self, group: str) -> list[Verdict]:
+        return [v for k, v in self.verdicts if k == (NS, group)]
+
+    def cpu_free(self, node_name: str) -> int:
+        return self.scheduler.snapshot.free(node_name)["cpu"]
+
+
+def binding_path(name: str) -> str:
+    return PODS.path(NS, name, "binding")
+
+
+# --- 1. a gang that fits is bound whole ----------------------------------------------------------
+
+
+async def test_a_gang_that_fits_is_bound_whole_with_one_binding_per_member() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=3)
+    pods = h.add_pods("gang", 3, cpu=2)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 3
+    for body in pods:
+        name = body["metadata"]["name"]
+        assert h.binds(name) == 1
+        assert h.node_of(name) == "n1"
+    # The binding carries the pod's UID as a precondition and names the node.
+    bodies = [r.body for r in h.fake.request_log if r.path.endswith("/binding")]
+    assert {b["metadata"]["uid"] for b in bodies} == {pod_uid(p) for p in pods}
+    assert {b["target"]["name"] for b in bodies} == {"n1"}
+    assert h.verdicts == [((NS, "gang"), Verdict(placed=True))]
+    assert h.scheduler.pending == {}
+    assert h.scheduler.in_flight == set()
+    assert h.scheduler.binds == 3
+    assert h.cpu_free("n1") == 2000  # the placement is held (assumed) until the watch confirms
+
+
+async def test_members_bound_across_nodes_when_none_holds_the_whole_gang() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    h.add_node("n2", cpu=4)
+    h.add_group("gang", min_member=4)
+    h.add_pods("gang", 4, cpu=2)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 4
+    nodes = sorted(h.node_of(f"gang-{i}") or "" for i in range(4))
+    assert nodes == ["n1", "n1", "n2", "n2"]
+    assert (h.cpu_free("n1"), h.cpu_free("n2")) == (0, 0)
+
+
+# --- 2. a gang that does not fit binds nothing ---------------------------------------------------
+
+
+async def test_a_gang_that_does_not_fit_binds_nothing_and_names_the_shortfall() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    h.add_node("n2", cpu=4)
+    h.add_group("gang", min_member=3)
+    h.add_pods("gang", 3, cpu=3)  # one per node at most: 2 of 3 fit
+    before = h.scheduler.snapshot.state()
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    assert h.bound_pods() == []
+    assert h.scheduler.snapshot.state() == before
+    ((key, verdict),) = h.verdicts
+    assert key == (NS, "gang")
+    assert not verdict.placed
+    assert verdict.reason == c.Reason.NOT_ENOUGH_RESOURCES
+    assert "default/gang: needs 3 more member(s) at once" in verdict.message
+    assert "only 2 fit" in verdict.message
+    assert "short 1" in verdict.message
+    assert "Insufficient cpu" in verdict.message
+    # Still waiting, with the refusal counted for backoff.
+    assert set(h.scheduler.pending[(NS, "gang")]) == {pod_uid(p) for p in h.fake.objects(PODS, NS)}
+    assert h.scheduler.waiting[(NS, "gang")].failures == 1
+
+
+async def test_too_few_members_is_refused_as_not_enough_tasks_without_binding() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=3)
+    h.add_pods("gang", 2, cpu=1)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    ((_, verdict),) = h.verdicts
+    assert verdict.reason == c.Reason.NOT_ENOUGH_TASKS
+    assert "minMember is 3" in verdict.message
+
+
+# --- 3. two gangs that cannot both fit -----------------------------------------------------------
+
+
+async def test_of_two_gangs_that_cannot_both_fit_exactly_one_is_bound_whole() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    for name in ("a", "b"):
+        h.add_group(name, min_member=2)
+        h.add_pods(name, 2, cpu=3)  # 6 cpu each: one gang fits, not two
+    before = h.scheduler.snapshot.state()
+
+    await h.scheduler.cycle()
+
+    bound = {g: len(h.bound_pods(f"{g}-")) for g in ("a", "b")}
+    assert sorted(bound.values()) == [0, 2]
+    winner = "a" if bound["a"] else "b"
+    loser = "b" if winner == "a" else "a"
+    assert h.binds() == 2
+    assert h.binds(f"{loser}-0") == h.binds(f"{loser}-1") == 0
+    assert h.verdicts_for(winner) == [Verdict(placed=True)]
+    (refusal,) = h.verdicts_for(loser)
+    assert not refusal.placed and refusal.reason == c.Reason.NOT_ENOUGH_RESOURCES
+    # Only the winner's members hold the node.
+    assert h.scheduler.snapshot.state() != before
+    assert h.cpu_free("n1") == 2000
+
+
+async def test_the_higher_priority_gang_wins_the_room() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("a", min_member=2)
+    h.add_pods("a", 2, cpu=3)
+    h.add_group("b", min_member=2)
+    h.add_pods("b", 2, cpu=3, priority=100)
+
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["b-0", "b-1"]
+    assert h.verdicts_for("b") == [Verdict(placed=True)]
+
+
+# --- 4. failed binds -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "message"),
+    [
+        (500, "InternalError", "etcdserver: request timed out"),
+        (404, "NotFound", 'pods "gang-1" not found'),
+        (
+            409,
+            "Conflict",
+            'Operation cannot be fulfilled on pods/binding "gang-1": Precondition failed: '
+            "UID in precondition: x, UID in object meta: y",
+        ),
+    ],
+)
+async def test_a_failed_bind_releases_the_pod_and_it_is_retried_next_cycle(
+    code: int, reason: str, message: str
+) -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    g0, g1 = h.add_pods("gang", 2, cpu=2)
+    h.fake.inject_error("POST", binding_path("gang-1"), code, reason, message)
+
+    await h.scheduler.cycle()
+
+    assert h.node_of("gang-0") == "n1"
+    assert h.node_of("gang-1") is None
+    assert h.binds("gang-1") == 1
+    # What gang-1 was assumed to hold is released; gang-0 keeps its place.
+    assert h.scheduler.snapshot.pod_node(pod_uid(g1)) is None
+    assert h.scheduler.snapshot.pod_node(pod_uid(g0)) == "n1"
+    assert h.cpu_free("n1") == 6000
+    assert pod_uid(g1) in h.scheduler.pending[(NS, "gang")]
+    assert pod_uid(g1) not in h.scheduler.in_flight
+    assert h.scheduler._wake.is_set()  # the loop would run another cycle without an event
+
+    h.watch_catches_up()  # gang-0 arrives bound; the member index counts it
+    await h.scheduler.cycle()
+
+    assert h.node_of("gang-1") == "n1"
+    assert (h.binds("gang-0"), h.binds("gang-1")) == (1, 2)
+    assert h.scheduler.pending == {}
+    assert h.cpu_free("n1") == 4000
+
+
+async def test_already_assigned_is_treated_as_placed_and_never_bound_again() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_node("n2", cpu=8)
+    h.add_group("gang", min_member=2)
+    _, g1 = h.add_pods("gang", 2, cpu=2)
+    # Someone else bound gang-1 meanwhile; the watch has not told the scheduler yet.
+    racer = copy.deepcopy(g1)
+    racer["spec"]["nodeName"] = "n2"
+    h.fake.seed(racer)
+
+    await h.scheduler.cycle()
+
+    assert h.binds("gang-1") == 1  # answered 409 "already assigned"
+    assert h.node_of("gang-1") == "n2"  # the apiserver's truth is untouched
+    assert h.node_of("gang-0") is not None
+    assert pod_uid(g1) in h.scheduler.bound
+    assert h.scheduler.pending == {}
+
+    h.clock.advance(120)
+    await h.scheduler.cycle()
+    await h.scheduler.cycle()
+
+    assert h.binds() == 2  # one per member, no retry
+    assert h.verdicts_for("gang") == [Verdict(placed=True)]
+
+
+async def test_an_injected_already_assigned_conflict_keeps_the_assumption() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    _, g1 = h.add_pods("gang", 2, cpu=2)
+    h.fake.inject_error(
+        "POST",
+        binding_path("gang-1"),
+        409,
+        "Conflict",
+        'Operation cannot be fulfilled on pods/binding "gang-1": pod gang-1 is already '
+        'assigned to node "n1"',
+    )
+
+    await h.scheduler.cycle()
+    await h.scheduler.cycle()
+
+    assert h.binds("gang-1") == 1
+    assert h.scheduler.snapshot.pod_node(pod_uid(g1)) == "n1"
+    assert h.cpu_free("n1") == 4000
+    assert h.scheduler.pending == {}
+
+
+# --- 5. no double bind ---------------------------------------------------------------------------
+
+
+async def test_a_stale_pre_bind_event_does_not_cause_a_second_bind() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    stale = h.add_pods("gang", 2, cpu=2)
+
+    await h.scheduler.cycle()
+    assert h.binds() == 2
+
+    # The watch lags: pre-bind versions (no nodeName) of both members arrive after the binds.
+    for body in stale:
+        h.scheduler.on_pod("MODIFIED", body)
+    h.clock.advance(5)
+    await h.scheduler.cycle()
+
+    assert h.binds() == 2
+    assert h.scheduler.pending == {}
+    assert {pod_uid(p) for p in stale} <= set(h.scheduler.bound)
+
+    # The bound versions arrive: the scheduler stops remembering its own binds.
+    h.watch_catches_up()
+    await h.scheduler.cycle()
+    assert h.binds() == 2
+    assert h.scheduler.bound == {}
+    assert h.cpu_free("n1") == 4000
+
+
+async def test_a_stale_pre_bind_event_keeps_the_bound_capacity_held() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("a", min_member=2)
+    stale = h.add_pods("a", 2, cpu=4)
+    await h.scheduler.cycle()
+    assert h.bound_pods() == ["a-0", "a-1"]
+    held = h.scheduler.snapshot.state()
+
+    for body in stale:
+        h.scheduler.on_pod("MODIFIED", body)
+    h.add_group("b", min_member=2)
+    h.add_pods("b", 2, cpu=4)
+    await h.scheduler.cycle()
+
+    # n1 is full with gang a: gang b must be refused, not bound onto the same cpu.
+    assert h.bound_pods("b-") == []
+    assert h.verdicts_for("b")[-1].reason == c.Reason.NOT_ENOUGH_RESOURCES
+    assert h.scheduler.snapshot.state() == held
+
+
+# --- 6. pods whose PodGroup does not exist -------------------------------------------------------
+
+
+async def test_pods_wait_for_their_podgroup_and_are_bound_once_it_appears() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_pods("late", 2, cpu=2)
+
+    await h.scheduler.cycle()
+    h.clock.advance(30)
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    assert h.verdicts == []  # the status reconciler warns about missing groups, not us
+    assert set(h.scheduler.pending) == {(NS, "late")}
+
+    h.add_group("late", min_member=2)  # index + on_group
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["late-0", "late-1"]
+    assert h.verdicts_for("late") == [Verdict(placed=True)]
+
+
+async def test_on_group_wakes_the_loop_only_for_groups_with_pending_members() -> None:
+    h = Harness()
+    h.add_pods("late", 1)
+    h.scheduler._wake.clear()
+
+    h.scheduler.on_group((NS, "other"))
+    assert not h.scheduler._wake.is_set()
+    h.scheduler.on_group((NS, "late"))
+    assert h.scheduler._wake.is_set()
+
+
+# --- 7. a pod without a group --------------------------------------------------------------------
+
+
+async def test_a_pod_for_our_scheduler_without_a_group_is_a_gang_of_one() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_pod("solo", cpu=2)
+    h.add_pod("theirs", cpu=2, scheduler=None)  # kube-scheduler's pod: not ours to bind
+    h.add_pod("other", cpu=2, scheduler="other-scheduler")
+
+    await h.scheduler.cycle()
+
+    assert h.node_of("solo") == "n1"
+    assert h.node_of("theirs") is None and h.node_of("other") is None
+    assert h.binds() == 1
+    assert h.verdicts == [((NS, "pod:solo"), Verdict(placed=True))]
+
+
+async def test_a_gang_of_one_that_does_not_fit_is_refused() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=2)
+    h.add_pod("solo", cpu=4)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    ((key, verdict),) = h.verdicts
+    assert key == (NS, "pod:solo")
+    assert verdict.reason == c.Reason.NOT_ENOUGH_RESOURCES
+
+
+# --- 8. timeout and backoff ----------------------------------------------------------------------
+
+
+def _hogged(h: Harness) -> Body:
+    """n1 with 4 cpu, half of it held by someone else's running pod; gang needs all 4."""
+    h.add_node("n1", cpu=4)
+    (hog,) = h.fake.seed(pod("hog", NS, requests={"cpu": 2}, node="n1", phase=c.PodPhase.RUNNING))
+    h.scheduler.on_pod("ADDED", hog)
+    h.add_group("gang", min_member=2, scheduleTimeoutSeconds=5)
+    h.add_pods("gang", 2, cpu=2)
+    return hog
+
+
+async def test_schedule_timeout_is_published_once_after_refusals() -> None:
+    h = Harness()
+    _hogged(h)
+
+    # Refused at t=0, 1, 3 (backoff 1s, 2s); each refusal is published.
+    for at in (0, 1, 3):
+        h.clock.now = T0 + dt.timedelta(seconds=at)
+        await h.scheduler.cycle()
+    refusals = h.verdicts_for("gang")
+    assert [v.reason for v in refusals] == [c.Reason.NOT_ENOUGH_RESOURCES] * 3
+
+    h.clock.now = T0 + dt.timedelta(seconds=6)  # past scheduleTimeoutSeconds=5
+    await h.scheduler.cycle()
+    for at in (7, 15, 31, 100, 400):  # later attempts, still refused
+        h.clock.now = T0 + dt.timedelta(seconds=at)
+        await h.scheduler.cycle()
+
+    verdicts = h.verdicts_for("gang")
+    timeouts = [v for v in verdicts if v.reason == c.Reason.SCHEDULE_TIMEOUT]
+    assert len(timeouts) == 1
+    (timeout,) = timeouts
+    assert not timeout.placed
+    assert "not placed within 5s" in timeout.message
+    assert refusals[-1].message in timeout.message  # names the last refusal
+    # After the timeout the refusals are not republished (the timeout stays the verdict).
+    assert verdicts[3:] == [timeout]
+    assert h.binds() == 0
+    assert h.scheduler.waiting[(NS, "gang")].timed_out
+
+
+async def test_a_refused_group_is_not_retried_before_its_backoff() -> None:
+    h = Harness()
+    _hogged(h)
+
+    await h.scheduler.cycle()  # t=0: refused, backoff 1s
+    await h.scheduler.cycle()  # t=0: not due
+    h.clock.advance(0.5)
+    await h.scheduler.cycle()  # t=0.5: not due
+    assert len(h.verdicts_for("gang")) == 1
+    assert h.scheduler.waiting[(NS, "gang")].failures == 1
+
+    h.clock.advance(0.5)
+    await h.scheduler.cycle()  # t=1: due, refused again, backoff 2s
+    h.clock.advance(1.5)
+    await h.scheduler.cycle()  # t=2.5: not due
+    assert len(h.verdicts_for("gang")) == 2
+    assert h.scheduler.waiting[(NS, "gang")].failures == 2
+    assert h.binds() == 0
+
+
+@pytest.mark.parametrize("change", ["node added", "pod deleted"])
+async def test_a_capacity_change_lets_a_refused_group_retry_before_its_backoff(
+    change: str,
+) -> None:
+    h = Harness()
+    hog = _hogged(h)
+    for at in (0, 1):  # refused twice: the next attempt is due at t=3
+        h.clock.now = T0 + dt.timedelta(seconds=at)
+        await h.scheduler.cycle()
+    h.clock.now = T0 + dt.timedelta(seconds=2)
+    await h.scheduler.cycle()
+    assert len(h.verdicts_for("gang")) == 2  # not due yet
+
+    if change == "node added":
+        h.add_node("n2", cpu=4)
+    else:
+        h.scheduler.on_pod("DELETED", hog)
+    await h.scheduler.cycle()  # still t=2, before the backoff ends
+
+    assert sorted(h.bound_pods("gang-")) == ["gang-0", "gang-1"]
+    assert h.verdicts_for("gang")[-1] == Verdict(placed=True)
+
+
+async def test_nodes_arriving_just_after_the_first_refusal_let_the_gang_try_at_once() -> None:
+    h = Harness()
+    h.add_group("gang", min_member=2)
+    h.add_pods("gang", 2, cpu=2)
+    await h.scheduler.cycle()  # pods listed before nodes (operator start): no nodes yet
+    assert "the cluster has no nodes" in h.verdicts_for("gang")[-1].message
+
+    h.clock.advance(0.1)
+    h.add_node("n1", cpu=8)
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["gang-0", "gang-1"]
+
+
+@pytest.mark.parametrize("case", ["missing group", "terminal group"])
+async def test_nothing_is_due_while_pods_only_wait_for_an_event(case: str) -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    if case == "terminal group":
+        h.add_group("gang", min_member=2, status={"phase": c.Phase.FINISHED})
+    h.add_pods("gang", 2, cpu=2)
+    await h.scheduler.cycle()
+    assert h.binds() == 0
+
+    h.clock.advance(10)
+    # Nothing can change without an event (on_group, on_pod): no timed wake-up is needed.
+    assert h.scheduler._next_due() is None
+
+
+# --- 9. gang groups ------------------------------------------------------------------------------
+
+
+async def test_a_gang_group_is_bound_together_only_when_both_fit() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    members = ["default/a", "default/b"]
+    h.add_group("a", min_member=2, gangGroup=members)
+    h.add_pods("a", 2, cpu=1)  # 2 cpu: fits alone
+    h.add_group("b", min_member=2, gangGroup=members)
+    h.add_pods("b", 2, cpu=2)  # 4 cpu: fits alone, not together with a
+    before = h.scheduler.snapshot.state()
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    assert h.scheduler.snapshot.state() == before
+    for name in ("a", "b"):
+        (verdict,) = h.verdicts_for(name)
+        assert not verdict.placed
+        assert verdict.reason == c.Reason.NOT_ENOUGH_RESOURCES
+        assert verdict.message.startswith("gang group [default/")
+
+    h.clock.advance(1)
+    h.add_node("n2", cpu=4)
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["a-0", "a-1", "b-0", "b-1"]
+    assert h.binds() == 4
+    assert h.verdicts_for("a")[-1] == Verdict(placed=True)
+    assert h.verdicts_for("b")[-1] == Verdict(placed=True)
+
+
+async def test_a_gang_group_waits_while_a_listed_group_does_not_exist() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("a", min_member=2, gangGroup=["default/a", "default/b"])
+    h.add_pods("a", 2, cpu=1)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    (verdict,) = h.verdicts_for("a")
+    assert not verdict.placed and "gang group [" in verdict.message
+
+
+async def test_a_gang_group_member_in_backoff_holds_back_the_others() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    members = ["default/a", "default/b"]
+    h.add_group("a", min_member=2, gangGroup=members)
+    h.add_group("b", min_member=2, gangGroup=members)
+    h.add_pods("a", 2, cpu=4)  # a can never fit: one 4-cpu node, two 4-cpu members
+    await h.scheduler.cycle()  # b has no pods yet: a is tried alone, refused, backs off 1s
+    assert h.verdicts_for("a")[-1].reason == c.Reason.NOT_ENOUGH_RESOURCES
+
+    h.clock.advance(0.5)
+    h.add_pods("b", 2, cpu=1)  # b alone would fit
+    await h.scheduler.cycle()
+
+    # a has pending members that cannot fit: b must not run without them.
+    assert h.bound_pods("b-") == []
+
+
+async def test_a_group_placed_in_its_own_right_is_not_decided_again_in_a_gang_group() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    h.add_group("alpha", min_member=2)  # lists nobody; decided first (by name)
+    h.add_pods("alpha", 2, cpu=1)
+    h.add_group("beta", min_member=2, gangGroup=["default/alpha", "default/beta"])
+    h.add_pods("beta", 2, cpu=4)  # never fits
+
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods("alpha-")) == ["alpha-0", "alpha-1"]
+    assert h.verdicts_for("alpha") == [Verdict(placed=True)]
+
+
+# --- 10. terminal groups -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", [c.Phase.FINISHED, c.Phase.FAILED])
+async def test_terminal_groups_are_never_scheduled(phase: c.Phase) -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("done", min_member=2, status={"phase": phase})
+    h.add_pods("done", 2, cpu=1)
+
+    await h.scheduler.cycle()
+    h.clock.advance(3600)
+    h.add_node("n2", cpu=8)  # a capacity change does not revive it either
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    assert h.bound_pods() == []
+    assert h.verdicts == []
+
+
+async def test_a_running_group_is_still_scheduled() -> None:
+    """Contrast to the terminal case: only Finished/Failed stop scheduling."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("live", min_member=1, status={"phase": c.Phase.RUNNING})
+    h.add_pods("live", 1, cpu=1)
+
+    await h.scheduler.cycle()
+
+    assert h.bound_pods() == ["live-0"]
