@@ -70,7 +70,7 @@ The operator is running (log: $state/operator.log), with sim nodes (log: $state/
 Try it:
   export KUBECONFIG=$state/cluster/kubeconfig
   kubectl get podgroups -o wide          # phase, counters, why a gang waits
-  kubectl podgroup -A                    # the same with the Unschedulable reason (plugin)
-  kubectl apply -f examples/             # more examples
+  PATH=$repo/.venv/bin:\$PATH kubectl podgroup -A   # every gang and why it waits (plugin)
+  kubectl apply -f examples/gang-basic.yaml         # the example; examples/crdjob/ embeds PodGroups
 Stop everything with: make demo-down
 MSG
