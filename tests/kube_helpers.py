@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import pod as pod_body
+from tests.builders import podgroup
 from tests.waiting import wait_for
 
 
@@ -64,3 +69,67 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     matches = [cond for cond in obj["status"].get("conditions", []) if cond["type"] == kind]
     assert matches, f"no {kind} condition in {obj['status']}"
     return matches[0]
+
+
+async def create_group(kube: KubeClient, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    """Create a PodGroup; keyword arguments are builders.podgroup's (min_member, API fields)."""
+    body = podgroup(name, namespace, **spec)
+    del body["metadata"]["uid"]
+    return await kube.create(PODGROUPS, body, namespace)
+
+
+async def group_status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
+
+
+async def wait_group(
+    kube: KubeClient, namespace: str, name: str, timeout: float = 30, **expected: Any
+) -> dict[str, Any]:
+    """Wait until every expected status field has its value; return the status."""
+
+    async def probe() -> dict[str, Any] | None:
+        status = await group_status(kube, namespace, name)
+        return status if all(status.get(k) == v for k, v in expected.items()) else None
+
+    return await wait_for(probe, timeout, f"{namespace}/{name} status {expected}")
+
+
+@asynccontextmanager
+async def pool(kube: KubeClient, **node: Any) -> AsyncIterator[tuple[SimCluster, str]]:
+    """A sim node pool whose nodes carry `pool=<unique>`; yields (cluster, that value)."""
+    name = unique_prefix()
+    labels = {"pool": name, **node.pop("labels", {})}
+    spec = NodePool(name_prefix=name, labels=labels, **node)
+    async with SimCluster(kube, [spec], start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(30)
+        yield sim, name
+
+
+async def gang_pods(
+    kube: KubeClient,
+    namespace: str,
+    prefix: str,
+    count: int,
+    pool_name: str,
+    *,
+    group: str | None = None,
+    requests: dict[str, str] | None = None,
+    **pod_args: Any,
+) -> list[dict[str, Any]]:
+    return list(
+        await asyncio.gather(
+            *(
+                create_pod(
+                    kube,
+                    namespace,
+                    f"{prefix}-{i}",
+                    group=group,
+                    requests=requests or {"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector={"pool": pool_name},
+                    **pod_args,
+                )
+                for i in range(count)
+            )
+        )
+    )

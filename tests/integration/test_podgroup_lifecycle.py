@@ -20,8 +20,14 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, PODGROUPS, PODS, KubeClient
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
-from tests.builders import podgroup
-from tests.kube_helpers import create_bound, create_pod, unique_prefix
+from tests.kube_helpers import (
+    create_bound,
+    create_group,
+    create_pod,
+    group_status,
+    unique_prefix,
+    wait_group,
+)
 from tests.waiting import wait_for
 
 
@@ -30,30 +36,6 @@ async def sim(kube: KubeClient) -> AsyncIterator[SimCluster]:
     pools = [NodePool(count=3, cpu="8", memory="32Gi", pods=50, name_prefix=unique_prefix())]
     async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as cluster:
         yield cluster
-
-
-async def make_group(
-    kube: KubeClient, namespace: str, name: str, min_member: int
-) -> dict[str, Any]:
-    body = podgroup(name, namespace, min_member=min_member)
-    del body["metadata"]["uid"]
-    return await kube.create(PODGROUPS, body, namespace)
-
-
-async def status_of(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
-
-
-async def wait_status(
-    kube: KubeClient, namespace: str, name: str, timeout: float = 15, **expected: Any
-) -> dict[str, Any]:
-    """Wait until every expected status field has its value; return the status."""
-
-    async def probe() -> dict[str, Any] | None:
-        status = await status_of(kube, namespace, name)
-        return status if all(status.get(k) == v for k, v in expected.items()) else None
-
-    return await wait_for(probe, timeout, f"{namespace}/{name} status {expected}")
 
 
 def unschedulable(status: dict[str, Any]) -> dict[str, Any]:
@@ -79,30 +61,30 @@ async def run_members(
 async def test_gang_lifecycle_pending_running_unknown_pending(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
-    await make_group(kube, namespace, "train", min_member=3)
+    await create_group(kube, namespace, "train", min_member=3)
     await run_members(kube, namespace, sim, ["w0"], group="train")
     # w1 runs for a while, then its container fails, as a crashing worker would.
     await run_members(
         kube, namespace, sim, ["w1"], group="train", annotations={c.SIM_ANNOTATION_FAIL_AFTER: "5"}
     )
-    status = await wait_status(kube, namespace, "train", phase=c.Phase.PENDING, running=2)
+    status = await wait_group(kube, namespace, "train", phase=c.Phase.PENDING, running=2)
     assert unschedulable(status)["reason"] == c.Reason.NOT_ENOUGH_TASKS
     assert unschedulable(status)["status"] == c.ConditionStatus.TRUE
 
     await run_members(kube, namespace, sim, ["w2"], group="train")
-    status = await wait_status(kube, namespace, "train", phase=c.Phase.RUNNING, running=3)
+    status = await wait_group(kube, namespace, "train", phase=c.Phase.RUNNING, running=3)
     assert unschedulable(status)["status"] == c.ConditionStatus.FALSE
     assert status.get("runningTime")
 
     # w1 fails: the gang breaks while the others still run.
-    status = await wait_status(kube, namespace, "train", phase=c.Phase.UNKNOWN, timeout=20)
+    status = await wait_group(kube, namespace, "train", phase=c.Phase.UNKNOWN, timeout=20)
     assert unschedulable(status)["reason"] == c.Reason.POD_FAILED
     assert status["failed"] >= 1
 
     # All members gone: back to Pending.
     for pod in (await kube.list(PODS, namespace))["items"]:
         await kube.delete(PODS, pod["metadata"]["name"], namespace, uid=pod["metadata"]["uid"])
-    status = await wait_status(kube, namespace, "train", phase=c.Phase.PENDING, running=0, failed=0)
+    status = await wait_group(kube, namespace, "train", phase=c.Phase.PENDING, running=0, failed=0)
     assert unschedulable(status)["reason"] == c.Reason.NOT_ENOUGH_TASKS
 
     events = (await kube.list(EVENTS, namespace, field_selector="involvedObject.name=train"))[
@@ -123,36 +105,36 @@ async def test_gang_lifecycle_pending_running_unknown_pending(
 async def test_deleted_member_makes_the_gang_unknown_with_pod_deleted(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
-    await make_group(kube, namespace, "del", min_member=3)
+    await create_group(kube, namespace, "del", min_member=3)
     await run_members(kube, namespace, sim, ["d0", "d1", "d2"], group="del")
-    await wait_status(kube, namespace, "del", phase=c.Phase.RUNNING, running=3)
+    await wait_group(kube, namespace, "del", phase=c.Phase.RUNNING, running=3)
     victim = await kube.get(PODS, "d0", namespace)
     await kube.delete(PODS, "d0", namespace, uid=victim["metadata"]["uid"])
-    status = await wait_status(kube, namespace, "del", phase=c.Phase.UNKNOWN)
+    status = await wait_group(kube, namespace, "del", phase=c.Phase.UNKNOWN)
     assert unschedulable(status)["reason"] == c.Reason.POD_DELETED
 
 
 async def test_finished_gang_latches(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
-    await make_group(kube, namespace, "job", min_member=2)
+    await create_group(kube, namespace, "job", min_member=2)
     done = {c.SIM_ANNOTATION_SUCCEED_AFTER: "0.3"}
     await run_members(kube, namespace, sim, ["j0", "j1"], group="job", annotations=done)
-    status = await wait_status(kube, namespace, "job", phase=c.Phase.FINISHED, succeeded=2)
+    status = await wait_group(kube, namespace, "job", phase=c.Phase.FINISHED, succeeded=2)
     assert status.get("completionTime")
 
     # New pods with the same label do not bring a finished group back to life.
     await run_members(kube, namespace, sim, ["j2", "j3"], group="job")
-    status = await wait_status(kube, namespace, "job", running=2)
+    status = await wait_group(kube, namespace, "job", running=2)
     assert status["phase"] == c.Phase.FINISHED
 
 
 async def test_annotation_membership_counts_like_the_label(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
-    await make_group(kube, namespace, "volcano", min_member=2)
+    await create_group(kube, namespace, "volcano", min_member=2)
     await run_members(kube, namespace, sim, ["v0", "v1"], group_annotation="volcano")
-    await wait_status(kube, namespace, "volcano", phase=c.Phase.RUNNING, running=2)
+    await wait_group(kube, namespace, "volcano", phase=c.Phase.RUNNING, running=2)
 
 
 async def test_pods_in_another_namespace_are_not_counted(
@@ -164,15 +146,15 @@ async def test_pods_in_another_namespace_are_not_counted(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}},
     )
     try:
-        await make_group(kube, namespace, "local", min_member=2)
+        await create_group(kube, namespace, "local", min_member=2)
         await run_members(kube, other, sim, ["x0", "x1", "x2"], group="local")
         await run_members(kube, namespace, sim, ["l0"], group="local")
-        status = await wait_status(kube, namespace, "local", running=1)
+        status = await wait_group(kube, namespace, "local", running=1)
         assert status["phase"] == c.Phase.PENDING
         # Give the operator a chance to (wrongly) count the foreign pods once they run.
         await wait_for(lambda: _all_running(kube, other), 15, "the foreign pods to run")
         await asyncio.sleep(1.0)
-        status = await status_of(kube, namespace, "local")
+        status = await group_status(kube, namespace, "local")
         assert status["running"] == 1 and status["phase"] == c.Phase.PENDING
     finally:
         from podgroup_operator.adapters.kube import NAMESPACES
@@ -211,9 +193,9 @@ async def test_missing_podgroup_warns_each_pod_once(
 async def test_deleting_a_podgroup_leaves_its_pods(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
-    await make_group(kube, namespace, "keep", min_member=1)
+    await create_group(kube, namespace, "keep", min_member=1)
     await run_members(kube, namespace, sim, ["k0"], group="keep")
-    await wait_status(kube, namespace, "keep", phase=c.Phase.RUNNING)
+    await wait_group(kube, namespace, "keep", phase=c.Phase.RUNNING)
     await kube.delete(PODGROUPS, "keep", namespace)
     await asyncio.sleep(1.0)
     pod = await kube.get(PODS, "k0", namespace)
@@ -226,7 +208,7 @@ async def test_status_writes_per_transition(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
     """Count PodGroup writes from a watch: one per real change, none when nothing changed."""
-    group = await make_group(kube, namespace, "count", min_member=3)
+    group = await create_group(kube, namespace, "count", min_member=3)
     writes: list[dict[str, Any]] = []
 
     async def watch() -> None:
@@ -241,10 +223,10 @@ async def test_status_writes_per_transition(
 
     watcher = asyncio.create_task(watch())
     try:
-        await wait_status(kube, namespace, "count", phase=c.Phase.PENDING)
+        await wait_group(kube, namespace, "count", phase=c.Phase.PENDING)
         pending_writes = len(writes)
         await run_members(kube, namespace, sim, ["c0", "c1", "c2"], group="count")
-        await wait_status(kube, namespace, "count", phase=c.Phase.RUNNING, running=3)
+        await wait_group(kube, namespace, "count", phase=c.Phase.RUNNING, running=3)
         to_running = len(writes) - pending_writes
         # An unrelated change to a member must not cause a write.
         await kube.patch(PODS, "c0", {"metadata": {"labels": {"unrelated": "yes"}}}, namespace)

@@ -12,9 +12,8 @@ import datetime as dt
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, PODS, Kind, KubeClient
-from tests.builders import podgroup
-from tests.integration.test_scheduler import gang_pods, pool
+from podgroup_operator.adapters.kube import PODS, Kind, KubeClient
+from tests.kube_helpers import create_group, gang_pods, group_status, pool, wait_group
 from tests.waiting import wait_for
 
 REPLICASETS = Kind("apps", "v1", "replicasets")
@@ -24,25 +23,10 @@ JOBS = Kind("batch", "v1", "jobs")
 async def make_group(
     kube: KubeClient, namespace: str, name: str, min_member: int, **policy: Any
 ) -> None:
-    body = podgroup(
-        name, namespace, min_member=min_member, policy={"action": "RestartGang", **policy}
+    """A gang with a RestartGang policy; keyword arguments are policy fields."""
+    await create_group(
+        kube, namespace, name, min_member=min_member, policy={"action": "RestartGang", **policy}
     )
-    del body["metadata"]["uid"]
-    await kube.create(PODGROUPS, body, namespace)
-
-
-async def status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
-
-
-async def wait_group(
-    kube: KubeClient, namespace: str, name: str, timeout: float = 40, **expected: Any
-) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        current = await status(kube, namespace, name)
-        return current if all(current.get(k) == v for k, v in expected.items()) else None
-
-    return await wait_for(probe, timeout, f"{namespace}/{name} to reach {expected}")
 
 
 async def running_members(kube: KubeClient, namespace: str, group: str) -> list[dict[str, Any]]:
@@ -213,7 +197,7 @@ async def test_backoff_is_honoured_across_an_operator_restart(
 
 
 async def _failure_recorded(kube: KubeClient, namespace: str) -> dt.datetime | None:
-    current = await status(kube, namespace, "slow")
+    current = await group_status(kube, namespace, "slow")
     if current.get("phase") in (c.Phase.UNKNOWN, c.Phase.PENDING) and current.get(
         "lastFailureTime"
     ):

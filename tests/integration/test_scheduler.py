@@ -7,65 +7,14 @@ that pool; so tests share one control plane without sharing capacity.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
-from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
-from tests.builders import podgroup
-from tests.kube_helpers import create_pod, unique_prefix
+from tests.kube_helpers import create_group, create_pod, gang_pods, group_status, pool
 from tests.waiting import wait_for
 
 REPLICASETS = Kind("apps", "v1", "replicasets")
-
-
-@asynccontextmanager
-async def pool(kube: KubeClient, **node: Any) -> AsyncIterator[tuple[SimCluster, str]]:
-    """A sim node pool whose nodes carry `pool=<unique>`; yields (cluster, that value)."""
-    name = unique_prefix()
-    labels = {"pool": name, **node.pop("labels", {})}
-    spec = NodePool(name_prefix=name, labels=labels, **node)
-    async with SimCluster(kube, [spec], start_delay=0.1, lease_interval=2.0) as sim:
-        await sim.wait_ready(30)
-        yield sim, name
-
-
-async def make_group(kube: KubeClient, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
-    body = podgroup(name, namespace, **spec)
-    del body["metadata"]["uid"]
-    return await kube.create(PODGROUPS, body, namespace)
-
-
-async def gang_pods(
-    kube: KubeClient,
-    namespace: str,
-    prefix: str,
-    count: int,
-    pool_name: str,
-    *,
-    group: str | None = None,
-    requests: dict[str, str] | None = None,
-    **pod_args: Any,
-) -> list[dict[str, Any]]:
-    return list(
-        await asyncio.gather(
-            *(
-                create_pod(
-                    kube,
-                    namespace,
-                    f"{prefix}-{i}",
-                    group=group,
-                    requests=requests or {"cpu": "1"},
-                    scheduler=c.SCHEDULER_NAME,
-                    nodeSelector={"pool": pool_name},
-                    **pod_args,
-                )
-                for i in range(count)
-            )
-        )
-    )
 
 
 async def pods_of(
@@ -78,16 +27,8 @@ def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if p["spec"].get("nodeName")]
 
 
-async def group_status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
-
-
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((x for x in status.get("conditions", []) if x["type"] == kind), None)
-
-
-def until(probe: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
-    return probe
 
 
 async def test_two_gangs_that_cannot_both_fit_never_both_partly_placed(
@@ -95,8 +36,8 @@ async def test_two_gangs_that_cannot_both_fit_never_both_partly_placed(
 ) -> None:
     # 2 nodes x 4 cpu = room for one gang of 6 x 1 cpu? No: 8 cpu total, each gang needs 6.
     async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, name):
-        await make_group(kube, namespace, "a", min_member=6)
-        await make_group(kube, namespace, "b", min_member=6)
+        await create_group(kube, namespace, "a", min_member=6)
+        await create_group(kube, namespace, "b", min_member=6)
         await asyncio.gather(
             gang_pods(kube, namespace, "a", 6, name, group="a"),
             gang_pods(kube, namespace, "b", 6, name, group="b"),
@@ -125,7 +66,7 @@ async def test_replicaset_of_six_with_room_for_three_runs_exactly_three(
     kube: KubeClient, operator: Any, namespace: str
 ) -> None:
     async with pool(kube, count=1, cpu="3", memory="16Gi") as (_, name):
-        await make_group(kube, namespace, "rs", min_member=3)
+        await create_group(kube, namespace, "rs", min_member=3)
         template = {
             "metadata": {"labels": {"app": "rs", c.LABEL_POD_GROUP: "rs"}},
             "spec": {
@@ -164,7 +105,7 @@ async def test_replicaset_of_six_with_room_for_three_runs_exactly_three(
 
 async def test_gpu_gang_lands_on_gpu_nodes(kube: KubeClient, operator: Any, namespace: str) -> None:
     async with pool(kube, count=2, cpu="16", memory="64Gi", gpu=4) as (_, name):
-        await make_group(kube, namespace, "gpu", min_member=2)
+        await create_group(kube, namespace, "gpu", min_member=2)
         gpu = {"cpu": "2", "nvidia.com/gpu": "4"}
         await gang_pods(kube, namespace, "g", 2, name, group="gpu", requests=gpu)
 
@@ -176,7 +117,7 @@ async def test_gpu_gang_lands_on_gpu_nodes(kube: KubeClient, operator: Any, name
         assert len({p["spec"]["nodeName"] for p in placed}) == 2  # 4 GPUs each: one per node
 
         # A third 4-GPU gang member set cannot fit: refused with a GPU shortfall.
-        await make_group(kube, namespace, "gpu2", min_member=1)
+        await create_group(kube, namespace, "gpu2", min_member=1)
         await gang_pods(kube, namespace, "h", 1, name, group="gpu2", requests=gpu)
 
         async def gpu_short() -> str | None:
@@ -190,9 +131,9 @@ async def test_gpu_gang_lands_on_gpu_nodes(kube: KubeClient, operator: Any, name
 async def test_taints_and_selectors(kube: KubeClient, operator: Any, namespace: str) -> None:
     taint = {"key": "dedicated", "value": "train", "effect": "NoSchedule"}
     async with pool(kube, count=1, cpu="8", memory="16Gi", taints=[taint]) as (_, name):
-        await make_group(kube, namespace, "intolerant", min_member=1)
+        await create_group(kube, namespace, "intolerant", min_member=1)
         await gang_pods(kube, namespace, "i", 1, name, group="intolerant")
-        await make_group(kube, namespace, "tolerant", min_member=1)
+        await create_group(kube, namespace, "tolerant", min_member=1)
         toleration = [
             {"key": "dedicated", "operator": "Equal", "value": "train", "effect": "NoSchedule"}
         ]
@@ -219,7 +160,7 @@ async def test_gang_whose_podgroup_comes_after_its_pods(
         await gang_pods(kube, namespace, "late", 2, name, group="late")
         await asyncio.sleep(1.0)
         assert not bound(await pods_of(kube, namespace)), "pods without a PodGroup must wait"
-        await make_group(kube, namespace, "late", min_member=2)
+        await create_group(kube, namespace, "late", min_member=2)
 
         async def both_bound() -> bool:
             return len(bound(await pods_of(kube, namespace))) == 2
@@ -237,8 +178,8 @@ async def test_gang_group_across_two_namespaces(
     try:
         async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
             gang = [f"{namespace}/left", f"{other}/right"]
-            await make_group(kube, namespace, "left", min_member=2, gangGroup=gang)
-            await make_group(kube, other, "right", min_member=2, gangGroup=gang)
+            await create_group(kube, namespace, "left", min_member=2, gangGroup=gang)
+            await create_group(kube, other, "right", min_member=2, gangGroup=gang)
             # right needs 3 cpu: together 2 + 3 > 4, so neither may bind.
             await gang_pods(kube, namespace, "l", 2, name, group="left")
             await gang_pods(kube, other, "r", 2, name, group="right", requests={"cpu": "1500m"})
@@ -323,7 +264,7 @@ async def test_timeout_and_scheduled_conditions(
     kube: KubeClient, operator: Any, namespace: str
 ) -> None:
     async with pool(kube, count=1, cpu="2", memory="16Gi") as (_, name):
-        await make_group(kube, namespace, "never", min_member=3, scheduleTimeoutSeconds=2)
+        await create_group(kube, namespace, "never", min_member=3, scheduleTimeoutSeconds=2)
         await gang_pods(kube, namespace, "n", 3, name, group="never")
 
         async def timed_out() -> dict[str, Any] | None:
@@ -334,7 +275,7 @@ async def test_timeout_and_scheduled_conditions(
         assert cond["status"] == "True" and "cpu" in cond["message"], cond
         assert not bound(await pods_of(kube, namespace))
 
-        await make_group(kube, namespace, "fits", min_member=2)
+        await create_group(kube, namespace, "fits", min_member=2)
         await gang_pods(kube, namespace, "f", 2, name, group="fits")
 
         async def scheduled() -> dict[str, Any] | None:
@@ -355,7 +296,7 @@ async def test_kubectl_podgroup_plugin_explains_waiting_gangs(
     import sys
     from pathlib import Path
 
-    await make_group(kube, namespace, "lonely", min_member=2)
+    await create_group(kube, namespace, "lonely", min_member=2)
 
     async def waiting() -> bool:
         cond = condition(await group_status(kube, namespace, "lonely"), "Unschedulable")
@@ -382,7 +323,7 @@ async def test_nonstrict_gang_holds_capacity_until_its_timeout(
 ) -> None:
     """NonStrict keeps what fitted (never bound) so others cannot take it; the timeout frees it."""
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
-        await make_group(
+        await create_group(
             kube, namespace, "greedy", min_member=3, mode="NonStrict", scheduleTimeoutSeconds=4
         )
         await gang_pods(kube, namespace, "g", 3, name, group="greedy", requests={"cpu": "2"})
@@ -392,7 +333,7 @@ async def test_nonstrict_gang_holds_capacity_until_its_timeout(
             return bool(cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES)
 
         await wait_for(refused, 15, "the NonStrict gang to be refused")
-        await make_group(kube, namespace, "small", min_member=1)
+        await create_group(kube, namespace, "small", min_member=1)
         await gang_pods(kube, namespace, "s", 1, name, group="small", requests={"cpu": "2"})
         await asyncio.sleep(1.0)
         small = await kube.get(PODS, "s-0", namespace)
