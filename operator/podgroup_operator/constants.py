@@ -124,6 +124,8 @@ class Reason(StrEnum):
     """Event reason for every phase transition."""
     MISSING_POD_GROUP = "MissingPodGroup"
     """Warning Event on a pod naming a PodGroup that does not exist."""
+    CONFLICTING_MEMBERSHIP = "ConflictingMembership"
+    """Warning Event on a pod whose membership keys name different PodGroups."""
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""

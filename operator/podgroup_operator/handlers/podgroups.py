@@ -23,7 +23,7 @@ from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClien
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
 from podgroup_operator.domain.lightweight import is_operator_created, podgroup_for
-from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.domain.membership import group_key_of, membership_conflict
 from podgroup_operator.domain.restart import (
     Fail,
     Nothing,
@@ -75,6 +75,7 @@ class StatusReconciler:
         self._again: set[GroupKey] = set()
         self._written: dict[GroupKey, dict[str, Any]] = {}
         self._warned_pods: set[str] = set()
+        self._warned_conflicts: set[str] = set()
         self.verdicts: dict[GroupKey, Verdict] = {}
         """The gang scheduler's latest verdict per group, folded into the status we write."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -142,6 +143,7 @@ class StatusReconciler:
 
     async def reconcile(self, key: GroupKey) -> None:
         pods = list(self.members.get(key, []))
+        await self._warn_conflicts(pods)
         body = self._current(key)
         if body is None:
             lightweight = podgroup_for(key[0], pods)
@@ -299,6 +301,19 @@ class StatusReconciler:
         except ApiError as exc:
             if not (exc.not_found or exc.conflict):
                 raise
+
+    async def _warn_conflicts(self, pods: list[dict[str, Any]]) -> None:
+        """One Warning Event per pod whose label and annotation name different groups."""
+        for pod in pods:
+            uid = pod["metadata"].get("uid", "")
+            if uid in self._warned_conflicts:
+                continue
+            conflict = membership_conflict(pod)
+            if conflict is not None:
+                self._warned_conflicts.add(uid)
+                await self._emit(
+                    pod, c.EventType.WARNING, c.Reason.CONFLICTING_MEMBERSHIP, conflict.message
+                )
 
     async def _warn_missing_group(self, key: GroupKey, pods: list[dict[str, Any]]) -> None:
         """One Warning Event per pod that names a PodGroup that does not exist."""
