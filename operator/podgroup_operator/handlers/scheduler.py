@@ -27,7 +27,8 @@ from pydantic import ValidationError
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import ApiError, KubeClient
-from podgroup_operator.api.models import PodGroup, resource_amounts
+from podgroup_operator.api.models import PodGroup
+from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
@@ -346,7 +347,7 @@ class GangScheduler:
             bound_uids=frozenset(bound),
             satisfied_before=satisfied,
             min_resources=(
-                {k: int(v * 1000) for k, v in resource_amounts(group.spec.min_resources).items()}
+                {k: to_milli(v) for k, v in group.spec.min_resources.items()}
                 if group.spec.min_resources
                 else None
             ),
