@@ -17,8 +17,8 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS, KubeClient
+from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.domain.scheduling_status import Verdict
-from podgroup_operator.handlers.scheduler import GangScheduler
 from podgroup_operator.scheduling.snapshot import pod_uid
 from tests.builders import node, pod, podgroup
 from tests.fakes import FakeApiServer, FakeIndex

@@ -16,7 +16,7 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
-from podgroup_operator.handlers.podgroups import StatusReconciler
+from podgroup_operator.controllers.status import StatusReconciler
 from tests.builders import pod, podgroup
 from tests.fakes import FakeApiServer, FakeIndex
 
