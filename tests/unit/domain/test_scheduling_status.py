@@ -1,0 +1,57 @@
+"""How the gang scheduler's verdict lands in a PodGroup's status."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from podgroup_operator.api.models import Condition, PodGroupStatus
+from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
+from podgroup_operator.domain.conditions import find_condition
+from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+REFUSED = Verdict(placed=False, reason=Reason.NOT_ENOUGH_RESOURCES, message="short 1 node")
+
+
+def unschedulable(status: PodGroupStatus) -> Condition | None:
+    return find_condition(status.conditions, ConditionType.UNSCHEDULABLE)
+
+
+def test_a_refusal_of_a_pending_gang_says_what_is_short() -> None:
+    status = apply_verdict(PodGroupStatus(phase=Phase.PENDING), REFUSED, 3, NOW, id_seed="g")
+    cond = unschedulable(status)
+    assert cond is not None and cond.status == ConditionStatus.TRUE
+    assert cond.reason == Reason.NOT_ENOUGH_RESOURCES and cond.message == "short 1 node"
+
+
+def test_the_lifecycles_own_reason_is_not_overwritten() -> None:
+    tasks = Condition(
+        type=ConditionType.UNSCHEDULABLE,
+        status=ConditionStatus.TRUE,
+        reason=Reason.NOT_ENOUGH_TASKS,
+        message="1 of 3",
+    )
+    previous = PodGroupStatus(phase=Phase.PENDING, conditions=[tasks])
+    status = apply_verdict(previous, REFUSED, 3, NOW, id_seed="g")
+    assert unschedulable(status) == tasks
+
+
+def test_a_placement_clears_the_schedulers_reason_and_scheduled_follows_the_bound_count() -> None:
+    refused = apply_verdict(PodGroupStatus(phase=Phase.PENDING), REFUSED, 3, NOW, id_seed="g")
+    placed = refused.model_copy(update={"scheduled": 3})
+    status = apply_verdict(placed, Verdict(placed=True), 3, NOW, id_seed="g")
+    cond = unschedulable(status)
+    assert cond is not None and cond.status == ConditionStatus.FALSE
+    assert cond.reason == Reason.GANG_SCHEDULED
+    scheduled = find_condition(status.conditions, ConditionType.SCHEDULED)
+    assert scheduled is not None and scheduled.status == ConditionStatus.TRUE
+
+
+def test_terminal_groups_are_left_alone() -> None:
+    finished = PodGroupStatus(phase=Phase.FINISHED)
+    assert apply_verdict(finished, REFUSED, 3, NOW, id_seed="g") == finished
+
+
+def test_no_scheduled_condition_before_anything_is_bound() -> None:
+    status = apply_verdict(PodGroupStatus(phase=Phase.PENDING), None, 3, NOW, id_seed="g")
+    assert find_condition(status.conditions, ConditionType.SCHEDULED) is None
