@@ -1,1 +1,1 @@
-"""The test suite: unit tests of the pure core and glue, integration tests on a real control plane."""
+"""The test suite: the pure core and glue (unit), and a real control plane (integration)."""

@@ -1,1 +1,1 @@
-"""Tests on the real control plane (kube-apiserver, etcd, kube-controller-manager) with sim nodes."""
+"""Tests on the real control plane (apiserver, etcd, controller-manager) with sim nodes."""
