@@ -42,7 +42,8 @@ Status
 `status.reservation` (reserved, used) and the QuotaReserved condition are written by a small
 coalescing queue: a GET of the latest object, `set_condition` on its conditions, and a merge
 patch of the status subresource carrying metadata.resourceVersion, retried on 409. The lifecycle
-writer sends `conditions` whole; if it drops ours, its event brings us back to re-add it.
+writer (controllers/status.py) sends `conditions` whole but with a precondition too, so neither
+writer can drop the other's condition; a loser of the race re-reads and writes again.
 """
 
 from __future__ import annotations
