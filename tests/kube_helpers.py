@@ -79,7 +79,13 @@ async def create_group(kube: KubeClient, namespace: str, name: str, **spec: Any)
 
 
 async def group_status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
+    """The PodGroup's status; empty while the group does not exist (yet)."""
+    try:
+        return dict((await kube.get(PODGROUPS, name, namespace)).get("status") or {})
+    except ApiError as exc:
+        if exc.not_found:
+            return {}
+        raise
 
 
 async def wait_group(
