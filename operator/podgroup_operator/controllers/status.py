@@ -45,6 +45,11 @@ class Index(Protocol):
     def get(self, key: GroupKey, default: Any = None) -> Any: ...
 
 
+def _namespace_terminating(exc: ApiError) -> bool:
+    """A namespace being deleted refuses new objects with 403; there is nothing left to do."""
+    return exc.status == 403 and "being terminated" in exc.message
+
+
 def _resource_version(body: dict[str, Any] | None) -> int:
     try:
         return int((body or {}).get("metadata", {}).get("resourceVersion", 0))
@@ -152,6 +157,9 @@ class StatusReconciler:
         await self._warn_conflicts(pods)
         body = self._current(key)
         if body is None:
+            pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            if not pods:
+                return  # members on their way out (often a namespace being deleted): no group
             lightweight = podgroup_for(key[0], pods)
             if lightweight is not None:
                 await self._create_lightweight(lightweight)
@@ -232,7 +240,7 @@ class StatusReconciler:
             try:
                 await self.kube.create(PODS, pod, pod["metadata"]["namespace"])
             except ApiError as exc:
-                if not exc.conflict:
+                if not (exc.conflict or _namespace_terminating(exc)):
                     raise
         return patch is not None
 
@@ -297,8 +305,11 @@ class StatusReconciler:
                 "created PodGroup %s/%s for a lightweight gang", meta["namespace"], meta["name"]
             )
         except ApiError as exc:
-            if not exc.conflict:
-                raise
+            if exc.conflict:
+                return  # created meanwhile
+            if _namespace_terminating(exc):
+                return  # the namespace is going away with its pods
+            raise
 
     async def _delete(self, key: GroupKey, body: dict[str, Any]) -> None:
         try:
