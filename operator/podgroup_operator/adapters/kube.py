@@ -102,6 +102,18 @@ class AiohttpTransport:
         return self._session
 
     async def send(self, request: Request) -> tuple[int, Any]:
+        """One request; a keep-alive connection the server closed meanwhile is retried once.
+
+        Retrying is safe for what the operator sends: writes carry resourceVersion or UID
+        preconditions, bindings answer 409 when already done, and creates answer AlreadyExists
+        (at worst an Event, made with generateName, is posted twice).
+        """
+        try:
+            return await self._send_once(request)
+        except aiohttp.ServerDisconnectedError:
+            return await self._send_once(request)
+
+    async def _send_once(self, request: Request) -> tuple[int, Any]:
         data = None if request.body is None else json.dumps(request.body)
         async with self._get_session().request(
             request.method,
