@@ -325,13 +325,7 @@ class GangScheduler:
             )
         if not decision.may_attempt:
             return None
-        bound = {
-            pod_uid(m)
-            for m in self.members.get(key, [])
-            if holds_node(m) and not (m.get("metadata") or {}).get("deletionTimestamp")
-        }
-        # Our own binds count before the watch reports them: no false NotEnoughTasks meanwhile.
-        bound |= {uid for uid, owner in self.bound.items() if owner == key}
+        bound = self._bound_members(key)
         restartable = (
             group.spec.policy is not None and group.spec.policy.action != c.PolicyAction.NONE
         )
@@ -369,8 +363,9 @@ class GangScheduler:
         None when a partner with pending pods is not up for a decision this cycle (backoff, or
         binds in flight): deciding without it would bind part of the gang group.
 
-        A listed group already decided this cycle, or with nothing pending (already placed, no
-        pods yet), is left out; one that does not exist yet makes the whole gang group wait.
+        A listed group already decided this cycle, or already placed (minMember members bound),
+        is left out; one that does not exist yet, or whose pods are not all there, makes the
+        whole gang group wait.
         """
         if group is None or not group.spec.gang_group:
             return [request]
@@ -384,11 +379,32 @@ class GangScheduler:
                 members.append(requests[key])
             elif key in self.pending:
                 return None
-            elif self._group(key) is None:
+            elif (partner := self._group(key)) is None:
                 members.append(
                     GangRequest(namespace=namespace, name=name, min_member=1, pending=())
                 )
+            elif len(bound := self._bound_members(key)) < partner.spec.min_member:
+                # Its pods are not there yet: the gang group waits for them (NotEnoughTasks).
+                members.append(
+                    GangRequest(
+                        namespace=namespace,
+                        name=name,
+                        min_member=partner.spec.min_member,
+                        already_bound=len(bound),
+                        bound_uids=frozenset(bound),
+                    )
+                )
         return members
+
+    def _bound_members(self, key: GroupKey) -> set[str]:
+        """UIDs of the group's members holding a node, our own recent binds included (they
+        count before the watch reports them: no false NotEnoughTasks meanwhile)."""
+        bound = {
+            pod_uid(m)
+            for m in self.members.get(key, [])
+            if holds_node(m) and not (m.get("metadata") or {}).get("deletionTimestamp")
+        }
+        return bound | {uid for uid, owner in self.bound.items() if owner == key}
 
     def _placed(self, placement: Placement) -> None:
         self.waiting.pop(placement.gang, None)

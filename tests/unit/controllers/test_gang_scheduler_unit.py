@@ -638,8 +638,9 @@ async def test_a_gang_group_member_in_backoff_holds_back_the_others() -> None:
     h.add_group("a", min_member=2, gangGroup=members)
     h.add_group("b", min_member=2, gangGroup=members)
     h.add_pods("a", 2, cpu=4)  # a can never fit: one 4-cpu node, two 4-cpu members
-    await h.scheduler.cycle()  # b has no pods yet: a is tried alone, refused, backs off 1s
-    assert h.verdicts_for("a")[-1].reason == c.Reason.NOT_ENOUGH_RESOURCES
+    await h.scheduler.cycle()  # b has no pods yet: the gang group waits for them, a backs off
+    assert h.verdicts_for("a")[-1].reason == c.Reason.NOT_ENOUGH_TASKS
+    assert h.bound_pods("a-") == []
 
     h.clock.advance(0.5)
     h.add_pods("b", 2, cpu=1)  # b alone would fit
@@ -647,6 +648,29 @@ async def test_a_gang_group_member_in_backoff_holds_back_the_others() -> None:
 
     # a has pending members that cannot fit: b must not run without them.
     assert h.bound_pods("b-") == []
+
+
+async def test_a_partner_whose_pods_are_not_there_yet_holds_back_the_gang_group() -> None:
+    """Seen in CI: `left` got its pods first and was bound alone before `right` had any."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    members = ["default/left", "default/right"]
+    h.add_group("left", min_member=2, gangGroup=members)
+    h.add_group("right", min_member=2, gangGroup=members)
+    h.add_pods("left", 2, cpu=1)
+    await h.scheduler.cycle()
+    assert h.bound_pods("left-") == []
+    assert h.verdicts_for("left")[-1].reason == c.Reason.NOT_ENOUGH_TASKS
+
+    h.clock.advance(5)
+    h.add_pods("right", 2, cpu=1)
+    await h.scheduler.cycle()
+    assert sorted(h.bound_pods("left-") + h.bound_pods("right-")) == [
+        "left-0",
+        "left-1",
+        "right-0",
+        "right-1",
+    ]
 
 
 async def test_a_group_placed_in_its_own_right_is_not_decided_again_in_a_gang_group() -> None:
