@@ -8,12 +8,7 @@ Tests that need it use the `cluster` marker (added automatically to tests using 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +17,7 @@ import pytest
 
 from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.devcluster.process import OperatorProcess
 
 CLUSTER_FIXTURES = {"cluster", "kube", "namespace", "kubeconfig", "crds", "operator"}
 
@@ -105,75 +101,6 @@ async def crds(kube: KubeClient) -> None:
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     await wait_for(established, timeout=30, message="the PodGroup CRD to be Established")
-
-
-class OperatorProcess:
-    """`podgroup-operator run` as a child process, the way users run it."""
-
-    def __init__(
-        self, kubeconfig: Path, log_path: Path, extra_args: list[str] | None = None
-    ) -> None:
-        self.kubeconfig = kubeconfig
-        self.log_path = log_path
-        self.extra_args = extra_args or []
-        self.process: subprocess.Popen[bytes] | None = None
-        self.health_port = _free_port()
-
-    def start(self) -> None:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("podgroup-operator")),
-                "run",
-                "--liveness",
-                f"http://127.0.0.1:{self.health_port}/healthz",
-                *self.extra_args,
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        url = f"http://127.0.0.1:{self.health_port}/healthz"
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"operator exited with {self.process.returncode}:\n{self.log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"operator not healthy after {timeout}s:\n{self.log_tail()}")
-
-    def stop(self, kill: bool = False) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        if kill:
-            self.process.kill()
-        else:
-            self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

@@ -18,13 +18,9 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import resource
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +39,7 @@ from podgroup_operator.adapters.kube import (
     gather_limited,
 )
 from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 
 IN_FLIGHT = 32
@@ -173,35 +170,6 @@ async def _baseline_run(
     }
 
 
-def _start_operator(kubeconfig: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("podgroup-operator")),
-            "run",
-            "--liveness",
-            f"http://127.0.0.1:{port}/healthz",
-        ],
-        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"operator exited; see {log}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                return process, port
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"operator not healthy; see {log}")
-
-
 async def run_e2e(
     kubeconfig: Path, nodes: int, gangs: int, size: int, workdir: Path
 ) -> dict[str, Any]:
@@ -217,7 +185,9 @@ async def run_e2e(
         )
         async with SimCluster(kube, [pool], start_delay=0.5, lease_interval=5.0) as sim:
             await sim.wait_ready(60)
-            operator, _ = _start_operator(kubeconfig, workdir / "operator.log")
+            operator = OperatorProcess(kubeconfig, workdir / "operator.log")
+            operator.start()
+            await asyncio.to_thread(operator.wait_ready)
             try:
                 suffix = str(int(time.time()))
                 ours = await _operator_run(kube, f"bench-op-{suffix}", gangs, size)
@@ -225,8 +195,7 @@ async def run_e2e(
                     kube, f"bench-base-{suffix}", gangs * size, sim.node_names
                 )
             finally:
-                operator.terminate()
-                operator.wait(30)
+                operator.stop()
             for namespace in (f"bench-op-{suffix}", f"bench-base-{suffix}"):
                 with contextlib.suppress(ApiError):
                     await kube.delete(NAMESPACES, namespace)

@@ -75,7 +75,8 @@ class ClusterState:
         return Path(self.state_dir) / f"kubeconfig-{user.replace(':', '-')}"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback right now (the OS picks it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -222,8 +223,8 @@ def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterSta
 
     state = ClusterState(
         state_dir=str(state_dir),
-        apiserver_port=_free_port(),
-        etcd_port=_free_port(),
+        apiserver_port=free_port(),
+        etcd_port=free_port(),
         etcd_data=str(etcd_data),
         tokens={user: secrets.token_hex(16) for user in IDENTITIES},
     )
@@ -235,7 +236,7 @@ def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterSta
         _write_kubeconfig(state.kubeconfig_for(user), state.server, serving.cafile, user, token)
     shutil.copy(state.kubeconfig_for("admin"), state.kubeconfig)
 
-    peer_port = _free_port()
+    peer_port = free_port()
     etcd_url = f"http://127.0.0.1:{state.etcd_port}"
     state.pids["etcd"] = _spawn(
         "etcd",

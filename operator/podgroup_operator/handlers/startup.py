@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from podgroup_operator.adapters.kube import (
     ApiError,
     KubeClient,
 )
+from podgroup_operator.devcluster.cluster import free_port
 from podgroup_operator.handlers.webhooks import WebhookKind, configurations
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from podgroup_operator.tls import make_serving_cert
@@ -32,17 +32,11 @@ CLUSTER_CERT_DIR = Path("/etc/podgroup-operator/tls")
 """Where deploy/ mounts the webhook Secret (tls.crt, tls.key, ca.crt) in a real cluster."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _webhook_server(settings: OperatorSettings) -> tuple[kopf.WebhookServer, dict[str, Any]]:
     """Kopf's server with our own certificates, and the clientConfig the apiserver will use."""
     if settings.webhook_mode is WebhookMode.LOCAL:
         host = settings.webhook_host or "127.0.0.1"
-        port = settings.webhook_port or _free_port()
+        port = settings.webhook_port or free_port()
         files = make_serving_cert(settings.webhook_cert_dir, "webhook", [host, "localhost"])
         server = kopf.WebhookServer(
             addr="127.0.0.1",

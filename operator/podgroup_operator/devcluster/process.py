@@ -1,0 +1,80 @@
+"""`podgroup-operator run` as a child process, the way users run it.
+
+Tests and `bench e2e` both need the real operator next to the real control plane: started with
+a given kubeconfig, known to be healthy, stopped (or killed) on demand, its log at hand.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from podgroup_operator.devcluster.cluster import free_port
+
+
+class OperatorProcess:
+    """`podgroup-operator run` as a child process, the way users run it."""
+
+    def __init__(
+        self, kubeconfig: Path, log_path: Path, extra_args: list[str] | None = None
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen[bytes] | None = None
+        self.health_port = free_port()
+
+    def start(self) -> None:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("podgroup-operator")),
+                "run",
+                "--liveness",
+                f"http://127.0.0.1:{self.health_port}/healthz",
+                *self.extra_args,
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Block until /healthz answers; fail with the log's tail if the process died."""
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.health_port}/healthz"
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"operator exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"operator not healthy after {timeout}s:\n{self.log_tail()}")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
