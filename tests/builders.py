@@ -142,3 +142,19 @@ def podgroup(
     if status is not None:
         body["status"] = status
     return body
+
+
+def replicaset(name: str, replicas: int, template: dict[str, Any]) -> dict[str, Any]:
+    """A ReplicaSet selecting `app: <name>`; the template gets that label added."""
+    metadata = template.get("metadata") or {}
+    labels = {**(metadata.get("labels") or {}), "app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {**template, "metadata": {**metadata, "labels": labels}},
+        },
+    }

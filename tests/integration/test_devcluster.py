@@ -17,6 +17,7 @@ from pathlib import Path
 
 from podgroup_operator.adapters.kube import PODS, Kind, KubeClient, Request
 from podgroup_operator.devcluster import cluster as devcluster
+from tests.builders import replicaset
 from tests.waiting import wait_for
 
 REPLICASETS = Kind("apps", "v1", "replicasets")
@@ -32,23 +33,8 @@ async def test_cluster_is_ready(kube: KubeClient) -> None:
 async def test_replicaset_controller_creates_pods(kube: KubeClient, namespace: str) -> None:
     """The kube-controller-manager runs: a ReplicaSet gets its three pods."""
     app = f"rs-{uuid.uuid4().hex[:6]}"
-    await kube.create(
-        REPLICASETS,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": app},
-            "spec": {
-                "replicas": 3,
-                "selector": {"matchLabels": {"app": app}},
-                "template": {
-                    "metadata": {"labels": {"app": app}},
-                    "spec": {"containers": [{"name": "main", "image": "registry.local/sim:1"}]},
-                },
-            },
-        },
-        namespace,
-    )
+    template = {"spec": {"containers": [{"name": "main", "image": "registry.local/sim:1"}]}}
+    await kube.create(REPLICASETS, replicaset(app, 3, template), namespace)
 
     async def pods() -> list[str]:
         items = (await kube.list(PODS, namespace, label_selector=f"app={app}"))["items"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS, Kind, KubeClient
+from tests.builders import replicaset
 from tests.kube_helpers import create_group, gang_pods, group_status, pool, wait_group
 from tests.waiting import wait_for
 
@@ -104,23 +105,9 @@ async def test_replicaset_gang_restarts_whole(
 ) -> None:
     async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, pool_name):
         await make_group(kube, namespace, "rs", 4, backoffSeconds=1)
-        await kube.create(
-            REPLICASETS,
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "metadata": {"name": "rs"},
-                "spec": {
-                    "replicas": 4,
-                    "selector": {"matchLabels": {"app": "rs"}},
-                    "template": {
-                        **template("rs", pool_name),
-                        "spec": {**template("rs", pool_name)["spec"], "restartPolicy": "Always"},
-                    },
-                },
-            },
-            namespace,
-        )
+        rs_template = template("rs", pool_name)
+        rs_template["spec"]["restartPolicy"] = "Always"  # ReplicaSets allow nothing else
+        await kube.create(REPLICASETS, replicaset("rs", 4, rs_template), namespace)
         await wait_group(kube, namespace, "rs", phase=c.Phase.RUNNING, running=4)
         members = await running_members(kube, namespace, "rs")
         await crash(kube, namespace, members[0])

@@ -11,6 +11,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
+from tests.builders import replicaset
 from tests.kube_helpers import create_group, create_pod, gang_pods, group_status, pool
 from tests.waiting import wait_for
 
@@ -77,20 +78,7 @@ async def test_replicaset_of_six_with_room_for_three_runs_exactly_three(
                 ],
             },
         }
-        await kube.create(
-            REPLICASETS,
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "metadata": {"name": "rs"},
-                "spec": {
-                    "replicas": 6,
-                    "selector": {"matchLabels": {"app": "rs"}},
-                    "template": template,
-                },
-            },
-            namespace,
-        )
+        await kube.create(REPLICASETS, replicaset("rs", 6, template), namespace)
 
         async def running() -> dict[str, Any] | None:
             status = await group_status(kube, namespace, "rs")
