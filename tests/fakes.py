@@ -410,6 +410,7 @@ class _Watch:
     namespace: str | None
     label_selector: str | None
     field_selector: str | None
+    bookmarks: bool = False
     queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
 
     def _matches(self, obj: JSON | None) -> bool:
@@ -539,6 +540,7 @@ class FakeApiServer:
             namespace=where.namespace,
             label_selector=params.get("labelSelector"),
             field_selector=params.get("fieldSelector"),
+            bookmarks=params.get("allowWatchBookmarks") == "true",
         )
         since = params.get("resourceVersion") or "0"
         if int(since) and int(since) < self._compacted:
@@ -590,6 +592,17 @@ class FakeApiServer:
     def open_watches(self) -> int:
         """Watches currently streaming (a test can yield until its watcher is in place)."""
         return len(self._watches)
+
+    def bookmark(self) -> None:
+        """Send a BOOKMARK with the current resourceVersion to every watch that allows them."""
+        for watch in self._watches:
+            if watch.bookmarks:
+                watch.queue.put_nowait(
+                    {
+                        "type": "BOOKMARK",
+                        "object": {"metadata": {"resourceVersion": str(self._resource_version)}},
+                    }
+                )
 
     def compact(self) -> None:
         """Forget the change history: watches from an older resourceVersion get 410 Expired."""
@@ -723,10 +736,26 @@ class FakeApiServer:
         kind = _KINDS.get(where.plural) or next(
             (item.get("kind") for item in items if item.get("kind")), ""
         )
+        metadata: JSON = {"resourceVersion": str(self._resource_version)}
+        limit = int(params.get("limit") or 0)
+        if limit:
+            # Pages carry a token that pins the list's resourceVersion and expires with
+            # compaction (410 Expired) as the apiserver's do; unlike the apiserver, later pages
+            # show the current items, not a snapshot (tests do not write between pages).
+            start, pinned = 0, self._resource_version
+            if params.get("continue"):
+                pinned_text, _, start_text = params["continue"].partition(":")
+                pinned, start = int(pinned_text), int(start_text)
+                if pinned < self._compacted:
+                    raise StatusError(410, "Expired", "the provided continue parameter is too old")
+                metadata["resourceVersion"] = str(pinned)
+            if start + limit < len(items):
+                metadata["continue"] = f"{pinned}:{start + limit}"
+            items = items[start : start + limit]
         return {
             "apiVersion": where.api.split("/", 2)[-1],
             "kind": f"{kind}List",
-            "metadata": {"resourceVersion": str(self._resource_version)},
+            "metadata": metadata,
             "items": items,
         }
 

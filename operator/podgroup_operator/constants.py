@@ -126,6 +126,10 @@ class Reason(StrEnum):
     """Warning Event on a pod naming a PodGroup that does not exist."""
     CONFLICTING_MEMBERSHIP = "ConflictingMembership"
     """Warning Event on a pod whose membership keys name different PodGroups."""
+    SCHEDULING_FAILED = "SchedulingFailed"
+    """The scheduler raised while deciding this group; it backs off and the others go on."""
+    RECONCILE_FAILED = "ReconcileFailed"
+    """Warning Event: the group's status could not be computed or written; retried with backoff."""
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""
@@ -155,6 +159,18 @@ class PolicyAction(StrEnum):
 class EventType(StrEnum):
     NORMAL = "Normal"
     WARNING = "Warning"
+
+
+class WatchEventType(StrEnum):
+    """The `type` of a watch event, as the apiserver sends it."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+    """Only a newer resourceVersion to resume from (asked for with allowWatchBookmarks)."""
+    ERROR = "ERROR"
+    """The object is a Status; 410 means the resourceVersion is too old: list again."""
 
 
 # --- Quota reservation record --------------------------------------------------------------------

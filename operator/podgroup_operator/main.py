@@ -11,6 +11,7 @@ import os
 
 import kopf
 
+from podgroup_operator.local import is_dev_cluster_kubeconfig
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 
 
@@ -18,7 +19,6 @@ def resolve_webhook_mode(mode: WebhookMode) -> WebhookMode:
     """AUTO means LOCAL on the dev cluster (recognised by its kubeconfig), CLUSTER elsewhere."""
     if mode is not WebhookMode.AUTO:
         return mode
-    from podgroup_operator.devcluster.cluster import is_dev_cluster_kubeconfig
 
     kubeconfig = os.environ.get("KUBECONFIG", os.path.expanduser("~/.kube/config"))
     paths = [p for p in kubeconfig.split(os.pathsep) if p]

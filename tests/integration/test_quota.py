@@ -29,7 +29,7 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
     Request,
 )
-from podgroup_operator.adapters.quota_store import CONFIG_MAPS, RECORD_KEY
+from podgroup_operator.adapters.quota_record import CONFIG_MAPS, RECORD_KEY
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import podgroup
 from tests.kube_helpers import create_bound, create_pod, unique_prefix

@@ -331,6 +331,11 @@ async def test_nonstrict_gang_holds_capacity_until_its_timeout(
             return bool((await kube.get(PODS, "s-0", namespace))["spec"].get("nodeName"))
 
         await wait_for(small_bound, 20, "the small gang to be placed once greedy times out")
-        status = await group_status(kube, namespace, "greedy")
-        assert condition(status, "Unschedulable")["reason"] == c.Reason.SCHEDULE_TIMEOUT
+
+        async def timed_out() -> bool:
+            cond = condition(await group_status(kube, namespace, "greedy"), "Unschedulable")
+            return bool(cond and cond["reason"] == c.Reason.SCHEDULE_TIMEOUT)
+
+        # The verdict reaches the status a moment after the bind it allowed.
+        await wait_for(timed_out, 10, "greedy to report ScheduleTimeout")
         assert not bound(await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=greedy"))

@@ -262,6 +262,20 @@ class KubeClient:
             params["fieldSelector"] = field_selector
         return await self._call(Request("GET", kind.path(namespace), params=params or None))
 
+    async def list_page(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        limit: int,
+        continue_token: str | None = None,
+    ) -> JSON:
+        """One page of a paginated LIST; `metadata.continue` of the answer asks for the next."""
+        params = {"limit": str(limit)}
+        if continue_token:
+            params["continue"] = continue_token
+        return await self._call(Request("GET", kind.path(namespace), params=params))
+
     async def create(self, kind: Kind, body: JSON, namespace: str | None = None) -> JSON:
         return await self._call(
             Request(

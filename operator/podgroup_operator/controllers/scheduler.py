@@ -9,8 +9,11 @@ and puts it back in its group's queue (the members already bound stay bound and 
 minMember next time); the watch then brings the truth.
 
 The scheduler never writes PodGroup status: its verdicts go to the status reconciler (see
-domain/scheduling_status.py), so each group has exactly one status writer. It knows nothing of
-Kopf: handlers/scheduler.py feeds it node, pod and group events.
+domain/scheduling_status.py). It knows nothing of Kopf: the informers feed it node, pod and
+group events (controllers/runtime.py), for every namespace, so the snapshot holds every bound pod
+of the cluster; `namespaces` only limits which pending pods it places. A group whose decision
+raises is backed off and reported in its status (controllers/isolation.py); the cycle goes on
+with the others.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
+from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
@@ -68,13 +72,17 @@ class GangScheduler:
         *,
         publish: Callable[[GroupKey, Verdict], None],
         default_timeout_seconds: int = 60,
+        namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.kube = kube
+        self.namespaces = namespaces
+        """Namespaces whose pending pods this scheduler places; empty means all."""
+        self.failures = Failures("scheduling of gang", logger)
         self.groups = groups
-        """Kopf index: (namespace, name) -> PodGroup bodies."""
+        """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
         self.members = members
-        """Kopf index: (namespace, name) -> member pod bodies."""
+        """Index view: (namespace, name) -> member pod bodies."""
         self.publish = publish
         self.default_timeout_seconds = default_timeout_seconds
         self.clock = clock
@@ -96,7 +104,7 @@ class GangScheduler:
 
     # --- events ---------------------------------------------------------------------------------
     def on_node(self, event_type: str | None, node: JSON) -> None:
-        if event_type == "DELETED":
+        if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_node(node["metadata"]["name"])
         else:
             self.snapshot.add_node(node)
@@ -106,9 +114,9 @@ class GangScheduler:
     def on_pod(self, event_type: str | None, pod: JSON) -> None:
         uid = pod_uid(pod)
         node = (pod.get("spec") or {}).get("nodeName")
-        if node or event_type == "DELETED":
+        if node or event_type == c.WatchEventType.DELETED:
             self.bound.pop(uid, None)
-        if event_type == "DELETED":
+        if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_pod(uid)
             self._drop_pending(uid)
             self._retry_all()
@@ -129,12 +137,12 @@ class GangScheduler:
         if key in self.pending:
             self.wake()
 
-    @staticmethod
-    def _wants_us(pod: JSON) -> bool:
+    def _wants_us(self, pod: JSON) -> bool:
         spec = pod.get("spec") or {}
         meta = pod.get("metadata") or {}
         return (
             spec.get("schedulerName") == c.SCHEDULER_NAME
+            and (not self.namespaces or meta.get("namespace") in self.namespaces)
             and not spec.get("nodeName")
             and not meta.get("deletionTimestamp")
             and (pod.get("status") or {}).get("phase", c.PodPhase.PENDING) == c.PodPhase.PENDING
@@ -209,27 +217,31 @@ class GangScheduler:
         now = self.clock()
         soonest = None
         for key, state in self.waiting.items():
-            group = self._group(key)
-            if not key[1].startswith("pod:") and (group is None or _terminal(group)):
-                continue  # waits for an event (the group appearing), not for a time
-            decision = decide_wait(
-                wait_started=state.since,
-                timeout_seconds=group.spec.schedule_timeout_seconds if group else None,
-                default_timeout_seconds=self.default_timeout_seconds,
-                failed_attempts=state.failures,
-                last_failure=state.last_failure,
-                now=now,
-                backoff=self.backoff,
-            )
-            timing_out = group is not None and not (decision.timed_out or state.timed_out)
-            due = (
-                min(decision.next_attempt, decision.deadline)
-                if timing_out
-                else decision.next_attempt
-            )
-            seconds = max(0.05, (due - now).total_seconds())
-            soonest = seconds if soonest is None else min(soonest, seconds)
+            try:
+                seconds = self._due_in(key, state, now)
+            except Exception as exc:
+                delay, _ = self.failures.failed(key, exc)
+                seconds = delay
+            if seconds is not None:
+                soonest = seconds if soonest is None else min(soonest, seconds)
         return soonest
+
+    def _due_in(self, key: GroupKey, state: WaitState, now: dt.datetime) -> float | None:
+        group = self._group(key)
+        if not key[1].startswith("pod:") and (group is None or _terminal(group)):
+            return None  # waits for an event (the group appearing), not for a time
+        decision = decide_wait(
+            wait_started=state.since,
+            timeout_seconds=group.spec.schedule_timeout_seconds if group else None,
+            default_timeout_seconds=self.default_timeout_seconds,
+            failed_attempts=state.failures,
+            last_failure=state.last_failure,
+            now=now,
+            backoff=self.backoff,
+        )
+        timing_out = group is not None and not (decision.timed_out or state.timed_out)
+        due = min(decision.next_attempt, decision.deadline) if timing_out else decision.next_attempt
+        return max(0.05, (due - now).total_seconds())
 
     def _group(self, key: GroupKey) -> PodGroup | None:
         body = next(iter(self.groups.get(key, [])), None)
@@ -248,7 +260,11 @@ class GangScheduler:
             waiting = [p for uid, p in bucket.items() if uid not in self.in_flight]
             if not waiting:
                 continue
-            request = self._request(key, waiting, now)
+            try:
+                request = self._request(key, waiting, now)
+            except Exception as exc:
+                self._failed(key, exc, now)
+                continue
             if request is not None:
                 requests[key] = request
         decided: set[GroupKey] = set()
@@ -256,38 +272,55 @@ class GangScheduler:
         for request in order_gangs(requests.values()):
             if request.key in decided:
                 continue
-            group = self._group(request.key)
-            gang_group = self._gang_group(request, group, requests, decided)
-            if gang_group is None:
-                continue  # a partner waits out its backoff: the gang group waits with it
-            decided.update(r.key for r in gang_group)
-            if len(gang_group) > 1:
-                outcome = place_gang_group(gang_group, self.snapshot)
-                if isinstance(outcome, Refusal):
-                    for member in gang_group:
-                        self._refused(member.key, outcome.reason, outcome.message, now)
-                    continue
-                for placement in outcome.placements:
-                    self._placed(placement)
-                binds.extend(outcome.bindings)
-                continue
-            self._release(request.key)  # decide afresh, with what this group held until now
-            decision = place_group(request, self.snapshot)
-            if isinstance(decision, Placement):
-                self._placed(decision)
-                binds.extend(decision.bindings)
+            try:
+                self._decide(request, requests, decided, binds, now)
+            except Exception as exc:
+                decided.add(request.key)
+                self._failed(request.key, exc, now)
             else:
-                state = self.waiting.get(request.key)
-                if decision.partial and not (state and state.timed_out):
-                    # NonStrict: what fitted stays held (in memory, never bound) so the gang
-                    # accumulates capacity across cycles; others cannot take it meanwhile.
-                    # Two such gangs can hold each other off: the timeout releases them.
-                    self.held[request.key] = decision.undo
-                else:
-                    decision.undo()
-                self._refused(request.key, decision.reason, decision.message, now)
+                self.failures.succeeded(request.key)
         if binds:
             await self._bind_all(binds)
+
+    def _decide(
+        self,
+        request: GangRequest,
+        requests: Mapping[GroupKey, GangRequest],
+        decided: set[GroupKey],
+        binds: list[Binding],
+        now: dt.datetime,
+    ) -> None:
+        """Decide one group (or its gang group): assume its placement or record the refusal."""
+        group = self._group(request.key)
+        gang_group = self._gang_group(request, group, requests, decided)
+        if gang_group is None:
+            return  # a partner waits out its backoff: the gang group waits with it
+        decided.update(r.key for r in gang_group)
+        if len(gang_group) > 1:
+            outcome = place_gang_group(gang_group, self.snapshot)
+            if isinstance(outcome, Refusal):
+                for member in gang_group:
+                    self._refused(member.key, outcome.reason, outcome.message, now)
+                return
+            for placement in outcome.placements:
+                self._placed(placement)
+            binds.extend(outcome.bindings)
+            return
+        self._release(request.key)  # decide afresh, with what this group held until now
+        decision = place_group(request, self.snapshot)
+        if isinstance(decision, Placement):
+            self._placed(decision)
+            binds.extend(decision.bindings)
+        else:
+            state = self.waiting.get(request.key)
+            if decision.partial and not (state and state.timed_out):
+                # NonStrict: what fitted stays held (in memory, never bound) so the gang
+                # accumulates capacity across cycles; others cannot take it meanwhile.
+                # Two such gangs can hold each other off: the timeout releases them.
+                self.held[request.key] = decision.undo
+            else:
+                decision.undo()
+            self._refused(request.key, decision.reason, decision.message, now)
 
     def _request(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> GangRequest | None:
         if key[1].startswith("pod:"):
@@ -413,6 +446,21 @@ class GangScheduler:
             self.in_flight.add(binding.pod_uid)
         self._last_messages.pop(placement.gang, None)
 
+    def _failed(self, key: GroupKey, exc: Exception, now: dt.datetime) -> None:
+        """Deciding this group raised: back it off, say so in its status (once), go on."""
+        state = self.waiting.setdefault(key, WaitState(since=now))
+        state.failures += 1
+        state.last_failure = now
+        _, news = self.failures.failed(key, exc)
+        if news:
+            message = (
+                f"the scheduler failed on this group and retries with backoff: {describe(exc)}"
+            )
+            self._last_messages[key] = message
+            self.publish(
+                key, Verdict(placed=False, reason=c.Reason.SCHEDULING_FAILED, message=message)
+            )
+
     def _refused(self, key: GroupKey, reason: c.Reason, message: str, now: dt.datetime) -> None:
         state = self.waiting.setdefault(key, WaitState(since=now))
         state.failures += 1
@@ -468,6 +516,3 @@ def _terminal(group: PodGroup) -> bool:
 
 def timeout_of(deadline: dt.datetime, since: dt.datetime) -> int:
     return int((deadline - since).total_seconds())
-
-
-# --- Kopf glue --------------------------------------------------------------------------------

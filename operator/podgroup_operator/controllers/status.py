@@ -4,8 +4,10 @@ Every pod or group event marks its group dirty (`touch`); a small pool of worker
 dirty groups with `domain.lifecycle.compute_status`, folds in the gang scheduler's verdict and
 the restart policy's plan, and writes one status PATCH when, and only when, something changed.
 A burst of pod events therefore becomes one write, and a group that did not change costs no
-write at all. It does I/O through the adapters and knows nothing of Kopf: the handlers feed it
-(see handlers/podgroups.py), and tests drive it over the in-memory fake API server.
+write at all. It does I/O through the adapters and knows nothing of Kopf: the informers feed it
+(see controllers/runtime.py), and tests drive it over the in-memory fake API server. A group
+whose reconcile raises is backed off and reported once (controllers/isolation.py); the others
+go on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import ValidationError
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
+from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
 from podgroup_operator.domain.lightweight import is_operator_created, podgroup_for
 from podgroup_operator.domain.membership import membership_conflict
@@ -40,7 +43,7 @@ GroupKey = tuple[str, str]
 
 
 class Index(Protocol):
-    """What the reconciler reads of an index (Kopf's `kopf.Index`, or a fake in tests)."""
+    """What the reconciler reads of an index (an informer's `IndexView`, or a fake in tests)."""
 
     def get(self, key: GroupKey, default: Any = None) -> Any: ...
 
@@ -68,16 +71,18 @@ class StatusReconciler:
         *,
         workers: int = 8,
         settle: float = 0.05,
-        retry_delay: float = 1.0,
+        namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.kube = kube
+        self.namespaces = namespaces
+        """Namespaces whose groups this reconciler writes; empty means all."""
+        self.failures = Failures("status of PodGroup", logger)
         self.groups = groups
         self.members = members
         self.clock = clock
         self.workers = workers
         self.settle = settle
-        self.retry_delay = retry_delay
         self.writes = 0
         """Status PATCHes sent since start (exposed for tests and metrics)."""
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
@@ -94,6 +99,8 @@ class StatusReconciler:
     def touch(self, key: GroupKey) -> None:
         """Mark a group dirty; a group already waiting is not queued twice, and a group being
         reconciled is queued again when that reconcile ends (never two workers on one group)."""
+        if self.namespaces and key[0] not in self.namespaces:
+            return
         if key in self._running:
             self._again.add(key)
         elif key not in self._queued:
@@ -124,17 +131,35 @@ class StatusReconciler:
             self._running.add(key)
             try:
                 await self.reconcile(key)
+                self.failures.succeeded(key)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("status of PodGroup %s/%s not updated; retrying", *key)
-                await asyncio.sleep(self.retry_delay)
-                self._again.add(key)
+            except Exception as exc:
+                # Isolated: this group backs off and is reported once; the others go on.
+                delay, news = self.failures.failed(key, exc)
+                asyncio.get_running_loop().call_later(delay, self.touch, key)
+                if news:
+                    await self._report_failure(key, exc, delay)
             finally:
                 self._running.discard(key)
                 if key in self._again:
                     self._again.discard(key)
                     self.touch(key)
+
+    async def _report_failure(self, key: GroupKey, exc: Exception, delay: float) -> None:
+        """One Warning Event on the PodGroup naming the cause (best effort, never raises)."""
+        body = self._current(key)
+        if body is None:
+            return
+        try:
+            await self._emit(
+                body,
+                c.EventType.WARNING,
+                c.Reason.RECONCILE_FAILED,
+                f"status not updated: {describe(exc)}; retrying in {delay:.0f}s with backoff",
+            )
+        except Exception as failure:
+            logger.warning("Event about PodGroup %s/%s not posted: %s", *key, describe(failure))
 
     def _current(self, key: GroupKey) -> dict[str, Any] | None:
         """The newest body we know: the index, or our own last write if the watch lags behind."""

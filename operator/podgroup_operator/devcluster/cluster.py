@@ -17,7 +17,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -27,6 +26,10 @@ from pathlib import Path
 
 import yaml
 
+from podgroup_operator.local import (  # re-exported: the dev tools import them from here
+    DEV_CLUSTER_MARKER,
+    free_port,
+)
 from podgroup_operator.tls import make_rsa_key_pair, make_serving_cert
 
 KUBERNETES_VERSION = "v1.20.2"
@@ -36,8 +39,6 @@ CACHE_ROOT = Path(
 BINARIES = CACHE_ROOT / f"kubernetes-{KUBERNETES_VERSION}"
 DEFAULT_STATE_DIR = CACHE_ROOT / "dev-cluster"
 BUILD_SCRIPT = Path(__file__).with_name("build-kubernetes.sh")
-DEV_CLUSTER_MARKER = "podgroup-operator.dev-cluster"
-"""Name of the kubeconfig extension that tells `run` it is talking to the dev cluster."""
 
 SERVICE_CIDR = "10.96.0.0/16"
 
@@ -75,13 +76,6 @@ class ClusterState:
         return Path(self.state_dir) / f"kubeconfig-{user.replace(':', '-')}"
 
 
-def free_port() -> int:
-    """A TCP port free on loopback right now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _state_file(state_dir: Path) -> Path:
     return state_dir / "cluster.json"
 
@@ -91,15 +85,6 @@ def load_state(state_dir: Path = DEFAULT_STATE_DIR) -> ClusterState | None:
     if not path.exists():
         return None
     return ClusterState(**json.loads(path.read_text()))
-
-
-def is_dev_cluster_kubeconfig(path: str | os.PathLike[str]) -> bool:
-    """True when the kubeconfig was written by `dev-cluster up` (it carries our marker)."""
-    try:
-        config = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return False
-    return any(ext.get("name") == DEV_CLUSTER_MARKER for ext in config.get("extensions") or [])
 
 
 def _alive(pid: int) -> bool:

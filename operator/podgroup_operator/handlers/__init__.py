@@ -1,8 +1,8 @@
-"""Thin Kopf glue: parse the body into a model, call one domain function, patch or raise.
+"""Thin Kopf glue: admission webhooks, probes, and the one startup handler.
 
-Importing this package registers every handler with Kopf. Kopf runs startup handlers in
-registration order, so `startup` (which creates the shared API client) is imported first.
+Importing this package registers every handler with Kopf. Pods, nodes and PodGroups reach the
+operator through its informers (controllers/runtime.py), never through Kopf: Kopf's per-object
+workers and index barrier do not scale to a cluster's pods.
 """
 
-from podgroup_operator.handlers import startup  # noqa: F401, I001 (must register first)
-from podgroup_operator.handlers import admission, podgroups, routing, scheduler, quota  # noqa: F401
+from podgroup_operator.handlers import admission, quota, routing, startup  # noqa: F401

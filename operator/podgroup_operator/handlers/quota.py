@@ -13,11 +13,10 @@ Both deny with every message at once (each names the field or resource, the amou
 and pass the ledger's warnings to the client as admission warnings. Dry-run requests are decided
 but never recorded (the PodGroup webhook declares sideEffects NoneOnDryRun).
 
-The event handlers are `async` on purpose: Kopf runs sync handlers in a thread pool, and the
-ledgers and queues they touch belong to the event loop. Watch events reach the ledgers only
-through `@kopf.on.event` on pods, PodGroups and ResourceQuotas; nothing here writes to a pod.
-The state, the durable record, release and status live in `adapters.quota_store.QuotaService`
-(see its docstring).
+The handlers are `async` on purpose: Kopf runs sync handlers in a thread pool, and the ledgers
+they touch belong to the event loop. Watch events reach the ledgers through the informers
+(controllers/runtime.py), never through Kopf. The state, the durable record, release and status
+live in `controllers.quota.QuotaService` (see its docstring).
 """
 
 from __future__ import annotations
@@ -27,19 +26,7 @@ from typing import Any
 import kopf
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.quota_store import QuotaService
 from podgroup_operator.domain.quota import Decision
-
-
-@kopf.on.startup()
-async def start_quota_service(memo: kopf.Memo, **_: Any) -> None:
-    memo.quota = QuotaService(memo.kube)
-    memo.quota.start()
-
-
-@kopf.on.cleanup()
-async def stop_quota_service(memo: kopf.Memo, **_: Any) -> None:
-    await memo.quota.stop()
 
 
 def _answer(decision: Decision, warnings: list[str]) -> None:
@@ -57,7 +44,7 @@ async def validate_podgroup_quota(
     """Admit a PodGroup's reservation only when the namespace's free quota covers it."""
     old = kwargs.get("old")  # Kopf passes `old` and `operation`; its protocol does not list them
     previous = dict(old) if kwargs.get("operation") == "UPDATE" and old is not None else None
-    decision = await memo.quota.admit_podgroup(dict(body), previous, dry_run=dryrun)
+    decision = await memo.runtime.quota.admit_podgroup(dict(body), previous, dry_run=dryrun)
     _answer(decision, warnings)
 
 
@@ -66,24 +53,5 @@ async def validate_pod_quota(
     body: kopf.Body, dryrun: bool, warnings: list[str], memo: kopf.Memo, **_: Any
 ) -> None:
     """Keep members within their group's reservation and everyone else out of reserved quota."""
-    decision = await memo.quota.admit_pod(dict(body), dry_run=dryrun)
+    decision = await memo.runtime.quota.admit_pod(dict(body), dry_run=dryrun)
     _answer(decision, warnings)
-
-
-@kopf.on.event("", "v1", "pods", id="quota-pod-usage")
-async def pod_usage_changed(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-    memo.quota.observe_pod(dict(body), type)
-
-
-@kopf.on.event(c.GROUP, c.VERSION, c.PLURAL, id="quota-podgroup-changed")
-async def podgroup_reservation_changed(
-    body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any
-) -> None:
-    memo.quota.observe_group(dict(body), type)
-
-
-@kopf.on.event("", "v1", "resourcequotas", id="quota-limits-changed")
-async def quota_limits_changed(
-    body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any
-) -> None:
-    memo.quota.observe_quota(dict(body), type)

@@ -1,8 +1,10 @@
-"""Operator-level glue: Kopf settings, the API client, and the admission webhook server.
+"""Operator-level glue: Kopf settings, the runtime, and the admission webhook server.
 
-Runs once at start-up: builds the shared `KubeClient` (in Kopf's memo), chooses how webhooks are
-served (127.0.0.1 for the dev cluster, a Service in a real cluster), makes certificates with
-`cryptography`, and writes the webhook configurations (see webhooks.py for why we write them).
+The one startup handler builds the runtime (`controllers.runtime.build_runtime`: client,
+informers, controllers, in order) and starts it; Kopf keeps its run loop, the admission server
+and probes. It also chooses how webhooks are served (127.0.0.1 for the dev cluster, a Service in
+a real cluster), makes certificates with `cryptography`, and writes the webhook configurations
+(see webhooks.py for why we write them).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from podgroup_operator.adapters.kube import (
     ApiError,
     KubeClient,
 )
-from podgroup_operator.devcluster.cluster import free_port
+from podgroup_operator.controllers.runtime import Runtime, build_runtime
 from podgroup_operator.handlers.webhooks import WebhookKind, configurations
+from podgroup_operator.local import free_port
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from podgroup_operator.tls import make_serving_cert
 
@@ -95,7 +98,8 @@ async def unregister_webhooks(kube: KubeClient) -> None:
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     operator_settings: OperatorSettings = memo.settings
-    memo.kube = KubeClient.from_kubeconfig()
+    runtime = build_runtime(operator_settings)
+    memo.runtime = runtime
     # We post our own Events; Kopf's would land on every pod a handler logs about.
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
@@ -106,22 +110,24 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         server, client_config = _webhook_server(operator_settings)
         settings.admission.server = server
         settings.admission.managed = None
-        await register_webhooks(memo.kube, client_config, operator_settings)
+        await register_webhooks(runtime.kube, client_config, operator_settings)
         logger.info(
             "admission webhooks served (%s): %s",
             operator_settings.webhook_mode,
             client_config.get("url") or client_config.get("service"),
         )
+    await runtime.start()
 
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
     operator_settings: OperatorSettings = memo.settings
+    runtime: Runtime = memo.runtime
     if operator_settings.webhook_mode is WebhookMode.LOCAL:
         # A local operator that stopped must not leave the apiserver calling a dead port
         # (Fail policies would block every PodGroup write). In a cluster, replicas share it.
-        await unregister_webhooks(memo.kube)
-    await memo.kube.close()
+        await unregister_webhooks(runtime.kube)
+    await runtime.stop()
 
 
 @kopf.on.probe(id="podgroups")

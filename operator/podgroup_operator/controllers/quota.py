@@ -1,19 +1,19 @@
-"""Quota reservation against the API: per-namespace ledgers, the durable record, release, status.
+"""Quota reservation: per-namespace ledgers, admission decisions, release, status.
 
-Why this module exists: the pure ledger (`domain.quota`) decides; something must feed it from the
-API fast enough for an admission webhook (milliseconds), keep admitted reservations safe across
-replicas and crashes, release them exactly once, and show them in PodGroup status. That is I/O,
-so it lives here, and the Kopf handlers (`handlers/quota.py`) only forward events and requests.
+Why this module exists: the pure ledger (`domain.quota`) decides; something must feed it fast
+enough for an admission webhook (milliseconds), keep admitted reservations safe across replicas
+and crashes (through the durable record of `adapters.quota_record`), release them exactly once,
+and show them in PodGroup status. The Kopf handlers (`handlers/quota.py`) only forward admission
+requests; watch events arrive from the informers.
 
 Where the ledger's inputs come from
 -----------------------------------
-One `NamespaceQuota` per namespace, created on first use and loaded from LIST calls (quotas,
-PodGroups, pods; one GET of the record), then kept current by Kopf's watch events (the handlers
-forward `@kopf.on.event` for pods, PodGroups and ResourceQuotas). Every object's last applied
-resourceVersion is remembered, so LIST results and events may arrive in either order while a
-namespace loads and the newer state always wins. Webhook decisions then read memory only: no API
-call on the pod path, one record write on the PodGroup path. Rebuilding from LIST per request was
-measured and rejected: three LISTs per admission made p99 grow with namespace size and load.
+One `NamespaceQuota` per namespace, created on first use and loaded from a `NamespaceObjects`
+source (in the operator: the informers' stores, so loading costs no API call; one GET of the
+record), then kept current by the informers' events (`observe_pod`, `observe_group`,
+`observe_quota`). Every object's last applied resourceVersion is remembered, so a load and
+events may arrive in either order and the newer state always wins. Webhook decisions then read
+memory only: no API call on the pod path, one record write on the PodGroup path.
 
 Concurrency, durability, multiple replicas
 ------------------------------------------
@@ -51,22 +51,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import (
-    PODGROUPS,
-    PODS,
-    RESOURCE_QUOTAS,
-    ApiError,
-    Kind,
-    KubeClient,
-)
+from podgroup_operator.adapters.kube import PODGROUPS, PODS, RESOURCE_QUOTAS, ApiError, KubeClient
+from podgroup_operator.adapters.quota_record import Record, RecordConflictError, RecordStore
 from podgroup_operator.api.models import Condition
 from podgroup_operator.api.quantity import QuantityError
 from podgroup_operator.domain.conditions import find_condition, set_condition
@@ -83,9 +75,7 @@ from podgroup_operator.domain.quota import (
     admit_group_update,
     admit_pod,
     effective_reservation,
-    parse_record,
     release_reason,
-    render_record,
     reservation_condition,
     reservation_status,
     total_milli,
@@ -95,8 +85,6 @@ from podgroup_operator.scheduling.resources import pod_requests
 
 logger = logging.getLogger(__name__)
 
-CONFIG_MAPS = Kind("", "v1", "configmaps")
-RECORD_KEY = "reservations"
 PENDING_POD_TTL = 10.0
 """Seconds an admitted pod counts before the watch shows it; a pod refused later by another
 admission step (Kubernetes' quota, another webhook) stops counting after this."""
@@ -107,6 +95,16 @@ RECORD_RESYNC = 6.0
 
 GroupKey = tuple[str, str]
 Clock = Callable[[], dt.datetime]
+JSON = dict[str, Any]
+
+
+class NamespaceObjects(Protocol):
+    """Where a namespace's quotas, PodGroups and pods come from when its ledger is first built:
+    the informers' stores in the operator (no API call), or LISTs (`ListedObjects`)."""
+
+    async def objects(self, namespace: str) -> tuple[list[JSON], list[JSON], list[JSON]]:
+        """(ResourceQuotas, PodGroups, pods) of the namespace."""
+        ...
 
 
 def _rv(body: Mapping[str, Any]) -> int:
@@ -119,81 +117,6 @@ def _rv(body: Mapping[str, Any]) -> int:
 def _uid(body: Mapping[str, Any]) -> str:
     metadata = body.get("metadata") or {}
     return str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}")
-
-
-@dataclass
-class Record:
-    """The durable record as last read or written: entries and the ConfigMap's resourceVersion."""
-
-    entries: dict[str, RecordEntry] = field(default_factory=dict)
-    resource_version: str | None = None
-    """None while the ConfigMap does not exist."""
-
-    @classmethod
-    def from_config_map(cls, body: Mapping[str, Any]) -> Record:
-        raw = (body.get("data") or {}).get(RECORD_KEY) or "{}"
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = {}
-        return cls(
-            entries=parse_record(parsed if isinstance(parsed, dict) else {}),
-            resource_version=(body.get("metadata") or {}).get("resourceVersion"),
-        )
-
-
-class RecordConflictError(Exception):
-    """Another writer changed the record since we read it: re-read and decide again."""
-
-
-class RecordStore:
-    """Reads and conditionally writes the per-namespace record ConfigMap."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self.kube = kube
-
-    async def read(self, namespace: str) -> Record:
-        try:
-            body = await self.kube.get(CONFIG_MAPS, c.QUOTA_LEDGER_CONFIG_MAP, namespace)
-        except ApiError as exc:
-            if exc.not_found:
-                return Record()
-            raise
-        return Record.from_config_map(body)
-
-    async def write(
-        self, namespace: str, base: Record, entries: Mapping[str, RecordEntry]
-    ) -> Record:
-        """Replace the entries if the record is still `base`; RecordConflictError otherwise."""
-        data = {RECORD_KEY: json.dumps(render_record(entries), sort_keys=True)}
-        try:
-            if base.resource_version is None:
-                body = await self.kube.create(
-                    CONFIG_MAPS,
-                    {
-                        "apiVersion": "v1",
-                        "kind": "ConfigMap",
-                        "metadata": {
-                            "name": c.QUOTA_LEDGER_CONFIG_MAP,
-                            "namespace": namespace,
-                            "labels": {c.LABEL_MANAGED_BY: c.OPERATOR_NAME},
-                        },
-                        "data": data,
-                    },
-                    namespace,
-                )
-            else:
-                body = await self.kube.patch(
-                    CONFIG_MAPS,
-                    c.QUOTA_LEDGER_CONFIG_MAP,
-                    {"metadata": {"resourceVersion": base.resource_version}, "data": data},
-                    namespace,
-                )
-        except ApiError as exc:
-            if exc.conflict or (exc.not_found and base.resource_version is not None):
-                raise RecordConflictError(str(exc)) from exc
-            raise
-        return Record(dict(entries), (body.get("metadata") or {}).get("resourceVersion"))
 
 
 class NamespaceQuota:
@@ -294,16 +217,18 @@ class NamespaceQuota:
 
 
 class QuotaService:
-    """The quota webhook's state and background work, shared by all handlers through Kopf's memo."""
+    """The quota webhooks' state (every replica) and the release and status work (the leader)."""
 
     def __init__(
         self,
         kube: KubeClient,
+        source: NamespaceObjects,
         *,
         clock: Clock = lambda: dt.datetime.now(dt.UTC),
         status_workers: int = 4,
     ) -> None:
         self.kube = kube
+        self.source = source
         self.store = RecordStore(kube)
         self.clock = clock
         self.namespaces: dict[str, NamespaceQuota] = {}
@@ -341,18 +266,15 @@ class QuotaService:
 
     async def _load(self, state: NamespaceQuota) -> None:
         ns = state.namespace
-        quotas, groups, pods, record = await asyncio.gather(
-            self.kube.list(RESOURCE_QUOTAS, ns),
-            self.kube.list(PODGROUPS, ns),
-            self.kube.list(PODS, ns),
-            self.store.read(ns),
+        (quotas, groups, pods), record = await asyncio.gather(
+            self.source.objects(ns), self.store.read(ns)
         )
-        for quota in quotas.get("items") or ():
+        for quota in quotas:
             state.apply_quota(quota, deleted=False)
         state.set_record(record)
-        for group in groups.get("items") or ():
+        for group in groups:
             state.apply_group(group, deleted=False)
-        for pod in pods.get("items") or ():
+        for pod in pods:
             state.apply_pod(pod, deleted=False)
         state.record_stale = False
         state.loaded = True
@@ -370,13 +292,13 @@ class QuotaService:
     async def _refresh_record(self, state: NamespaceQuota) -> None:
         state.set_record(await self.store.read(state.namespace))
 
-    # --- watch events (from the Kopf handlers) ----------------------------------------------------
+    # --- watch events (from the informers) -------------------------------------------------------
 
     def observe_pod(self, body: Mapping[str, Any], event_type: str | None) -> None:
         state = self.namespaces.get(str((body.get("metadata") or {}).get("namespace", "")))
         if state is None:
-            return  # a namespace the webhook never touched: its LIST will see this pod
-        key = state.apply_pod(body, deleted=event_type == "DELETED")
+            return  # a namespace the webhook never touched: its first load will see this pod
+        key = state.apply_pod(body, deleted=event_type == c.WatchEventType.DELETED)
         if key is not None and key[1] in state.record.entries:
             self.touch(key)
 
@@ -391,14 +313,14 @@ class QuotaService:
             # that its reservation is released and its status written (loading also touches it).
             state = self.namespaces.setdefault(ns, NamespaceQuota(ns))
             asyncio.get_running_loop().create_task(self._load_in_background(ns))
-        name = state.apply_group(body, deleted=event_type == "DELETED")
+        name = state.apply_group(body, deleted=event_type == c.WatchEventType.DELETED)
         if name is not None and state.loaded:
             self.touch((ns, name))
 
     def observe_quota(self, body: Mapping[str, Any], event_type: str | None) -> None:
         state = self.namespaces.get(str((body.get("metadata") or {}).get("namespace", "")))
         if state is not None:
-            state.apply_quota(body, deleted=event_type == "DELETED")
+            state.apply_quota(body, deleted=event_type == c.WatchEventType.DELETED)
 
     async def _load_in_background(self, namespace: str) -> None:
         try:
@@ -722,3 +644,22 @@ def _status_matches(
     return condition is not None and (condition.status, condition.reason, condition.message) == (
         verdict
     )
+
+
+class ListedObjects:
+    """`NamespaceObjects` read with three LISTs, for a QuotaService without informers."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+
+    async def objects(self, namespace: str) -> tuple[list[JSON], list[JSON], list[JSON]]:
+        quotas, groups, pods = await asyncio.gather(
+            self.kube.list(RESOURCE_QUOTAS, namespace),
+            self.kube.list(PODGROUPS, namespace),
+            self.kube.list(PODS, namespace),
+        )
+        return (
+            list(quotas.get("items") or ()),
+            list(groups.get("items") or ()),
+            list(pods.get("items") or ()),
+        )

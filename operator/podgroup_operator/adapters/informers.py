@@ -1,0 +1,334 @@
+"""Informers: one list+watch per resource kind, a store of slim objects, events fanned out.
+
+Why not Kopf for pods and nodes: Kopf runs a worker task per object and, with `@kopf.index`,
+holds every handler until each indexed object was processed once, through a barrier whose cost
+grows with the square of the object count (measured: 10,000 pods and the operator never bound a
+pod). An informer is one task per kind whatever the object count, as in client-go's
+`tools/cache` (Reflector -> Store/Indexer -> handlers), which this follows in shape:
+
+* **List** in pages (`limit`/`continue`), so a 150,000-pod cluster never arrives as one
+  response; each page is slimmed (`adapters.slim`) before the next is read. A continue token
+  that expired (410) starts the list again.
+* **Watch** from the list's resourceVersion with bookmarks, so a quiet watch that the server
+  closes resumes from a recent version instead of listing again. A 410 Gone (as an HTTP answer
+  or an ERROR event) means the version left the server's window: list again, and turn the
+  difference between the store and the fresh list into ADDED/MODIFIED/DELETED events (the
+  "replace" of client-go's DeltaFIFO), so consumers never miss a deletion.
+* **Store** of slim objects by key, with secondary indexes (e.g. pods by PodGroup) maintained
+  on every change, so readers answer "members of this group" without a scan.
+* **Fan-out**: each event goes synchronously, in order, to every registered handler with the
+  new and the previous object. Handlers must be quick (mark dirty, update a snapshot); a
+  handler that raises is logged and counted, never allowed to stop the informer or the other
+  handlers.
+* **Synced**: `synced` is set after the first complete list, when every handler has seen every
+  object once; `Informers.wait_synced()` waits for all kinds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from podgroup_operator.adapters.kube import ApiError, Kind, KubeClient
+from podgroup_operator.constants import WatchEventType
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+Handler = Callable[[WatchEventType, JSON, JSON | None], None]
+"""(event type, the object as now stored or last known when deleted, the previous object)."""
+IndexFunc = Callable[[JSON], Hashable | None]
+"""The index value of an object, or None to leave it out of the index."""
+
+PAGE_SIZE = 500
+"""Objects per LIST page: big enough for few round trips, small enough to slim as we go."""
+WATCH_SECONDS = (240, 360)
+"""The server ends each watch after a random time in this range, as client-go asks (5-10 min
+there); spreading the ends keeps several informers from re-watching at the same instant."""
+RETRY_SECONDS = (0.5, 30.0)
+"""Backoff after an unexpected failure of list or watch: first and longest wait."""
+
+
+def object_key(obj: JSON) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKey)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+def resource_version(obj: JSON) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class ResourceVersionGoneError(Exception):
+    """The resourceVersion we asked for is too old (410): list again."""
+
+
+class IndexView:
+    """Read-only view of one index: `get(value, default)` returns the objects under `value`.
+
+    Shaped like the mapping the controllers used to read (Kopf's index), so they need not care
+    where their objects come from.
+    """
+
+    def __init__(self, buckets: dict[Hashable, dict[str, JSON]]) -> None:
+        self._buckets = buckets
+
+    def get(self, value: Hashable, default: Any = ()) -> Any:
+        bucket = self._buckets.get(value)
+        return tuple(bucket.values()) if bucket else default
+
+    def __contains__(self, value: Hashable) -> bool:
+        return bool(self._buckets.get(value))
+
+    def keys(self) -> list[Hashable]:
+        return [value for value, bucket in self._buckets.items() if bucket]
+
+
+class Store:
+    """Slim objects by key, with secondary indexes kept current on every change."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, JSON] = {}
+        self._index_funcs: dict[str, IndexFunc] = {}
+        self._indexes: dict[str, dict[Hashable, dict[str, JSON]]] = {}
+
+    def add_index(self, name: str, func: IndexFunc) -> IndexView:
+        buckets: dict[Hashable, dict[str, JSON]] = {}
+        self._index_funcs[name] = func
+        self._indexes[name] = buckets
+        for key, obj in self._items.items():
+            value = func(obj)
+            if value is not None:
+                buckets.setdefault(value, {})[key] = obj
+        return IndexView(buckets)
+
+    def index(self, name: str) -> IndexView:
+        return IndexView(self._indexes[name])
+
+    def get(self, key: str) -> JSON | None:
+        return self._items.get(key)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def objects(self) -> list[JSON]:
+        """Every stored object (a copy of the list: safe while the store changes)."""
+        return list(self._items.values())
+
+    def object_keys(self) -> list[str]:
+        return list(self._items)
+
+    def put(self, key: str, obj: JSON) -> JSON | None:
+        old = self._items.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._items[key] = obj
+        for name, func in self._index_funcs.items():
+            value = func(obj)
+            if value is not None:
+                self._indexes[name].setdefault(value, {})[key] = obj
+        return old
+
+    def delete(self, key: str) -> JSON | None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def _unindex(self, key: str, obj: JSON) -> None:
+        for name, func in self._index_funcs.items():
+            value = func(obj)
+            if value is None:
+                continue
+            buckets = self._indexes[name]
+            bucket = buckets.get(value)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del buckets[value]
+
+
+@dataclass
+class InformerStats:
+    """What the informer did, for tests, logs and metrics."""
+
+    lists: int = 0
+    pages: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    gone: int = 0
+    handler_errors: int = 0
+    failures: int = 0
+    last_event: float = 0.0
+    """Loop time of the last event or bookmark (to tell a quiet kind from a stuck one)."""
+
+
+@dataclass
+class Informer:
+    """List and watch one kind; keep a store; tell every handler about every change."""
+
+    kube: KubeClient
+    kind: Kind
+    slim: Callable[[JSON], JSON]
+    namespace: str | None = None
+    page_size: int = PAGE_SIZE
+    name: str = ""
+    store: Store = field(default_factory=Store)
+    stats: InformerStats = field(default_factory=InformerStats)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.kind.plural
+        self.synced = asyncio.Event()
+        self._handlers: list[Handler] = []
+        self._resource_version = ""
+
+    def add_handler(self, handler: Handler, *, replay: bool = True) -> None:
+        """Register a handler; with `replay`, it first gets ADDED for every stored object (as a
+        client-go handler added to a running informer does), so late consumers catch up."""
+        self._handlers.append(handler)
+        if replay:
+            for obj in self.store.objects():
+                self._call(handler, WatchEventType.ADDED, obj, None)
+
+    def remove_handler(self, handler: Handler) -> None:
+        self._handlers.remove(handler)
+
+    # --- the loop ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """List, then watch until the version is gone; list again. Never returns."""
+        failures = 0
+        while True:
+            try:
+                await self._list()
+                failures = 0
+                while True:
+                    await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except ResourceVersionGoneError:
+                self.stats.gone += 1
+                logger.info("%s: resourceVersion expired; listing again", self.name)
+            except Exception as exc:
+                failures += 1
+                self.stats.failures += 1
+                delay = min(RETRY_SECONDS[1], RETRY_SECONDS[0] * 2 ** min(failures, 10))
+                logger.warning(
+                    "%s: list/watch failed (%s); again in %.1fs", self.name, _short(exc), delay
+                )
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        fresh: dict[str, JSON] = {}
+        continue_token: str | None = None
+        while True:
+            try:
+                page = await self.kube.list_page(
+                    self.kind, self.namespace, limit=self.page_size, continue_token=continue_token
+                )
+            except ApiError as exc:
+                if exc.status == 410 and continue_token:
+                    fresh.clear()  # the snapshot the token pointed into is gone: start over
+                    continue_token = None
+                    continue
+                raise
+            self.stats.pages += 1
+            for item in page.get("items") or ():
+                obj = self.slim(item)
+                fresh[object_key(obj)] = obj
+            metadata = page.get("metadata") or {}
+            continue_token = metadata.get("continue") or None
+            if continue_token is None:
+                self._resource_version = str(metadata.get("resourceVersion") or "")
+                break
+        self.stats.lists += 1
+        self._replace(fresh)
+        self.synced.set()
+
+    def _replace(self, fresh: dict[str, JSON]) -> None:
+        """Make the store equal `fresh`, telling handlers what changed (client-go's Replace)."""
+        for key in [key for key in self.store.object_keys() if key not in fresh]:
+            old = self.store.delete(key)
+            if old is not None:
+                self._fan_out(WatchEventType.DELETED, old, old)
+        for key, obj in fresh.items():
+            current = self.store.get(key)
+            if current is not None and resource_version(current) == resource_version(obj):
+                continue
+            self.store.put(key, obj)
+            event = WatchEventType.ADDED if current is None else WatchEventType.MODIFIED
+            self._fan_out(event, obj, current)
+
+    async def _watch(self) -> None:
+        self.stats.watches += 1
+        try:
+            async for event_type, raw in self.kube.watch(
+                self.kind,
+                self.namespace,
+                resource_version=self._resource_version,
+                timeout_seconds=random.randint(*WATCH_SECONDS),
+            ):
+                self._on_event(event_type, raw)
+        except ApiError as exc:
+            if exc.status == 410:
+                raise ResourceVersionGoneError() from exc
+            raise
+
+    def _on_event(self, event_type: str, raw: JSON) -> None:
+        self.stats.last_event = asyncio.get_running_loop().time()
+        try:
+            kind = WatchEventType(event_type)
+        except ValueError:
+            logger.warning("%s: unknown watch event type %r ignored", self.name, event_type[:40])
+            return
+        if kind is WatchEventType.ERROR:
+            code = raw.get("code")
+            if code == 410:
+                raise ResourceVersionGoneError()
+            raise ApiError(int(code or 500), raw, "WATCH", self.kind.path(self.namespace))
+        version = resource_version(raw)
+        if version:
+            self._resource_version = version
+        if kind is WatchEventType.BOOKMARK:
+            self.stats.bookmarks += 1
+            return
+        self.stats.events += 1
+        obj = self.slim(raw)
+        key = object_key(obj)
+        if kind is WatchEventType.DELETED:
+            old = self.store.delete(key)
+            self._fan_out(WatchEventType.DELETED, obj, old)
+            return
+        old = self.store.put(key, obj)
+        self._fan_out(WatchEventType.ADDED if old is None else WatchEventType.MODIFIED, obj, old)
+
+    def _fan_out(self, event_type: WatchEventType, obj: JSON, old: JSON | None) -> None:
+        for handler in list(self._handlers):
+            self._call(handler, event_type, obj, old)
+
+    def _call(
+        self, handler: Handler, event_type: WatchEventType, obj: JSON, old: JSON | None
+    ) -> None:
+        try:
+            handler(event_type, obj, old)
+        except Exception as exc:
+            self.stats.handler_errors += 1
+            logger.error(
+                "%s: handler %s failed on %s %s: %s",
+                self.name,
+                getattr(handler, "__qualname__", handler),
+                event_type,
+                object_key(obj),
+                _short(exc),
+                exc_info=self.stats.handler_errors <= 3,  # a traceback for the first few only
+            )
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more chars)"

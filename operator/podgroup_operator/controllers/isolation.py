@@ -1,0 +1,79 @@
+"""Failure isolation for the controllers' per-object loops: count, back off, report once.
+
+Why: one bad object (a PodGroup whose numbers overflow a date, a pod whose labels cannot make a
+PodGroup) must never stop the work for everybody else, nor fill the log with a traceback a
+second. Each loop (status, scheduling, quota) asks this tracker what to do when processing one
+object raised: how long to back that object off (the scheduler's `Backoff`, 1 s doubling to
+5 min), and whether this failure is news (first failure, or a different cause), in which case the
+loop reports it where users look (an Event or condition naming the cause) and the log gets one
+traceback. Repeats of the same failure are counted, not logged again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from podgroup_operator.scheduling.queue import Backoff
+
+CAUSE_LIMIT = 400
+"""Characters of an exception's text kept in reports and log lines."""
+
+
+def describe(exc: BaseException, limit: int = CAUSE_LIMIT) -> str:
+    """`Type: message`, cut to `limit` characters (a bounded report of any failure)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more chars)"
+
+
+@dataclass
+class Failure:
+    count: int
+    cause: str
+
+
+@dataclass
+class Failures:
+    """Failures per key of one loop (see the module docstring)."""
+
+    loop: str
+    """Names the loop in log lines, e.g. "status of PodGroup"."""
+    logger: logging.Logger
+    backoff: Backoff = field(default_factory=lambda: Backoff(initial_seconds=1, max_seconds=300))
+    _failures: dict[Hashable, Failure] = field(default_factory=dict)
+
+    def failed(self, key: Hashable, exc: BaseException) -> tuple[float, bool]:
+        """Record a failure; (seconds to back off, whether it is news worth reporting)."""
+        cause = describe(exc)
+        previous = self._failures.get(key)
+        news = previous is None or previous.cause != cause
+        count = 1 if previous is None else previous.count + 1
+        self._failures[key] = Failure(count, cause)
+        delay = self.backoff.delay(count).total_seconds()
+        if news:
+            self.logger.error(
+                "%s %s failed: %s; retrying with backoff, other objects go on",
+                self.loop,
+                _name(key),
+                cause,
+                exc_info=exc,
+            )
+        else:
+            self.logger.debug("%s %s failed again (%d): %s", self.loop, _name(key), count, cause)
+        return delay, news
+
+    def succeeded(self, key: Hashable) -> None:
+        if self._failures.pop(key, None) is not None:
+            self.logger.info("%s %s recovered", self.loop, _name(key))
+
+    def count(self, key: Hashable) -> int:
+        failure = self._failures.get(key)
+        return 0 if failure is None else failure.count
+
+    def __len__(self) -> int:
+        return len(self._failures)
+
+
+def _name(key: Hashable) -> str:
+    return "/".join(map(str, key)) if isinstance(key, tuple) else str(key)

@@ -1,0 +1,235 @@
+"""The one wiring point: the client, the informers, and the controllers they feed, in order.
+
+Why one place: the parts depend on each other (the scheduler publishes verdicts to the status
+reconciler, both read the informers' stores, the quota webhooks need the stores synced), and
+wiring them through several Kopf startup handlers made the order a matter of import order and
+untyped memo attributes. Here it is typed and explicit:
+
+1. `KubeClient` from the kubeconfig (or in-cluster credentials);
+2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas), always
+   cluster-wide for pods and nodes, because placement must see every bound pod whatever
+   namespaces the operator handles;
+3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
+4. once the informers are synced and this replica leads: the `StatusReconciler` and the
+   `GangScheduler`, registered as informer handlers with a replay of the stores, so a new leader
+   rebuilds its whole state from what the informers hold (and from PodGroup status), and the
+   quota service's release and status work. Losing the lead stops them and drops their state.
+
+Handlers here stay tiny: they route an event to the consumers that care and never raise into
+the informer (each consumer isolates its own failures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from podgroup_operator.adapters.informers import IndexView, Informer
+from podgroup_operator.adapters.kube import NODES, PODGROUPS, PODS, RESOURCE_QUOTAS, KubeClient
+from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed_fields
+from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.quota import QuotaService
+from podgroup_operator.controllers.scheduler import GangScheduler
+from podgroup_operator.controllers.status import StatusReconciler
+from podgroup_operator.domain.membership import GroupKey, group_key_of
+from podgroup_operator.settings import OperatorSettings
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+BY_GROUP = "by-group"
+"""Index of pods by the PodGroup they belong to."""
+BY_KEY = "by-key"
+"""Index of PodGroups by (namespace, name)."""
+BY_NAMESPACE = "by-namespace"
+
+
+def _namespace_of(obj: JSON) -> Hashable | None:
+    return (obj.get("metadata") or {}).get("namespace")
+
+
+def _group_key(body: JSON) -> GroupKey:
+    meta = body.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+@dataclass
+class Informers:
+    """The operator's informers and the indexes its controllers read."""
+
+    pods: Informer
+    nodes: Informer
+    podgroups: Informer
+    quotas: Informer
+    members: IndexView = field(init=False)
+    """Pods by PodGroup key."""
+    groups: IndexView = field(init=False)
+    """PodGroups by (namespace, name): at most one each."""
+
+    def __post_init__(self) -> None:
+        self.members = self.pods.store.add_index(BY_GROUP, group_key_of)
+        self.groups = self.podgroups.store.add_index(BY_KEY, _group_key)
+        for informer in (self.pods, self.podgroups, self.quotas):
+            informer.store.add_index(BY_NAMESPACE, _namespace_of)
+
+    @classmethod
+    def build(cls, kube: KubeClient) -> Informers:
+        return cls(
+            pods=Informer(kube, PODS, slim_pod),
+            nodes=Informer(kube, NODES, slim_node),
+            podgroups=Informer(kube, PODGROUPS, without_managed_fields),
+            quotas=Informer(kube, RESOURCE_QUOTAS, without_managed_fields),
+        )
+
+    def all(self) -> tuple[Informer, ...]:
+        return (self.nodes, self.pods, self.podgroups, self.quotas)
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.all())
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in self.all()))
+
+    async def objects(self, namespace: str) -> tuple[list[JSON], list[JSON], list[JSON]]:
+        """A namespace's quotas, PodGroups and pods from the stores (the quota ledger's source)."""
+        await self.wait_synced()
+        return (
+            list(self.quotas.store.index(BY_NAMESPACE).get(namespace)),
+            list(self.podgroups.store.index(BY_NAMESPACE).get(namespace)),
+            list(self.pods.store.index(BY_NAMESPACE).get(namespace)),
+        )
+
+
+class Leading:
+    """What only the leader runs: status, scheduling, and the quota's release and status work."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        settings = runtime.settings
+        informers = runtime.informers
+        self.runtime = runtime
+        self.status = StatusReconciler(
+            runtime.kube,
+            informers.groups,
+            informers.members,
+            workers=settings.status_workers,
+            namespaces=frozenset(settings.namespaces),
+        )
+        self.scheduler = GangScheduler(
+            runtime.kube,
+            informers.groups,
+            informers.members,
+            publish=self.status.set_verdict,
+            default_timeout_seconds=settings.default_schedule_timeout_seconds,
+            namespaces=frozenset(settings.namespaces),
+        )
+
+    def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
+        self.scheduler.on_node(kind, node)
+
+    def on_pod(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
+        self.scheduler.on_pod(kind, pod)
+        key = group_key_of(pod)
+        previous = None if old is None else group_key_of(old)
+        if key is not None:
+            self.status.touch(key)
+        if previous is not None and previous != key:
+            self.status.touch(previous)  # it left that group
+
+    def on_group(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
+        key = _group_key(body)
+        self.status.touch(key)
+        self.scheduler.on_group(key)
+
+    def start(self) -> None:
+        informers = self.runtime.informers
+        # Nodes first, so the snapshot knows every node before the pods bound to them.
+        informers.nodes.add_handler(self.on_node)
+        informers.pods.add_handler(self.on_pod)
+        informers.podgroups.add_handler(self.on_group)
+        self.status.start()
+        self.scheduler.start()
+        self.runtime.quota.start()
+
+    async def stop(self) -> None:
+        informers = self.runtime.informers
+        informers.nodes.remove_handler(self.on_node)
+        informers.pods.remove_handler(self.on_pod)
+        informers.podgroups.remove_handler(self.on_group)
+        await self.scheduler.stop()
+        await self.status.stop()
+        await self.runtime.quota.stop()
+
+
+class Runtime:
+    """Everything the operator runs, started and stopped as one."""
+
+    def __init__(self, settings: OperatorSettings, kube: KubeClient) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.informers = Informers.build(kube)
+        self.quota = QuotaService(kube, self.informers)
+        self.leading: Leading | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _on_pod_for_quota(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
+        self.quota.observe_pod(pod, kind)
+
+    def _on_group_for_quota(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
+        self.quota.observe_group(body, kind)
+
+    def _on_quota(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
+        self.quota.observe_quota(body, kind)
+
+    async def start(self, *, lead: bool = True) -> None:
+        """Start the informers; with `lead`, lead as soon as they are synced (no election)."""
+        self.informers.pods.add_handler(self._on_pod_for_quota)
+        self.informers.podgroups.add_handler(self._on_group_for_quota)
+        self.informers.quotas.add_handler(self._on_quota)
+        self._tasks = [
+            asyncio.create_task(informer.run(), name=f"informer-{informer.name}")
+            for informer in self.informers.all()
+        ]
+        if lead:
+            self._tasks.append(asyncio.create_task(self._lead_when_synced(), name="lead"))
+
+    async def _lead_when_synced(self) -> None:
+        await self.informers.wait_synced()
+        logger.info(
+            "informers synced: %d nodes, %d pods, %d PodGroups, %d ResourceQuotas",
+            *(len(informer.store) for informer in self.informers.all()),
+        )
+        await self.start_leading()
+
+    async def start_leading(self) -> None:
+        """Build the leader's controllers from the synced stores and start them."""
+        await self.informers.wait_synced()
+        if self.leading is None:
+            self.leading = Leading(self)
+            self.leading.start()
+            logger.info("leading: scheduling and status writes started")
+
+    async def stop_leading(self) -> None:
+        """Stop the leader's controllers and forget their state (a new lead rebuilds it)."""
+        leading, self.leading = self.leading, None
+        if leading is not None:
+            await leading.stop()
+            logger.info("no longer leading: scheduling and status writes stopped")
+
+    async def stop(self) -> None:
+        await self.stop_leading()
+        for task in self._tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.kube.close()
+
+
+def build_runtime(settings: OperatorSettings, kube: KubeClient | None = None) -> Runtime:
+    """The operator's runtime, with the client from the current kubeconfig unless given."""
+    return Runtime(settings, kube or KubeClient.from_kubeconfig())

@@ -1,0 +1,185 @@
+"""Informers over the in-memory API server: paginated lists, watch events, 410, handlers.
+
+Each test waits on what the informer reports (its store, its handler calls, the fake's open
+watches) rather than on time passing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.informers import Informer, object_key
+from podgroup_operator.adapters.kube import PODS, KubeClient
+from podgroup_operator.adapters.slim import slim_pod
+from podgroup_operator.constants import WatchEventType
+from podgroup_operator.domain.membership import group_key_of
+from tests.builders import pod
+from tests.fakes import FakeApiServer
+
+Seen = list[tuple[WatchEventType, str, str | None]]
+
+
+async def until(check: Callable[[], Any], what: str, timeout: float = 2.0) -> None:
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.001)
+
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+@pytest.fixture
+def api() -> FakeApiServer:
+    return FakeApiServer()
+
+
+@pytest.fixture
+async def started(
+    api: FakeApiServer,
+) -> AsyncIterator[Callable[..., Awaitable[tuple[Informer, Seen]]]]:
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(page_size: int = 2) -> tuple[Informer, Seen]:
+        informer = Informer(KubeClient(api), PODS, slim_pod, page_size=page_size)
+        seen: Seen = []
+
+        def record(kind: WatchEventType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            seen.append((kind, object_key(obj), None if old is None else object_key(old)))
+
+        informer.add_handler(record)
+        tasks.append(asyncio.create_task(informer.run()))
+        await asyncio.wait_for(informer.synced.wait(), 2)
+        await until(lambda: api.open_watches, "the watch to open")
+        return informer, seen
+
+    yield start
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_first_list_comes_in_pages_and_every_object_reaches_the_handlers(
+    api: FakeApiServer, started: Callable[..., Awaitable[tuple[Informer, Seen]]]
+) -> None:
+    api.seed(*(pod(f"p{i}", group="g") for i in range(5)))
+    informer, seen = await started(page_size=2)
+    assert informer.stats.pages == 3
+    assert len(informer.store) == 5
+    assert sorted(key for _, key, _ in seen) == [f"default/p{i}" for i in range(5)]
+    assert {kind for kind, _, _ in seen} == {WatchEventType.ADDED}
+
+
+async def test_watch_events_carry_the_previous_object_and_keep_indexes_current(
+    api: FakeApiServer, started: Callable[..., Awaitable[tuple[Informer, Seen]]]
+) -> None:
+    informer, seen = await started()
+    members = informer.store.add_index("group", group_key_of)
+    kube = KubeClient(api)
+    await kube.create(PODS, pod("a", group="g1"), "default")
+    await until(lambda: members.get(("default", "g1")), "a to be indexed under g1")
+    await kube.patch(PODS, "a", {"metadata": {"labels": {c.LABEL_POD_GROUP: "g2"}}}, "default")
+    await until(lambda: members.get(("default", "g2")), "a to move to g2")
+    assert members.get(("default", "g1")) == ()
+    await kube.delete(PODS, "a", "default")
+    await until(lambda: len(seen) == 3, "the delete")
+    assert seen == [
+        (WatchEventType.ADDED, "default/a", None),
+        (WatchEventType.MODIFIED, "default/a", "default/a"),
+        (WatchEventType.DELETED, "default/a", "default/a"),
+    ]
+    assert members.keys() == []
+
+
+async def test_gone_lists_again_and_reports_what_was_deleted_meanwhile(
+    api: FakeApiServer, started: Callable[..., Awaitable[tuple[Informer, Seen]]]
+) -> None:
+    api.seed(pod("kept"), pod("lost"))
+    informer, seen = await started()
+    lists = api.count("GET", "/api/v1/pods")
+    relist = api.hold("GET", "/api/v1/pods")
+    api.inject_error("WATCH", "/api/v1/pods", 410, "Expired")
+    api.close_watches()
+    await until(lambda: api.count("GET", "/api/v1/pods") > lists, "the list after 410")
+    await KubeClient(api).delete(PODS, "lost", "default")  # unseen: no watch is open
+    relist.set()
+    await until(lambda: informer.store.get("default/lost") is None, "lost to leave the store")
+    assert seen[-1] == (WatchEventType.DELETED, "default/lost", "default/lost")
+    assert informer.stats.gone == 1
+    assert informer.store.get("default/kept") is not None
+
+
+async def test_bookmarks_move_the_resume_point_without_events(
+    api: FakeApiServer, started: Callable[..., Awaitable[tuple[Informer, Seen]]]
+) -> None:
+    informer, seen = await started()
+    api.seed(pod("noise", namespace="elsewhere"))  # bumps the resourceVersion
+    await until(lambda: len(seen) == 1, "the seeded pod")
+    api.bookmark()
+    await until(lambda: informer.stats.bookmarks == 1, "the bookmark")
+    watches = informer.stats.watches
+    api.close_watches()
+    await until(lambda: informer.stats.watches > watches, "the watch to resume")
+    assert informer.stats.lists == 1  # resumed from the bookmark: no new list
+    assert len(seen) == 1
+
+
+async def test_a_failing_handler_stops_neither_the_informer_nor_other_handlers(
+    api: FakeApiServer, started: Callable[..., Awaitable[tuple[Informer, Seen]]]
+) -> None:
+    informer, seen = await started()
+
+    def broken(kind: WatchEventType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        raise OverflowError("date value out of range")
+
+    informer.add_handler(broken)
+    await KubeClient(api).create(PODS, pod("x"), "default")
+    await KubeClient(api).create(PODS, pod("y"), "default")
+    await until(lambda: len(seen) == 2, "both pods to reach the healthy handler")
+    assert informer.stats.handler_errors == 2
+
+
+async def test_a_late_handler_is_replayed_the_store() -> None:
+    api = FakeApiServer()
+    api.seed(pod("a"), pod("b"))
+    informer = Informer(KubeClient(api), PODS, slim_pod)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 2)
+        seen: list[str] = []
+        informer.add_handler(lambda kind, obj, old: seen.append(f"{kind}:{object_key(obj)}"))
+        assert sorted(seen) == ["ADDED:default/a", "ADDED:default/b"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_slim_pods_keep_what_the_operator_reads_and_bare_pods_keep_their_spec() -> None:
+    controlled = pod("c", group="g", requests={"cpu": "1"}, node="n1")
+    controlled["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "rs",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    controlled["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    controlled["spec"]["containers"][0]["env"] = [{"name": "A", "value": "x" * 1000}]
+    controlled["status"]["containerStatuses"] = [{"name": "main", "ready": True}]
+    slim = slim_pod(controlled)
+    assert "managedFields" not in slim["metadata"]
+    assert slim["spec"]["containers"] == [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
+    assert slim["spec"]["nodeName"] == "n1"
+    assert "containerStatuses" not in slim["status"]
+    assert group_key_of(slim) == ("default", "g")
+    bare = pod("b", requests={"cpu": "1"})
+    bare["spec"]["containers"][0]["env"] = [{"name": "A", "value": "x"}]
+    assert slim_pod(bare)["spec"] == bare["spec"]
