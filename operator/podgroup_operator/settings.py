@@ -36,5 +36,5 @@ class OperatorSettings:
     """Never intercepted by our webhooks, so the operator can always be repaired."""
     default_schedule_timeout_seconds: int = 60
     """scheduleTimeoutSeconds for groups that set none."""
-    status_workers: int = 8
+    status_workers: int = 16
     """PodGroup status reconciles that may run at once."""

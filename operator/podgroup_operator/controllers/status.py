@@ -69,7 +69,7 @@ class StatusReconciler:
         groups: Index,
         members: Index,
         *,
-        workers: int = 8,
+        workers: int = 16,
         settle: float = 0.05,
         namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
@@ -105,7 +105,13 @@ class StatusReconciler:
             self._again.add(key)
         elif key not in self._queued:
             self._queued.add(key)
-            self._dirty.put_nowait(key)
+            if self.settle:
+                # Let the rest of a burst (a ReplicaSet's pods binding, starting) land first:
+                # events for this key meanwhile find it queued and add nothing. One write, not
+                # five; and no worker sits idle while a key settles.
+                asyncio.get_running_loop().call_later(self.settle, self._dirty.put_nowait, key)
+            else:
+                self._dirty.put_nowait(key)
 
     def set_verdict(self, key: GroupKey, verdict: Verdict) -> None:
         if self.verdicts.get(key) != verdict:
@@ -123,10 +129,6 @@ class StatusReconciler:
     async def _worker(self) -> None:
         while True:
             key = await self._dirty.get()
-            # Let the rest of a burst (a ReplicaSet's pods binding, starting) land first: events
-            # for this key meanwhile find it still queued and add nothing. One write, not five.
-            if self.settle:
-                await asyncio.sleep(self.settle)
             self._queued.discard(key)
             self._running.add(key)
             try:
