@@ -35,15 +35,14 @@ Concurrency, durability, multiple replicas
 * Pod admissions write nothing durable (a write per pod would cost more than the whole webhook
   budget). With several replicas, two pods admitted at the same instant by different replicas
   can together overshoot a group's reservation; Kubernetes' own quota admission still holds the
-  hard limits. Run one replica, or accept that bound (see the issue note).
+  hard limits; the README says so.
 
 Status
 ------
-`status.reservation` (reserved, used) and the QuotaReserved condition are written by a small
-coalescing queue: a GET of the latest object, `set_condition` on its conditions, and a merge
-patch of the status subresource carrying metadata.resourceVersion, retried on 409. The lifecycle
-writer (controllers/status.py) sends `conditions` whole but with a precondition too, so neither
-writer can drop the other's condition; a loser of the race re-reads and writes again.
+This service writes no status. A small coalescing queue (leader only) releases what must be
+released and hands each group's `QuotaView` (`status.reservation` and the QuotaReserved
+condition) to `publish`, which the runtime points at the status reconciler: one writer of
+PodGroup status, so no two writers race over `conditions`.
 """
 
 from __future__ import annotations
@@ -61,7 +60,8 @@ from podgroup_operator.adapters.kube import PODGROUPS, PODS, RESOURCE_QUOTAS, Ap
 from podgroup_operator.adapters.quota_record import Record, RecordConflictError, RecordStore
 from podgroup_operator.api.models import Condition
 from podgroup_operator.api.quantity import QuantityError
-from podgroup_operator.domain.conditions import find_condition, set_condition
+from podgroup_operator.controllers.isolation import Failures
+from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.quota import (
     RECORD_GRACE,
@@ -70,14 +70,14 @@ from podgroup_operator.domain.quota import (
     ObservedGroup,
     PodUsage,
     QuotaLimit,
+    QuotaView,
     RecordEntry,
     admit_group,
     admit_group_update,
     admit_pod,
     effective_reservation,
+    quota_view,
     release_reason,
-    reservation_condition,
-    reservation_status,
     total_milli,
     validate_total_resources,
 )
@@ -229,10 +229,13 @@ class QuotaService:
     ) -> None:
         self.kube = kube
         self.source = source
+        self.publish: Callable[[GroupKey, QuotaView], None] = lambda key, view: None
+        """Where each group's reservation view goes: the status reconciler, while leading."""
         self.store = RecordStore(kube)
         self.clock = clock
         self.namespaces: dict[str, NamespaceQuota] = {}
         self.status_workers = status_workers
+        self.failures = Failures("quota of PodGroup", logger)
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
         self._queued: set[GroupKey] = set()
         self._key_locks: dict[GroupKey, asyncio.Lock] = {}
@@ -241,10 +244,15 @@ class QuotaService:
     # --- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start releasing and publishing (the leader's work), beginning with every known group."""
         self._tasks = [
             asyncio.create_task(self._status_worker()) for _ in range(self.status_workers)
         ]
         self._tasks.append(asyncio.create_task(self._sweeper()))
+        for state in self.namespaces.values():
+            if state.loaded:
+                for name in set(state.groups) | set(state.record.entries):
+                    self.touch((state.namespace, name))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -467,12 +475,13 @@ class QuotaService:
             try:
                 async with lock:
                     await self.reconcile(key)
+                self.failures.succeeded(key)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("quota of PodGroup %s/%s not reconciled; retrying", *key)
-                await asyncio.sleep(1.0)
-                self.touch(key)
+            except Exception as exc:
+                # Isolated: this group backs off (logged once per cause); the others go on.
+                delay, _ = self.failures.failed(key, exc)
+                asyncio.get_running_loop().call_later(delay, self.touch, key)
 
     async def _sweeper(self) -> None:
         """Entries whose group never appeared are released even though no event will come.
@@ -557,6 +566,7 @@ class QuotaService:
                 return
 
     async def _write_status(self, state: NamespaceQuota, name: str) -> None:
+        """Hand the group's reservation view to the status reconciler (the one status writer)."""
         observed = state.groups.get(name)
         if observed is None or observed.deleted:
             return
@@ -566,52 +576,7 @@ class QuotaService:
         released = state.released.get(name)
         if released is None and had is not None and had.status == c.ConditionStatus.TRUE:
             released = "the group no longer holds a reservation"
-        verdict = reservation_condition(state.ledger, key, released)
-        if verdict is None:
-            return
-        reservation = reservation_status(state.ledger, key)
-        desired_reservation = None if reservation is None else reservation.to_api()
-        if _status_matches(shown, desired_reservation, verdict):
-            return
-        for _ in range(WRITE_ATTEMPTS):
-            try:
-                body = await self.kube.get(PODGROUPS, name, state.namespace)
-            except ApiError as exc:
-                if exc.not_found:
-                    return
-                raise
-            if observed.uid and body["metadata"].get("uid") != observed.uid:
-                return
-            status = dict(body.get("status") or {})
-            if _status_matches(status, desired_reservation, verdict):
-                return
-            conditions = set_condition(
-                _conditions(status),
-                c.ConditionType.QUOTA_RESERVED,
-                *verdict,
-                self.clock(),
-                id_seed=observed.uid or "/".join(key),
-            )
-            patch = {
-                "metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
-                "status": {
-                    "reservation": desired_reservation,
-                    "conditions": [cond.to_api() for cond in conditions],
-                },
-            }
-            try:
-                updated = await self.kube.patch(
-                    PODGROUPS, name, patch, state.namespace, subresource="status"
-                )
-            except ApiError as exc:
-                if exc.conflict:
-                    continue
-                if exc.not_found:
-                    return
-                raise
-            state.group_status[name] = dict(updated.get("status") or {})
-            return
-        self.touch(key)
+        self.publish(key, quota_view(state.ledger, key, released))
 
 
 def _may_hold_reservation(body: Mapping[str, Any]) -> bool:
@@ -631,19 +596,6 @@ def _conditions(status: Mapping[str, Any]) -> list[Condition]:
         with contextlib.suppress(ValueError):
             result.append(Condition.model_validate(raw))
     return result
-
-
-def _status_matches(
-    status: Mapping[str, Any],
-    reservation: dict[str, Any] | None,
-    verdict: tuple[c.ConditionStatus, c.Reason, str],
-) -> bool:
-    if (status.get("reservation") or None) != reservation:
-        return False
-    condition = find_condition(_conditions(status), c.ConditionType.QUOTA_RESERVED)
-    return condition is not None and (condition.status, condition.reason, condition.message) == (
-        verdict
-    )
 
 
 class ListedObjects:

@@ -154,6 +154,7 @@ class Leading:
         informers.podgroups.add_handler(self.on_group)
         self.status.start()
         self.scheduler.start()
+        self.runtime.quota.publish = self.status.set_quota_view
         self.runtime.quota.start()
 
     async def stop(self) -> None:
@@ -164,6 +165,7 @@ class Leading:
         await self.scheduler.stop()
         await self.status.stop()
         await self.runtime.quota.stop()
+        self.runtime.quota.publish = lambda key, view: None
 
 
 class Runtime:

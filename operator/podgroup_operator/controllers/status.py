@@ -27,6 +27,7 @@ from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
 from podgroup_operator.domain.lightweight import is_operator_created, podgroup_for
 from podgroup_operator.domain.membership import membership_conflict
+from podgroup_operator.domain.quota import QuotaView, apply_quota_view
 from podgroup_operator.domain.restart import (
     Fail,
     Nothing,
@@ -94,6 +95,8 @@ class StatusReconciler:
         self._warned_conflicts: set[str] = set()
         self.verdicts: dict[GroupKey, Verdict] = {}
         """The gang scheduler's latest verdict per group, folded into the status we write."""
+        self.quota_views: dict[GroupKey, QuotaView] = {}
+        """The quota controller's latest view per group (reservation, QuotaReserved)."""
         self._tasks: list[asyncio.Task[None]] = []
 
     def touch(self, key: GroupKey) -> None:
@@ -112,6 +115,12 @@ class StatusReconciler:
                 asyncio.get_running_loop().call_later(self.settle, self._dirty.put_nowait, key)
             else:
                 self._dirty.put_nowait(key)
+
+    def set_quota_view(self, key: GroupKey, view: QuotaView) -> None:
+        """The quota controller's view of the group's reservation, folded into its status."""
+        if self.quota_views.get(key) != view:
+            self.quota_views[key] = view
+            self.touch(key)
 
     def set_verdict(self, key: GroupKey, verdict: Verdict) -> None:
         if self.verdicts.get(key) != verdict:
@@ -207,18 +216,16 @@ class StatusReconciler:
         if await self._restart_step(key, group, body, pods, now):
             return  # the restart wrote status; its watch event brings us back here
         result = compute_status(group, current_incarnation(group.status, pods), group.status, now)
+        id_seed = group.metadata.uid or "/".join(key)
         status = apply_verdict(
-            result.status,
-            self.verdicts.get(key),
-            group.spec.min_member,
-            now,
-            id_seed=group.metadata.uid or "/".join(key),
+            result.status, self.verdicts.get(key), group.spec.min_member, now, id_seed=id_seed
         )
+        status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
         patch = status_patch(group.status, status)
         if patch is None:
             return
-        # Other writers own parts of status too (the quota service's QuotaReserved condition);
-        # a merge patch replaces `conditions` whole, so write only over the version we read.
+        # A merge patch replaces `conditions` whole: write only over the version we read (the
+        # restart step and a lagging watch are the other ways this status changes).
         updated = await self._write_status(key, body, patch)
         if updated is None:
             return

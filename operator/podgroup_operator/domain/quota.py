@@ -50,9 +50,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from podgroup_operator.api.models import Reservation
+from podgroup_operator.api.models import PodGroupStatus, Reservation
 from podgroup_operator.api.quantity import QuantityError, format_milli, parse_quantity, to_milli
-from podgroup_operator.constants import ConditionStatus, Phase, PodPhase, Reason
+from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, PodPhase, Reason
+from podgroup_operator.domain.conditions import set_condition
 
 GroupKey = tuple[str, str]
 """(namespace, name) of a PodGroup, as `PodGroup.key`."""
@@ -763,3 +764,38 @@ def reservation_condition(
             f"reservation released: {released}; members that still run count as ordinary usage",
         )
     return None
+
+
+@dataclass(frozen=True)
+class QuotaView:
+    """What a group's status should show of its reservation: `status.reservation` and the
+    QuotaReserved condition as (status, reason, message), or None to leave the condition alone.
+
+    The quota controller computes it; the status reconciler, the one writer of PodGroup status,
+    folds it into the status it writes (`apply_quota_view`).
+    """
+
+    reservation: Reservation | None
+    condition: tuple[ConditionStatus, Reason, str] | None
+
+
+def quota_view(ledger: Ledger, key: GroupKey, released: str | None) -> QuotaView:
+    return QuotaView(
+        reservation=reservation_status(ledger, key),
+        condition=reservation_condition(ledger, key, released),
+    )
+
+
+def apply_quota_view(
+    status: PodGroupStatus, view: QuotaView | None, now: datetime, *, id_seed: str
+) -> PodGroupStatus:
+    """`status` with the reservation and QuotaReserved condition of `view` (terminal groups
+    too: the release of a finished group's reservation is shown on it)."""
+    if view is None:
+        return status
+    conditions = status.conditions
+    if view.condition is not None:
+        conditions = set_condition(
+            conditions, ConditionType.QUOTA_RESERVED, *view.condition, now, id_seed=id_seed
+        )
+    return status.model_copy(update={"reservation": view.reservation, "conditions": conditions})

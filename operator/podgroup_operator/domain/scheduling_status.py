@@ -15,7 +15,9 @@ from podgroup_operator.api.models import PodGroupStatus
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
 from podgroup_operator.domain.conditions import find_condition, set_condition
 
-SCHEDULER_REASONS = frozenset({Reason.NOT_ENOUGH_RESOURCES, Reason.SCHEDULE_TIMEOUT})
+SCHEDULER_REASONS = frozenset(
+    {Reason.NOT_ENOUGH_RESOURCES, Reason.SCHEDULE_TIMEOUT, Reason.SCHEDULING_FAILED}
+)
 """Unschedulable reasons the scheduler owns; the lifecycle keeps them while Pending."""
 
 
