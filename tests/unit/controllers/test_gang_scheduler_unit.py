@@ -717,3 +717,39 @@ async def test_a_running_group_is_still_scheduled() -> None:
     await h.scheduler.cycle()
 
     assert h.bound_pods() == ["live-0"]
+
+
+# --- one group that breaks the scheduler stops nobody else ---------------------------------------
+class _BrokenFor(FakeIndex[Key, Body]):
+    """A group index whose answer for one key raises, as a hostile object's parsing could."""
+
+    def __init__(self, broken: Key) -> None:
+        super().__init__()
+        self.broken = broken
+
+    def get(self, key: Key, default: Any = None) -> Any:
+        if key == self.broken:
+            raise OverflowError("date value out of range")
+        return super().get(key, default)
+
+
+async def test_a_group_that_raises_is_reported_and_backed_off_while_others_are_placed() -> None:
+    h = Harness()
+    h.groups = _BrokenFor((NS, "poison"))
+    h.scheduler.groups = h.groups
+    h.add_node("n1", cpu=8)
+    h.add_group("healthy", min_member=2)
+    h.add_pods("healthy", 2)
+    h.add_pods("poison", 2)
+
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["healthy-0", "healthy-1"]
+    (verdict,) = h.verdicts_for("poison")
+    assert verdict.reason == c.Reason.SCHEDULING_FAILED
+    assert "OverflowError: date value out of range" in verdict.message
+    assert h.scheduler.failures.count((NS, "poison")) == 1
+
+    await h.scheduler.cycle()  # the same failure again: counted, not reported again
+    assert len(h.verdicts_for("poison")) == 1
+    assert h.scheduler.failures.count((NS, "poison")) == 2

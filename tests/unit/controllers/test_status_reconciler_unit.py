@@ -17,6 +17,7 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
 from podgroup_operator.controllers.status import StatusReconciler
+from podgroup_operator.scheduling.queue import Backoff
 from tests.builders import pod, podgroup
 from tests.fakes import FakeApiServer, FakeIndex
 
@@ -476,3 +477,41 @@ async def test_a_user_podgroup_without_pods_stays() -> None:
     await h.reconciler.reconcile(KEY)
     assert h.fake.count("DELETE") == 0
     assert h.status()["phase"] == c.Phase.PENDING
+
+
+# --- one group whose reconcile raises stops nobody else -------------------------------------------
+
+
+async def test_a_failing_group_is_reported_once_and_retried_while_others_are_written() -> None:
+    h = Harness(workers=1)
+    h.reconciler.failures.backoff = Backoff(initial_seconds=0.01, max_seconds=0.01)
+    h.group("poison", min_member=1)
+    h.group(min_member=1)
+    h.pods(running("p", group="poison"), key=(NS, "poison"))
+    h.pods(running("a"))
+    poison_status = PODGROUPS.path(NS, "poison", "status")
+    h.fake.inject_error("PATCH", poison_status, 500, message="etcd is sad")
+    h.reconciler.start()
+    try:
+        h.reconciler.touch((NS, "poison"))
+        h.reconciler.touch(KEY)
+        await settle(lambda: h.status().get("phase") == c.Phase.RUNNING)
+        assert h.status()["phase"] == c.Phase.RUNNING
+        await wait_until(lambda: h.status("poison").get("phase") == c.Phase.RUNNING)
+        (warning,) = h.fake.events(involved="poison", reason=c.Reason.RECONCILE_FAILED)
+        assert warning["type"] == c.EventType.WARNING
+        assert "etcd is sad" in warning["message"]
+        assert h.fake.count("PATCH", poison_status) == 2  # the failed one, then the retry
+        assert h.reconciler.failures.count((NS, "poison")) == 0  # recovered
+    finally:
+        await h.reconciler.stop()
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float = 1.0) -> None:
+    """For waits on the reconciler's own (shortened) backoff timer."""
+
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(poll(), timeout)
