@@ -58,6 +58,18 @@ def _group_key(body: JSON) -> GroupKey:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
+def _may_flip_phase(kind: WatchEventType, pod: JSON, old: JSON | None) -> bool:
+    """A member that changed phase, or went away, may flip its group's phase."""
+    if kind is WatchEventType.DELETED:
+        return True
+    if old is None:
+        return False
+    return (pod.get("status") or {}).get("phase") != (old.get("status") or {}).get("phase") or (
+        bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+        != bool((old.get("metadata") or {}).get("deletionTimestamp"))
+    )
+
+
 @dataclass
 class Informers:
     """The operator's informers and the indexes its controllers read."""
@@ -137,9 +149,9 @@ class Leading:
         key = group_key_of(pod)
         previous = None if old is None else group_key_of(old)
         if key is not None:
-            self.status.touch(key)
+            self.status.touch(key, urgent=_may_flip_phase(kind, pod, old))
         if previous is not None and previous != key:
-            self.status.touch(previous)  # it left that group
+            self.status.touch(previous, urgent=True)  # it left that group
 
     def on_group(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
         key = _group_key(body)

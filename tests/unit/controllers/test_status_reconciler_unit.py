@@ -16,7 +16,7 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
-from podgroup_operator.controllers.status import StatusReconciler
+from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
 from podgroup_operator.scheduling.queue import Backoff
 from tests.builders import pod, podgroup
 from tests.fakes import FakeApiServer, FakeIndex
@@ -58,8 +58,16 @@ class Harness:
             self.members,  # type: ignore[arg-type]
             workers=workers,
             settle=0,  # no wall-clock wait for a burst to settle: tests drive the loop
+            count_delay=0,  # every change written at once (the delay has its own test)
             clock=self.clock,
         )
+
+    async def reconcile(self, key: tuple[str, str] = KEY) -> None:
+        """One reconcile, and the Events it narrates answered."""
+        try:
+            await self.reconciler.reconcile(key)
+        finally:
+            await self.reconciler.events_posted()
 
     def group(self, name: str = "gang", min_member: int = 2, **spec: Any) -> Body:
         """A PodGroup that exists in the API and has been seen by the index."""
@@ -112,7 +120,7 @@ async def test_a_group_with_pods_gets_one_status_patch_with_phase_and_counts() -
     group = h.group(min_member=2)
     h.pods(running("a"), running("b"), pending("c"))
 
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
 
     assert h.fake.requests == [("PATCH", STATUS_PATH), ("POST", EVENTS_PATH)]
     (patch,) = [r for r in h.fake.request_log if r.method == "PATCH"]
@@ -135,13 +143,13 @@ async def test_reconciling_again_without_a_change_sends_nothing() -> None:
     h = Harness()
     h.group(min_member=2)
     h.pods(running("a"), running("b"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     h.fake.clear_requests()
 
     h.clock.advance(3600)
-    await h.reconciler.reconcile(KEY)  # the index still holds the body without status
+    await h.reconcile(KEY)  # the index still holds the body without status
     h.index_catches_up()
-    await h.reconciler.reconcile(KEY)  # the index holds our write
+    await h.reconcile(KEY)  # the index holds our write
 
     assert h.fake.requests == []
     assert h.reconciler.writes == 1
@@ -151,12 +159,12 @@ async def test_only_the_changed_fields_are_patched() -> None:
     h = Harness()
     h.group(min_member=2)
     h.pods(running("a"), running("b"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     h.index_catches_up()
     h.fake.clear_requests()
 
     h.pods(running("c"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
 
     (patch,) = h.fake.request_log
     # The counters, and the Unschedulable message that quotes them; nothing else.
@@ -168,13 +176,13 @@ async def test_a_phase_transition_emits_exactly_one_phase_changed_event() -> Non
     h = Harness()
     group = h.group(min_member=2)
     h.pods(pending("a"), pending("b"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     assert [e["message"].split(":")[0] for e in h.phase_events()] == ["new -> Pending"]
 
     h.clock.advance(10)
     h.pods(running("a"), running("b"))
-    await h.reconciler.reconcile(KEY)
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
+    await h.reconcile(KEY)
 
     events = h.phase_events()
     assert [e["message"].split(":")[0] for e in events] == ["new -> Pending", "Pending -> Running"]
@@ -190,9 +198,9 @@ async def test_a_count_change_without_a_phase_change_emits_no_event() -> None:
     h = Harness()
     h.group(min_member=2)
     h.pods(running("a"), running("b"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     h.pods(running("c"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     assert h.reconciler.writes == 2
     assert len(h.phase_events()) == 1
 
@@ -201,9 +209,9 @@ async def test_losing_the_gang_is_a_warning_event() -> None:
     h = Harness()
     h.group(min_member=2)
     a, b = h.pods(running("a"), running("b"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     h.members.put(KEY, {**b, "status": {"phase": c.PodPhase.FAILED}})
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     events = h.phase_events()
     assert [(e["type"], e["message"].split(":")[0]) for e in events] == [
         (c.EventType.NORMAL, "new -> Running"),
@@ -219,8 +227,8 @@ async def test_a_pod_naming_a_missing_group_gets_one_warning_even_when_reconcile
     h = Harness()
     a, b = h.pods(pending("a", group="ghost"), pending("b", group="ghost"), key=(NS, "ghost"))
 
-    await h.reconciler.reconcile((NS, "ghost"))
-    await h.reconciler.reconcile((NS, "ghost"))
+    await h.reconcile((NS, "ghost"))
+    await h.reconcile((NS, "ghost"))
 
     warnings = h.fake.events(reason=c.Reason.MISSING_POD_GROUP)
     assert sorted(e["involvedObject"]["name"] for e in warnings) == ["a", "b"]
@@ -237,7 +245,7 @@ async def test_a_missing_group_warning_on_a_vanished_namespace_is_swallowed() ->
     h = Harness()
     h.pods(pending("a", group="ghost"), key=(NS, "ghost"))
     h.fake.inject_error("POST", EVENTS_PATH, 404, "NotFound", 'namespaces "default" not found')
-    await h.reconciler.reconcile((NS, "ghost"))
+    await h.reconcile((NS, "ghost"))
     assert h.fake.events() == []
 
 
@@ -248,7 +256,7 @@ async def test_a_404_on_the_patch_is_swallowed_when_the_group_was_deleted_meanwh
     await h.kube.delete(PODGROUPS, "gang", NS)  # the index has not heard of it yet
     h.fake.clear_requests()
 
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
 
     assert h.fake.requests == [("PATCH", STATUS_PATH)]
     assert h.reconciler.writes == 0
@@ -261,20 +269,34 @@ async def test_other_api_errors_reach_the_worker_which_retries() -> None:
     h.pods(running("a"))
     h.fake.inject_error("PATCH", STATUS_PATH, 500)
     with pytest.raises(ApiError) as caught:
-        await h.reconciler.reconcile(KEY)
+        await h.reconcile(KEY)
     assert caught.value.status == 500
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     assert h.status()["phase"] == c.Phase.RUNNING
     assert len(h.phase_events()) == 1
 
 
-async def test_an_invalid_group_is_left_alone() -> None:
-    h = Harness()
+async def test_an_invalid_group_is_left_alone_and_reported_once() -> None:
+    h = Harness(workers=1)
     (stored,) = h.fake.seed(podgroup("gang", NS, min_member=0))
     h.groups.put(KEY, stored)
     h.pods(running("a"))
-    await h.reconciler.reconcile(KEY)
-    assert h.fake.requests == []
+    with pytest.raises(InvalidPodGroupError, match="minMember"):
+        await h.reconcile(KEY)
+    assert h.fake.requests == []  # no status write
+    h.reconciler.start()
+    try:
+        h.reconciler.touch(KEY)
+        await settle(lambda: h.fake.events(involved="gang", reason=c.Reason.RECONCILE_FAILED))
+        h.reconciler.touch(KEY)  # another pod event: the same cause is not reported again
+        await settle(lambda: h.reconciler.failures.count(KEY) == 2)
+        await h.reconciler.events_posted()
+    finally:
+        await h.reconciler.stop()
+    (warning,) = h.fake.events(involved="gang", reason=c.Reason.RECONCILE_FAILED)
+    assert "spec.minMember" in warning["message"]
+    assert h.reconciler.failures.count(KEY) == 2
+    assert not any(method == "PATCH" for method, _ in h.fake.requests)
 
 
 # --- the index lagging behind --------------------------------------------------------------------
@@ -284,14 +306,14 @@ async def test_the_reconciler_prefers_its_own_last_write_over_a_stale_index_entr
     h = Harness()
     h.group(min_member=2)
     h.pods(pending("a"), pending("b"))
-    await h.reconciler.reconcile(KEY)  # new -> Pending
+    await h.reconcile(KEY)  # new -> Pending
     h.pods(running("a"), running("b"))
-    await h.reconciler.reconcile(KEY)  # Pending -> Running, computed from our own write
+    await h.reconcile(KEY)  # Pending -> Running, computed from our own write
     h.fake.clear_requests()
 
     # The index still holds the group as seeded, without any status: recomputing from it would
     # announce "new -> Running" a second time.
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
 
     assert h.fake.requests == []
     assert [e["message"].split(":")[0] for e in h.phase_events()] == [
@@ -304,11 +326,11 @@ async def test_a_newer_index_entry_wins_over_our_last_write() -> None:
     h = Harness()
     h.group(min_member=2)
     h.pods(running("a"), running("b"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     await h.kube.patch(PODGROUPS, "gang", {"spec": {"minMember": 3}}, NS)  # a user edits
     h.index_catches_up()
 
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
 
     status = h.status()
     assert (status["phase"], status["observedGeneration"]) == (c.Phase.PENDING, 2)
@@ -322,13 +344,13 @@ async def test_a_recreated_group_is_computed_from_scratch() -> None:
     h = Harness()
     h.group(min_member=1)
     h.pods(running("a"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     await h.kube.delete(PODGROUPS, "gang", NS)
     h.groups.remove(KEY, next(iter(h.groups[KEY])))
-    await h.reconciler.reconcile(KEY)  # gone: the pod's group is missing now
+    await h.reconcile(KEY)  # gone: the pod's group is missing now
     recreated = h.group(min_member=1)
 
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
 
     events = h.phase_events()
     assert [e["involvedObject"]["uid"] for e in events][-1] == recreated["metadata"]["uid"]
@@ -417,16 +439,16 @@ async def test_a_concurrent_status_writer_is_not_overwritten() -> None:
     h = Harness()
     h.group(min_member=2)
     h.pods(pending("a"), pending("b"))
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     conditions = h.status()["conditions"]
     quota = {"type": c.ConditionType.QUOTA_RESERVED, "status": "True", "reason": "QuotaReserved"}
     await h.kube.patch_status(PODGROUPS, "gang", NS, {"conditions": [*conditions, quota]})
     h.pods(running("a"), running("b"))  # the index has seen neither write
 
-    await h.reconciler.reconcile(KEY)  # conflicts: re-reads, queues the group again
+    await h.reconcile(KEY)  # conflicts: re-reads, queues the group again
     assert h.reconciler.writes == 1
     assert h.fake.count("GET") == 1
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
 
     status = h.status()
     assert status["phase"] == c.Phase.RUNNING
@@ -448,8 +470,8 @@ def lightweight(name: str, gang: str = "lw", min_available: str = "2") -> Body:
 async def test_a_lightweight_gang_gets_its_podgroup_created_once() -> None:
     h = Harness()
     h.pods(lightweight("a"), lightweight("b"), key=(NS, "lw"))
-    await h.reconciler.reconcile((NS, "lw"))
-    await h.reconciler.reconcile((NS, "lw"))  # the index has not seen it yet: 409, ignored
+    await h.reconcile((NS, "lw"))
+    await h.reconcile((NS, "lw"))  # the index has not seen it yet: 409, ignored
 
     created = h.fake.get_object(PODGROUPS, "lw", NS)
     assert created is not None
@@ -465,7 +487,7 @@ async def test_a_lightweight_podgroup_goes_when_its_pods_are_gone() -> None:
     body["metadata"]["labels"] = {c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
     (group,) = h.fake.seed(body)
     h.groups.put((NS, "lw"), group)
-    await h.reconciler.reconcile((NS, "lw"))
+    await h.reconcile((NS, "lw"))
     assert h.fake.get_object(PODGROUPS, "lw", NS) is None
     (delete,) = [r for r in h.fake.request_log if r.method == "DELETE"]
     assert delete.body["preconditions"] == {"uid": group["metadata"]["uid"]}
@@ -474,7 +496,7 @@ async def test_a_lightweight_podgroup_goes_when_its_pods_are_gone() -> None:
 async def test_a_user_podgroup_without_pods_stays() -> None:
     h = Harness()
     h.group(min_member=2)
-    await h.reconciler.reconcile(KEY)
+    await h.reconcile(KEY)
     assert h.fake.count("DELETE") == 0
     assert h.status()["phase"] == c.Phase.PENDING
 
@@ -515,3 +537,24 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 1.0) -> Non
             await asyncio.sleep(0.001)
 
     await asyncio.wait_for(poll(), timeout)
+
+
+async def test_a_counters_only_change_waits_for_the_count_delay_a_phase_change_does_not() -> None:
+    h = Harness()
+    h.reconciler.count_delay = 3600.0  # longer than any test: a delayed write never comes
+    h.group(min_member=3)
+    a, b, c_ = running("a"), pending("b"), pending("c")
+    h.pods(a, b, c_)
+    await h.reconcile()
+    assert (h.status()["phase"], h.status()["running"]) == (c.Phase.PENDING, 1)
+    writes = h.reconciler.writes
+
+    h.pods({**b, "status": {"phase": c.PodPhase.RUNNING}, "spec": {**b["spec"], "nodeName": "n"}})
+    await h.reconcile()
+    assert h.reconciler.writes == writes  # only `running`/`scheduled` changed: it waits
+    assert h.status()["running"] == 1
+
+    h.pods({**c_, "status": {"phase": c.PodPhase.RUNNING}, "spec": {**c_["spec"], "nodeName": "n"}})
+    await h.reconcile()
+    assert h.reconciler.writes == writes + 1  # the phase changed: written at once, counts too
+    assert (h.status()["phase"], h.status()["running"]) == (c.Phase.RUNNING, 3)
