@@ -18,7 +18,8 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 
     state_dir = Path(args.state_dir)
     if args.action == "build":
-        print(f"control plane binaries in {cluster.ensure_binaries()}")
+        binaries = cluster.ensure_binaries(with_scheduler=args.with_scheduler)
+        print(f"control plane binaries in {binaries}")
     elif args.action == "up":
         state = cluster.up(state_dir)
         print(f"dev cluster ready at {state.server} (state in {state.state_dir})", file=sys.stderr)
@@ -60,6 +61,8 @@ def _run(args: argparse.Namespace) -> int:
         webhook_host=args.webhook_host,
         webhook_port=args.webhook_port,
         liveness=args.liveness,
+        leader_election=args.leader_elect,
+        lease_namespace=args.leader_elect_namespace,
     )
 
 
@@ -78,6 +81,10 @@ def _bench(args: argparse.Namespace, rest: list[str]) -> int:
         from podgroup_operator.bench.e2e import main as e2e_main
 
         return e2e_main(rest)
+    if args.kind == "scale":
+        from podgroup_operator.bench.scale import main as scale_main
+
+        return scale_main(rest)
     from podgroup_operator.bench.core import main as core_main
 
     return core_main(rest)
@@ -104,6 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--webhook-host", default=None, help="host name the apiserver calls")
     run.add_argument("--webhook-port", type=int, default=None)
     run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz")
+    run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="lead only while holding the Lease, so several replicas can run (default: on)",
+    )
+    run.add_argument(
+        "--leader-elect-namespace",
+        default=None,
+        help="namespace of the Lease (default: $POD_NAMESPACE, else kube-system)",
+    )
     run.set_defaults(func=_run)
 
     crd = sub.add_parser("crd", help="print or write the generated PodGroup CRD")
@@ -114,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev-cluster", help="the local control plane on loopback")
     dev.add_argument("action", choices=["build", "up", "down", "status", "env"])
+    dev.add_argument(
+        "--with-scheduler",
+        action="store_true",
+        help="build: also kube-scheduler, for `bench scale --versus kube-scheduler`",
+    )
     dev.add_argument(
         "--state-dir", default=os.environ.get("PODGROUP_DEV_STATE", str(DEFAULT_STATE_DIR))
     )
@@ -148,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_sim_nodes)
 
     bench = sub.add_parser("bench", help="benchmarks (print JSON)", add_help=False)
-    bench.add_argument("kind", choices=["core", "e2e", "webhook"])
+    bench.add_argument("kind", choices=["core", "e2e", "scale", "webhook"])
     bench.set_defaults(func=None)
     return parser
 

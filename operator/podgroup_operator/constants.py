@@ -39,6 +39,9 @@ ANNOTATION_KOORD_WAITING_TIME = "gang.scheduling.koordinator.sh/waiting-time"
 ANNOTATION_KOORD_MODE = "gang.scheduling.koordinator.sh/mode"
 ANNOTATION_KOORD_GROUPS = "gang.scheduling.koordinator.sh/groups"
 
+LEADER_LEASE_NAME = f"{OPERATOR_NAME}-leader"
+"""The coordination.k8s.io Lease replicas elect their leader on."""
+
 # --- Keys the operator writes --------------------------------------------------------------------
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 """Set to OPERATOR_NAME on PodGroups the operator created for lightweight gangs."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import kopf
 
@@ -30,6 +31,17 @@ def resolve_webhook_mode(mode: WebhookMode) -> WebhookMode:
     return WebhookMode.OFF
 
 
+def credentials_problem() -> str | None:
+    """Why no API client can be made from the current KUBECONFIG (or in-cluster), or None."""
+    from podgroup_operator.adapters.kube import KubeClient, KubeconfigError
+
+    try:
+        KubeClient.from_kubeconfig()
+    except KubeconfigError as exc:
+        return str(exc)
+    return None
+
+
 def run(
     *,
     namespaces: list[str],
@@ -37,19 +49,36 @@ def run(
     webhook_host: str | None = None,
     webhook_port: int | None = None,
     liveness: str | None = None,
+    leader_election: bool = True,
+    lease_namespace: str | None = None,
 ) -> int:
-    # Registers every handler with Kopf's default registry.
-    from podgroup_operator import handlers  # noqa: F401
-
     settings = OperatorSettings(
         namespaces=namespaces,
+        leader_election=leader_election,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,
         webhook_port=webhook_port,
     )
+    if lease_namespace:
+        settings.lease_namespace = lease_namespace
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    problem = credentials_problem()
+    if problem is not None:
+        # One line and a distinct exit code, not Kopf retrying a login for ever.
+        print(f"podgroup-operator: {problem}", file=sys.stderr)
+        return 2
+    # Importing the handler modules registers them with Kopf's default registry.
+    from podgroup_operator.handlers import startup  # noqa: F401
+
+    if settings.webhook_mode is WebhookMode.OFF:
+        logging.getLogger(__name__).info(
+            "admission webhooks off (the API server cannot reach this process): PodGroups are "
+            "checked by the CRD schema only, and quota reservation and pod routing are not enforced"
+        )
+    else:
+        from podgroup_operator.handlers import admission, quota, routing  # noqa: F401
     # One line per handled event drowns what matters; our own modules log decisions at INFO.
     for noisy in ("kopf.objects", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -5,6 +5,7 @@ Kept apart from main.py so handlers can read them without importing the entry po
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -38,3 +39,10 @@ class OperatorSettings:
     """scheduleTimeoutSeconds for groups that set none."""
     status_workers: int = 16
     """PodGroup status reconciles that may run at once."""
+    leader_election: bool = True
+    """Campaign for the Lease and lead only while holding it (several replicas may run)."""
+    lease_namespace: str = field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE") or "kube-system"
+    )
+    """Where the Lease lives: the operator's own namespace in a cluster (deploy/ sets
+    POD_NAMESPACE), else kube-system, which every cluster has (as kube-scheduler's)."""

@@ -7,15 +7,20 @@ and their own operator processes.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import CRDS, NAMESPACES, PODS, KubeClient
+from podgroup_operator.adapters.kube import CRDS, LEASES, NAMESPACES, PODS, ApiError, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.kube_helpers import create_bound, create_group, create_pod, pool, wait_group
@@ -86,3 +91,152 @@ async def test_a_namespaced_operator_places_around_pods_of_namespaces_it_does_no
             assert placed["spec"]["nodeName"] == second, process.log_tail()
         finally:
             process.stop()
+
+
+def plain_kubeconfig(state: devcluster.ClusterState, path: Path) -> Path:
+    """The dev cluster's kubeconfig without the marker that tells `run` it is the dev cluster:
+    what a user's kubeconfig for kind, k3d or a remote cluster looks like to the operator."""
+    config = yaml.safe_load(state.kubeconfig.read_text())
+    config.pop("extensions", None)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_run_outside_a_cluster_works_without_webhooks_and_says_so(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    kubeconfig = plain_kubeconfig(own_cluster, tmp_path / "kubeconfig")
+    namespace = await make_namespace(own_kube, "outside")
+    process = OperatorProcess(kubeconfig, tmp_path / "operator.log")
+    async with pool(own_kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        process.start()
+        try:
+            process.wait_ready()
+            await create_group(own_kube, namespace, "gang", minMember=2)
+            for index in range(2):
+                await create_pod(
+                    own_kube,
+                    namespace,
+                    f"m-{index}",
+                    group="gang",
+                    requests={"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector={"pool": name},
+                )
+            await wait_group(own_kube, namespace, "gang", timeout=30, phase=c.Phase.RUNNING)
+        finally:
+            process.stop()
+    log = (tmp_path / "operator.log").read_text()
+    assert log.count("admission webhooks off") == 1, log[-2000:]
+
+
+def test_a_broken_kubeconfig_exits_2_with_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("clusters: [")
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("podgroup-operator")), "run"],
+        env={**os.environ, "KUBECONFIG": str(broken)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(broken) in lines[0], result.stderr
+
+
+# --- several replicas: leader election on a Lease -------------------------------------------------
+async def lease_holder(kube: KubeClient) -> str:
+    try:
+        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, "kube-system")
+    except ApiError as exc:
+        if exc.not_found:
+            return ""
+        raise
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def pid_of(identity: str) -> int | None:
+    """Outside a cluster the identity is `<host>_<pid>_<tag>`."""
+    parts = identity.split("_")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+
+
+async def leader_among(kube: KubeClient, processes: list[OperatorProcess]) -> OperatorProcess:
+    async def probe() -> OperatorProcess | None:
+        pid = pid_of(await lease_holder(kube))
+        return next((p for p in processes if p.process and p.process.pid == pid), None)
+
+    return await wait_for(probe, 45, "one of the replicas to hold the Lease")
+
+
+def node_usage_within_capacity(pods: list[dict[str, Any]], cpu_per_node: int) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if node:
+            cpu = pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+            used[node] = used.get(node, 0) + int(cpu)
+    assert all(total <= cpu_per_node for total in used.values()), used
+    return used
+
+
+async def test_two_replicas_one_leads_a_killed_leader_is_replaced_and_every_gang_runs(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    namespace = await make_namespace(own_kube, "replicas")
+    replicas = [
+        OperatorProcess(own_cluster.kubeconfig, tmp_path / f"op-{i}.log", ["--webhooks", "off"])
+        for i in range(2)
+    ]
+    async with pool(own_kube, count=4, cpu="4", memory="16Gi") as (_, name):
+        for replica in replicas:
+            replica.start()
+        try:
+            for replica in replicas:
+                replica.wait_ready()
+            leader = await leader_among(own_kube, replicas)
+            (follower,) = [r for r in replicas if r is not leader]
+            # A burst: 8 gangs of 2 x 1 cpu fill the 16 cpus exactly.
+            for gang in range(8):
+                await create_group(own_kube, namespace, f"g{gang}", minMember=2)
+                for index in range(2):
+                    await create_pod(
+                        own_kube,
+                        namespace,
+                        f"g{gang}-{index}",
+                        group=f"g{gang}",
+                        requests={"cpu": "1"},
+                        scheduler=c.SCHEDULER_NAME,
+                        nodeSelector={"pool": name},
+                    )
+
+            async def some_bound() -> bool:
+                pods = (await own_kube.list(PODS, namespace))["items"]
+                return any(p["spec"].get("nodeName") for p in pods)
+
+            await wait_for(some_bound, 30, "the leader to bind the first pods")
+            leader.stop(kill=True)  # kill -9 in the middle of the burst: no hand-over
+            killed_at = time.monotonic()
+            assert await leader_among(own_kube, [follower]) is follower
+            print(f"\nthe follower led {time.monotonic() - killed_at:.1f}s after kill -9")
+            for gang in range(8):
+                await wait_group(own_kube, namespace, f"g{gang}", timeout=60, phase=c.Phase.RUNNING)
+            node_usage_within_capacity((await own_kube.list(PODS, namespace))["items"], 4)
+
+            # A clean stop hands the Lease over at once: a fresh replica takes it.
+            fresh = OperatorProcess(
+                own_cluster.kubeconfig, tmp_path / "op-2.log", ["--webhooks", "off"]
+            )
+            replicas.append(fresh)
+            fresh.start()
+            fresh.wait_ready()
+            stopped_at = time.monotonic()
+            follower.stop()  # SIGTERM
+            assert await leader_among(own_kube, [fresh]) is fresh
+            print(f"a fresh replica led {time.monotonic() - stopped_at:.1f}s after SIGTERM")
+            assert "released the lease" in follower.log_path.read_text()
+        finally:
+            for replica in replicas:
+                replica.stop()

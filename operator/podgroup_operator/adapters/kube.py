@@ -16,6 +16,7 @@ keeps unit tests of the glue fast.
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+
+
+class KubeconfigError(Exception):
+    """No client can be made: the kubeconfig is missing or broken and we are not in a cluster."""
 
 
 class ApiError(Exception):
@@ -211,8 +216,19 @@ class KubeClient:
         configuration = k8s_client.Configuration()
         try:
             k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-        except k8s_config.ConfigException:
-            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException as outside:
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            except k8s_config.ConfigException:
+                where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+                raise KubeconfigError(
+                    f"no usable credentials: kubeconfig {where}: {outside}; and not running "
+                    "in a cluster. Set KUBECONFIG to a valid kubeconfig."
+                ) from outside
+        except Exception as broken:  # the loader raises yaml, key and type errors for bad files
+            where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            text = " ".join(str(broken).split())[:300]
+            raise KubeconfigError(f"kubeconfig {where} is not usable: {text}") from broken
         token = None
         auth = configuration.api_key.get("authorization") or configuration.api_key.get(
             "BearerToken"
@@ -282,6 +298,19 @@ class KubeClient:
         return await self._call(
             Request(
                 "POST", kind.path(namespace), params={"fieldManager": self.field_manager}, body=body
+            )
+        )
+
+    async def replace(
+        self, kind: Kind, name: str, body: JSON, namespace: str | None = None
+    ) -> JSON:
+        """PUT the whole object; `metadata.resourceVersion` in `body` makes it conditional (409)."""
+        return await self._call(
+            Request(
+                "PUT",
+                kind.path(namespace, name),
+                params={"fieldManager": self.field_manager},
+                body=body,
             )
         )
 

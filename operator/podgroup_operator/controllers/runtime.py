@@ -10,10 +10,11 @@ untyped memo attributes. Here it is typed and explicit:
    cluster-wide for pods and nodes, because placement must see every bound pod whatever
    namespaces the operator handles;
 3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
-4. once the informers are synced and this replica leads: the `StatusReconciler` and the
-   `GangScheduler`, registered as informer handlers with a replay of the stores, so a new leader
-   rebuilds its whole state from what the informers hold (and from PodGroup status), and the
-   quota service's release and status work. Losing the lead stops them and drops their state.
+4. once the informers are synced and this replica wins the Lease (`controllers/leader.py`;
+   without election, at once): the `StatusReconciler` and the `GangScheduler`, registered as
+   informer handlers with a replay of the stores, so a new leader rebuilds its whole state from
+   what the informers hold (and from PodGroup status), and the quota service's release and status
+   work. Losing the lead stops them and drops their state; a clean stop releases the Lease.
 
 Handlers here stay tiny: they route an event to the consumers that care and never raise into
 the informer (each consumer isolates its own failures).
@@ -28,10 +29,12 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import IndexView, Informer
 from podgroup_operator.adapters.kube import NODES, PODGROUPS, PODS, RESOURCE_QUOTAS, KubeClient
 from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed_fields
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.quota import QuotaService
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
@@ -189,6 +192,11 @@ class Runtime:
         self.informers = Informers.build(kube)
         self.quota = QuotaService(kube, self.informers)
         self.leading: Leading | None = None
+        self.elector = (
+            LeaderElector(kube, namespace=settings.lease_namespace, name=c.LEADER_LEASE_NAME)
+            if settings.leader_election
+            else None
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     def _on_pod_for_quota(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
@@ -200,8 +208,8 @@ class Runtime:
     def _on_quota(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
         self.quota.observe_quota(body, kind)
 
-    async def start(self, *, lead: bool = True) -> None:
-        """Start the informers; with `lead`, lead as soon as they are synced (no election)."""
+    async def start(self) -> None:
+        """Start the informers; once synced, lead (after winning the election, if enabled)."""
         self.informers.pods.add_handler(self._on_pod_for_quota)
         self.informers.podgroups.add_handler(self._on_group_for_quota)
         self.informers.quotas.add_handler(self._on_quota)
@@ -209,16 +217,19 @@ class Runtime:
             asyncio.create_task(informer.run(), name=f"informer-{informer.name}")
             for informer in self.informers.all()
         ]
-        if lead:
-            self._tasks.append(asyncio.create_task(self._lead_when_synced(), name="lead"))
+        self._tasks.append(asyncio.create_task(self._lead_when_synced(), name="lead"))
 
     async def _lead_when_synced(self) -> None:
+        """Campaign only once synced: a new leader must be able to act on the whole cluster."""
         await self.informers.wait_synced()
         logger.info(
             "informers synced: %d nodes, %d pods, %d PodGroups, %d ResourceQuotas",
             *(len(informer.store) for informer in self.informers.all()),
         )
-        await self.start_leading()
+        if self.elector is None:
+            await self.start_leading()
+        else:
+            await self.elector.run(self.start_leading, self.stop_leading)
 
     async def start_leading(self) -> None:
         """Build the leader's controllers from the synced stores and start them."""
@@ -236,7 +247,10 @@ class Runtime:
             logger.info("no longer leading: scheduling and status writes stopped")
 
     async def stop(self) -> None:
+        """Stop leading first, then hand the Lease over, then stop watching."""
         await self.stop_leading()
+        if self.elector is not None:
+            await self.elector.release()
         for task in self._tasks:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Build kube-apiserver and kube-controller-manager from Debian's own kubernetes source package.
+# Build kube-apiserver and kube-controller-manager (and, when asked, kube-scheduler for
+# `bench scale --versus kube-scheduler`) from Debian's own kubernetes source package.
 #
 # No container engine runs on our machines and nothing but Debian and PyPI is reachable, so the
 # control plane is compiled from `apt-get source kubernetes` (v1.20.2 on bookworm) and cached
-# outside the repository. Usage: build-kubernetes.sh CACHE_DIR
+# outside the repository. Usage: build-kubernetes.sh CACHE_DIR [COMPONENT...]
+# (default components: kube-apiserver kube-controller-manager). Only missing binaries are built.
 # Prints nothing but progress; the binaries land in CACHE_DIR/bin.
 set -euo pipefail
 
-cache=${1:?usage: build-kubernetes.sh CACHE_DIR}
-if [[ -x "$cache/bin/kube-apiserver" && -x "$cache/bin/kube-controller-manager" ]]; then
+cache=${1:?usage: build-kubernetes.sh CACHE_DIR [COMPONENT...]}
+shift
+if [[ $# -gt 0 ]]; then components=("$@"); else components=(kube-apiserver kube-controller-manager); fi
+missing=()
+for component in "${components[@]}"; do
+  [[ -x "$cache/bin/$component" ]] || missing+=("$component")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
   echo "control plane cached in $cache/bin"
   exit 0
 fi
@@ -47,9 +55,9 @@ ln -sfn "$src" "$src/.go/src/k8s.io/kubernetes"
 (
   cd "$src/.go/src/k8s.io/kubernetes"
   export GOPATH="$src/.go" GO111MODULE=off GOFLAGS= CGO_ENABLED=0 GOCACHE="$cache/gocache"
-  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" >"$cache/build.log" 2>&1
+  make WHAT="${missing[*]/#/cmd/}" >"$cache/build.log" 2>&1
 )
 mkdir -p "$cache/bin"
-cp "$src/_output/bin/kube-apiserver" "$src/_output/bin/kube-controller-manager" "$cache/bin/"
+for component in "${missing[@]}"; do cp "$src/_output/bin/$component" "$cache/bin/"; done
 rm -rf "$work" "$cache/gocache"
-echo "control plane built into $cache/bin"
+echo "built ${missing[*]} into $cache/bin"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -102,14 +103,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def ensure_binaries() -> Path:
-    """Build kube-apiserver and kube-controller-manager once; later calls return at once."""
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager")
+SCHEDULER = "kube-scheduler"
+"""Built only on request (`dev-cluster build --with-scheduler`), for `bench scale --versus`."""
+
+
+def ensure_binaries(*, with_scheduler: bool = False) -> Path:
+    """Build the control plane (and kube-scheduler if asked) once; later calls return at once."""
     binaries = BINARIES / "bin"
-    if (
-        not (binaries / "kube-apiserver").exists()
-        or not (binaries / "kube-controller-manager").exists()
-    ):
-        subprocess.run(["bash", str(BUILD_SCRIPT), str(BINARIES)], check=True)
+    wanted = [*CONTROL_PLANE, *([SCHEDULER] if with_scheduler else [])]
+    if any(not (binaries / name).exists() for name in wanted):
+        subprocess.run(["bash", str(BUILD_SCRIPT), str(BINARIES), *wanted], check=True)
     if shutil.which("etcd") is None:
         # The cache may survive on a machine whose packages were reset.
         root = [] if os.geteuid() == 0 else ["sudo"]
@@ -170,9 +174,12 @@ def _wait_ready(state: ClusterState, timeout: float) -> None:
         for name, pid in state.pids.items():
             if not _alive(pid):
                 log = Path(state.state_dir) / "logs" / f"{name}.log"
-                tail = log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
+                lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+                # klog's fatal lines (F1122 ...) say why; a goroutine dump follows them.
+                fatal = [line for line in lines if re.match(r"^F\d{4} ", line)][:3]
                 raise RuntimeError(
-                    f"{name} exited during start-up; last log lines:\n" + "\n".join(tail)
+                    f"{name} exited during start-up; fatal: {fatal}; last log lines:\n"
+                    + "\n".join(lines[-20:])
                 )
         try:
             with urllib.request.urlopen(request, context=context, timeout=2) as response:

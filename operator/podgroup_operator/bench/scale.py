@@ -1,0 +1,427 @@
+"""`podgroup-operator bench scale`: the operator under a backlog or an arrival of gangs.
+
+What a user with a big, busy cluster sees: a fresh dev cluster, sim nodes in a child process
+(their kubelet work does not share the measuring process), then either
+
+* `--mode backlog`: every PodGroup and pod exists before `podgroup-operator run` starts (as
+  after an upgrade or a crash); the clock starts when the operator process starts;
+* `--mode arrival`: the operator runs first; gangs are then created at `--rate` gangs a second.
+
+A watch on pods and PodGroups (opened before anything is created) timestamps what it sees:
+the first and last bind, each pod turning Running, each group turning Running. It prints one
+JSON object: first bind and last bind (seconds from the start), pods bound per second between
+them, status convergence (per group: from its last member Running to the group's phase Running)
+p50/p99/max, status changes per group (the watch's MODIFIED events that changed `status`: the
+status PATCHes the operator sent, since nothing else writes PodGroup status), and the
+operator's peak RSS (VmHWM from /proc).
+
+`--versus kube-scheduler` runs the same backlog on a second fresh cluster with kube-scheduler
+built from the same Debian source (`dev-cluster build --with-scheduler`; client QPS and burst
+2000, no leader election) placing the same pods one by one, and prints both side by side with
+the ratio of pods per second. Convergence does not apply there: nothing writes PodGroup status.
+
+Figures are printed, never asserted: tests only check that the command works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import (
+    CRDS,
+    NAMESPACES,
+    NODES,
+    PODGROUPS,
+    PODS,
+    Kind,
+    KubeClient,
+    gather_limited,
+)
+from podgroup_operator.api.crd import render_crd
+from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.local import free_port
+
+NAMESPACE = "bench"
+IN_FLIGHT = 64
+SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
+KUBE_SCHEDULER = "kube-scheduler"
+
+
+@dataclass
+class Observed:
+    """What the watches saw, in seconds since `start` (set when the scheduler under test starts)."""
+
+    start: float = 0.0
+    bound: dict[str, float] = field(default_factory=dict)
+    pod_running: dict[str, float] = field(default_factory=dict)
+    pod_group: dict[str, str] = field(default_factory=dict)
+    group_running: dict[str, float] = field(default_factory=dict)
+    status_changes: dict[str, int] = field(default_factory=dict)
+    last_status: dict[str, Any] = field(default_factory=dict)
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+
+async def _watch(kube: KubeClient, kind: Kind, seen: Observed, on_event: Any) -> None:
+    listed = await kube.list(kind, NAMESPACE)
+    for item in listed.get("items") or ():
+        on_event(item)
+    version = listed["metadata"]["resourceVersion"]
+    while True:
+        async for event_type, obj in kube.watch(kind, NAMESPACE, resource_version=version):
+            version = obj.get("metadata", {}).get("resourceVersion") or version
+            if event_type != c.WatchEventType.BOOKMARK:
+                on_event(obj)
+
+
+def _pod_event(seen: Observed, pod: dict[str, Any]) -> None:
+    name = pod["metadata"]["name"]
+    if pod.get("spec", {}).get("nodeName") and name not in seen.bound:
+        seen.bound[name] = seen.now()
+    if (pod.get("status") or {}).get(
+        "phase"
+    ) == c.PodPhase.RUNNING and name not in seen.pod_running:
+        seen.pod_running[name] = seen.now()
+
+
+def _group_event(seen: Observed, group: dict[str, Any]) -> None:
+    name = group["metadata"]["name"]
+    status = group.get("status")
+    if name in seen.last_status and status != seen.last_status[name]:
+        seen.status_changes[name] = seen.status_changes.get(name, 0) + 1
+    elif name not in seen.last_status and status:
+        seen.status_changes[name] = 1
+    seen.last_status[name] = status
+    if (status or {}).get("phase") == c.Phase.RUNNING and name not in seen.group_running:
+        seen.group_running[name] = seen.now()
+
+
+def _podgroup(index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND,
+        "metadata": {"name": f"g{index}", "namespace": NAMESPACE},
+        "spec": {"minMember": 0},  # set by the caller
+    }
+
+
+def _pod(group: int, member: int, scheduler: str, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"g{group}-{member}",
+            "namespace": NAMESPACE,
+            "labels": {c.LABEL_POD_GROUP: f"g{group}"},
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "w",
+                    "image": "sim",
+                    "resources": {"requests": {"cpu": cpu, "memory": "16Mi"}},
+                }
+            ],
+        },
+    }
+
+
+async def _create_gangs(kube: KubeClient, gangs: range, size: int, scheduler: str, cpu: str) -> int:
+    bodies: list[tuple[Kind, dict[str, Any]]] = []
+    for index in gangs:
+        group = _podgroup(index)
+        group["spec"]["minMember"] = size
+        bodies.append((PODGROUPS, group))
+        bodies.extend((PODS, _pod(index, member, scheduler, cpu)) for member in range(size))
+    results = await gather_limited(
+        IN_FLIGHT, *(kube.create(kind, body, NAMESPACE) for kind, body in bodies)
+    )
+    return sum(isinstance(result, Exception) for result in results)
+
+
+async def _prepare(kube: KubeClient, nodes: int, timeout: float) -> None:
+    await kube.apply_json(CRDS, yaml.safe_load(render_crd()))
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        accounts = (await kube.list(SERVICE_ACCOUNTS, NAMESPACE))["items"]
+        ready = [
+            n
+            for n in (await kube.list(NODES))["items"]
+            if any(
+                cond.get("type") == "Ready" and cond.get("status") == "True"
+                for cond in (n.get("status") or {}).get("conditions") or ()
+            )
+            and not any(
+                t.get("key") == "node.kubernetes.io/not-ready"
+                for t in (n.get("spec") or {}).get("taints") or ()
+            )
+        ]
+        if accounts and len(ready) >= nodes:
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"{nodes} sim nodes not Ready within {timeout:.0f}s")
+
+
+def _peak_rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
+    times = sorted(seen.bound.values())
+    result: dict[str, Any] = {
+        "pods": pods,
+        "groups": groups,
+        "bound": len(times),
+        "groups_running": len(seen.group_running),
+    }
+    if times:
+        span = times[-1] - times[0]
+        result.update(
+            first_bind_s=round(times[0], 2),
+            last_bind_s=round(times[-1], 2),
+            pods_per_s=round(len(times) / span, 1) if span > 0 else None,
+        )
+    lags = []
+    for group, running_at in seen.group_running.items():
+        members = [t for pod, t in seen.pod_running.items() if seen.pod_group.get(pod) == group]
+        if members:
+            lags.append(max(0.0, running_at - max(members)))
+    if lags:
+        result["convergence_ms"] = {
+            "p50": round(_percentile(lags, 0.5) * 1000),
+            "p99": round(_percentile(lags, 0.99) * 1000),
+            "max": round(max(lags) * 1000),
+        }
+    if seen.status_changes:
+        changes = list(seen.status_changes.values())
+        result["status_patches_per_group"] = {
+            "mean": round(statistics.mean(changes), 2),
+            "max": max(changes),
+        }
+    return result
+
+
+@dataclass
+class Plan:
+    mode: str
+    nodes: int
+    gangs: int
+    size: int
+    cpu: str
+    node_cpu: str
+    rate: float
+    timeout: float
+
+
+async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, Any]:
+    """One fresh cluster, sim nodes, the gangs, the scheduler under test; its figures."""
+    state = devcluster.up(state_dir)
+    sim = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("podgroup-operator")),
+            "sim-nodes",
+            "--count",
+            str(plan.nodes),
+            "--cpu",
+            plan.node_cpu,
+            "--memory",
+            "512Gi",
+            "--pods",
+            str(max(110, plan.gangs * plan.size // plan.nodes * 2)),
+        ],
+        env={"KUBECONFIG": str(state.kubeconfig), "PATH": "/usr/bin:/bin"},
+        stdout=(state_dir / "sim.log").open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    process: subprocess.Popen[bytes] | OperatorProcess | None = None
+    kube = KubeClient.from_kubeconfig(str(state.kubeconfig), limit=IN_FLIGHT + 8)
+    watches: list[asyncio.Task[None]] = []
+    try:
+        await _prepare(kube, plan.nodes, timeout=120)
+        seen = Observed(start=time.monotonic())
+        watches = [
+            asyncio.create_task(_watch(kube, PODS, seen, lambda p: _pod_event(seen, p))),
+            asyncio.create_task(_watch(kube, PODGROUPS, seen, lambda g: _group_event(seen, g))),
+        ]
+        for group in range(plan.gangs):
+            for member in range(plan.size):
+                seen.pod_group[f"g{group}-{member}"] = f"g{group}"
+        pod_scheduler = (
+            c.SCHEDULER_NAME if scheduler == c.OPERATOR_NAME else c.DEFAULT_SCHEDULER_NAME
+        )
+        errors = 0
+        if plan.mode == "backlog":
+            errors += await _create_gangs(
+                kube, range(plan.gangs), plan.size, pod_scheduler, plan.cpu
+            )
+        seen.start = time.monotonic()
+        process = _start_scheduler(scheduler, state, state_dir)
+        if plan.mode == "arrival":
+            if isinstance(process, OperatorProcess):
+                await asyncio.to_thread(process.wait_ready)
+            await asyncio.sleep(3)  # the informers' first list
+            seen.start = time.monotonic()
+            for index in range(plan.gangs):
+                errors += await _create_gangs(
+                    kube, range(index, index + 1), plan.size, pod_scheduler, plan.cpu
+                )
+                await asyncio.sleep(max(0.0, (index + 1) / plan.rate - seen.now()))
+        total = plan.gangs * plan.size
+        deadline = time.monotonic() + plan.timeout
+        while time.monotonic() < deadline:
+            done = len(seen.bound) >= total and (
+                scheduler != c.OPERATOR_NAME or len(seen.group_running) >= plan.gangs
+            )
+            if done:
+                break
+            await asyncio.sleep(0.5)
+        result = _summary(seen, total, plan.gangs)
+        result["create_errors"] = errors
+        result["timed_out"] = time.monotonic() >= deadline
+        pid = (
+            process.process.pid
+            if isinstance(process, OperatorProcess) and process.process
+            else (process.pid if isinstance(process, subprocess.Popen) else None)
+        )
+        if pid is not None:
+            result["peak_rss_mb"] = _peak_rss_mb(pid)
+        if scheduler != c.OPERATOR_NAME:
+            for key in ("convergence_ms", "status_patches_per_group", "groups_running"):
+                result.pop(key, None)
+        return result
+    finally:
+        for task in watches:
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+        await kube.close()
+        if isinstance(process, OperatorProcess):
+            process.stop()
+        elif process is not None:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+        sim.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            sim.wait(timeout=10)
+        devcluster.down(state_dir)
+
+
+def _start_scheduler(
+    scheduler: str, state: devcluster.ClusterState, state_dir: Path
+) -> OperatorProcess | subprocess.Popen[bytes]:
+    if scheduler == c.OPERATOR_NAME:
+        process = OperatorProcess(state.kubeconfig, state_dir / "operator.log")
+        process.start()
+        return process
+    config = state_dir / "kube-scheduler.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {
+                    "kubeconfig": str(state.kubeconfig),
+                    "qps": 2000,
+                    "burst": 2000,
+                },
+                "leaderElection": {"leaderElect": False},
+            }
+        )
+    )
+    return subprocess.Popen(
+        [
+            str(devcluster.BINARIES / "bin" / KUBE_SCHEDULER),
+            f"--config={config}",
+            "--port=0",
+            f"--secure-port={free_port()}",
+            "--bind-address=127.0.0.1",
+            f"--authentication-kubeconfig={state.kubeconfig}",
+            f"--authorization-kubeconfig={state.kubeconfig}",
+            "-v=1",
+        ],
+        stdout=(state_dir / "kube-scheduler.log").open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="podgroup-operator bench scale", description=__doc__)
+    parser.add_argument("--mode", choices=["backlog", "arrival"], default="backlog")
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--gangs", type=int, default=1000)
+    parser.add_argument("--gang-size", type=int, default=10)
+    parser.add_argument("--pod-cpu", default="10m", help="each pod's cpu request")
+    parser.add_argument("--node-cpu", default="64", help="each sim node's cpu")
+    parser.add_argument("--rate", type=float, default=20.0, help="arrival: gangs per second")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to drain")
+    parser.add_argument("--versus", choices=[KUBE_SCHEDULER], default=None)
+    args = parser.parse_args(list(argv))
+    if args.versus and not (devcluster.BINARIES / "bin" / KUBE_SCHEDULER).exists():
+        print(
+            "kube-scheduler is not built: run `podgroup-operator dev-cluster build "
+            "--with-scheduler` first",
+            file=sys.stderr,
+        )
+        return 2
+    if args.versus and args.mode != "backlog":
+        print("--versus compares backlogs only: use --mode backlog", file=sys.stderr)
+        return 2
+    plan = Plan(
+        mode=args.mode,
+        nodes=args.nodes,
+        gangs=args.gangs,
+        size=args.gang_size,
+        cpu=args.pod_cpu,
+        node_cpu=args.node_cpu,
+        rate=args.rate,
+        timeout=args.timeout,
+    )
+    report: dict[str, Any] = {
+        "mode": plan.mode,
+        "nodes": plan.nodes,
+        "gangs": plan.gangs,
+        "gang_size": plan.size,
+    }
+    with tempfile.TemporaryDirectory(prefix="podgroup-bench-scale-") as root:
+        report["operator"] = asyncio.run(_run_side(plan, Path(root) / "operator", c.OPERATOR_NAME))
+        if args.versus:
+            theirs = asyncio.run(_run_side(plan, Path(root) / "versus", KUBE_SCHEDULER))
+            report[KUBE_SCHEDULER] = theirs
+            ours_rate = report["operator"].get("pods_per_s")
+            their_rate = theirs.get("pods_per_s")
+            if ours_rate and their_rate:
+                report["pods_per_s_ratio"] = round(ours_rate / their_rate, 2)
+    print(json.dumps(report, indent=2))
+    return 0 if not report["operator"].get("timed_out") else 1

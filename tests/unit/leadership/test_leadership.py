@@ -1,0 +1,141 @@
+"""Leader election: the pure decisions, and the elector over the in-memory API server."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from podgroup_operator.adapters.kube import LEASES, KubeClient
+from podgroup_operator.controllers.leader import LeaderElector, Timing
+from podgroup_operator.domain.leadership import LeaseRecord, Step, decide, released
+from tests.fakes import FakeApiServer
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+NS, NAME = "kube-system", "podgroup-operator-leader"
+
+
+def held_by(holder: str, transitions: int = 0) -> LeaseRecord:
+    return LeaseRecord(holder, 15, T0, T0, transitions)
+
+
+def test_no_lease_is_taken() -> None:
+    decision = decide(None, "a", now=T0, observed_at=None, lease_seconds=15)
+    assert decision.step is Step.ACQUIRE and decision.record == LeaseRecord("a", 15, T0, T0, 0)
+
+
+def test_our_own_lease_is_renewed_and_keeps_its_acquire_time() -> None:
+    later = T0 + dt.timedelta(seconds=5)
+    decision = decide(held_by("a"), "a", now=later, observed_at=T0, lease_seconds=15)
+    assert decision.step is Step.RENEW
+    assert decision.record is not None
+    assert (decision.record.acquire_time, decision.record.renew_time) == (T0, later)
+
+
+@given(st.integers(min_value=0, max_value=14_999))
+def test_a_live_lease_of_another_holder_is_waited_for(elapsed_ms: int) -> None:
+    now = T0 + dt.timedelta(milliseconds=elapsed_ms)
+    assert decide(held_by("a"), "b", now=now, observed_at=T0, lease_seconds=15).step is Step.WAIT
+
+
+@given(st.integers(min_value=15_000, max_value=10**9))
+def test_a_lease_unchanged_for_its_duration_is_taken_with_one_more_transition(
+    elapsed_ms: int,
+) -> None:
+    now = T0 + dt.timedelta(milliseconds=elapsed_ms)
+    decision = decide(held_by("a", 3), "b", now=now, observed_at=T0, lease_seconds=15)
+    assert decision.step is Step.ACQUIRE
+    assert decision.record is not None
+    assert (decision.record.holder, decision.record.transitions) == ("b", 4)
+
+
+def test_expiry_is_judged_on_our_clock_from_when_we_saw_the_record_change() -> None:
+    """The holder's renewTime may come from a clock far ahead: it is never compared to ours."""
+    skewed = LeaseRecord("a", 15, T0, T0 + dt.timedelta(hours=1), 0)
+    seen = T0 + dt.timedelta(seconds=100)
+    now = seen + dt.timedelta(seconds=14)
+    assert decide(skewed, "b", now=now, observed_at=seen, lease_seconds=15).step is Step.WAIT
+
+
+def test_a_released_lease_is_free_at_once() -> None:
+    free = released(held_by("a"), T0)
+    assert free.holder == ""
+    assert decide(free, "b", now=T0, observed_at=T0, lease_seconds=15).step is Step.ACQUIRE
+
+
+def test_the_record_round_trips_through_the_lease_spec() -> None:
+    record = LeaseRecord("a", 15, T0, T0 + dt.timedelta(microseconds=5), 2)
+    assert LeaseRecord.from_spec(record.to_spec()) == record
+
+
+# --- the elector over the fake API server ---------------------------------------------------------
+FAST = Timing(lease_seconds=1, renew_deadline_seconds=0.6, retry_seconds=0.05)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.started = 0
+        self.stopped = 0
+
+    async def on_started(self) -> None:
+        self.started += 1
+
+    async def on_stopped(self) -> None:
+        self.stopped += 1
+
+
+async def test_of_two_electors_exactly_one_leads_and_a_release_hands_over_at_once() -> None:
+    api = FakeApiServer()
+    a = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
+    b = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="b", timing=FAST)
+    ra, rb = Recorder(), Recorder()
+    tasks = [
+        asyncio.create_task(a.run(ra.on_started, ra.on_stopped)),
+        asyncio.create_task(b.run(rb.on_started, rb.on_stopped)),
+    ]
+    try:
+        await asyncio.wait_for(
+            asyncio.wait(
+                [asyncio.create_task(a.leading.wait()), asyncio.create_task(b.leading.wait())],
+                return_when=asyncio.FIRST_COMPLETED,
+            ),
+            2,
+        )
+        leader, follower = (a, b) if a.leading.is_set() else (b, a)
+        assert not follower.leading.is_set()
+        # The follower keeps reading a live lease: wait for a few of its reads, then check.
+        reads = api.count("GET", f"/leases/{NAME}")
+        while api.count("GET", f"/leases/{NAME}") < reads + 6:
+            await asyncio.sleep(0.01)
+        assert leader.leading.is_set() and not follower.leading.is_set()
+        stored = api.get_object(LEASES, NAME, NS)
+        assert stored is not None and stored["spec"]["holderIdentity"] == leader.identity
+
+        await leader.release()
+        # Released: the follower takes over at its next retry, long before the lease would end.
+        await asyncio.wait_for(follower.leading.wait(), FAST.lease_seconds * 0.9)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() -> None:
+    api = FakeApiServer()
+    a = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
+    record = Recorder()
+    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
+    try:
+        await asyncio.wait_for(a.leading.wait(), 2)
+        api.inject_error("*", f"/leases/{NAME}", 500, times=10**6)  # the API server is gone
+        loop = asyncio.get_running_loop()
+        lost_from = loop.time()
+        while a.leading.is_set():
+            await asyncio.sleep(0.01)
+        assert loop.time() - lost_from < FAST.lease_seconds
+        assert (record.started, record.stopped) == (1, 1)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
