@@ -25,6 +25,7 @@ from podgroup_operator.domain.leadership import LeaseRecord, Step, decide, relea
 logger = logging.getLogger(__name__)
 
 Callback = Callable[[], Awaitable[None]]
+RELEASE_ATTEMPTS = 5
 
 
 def default_identity() -> str:
@@ -98,14 +99,19 @@ class LeaderElector:
         if not self.leading.is_set():
             return
         self.leading.clear()
-        try:
-            current = await self._read()
-            if current is None or current.holder != self.identity:
+        for _ in range(RELEASE_ATTEMPTS):
+            try:
+                current = await self._read()
+                if current is None or current.holder != self.identity:
+                    return
+                await self._write(released(current, self.clock()))
+                logger.info("released the lease %s/%s", self.namespace, self.name)
                 return
-            await self._write(released(current, self.clock()))
-            logger.info("released the lease %s/%s", self.namespace, self.name)
-        except ApiError as exc:
-            logger.warning("lease not released (it will expire): %s", describe(exc))
+            except ApiError as exc:
+                if not exc.conflict:  # a renewal in flight wrote first: read again
+                    logger.warning("lease not released (it will expire): %s", describe(exc))
+                    return
+        logger.warning("lease not released after %d conflicts (it will expire)", RELEASE_ATTEMPTS)
 
     # --- the steps -----------------------------------------------------------------------------
     async def _renew_until_lost(self) -> None:
@@ -124,6 +130,8 @@ class LeaderElector:
             return False
         try:
             current = await self._read()
+            if self._released:
+                return False  # released while we read: never take it back
             now = self.clock()
             decision = decide(
                 current,
