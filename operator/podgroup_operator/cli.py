@@ -63,6 +63,7 @@ def _run(args: argparse.Namespace) -> int:
         liveness=args.liveness,
         leader_election=args.leader_elect,
         lease_namespace=args.leader_elect_namespace,
+        metrics_address=args.metrics_address,
     )
 
 
@@ -111,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--webhook-host", default=None, help="host name the apiserver calls")
     run.add_argument("--webhook-port", type=int, default=None)
     run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz")
+    run.add_argument(
+        "--metrics-address",
+        default="0.0.0.0:8081",
+        help="host:port of /metrics, /readyz and /livez; '' to serve none",
+    )
     run.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,

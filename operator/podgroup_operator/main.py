@@ -51,10 +51,12 @@ def run(
     liveness: str | None = None,
     leader_election: bool = True,
     lease_namespace: str | None = None,
+    metrics_address: str = "0.0.0.0:8081",
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
         leader_election=leader_election,
+        metrics_address=metrics_address,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,
         webhook_port=webhook_port,

@@ -39,6 +39,8 @@ class OperatorSettings:
     """scheduleTimeoutSeconds for groups that set none."""
     status_workers: int = 16
     """PodGroup status reconciles that may run at once."""
+    metrics_address: str = "0.0.0.0:8081"
+    """host:port of /metrics, /readyz and /livez; empty to serve none."""
     leader_election: bool = True
     """Campaign for the Lease and lead only while holding it (several replicas may run)."""
     lease_namespace: str = field(

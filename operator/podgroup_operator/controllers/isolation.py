@@ -15,6 +15,7 @@ import logging
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from podgroup_operator import metrics
 from podgroup_operator.scheduling.queue import Backoff
 
 CAUSE_LIMIT = 400
@@ -40,6 +41,8 @@ class Failures:
     loop: str
     """Names the loop in log lines, e.g. "status of PodGroup"."""
     logger: logging.Logger
+    metric: str = ""
+    """The loop's label on `podgroup_reconcile_errors_total` (e.g. "status")."""
     backoff: Backoff = field(default_factory=lambda: Backoff(initial_seconds=1, max_seconds=300))
     _failures: dict[Hashable, Failure] = field(default_factory=dict)
 
@@ -50,6 +53,8 @@ class Failures:
         news = previous is None or previous.cause != cause
         count = 1 if previous is None else previous.count + 1
         self._failures[key] = Failure(count, cause)
+        if self.metric:
+            metrics.RECONCILE_ERRORS.labels(self.metric).inc()
         delay = self.backoff.delay(count).total_seconds()
         if news:
             self.logger.error(

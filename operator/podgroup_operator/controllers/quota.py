@@ -235,7 +235,7 @@ class QuotaService:
         self.clock = clock
         self.namespaces: dict[str, NamespaceQuota] = {}
         self.status_workers = status_workers
-        self.failures = Failures("quota of PodGroup", logger)
+        self.failures = Failures("quota of PodGroup", logger, metric="quota")
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
         self._queued: set[GroupKey] = set()
         self._key_locks: dict[GroupKey, asyncio.Lock] = {}
@@ -299,6 +299,25 @@ class QuotaService:
 
     async def _refresh_record(self, state: NamespaceQuota) -> None:
         state.set_record(await self.store.read(state.namespace))
+
+    def usage_by_resource(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """(namespace, resource) -> (reserved, used by live members), in units (cpu in cores),
+        summed over the groups that hold a reservation: the quota gauges of /metrics."""
+        totals: dict[tuple[str, str], tuple[float, float]] = {}
+        for state in self.namespaces.values():
+            for name in state.groups:
+                key = (state.namespace, name)
+                group = state.ledger.group(key)
+                if group is None or not group.reserves or group.total is None:
+                    continue
+                used = state.ledger.members_used(key)
+                for resource, milli in group.total.items():
+                    held, in_use = totals.get((state.namespace, resource), (0.0, 0.0))
+                    totals[(state.namespace, resource)] = (
+                        held + milli / 1000,
+                        in_use + used.get(resource, 0) / 1000,
+                    )
+        return totals
 
     # --- watch events (from the informers) -------------------------------------------------------
 

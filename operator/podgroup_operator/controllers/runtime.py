@@ -135,6 +135,7 @@ class Leading:
             workers=settings.status_workers,
             namespaces=frozenset(settings.namespaces),
         )
+        self.started = 0.0
         self.scheduler = GangScheduler(
             runtime.kube,
             informers.groups,
@@ -162,6 +163,7 @@ class Leading:
         self.scheduler.on_group(key)
 
     def start(self) -> None:
+        self.started = asyncio.get_running_loop().time()
         informers = self.runtime.informers
         # Nodes first, so the snapshot knows every node before the pods bound to them.
         informers.nodes.add_handler(self.on_node)
@@ -256,6 +258,52 @@ class Runtime:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.kube.close()
+
+    # --- what /metrics, /readyz and /livez report (controllers/observe.py, metrics.py) --------
+    def metric_snapshot(self) -> dict[str, Any]:
+        phases = [
+            str((group.get("status") or {}).get("phase") or "New")
+            for group in self.informers.podgroups.store.objects()
+        ]
+        waiting: list[str] = []
+        if self.leading is not None:
+            verdicts = self.leading.status.verdicts
+            for key in self.leading.scheduler.waiting:
+                verdict = verdicts.get(key)
+                waiting.append(str(verdict.reason) if verdict and verdict.reason else "Pending")
+        return {
+            "phases": phases,
+            "waiting_reasons": waiting,
+            "quota": self.quota.usage_by_resource(),
+            "informers": {
+                informer.name: {
+                    "synced": informer.synced.is_set(),
+                    "last_event": informer.stats.last_event,
+                    "objects": len(informer.store),
+                }
+                for informer in self.informers.all()
+            },
+            "leader": 1.0 if self.leading is not None else 0.0,
+        }
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        synced = {informer.name: informer.synced.is_set() for informer in self.informers.all()}
+        return all(synced.values()), {"informers_synced": synced, "leading": bool(self.leading)}
+
+    def liveness(self, stuck_after: float) -> tuple[bool, dict[str, Any]]:
+        """Stuck: a loop with work queued that has not finished any for `stuck_after` s."""
+        if self.leading is None:
+            return True, {"leading": False}
+        now = asyncio.get_running_loop().time()
+        started = self.leading.started
+        scheduler, status = self.leading.scheduler, self.leading.status
+        last_cycle = scheduler.last_cycle or started
+        last_done = status.last_done or started
+        stuck = {
+            "scheduler": bool(scheduler.pending) and now - last_cycle > stuck_after,
+            "status": status.backlog > 0 and now - last_done > stuck_after,
+        }
+        return not any(stuck.values()), {"stuck": stuck, "leading": True}
 
 
 def build_runtime(settings: OperatorSettings, kube: KubeClient | None = None) -> Runtime:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from podgroup_operator import constants as c
+from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
@@ -49,6 +51,8 @@ BIND_CONCURRENCY = 32
 """Bindings in flight at once: measured on the dev cluster, ~1,100 binds/s with one session."""
 CYCLE_BUDGET_SECONDS = 0.05
 """Deciding time per cycle (see `cycle`)."""
+PLACED, REFUSED, ERROR = "placed", "refused", "error"
+"""Results of one decision, as the scheduling metrics label them."""
 YIELD_SECONDS = 0.01
 """Within a pipelined cycle, binds go out and the event loop runs other work this often."""
 SETTLE_SECONDS = 0.02
@@ -82,7 +86,7 @@ class GangScheduler:
         self.kube = kube
         self.namespaces = namespaces
         """Namespaces whose pending pods this scheduler places; empty means all."""
-        self.failures = Failures("scheduling of gang", logger)
+        self.failures = Failures("scheduling of gang", logger, metric="scheduling")
         self.groups = groups
         """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
         self.members = members
@@ -102,6 +106,8 @@ class GangScheduler:
         self.held: dict[GroupKey, Callable[[], None]] = {}
         """NonStrict gangs' partial placements, held in the snapshot until placed or timed out."""
         self.binds = 0
+        self.last_cycle: float | None = None
+        """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
         self._last_messages: dict[GroupKey, str] = {}
         self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None]] = {}
         self._binding: set[asyncio.Task[None]] = set()
@@ -214,6 +220,7 @@ class GangScheduler:
             await asyncio.sleep(SETTLE_SECONDS)
             try:
                 await self.cycle(CYCLE_BUDGET_SECONDS, pipeline=True)
+                self.last_cycle = asyncio.get_running_loop().time()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -310,13 +317,18 @@ class GangScheduler:
                 binds = []
                 await asyncio.sleep(0)
                 last_yield = loop.time()
+            started = time.perf_counter()
             try:
-                self._decide(request, requests, decided, binds, now)
+                result = self._decide(request, requests, decided, binds, now)
             except Exception as exc:
                 decided.add(request.key)
                 self._failed(request.key, exc, now)
+                result = ERROR
             else:
                 self.failures.succeeded(request.key)
+            if result is not None:
+                metrics.SCHEDULING_ATTEMPTS.labels(result).inc()
+                metrics.SCHEDULING_LATENCY.labels(result).observe(time.perf_counter() - started)
         if pipeline:
             self._dispatch(binds)
         elif binds:
@@ -336,28 +348,30 @@ class GangScheduler:
         decided: set[GroupKey],
         binds: list[Binding],
         now: dt.datetime,
-    ) -> None:
-        """Decide one group (or its gang group): assume its placement or record the refusal."""
+    ) -> str | None:
+        """Decide one group (or its gang group): assume its placement or record the refusal.
+        Returns "placed" or "refused", or None when the decision waits for a partner."""
         group = self._group(request.key)
         gang_group = self._gang_group(request, group, requests, decided)
         if gang_group is None:
-            return  # a partner waits out its backoff: the gang group waits with it
+            return None  # a partner waits out its backoff: the gang group waits with it
         decided.update(r.key for r in gang_group)
         if len(gang_group) > 1:
             outcome = place_gang_group(gang_group, self.snapshot)
             if isinstance(outcome, Refusal):
                 for member in gang_group:
                     self._refused(member.key, outcome.reason, outcome.message, now)
-                return
+                return REFUSED
             for placement in outcome.placements:
                 self._placed(placement)
             binds.extend(outcome.bindings)
-            return
+            return PLACED
         self._release(request.key)  # decide afresh, with what this group held until now
         decision = place_group(request, self.snapshot)
         if isinstance(decision, Placement):
             self._placed(decision)
             binds.extend(decision.bindings)
+            return PLACED
         else:
             state = self.waiting.get(request.key)
             if decision.partial and not (state and state.timed_out):
@@ -368,6 +382,7 @@ class GangScheduler:
             else:
                 decision.undo()
             self._refused(request.key, decision.reason, decision.message, now)
+            return REFUSED
 
     def _request(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> GangRequest | None:
         if key[1].startswith("pod:"):
@@ -533,6 +548,7 @@ class GangScheduler:
                         binding.namespace, binding.pod, binding.node, binding.pod_uid
                     )
                     self.binds += 1
+                    metrics.BINDS.labels("bound").inc()
                     self._bound(binding)
                 except ApiError as exc:
                     if exc.conflict and "already assigned" in exc.message:
@@ -547,6 +563,7 @@ class GangScheduler:
                         binding.node,
                         exc,
                     )
+                    metrics.BINDS.labels("failed").inc()
                     self.snapshot.remove_pod(binding.pod_uid)
                     self.wake()
                 finally:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from podgroup_operator import constants as c
+from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.controllers.isolation import Failures, describe
@@ -96,7 +97,7 @@ class StatusReconciler:
         self.kube = kube
         self.namespaces = namespaces
         """Namespaces whose groups this reconciler writes; empty means all."""
-        self.failures = Failures("status of PodGroup", logger)
+        self.failures = Failures("status of PodGroup", logger, metric="status")
         self.groups = groups
         self.members = members
         self.clock = clock
@@ -125,6 +126,13 @@ class StatusReconciler:
         self.quota_views: dict[GroupKey, QuotaView] = {}
         """The quota controller's latest view per group (reservation, QuotaReserved)."""
         self._tasks: list[asyncio.Task[None]] = []
+        self.last_done: float | None = None
+        """Loop time the last reconcile ended (liveness: workers with a queue finish some)."""
+
+    @property
+    def backlog(self) -> int:
+        """Groups waiting for a worker."""
+        return len(self._queued)
 
     def touch(self, key: GroupKey, *, urgent: bool = False) -> None:
         """Mark a group dirty; a group already waiting is not queued twice, and a group being
@@ -192,6 +200,7 @@ class StatusReconciler:
                     await self._report_failure(key, exc, delay)
             finally:
                 self._running.discard(key)
+                self.last_done = asyncio.get_running_loop().time()
                 if key in self._again:
                     self.touch(key, urgent=self._again.pop(key))
 
@@ -315,6 +324,8 @@ class StatusReconciler:
             if written is None:
                 return True
             updated = written
+        if isinstance(plan, Restart):
+            metrics.RESTARTS.inc()
         if isinstance(plan, Restart | Fail) and plan.event is not None:
             self._narrate(updated, plan.event.type, plan.event.reason, plan.event.message)
             logger.info("PodGroup %s/%s: %s", *key, plan.event.message)
@@ -358,6 +369,7 @@ class StatusReconciler:
                 return None
             raise
         self.writes += 1
+        metrics.STATUS_WRITES.inc()
         self._written[key] = updated
         self._counts_since.pop(key, None)
         return updated

@@ -27,6 +27,7 @@ class OperatorProcess:
         self.extra_args = extra_args or []
         self.process: subprocess.Popen[bytes] | None = None
         self.health_port = free_port()
+        self.metrics_port = free_port()
 
     def start(self) -> None:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -37,6 +38,8 @@ class OperatorProcess:
                 "run",
                 "--liveness",
                 f"http://127.0.0.1:{self.health_port}/healthz",
+                "--metrics-address",
+                f"127.0.0.1:{self.metrics_port}",
                 *self.extra_args,
             ],
             env=env,

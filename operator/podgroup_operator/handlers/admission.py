@@ -8,11 +8,13 @@ import kopf
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.validation import podgroup_errors
+from podgroup_operator.handlers.instrument import timed
 
 
 @kopf.on.validate(
     c.GROUP, c.VERSION, c.PLURAL, id="validate-podgroup", operations=["CREATE", "UPDATE"]
 )
+@timed("validate-podgroup")
 def validate_podgroup(body: kopf.Body, **_: Any) -> None:
     """Refuse a PodGroup with every problem listed, each naming its field and the fix."""
     errors = podgroup_errors(dict(body))

@@ -27,6 +27,7 @@ import kopf
 
 from podgroup_operator import constants as c
 from podgroup_operator.domain.quota import Decision
+from podgroup_operator.handlers.instrument import timed
 
 
 def _answer(decision: Decision, warnings: list[str]) -> None:
@@ -38,6 +39,7 @@ def _answer(decision: Decision, warnings: list[str]) -> None:
 @kopf.on.validate(
     c.GROUP, c.VERSION, c.PLURAL, id="quota-podgroup", operations=["CREATE", "UPDATE"]
 )
+@timed("quota-podgroup")
 async def validate_podgroup_quota(
     body: kopf.Body, dryrun: bool, warnings: list[str], memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -49,6 +51,7 @@ async def validate_podgroup_quota(
 
 
 @kopf.on.validate("", "v1", "pods", id="quota-pod", operations=["CREATE"])
+@timed("quota-pod")
 async def validate_pod_quota(
     body: kopf.Body, dryrun: bool, warnings: list[str], memo: kopf.Memo, **_: Any
 ) -> None:

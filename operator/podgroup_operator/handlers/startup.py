@@ -17,12 +17,14 @@ from typing import Any
 import kopf
 
 from podgroup_operator import constants as c
+from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import (
     MUTATING_WEBHOOKS,
     VALIDATING_WEBHOOKS,
     ApiError,
     KubeClient,
 )
+from podgroup_operator.controllers import observe
 from podgroup_operator.controllers.runtime import Runtime, build_runtime
 from podgroup_operator.handlers.webhooks import WebhookKind, configurations
 from podgroup_operator.local import free_port
@@ -117,6 +119,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             client_config.get("url") or client_config.get("service"),
         )
     await runtime.start()
+    metrics.observe(runtime)
+    memo.observer = None
+    if operator_settings.metrics_address:
+        host, _colon, port = operator_settings.metrics_address.rpartition(":")
+        memo.observer = await observe.serve(runtime, host or "0.0.0.0", int(port))
 
 
 @kopf.on.cleanup()
@@ -127,6 +134,9 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
         # A local operator that stopped must not leave the apiserver calling a dead port
         # (Fail policies would block every PodGroup write). In a cluster, replicas share it.
         await unregister_webhooks(runtime.kube)
+    metrics.observe(None)
+    if memo.observer is not None:
+        await memo.observer.cleanup()
     await runtime.stop()
 
 

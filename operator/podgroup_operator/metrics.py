@@ -1,0 +1,147 @@
+"""Prometheus metrics: what an operator of a big cluster watches on a dashboard.
+
+Why a module of its own: the series are named once here (the README's table lists them), the
+controllers only count (`SCHEDULING_ATTEMPTS.labels(...).inc()`), and the gauges that describe
+the whole cluster (PodGroups by phase, waiting gangs, quota, informer lag, leadership) are
+computed at scrape time from the runtime's state by `RuntimeCollector`, so nothing has to keep
+them current event by event. prometheus-client does the exposition format.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+"""The operator's own registry (not the process-global one: tests may build several runtimes)."""
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+SCHEDULING_ATTEMPTS = Counter(
+    "podgroup_scheduling_attempts",
+    "Gang scheduling decisions, by result (placed, refused, error).",
+    ["result"],
+    registry=REGISTRY,
+)
+SCHEDULING_LATENCY = Histogram(
+    "podgroup_scheduling_attempt_duration_seconds",
+    "Time to decide one gang (or gang group) on the snapshot, by result.",
+    ["result"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+BINDS = Counter(
+    "podgroup_binds", "Pod bindings sent, by result (bound, failed).", ["result"], registry=REGISTRY
+)
+PREEMPTIONS = Counter(
+    "podgroup_preemptions",
+    "Pods deleted to make room for higher-priority gangs.",
+    registry=REGISTRY,
+)
+RESTARTS = Counter(
+    "podgroup_gang_restarts",
+    "Whole-gang restarts started by the restart policy.",
+    registry=REGISTRY,
+)
+STATUS_WRITES = Counter(
+    "podgroup_status_writes", "PodGroup status PATCHes sent.", registry=REGISTRY
+)
+RECONCILE_ERRORS = Counter(
+    "podgroup_reconcile_errors",
+    "Failures of one object in a loop (scheduling, status, quota); the loop goes on.",
+    ["loop"],
+    registry=REGISTRY,
+)
+WEBHOOK_LATENCY = Histogram(
+    "podgroup_webhook_duration_seconds",
+    "Admission webhook answers, by webhook and result (allowed, denied, error).",
+    ["webhook", "result"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+
+
+class RuntimeView(Protocol):
+    """What the scrape-time collector reads (controllers.runtime.Runtime provides it)."""
+
+    def metric_snapshot(self) -> dict[str, Any]: ...
+
+
+class RuntimeCollector(Collector):
+    """Gauges computed at scrape time from the runtime (see the module docstring)."""
+
+    def __init__(self, view: Callable[[], RuntimeView | None]) -> None:
+        self.view = view
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        runtime = self.view()
+        if runtime is None:
+            return
+        state = runtime.metric_snapshot()
+        phases = GaugeMetricFamily("podgroup_podgroups", "PodGroups by phase.", labels=["phase"])
+        for phase, count in sorted(Tally(state["phases"]).items()):
+            phases.add_metric([phase], count)
+        yield phases
+        waiting = GaugeMetricFamily(
+            "podgroup_waiting_gangs",
+            "Gangs the scheduler is waiting on, by reason.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(Tally(state["waiting_reasons"]).items()):
+            waiting.add_metric([reason], count)
+        yield waiting
+        reserved = GaugeMetricFamily(
+            "podgroup_quota_reserved",
+            "Quota reserved by PodGroups (totalResources), per namespace and resource.",
+            labels=["namespace", "resource"],
+        )
+        used = GaugeMetricFamily(
+            "podgroup_quota_used",
+            "Requests of live members counted against reservations, per namespace and resource.",
+            labels=["namespace", "resource"],
+        )
+        for (namespace, resource), (held, in_use) in sorted(state["quota"].items()):
+            reserved.add_metric([namespace, resource], held)
+            used.add_metric([namespace, resource], in_use)
+        yield reserved
+        yield used
+        synced = GaugeMetricFamily(
+            "podgroup_informer_synced", "1 once the kind's first list is in.", labels=["kind"]
+        )
+        lag = GaugeMetricFamily(
+            "podgroup_informer_last_event_age_seconds",
+            "Seconds since the kind's watch last delivered an event or bookmark.",
+            labels=["kind"],
+        )
+        objects = GaugeMetricFamily(
+            "podgroup_informer_objects", "Objects in the kind's store.", labels=["kind"]
+        )
+        now = time.monotonic()
+        for kind, info in sorted(state["informers"].items()):
+            synced.add_metric([kind], 1.0 if info["synced"] else 0.0)
+            if info["last_event"]:
+                lag.add_metric([kind], max(0.0, now - info["last_event"]))
+            objects.add_metric([kind], info["objects"])
+        yield synced
+        yield lag
+        yield objects
+        yield GaugeMetricFamily(
+            "podgroup_leader", "1 while this replica holds the Lease.", value=state["leader"]
+        )
+
+
+_observed: list[RuntimeView] = []
+
+
+def observe(runtime: RuntimeView | None) -> None:
+    """Point the scrape-time gauges at this runtime (None: no runtime, no gauges)."""
+    _observed[:] = [] if runtime is None else [runtime]
+
+
+REGISTRY.register(RuntimeCollector(lambda: _observed[0] if _observed else None))
