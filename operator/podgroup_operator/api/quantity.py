@@ -46,7 +46,7 @@ class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity; the message says what a valid one looks like."""
 
 
-class QuantityTooLarge(QuantityError):
+class QuantityTooLargeError(QuantityError):
     """A quantity so large (`1e999999999`) that even exact decimal arithmetic overflows."""
 
 
@@ -84,7 +84,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
             return base * _SUFFIX[suffix]
         return base * (Decimal(10) ** Decimal(suffix[1:]))
     except Overflow:
-        raise QuantityTooLarge(f"{value!r} is too large; {TOO_LARGE_HINT}") from None
+        raise QuantityTooLargeError(f"{value!r} is too large; {TOO_LARGE_HINT}") from None
     except (InvalidOperation, KeyError) as exc:  # pragma: no cover - guarded by the pattern
         raise QuantityError(f"{value!r} is not a Kubernetes quantity") from exc
 
@@ -97,7 +97,7 @@ def to_milli(value: str | int | float | Decimal) -> int:
     """
     try:
         amount = value if isinstance(value, Decimal) else parse_quantity(value)
-    except QuantityTooLarge:
+    except QuantityTooLargeError:
         return MAX_MILLI if not str(value).lstrip().startswith("-") else -MAX_MILLI
     if amount.is_nan():
         raise QuantityError(f"{value!r} is not a quantity")

@@ -4,8 +4,8 @@ The CRD schema refuses most bad input already (bounds included, see api/limits.p
 cannot express (totalResources below minResources, resource names, quantities too large in their
 string form, unknown fields on a cluster whose CRD still keeps them) lands here, in the
 validating webhook. Lightweight gangs' labels are checked with the same function
-(domain/lightweight.py), so both speak with the same messages. Kueue's `field.ErrorList` is the model: collect, then
-raise once at the edge, so a user fixes everything in one round trip.
+(domain/lightweight.py), so both speak with the same messages. Kueue's `field.ErrorList` is the
+model: collect, then raise once at the edge, so a user fixes everything in one round trip.
 """
 
 from __future__ import annotations
