@@ -11,6 +11,7 @@ import os
 
 import kopf
 
+from podgroup_operator import logs
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 
 
@@ -47,9 +48,7 @@ def run(
         webhook_host=webhook_host,
         webhook_port=webhook_port,
     )
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(logging.INFO)  # every line bounded: no object can flood the log
     # One line per handled event drowns what matters; our own modules log decisions at INFO.
     for noisy in ("kopf.objects", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
