@@ -126,6 +126,9 @@ class Reason(StrEnum):
     """Warning Event on a pod naming a PodGroup that does not exist."""
     CONFLICTING_MEMBERSHIP = "ConflictingMembership"
     """Warning Event on a pod whose membership keys name different PodGroups."""
+    INVALID_GANG_LABELS = "InvalidGangLabels"
+    """Warning Event on a pod whose lightweight-gang labels or annotations are invalid; no
+    PodGroup is created for them until they are fixed."""
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""
