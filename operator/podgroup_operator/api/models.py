@@ -356,10 +356,11 @@ class PodGroup(BaseModel):
     @field_validator("spec", mode="before")
     @classmethod
     def _ignore_unknown_spec_fields(cls, value: Any) -> Any:
-        """Reading is lenient: an object stored before our webhook ran still gets a status.
+        """Reading is lenient: an object stored with unknown spec fields still gets a status.
 
-        Writing is strict: the validating webhook refuses unknown fields (PodGroupSpec forbids
-        them), so they can only come from a time the webhook was off.
+        The CRD schema closes every object, so the apiserver prunes unknown fields before they
+        are stored; they can only come from an older CRD that kept them (and a time our webhook,
+        which refuses them as PodGroupSpec forbids them, was off).
         """
         if isinstance(value, dict):
             return {k: v for k, v in value.items() if k in _SPEC_API_FIELDS}
