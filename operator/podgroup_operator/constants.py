@@ -133,6 +133,9 @@ class Reason(StrEnum):
     """The scheduler raised while deciding this group; it backs off and the others go on."""
     RECONCILE_FAILED = "ReconcileFailed"
     """Warning Event: the group's status could not be computed or written; retried with backoff."""
+    INVALID_GANG_LABELS = "InvalidGangLabels"
+    """Warning Event on a pod whose lightweight-gang labels or annotations are invalid; no
+    PodGroup is created for them until they are fixed."""
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""

@@ -12,6 +12,7 @@ import sys
 
 import kopf
 
+from podgroup_operator import logs
 from podgroup_operator.local import is_dev_cluster_kubeconfig
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 
@@ -63,9 +64,7 @@ def run(
     )
     if lease_namespace:
         settings.lease_namespace = lease_namespace
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(logging.INFO)  # every line bounded: no object can flood the log
     problem = credentials_problem()
     if problem is not None:
         # One line and a distinct exit code, not Kopf retrying a login for ever.

@@ -74,10 +74,10 @@ async def test_operator_runs_with_the_deploy_cluster_role(
 
     # Its webhook works (registration needed admissionregistration permissions).
     bad = podgroup("bad", namespace)
-    bad["spec"] = {"minMember": 1, "minMembers": 2}
+    bad["spec"] = {"minMember": 1, "minResources": {"cpu": "1e30"}}  # only the webhook knows
     with pytest.raises(ApiError) as refused:
         await kube.create(PODGROUPS, bad, namespace)
-    assert "spec.minMembers: unknown field" in refused.value.message
+    assert "spec.minResources.cpu: '1e30' is too large" in refused.value.message
 
     # A gang is watched, scheduled, bound and reported.
     async with pool(kube, count=1, cpu="4", memory="8Gi") as (_, name):

@@ -26,8 +26,18 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from podgroup_operator.api.limits import (
+    MAX_GANG_GROUP,
+    MAX_GANG_GROUP_ENTRY,
+    MAX_MIN_MEMBER,
+    MAX_QUANTITY,
+    MAX_QUANTITY_INT,
+    MAX_RESTARTS,
+    MAX_SECONDS,
+)
 from podgroup_operator.api.quantity import (
     NON_NEGATIVE_QUANTITY_PATTERN,
+    TOO_LARGE_HINT,
     QuantityError,
     parse_quantity,
 )
@@ -49,6 +59,9 @@ _QUANTITY_SCHEMA: dict[str, Any] = {
     "x-kubernetes-int-or-string": True,
     "anyOf": [{"type": "integer"}, {"type": "string"}],
     "minimum": 0,
+    # Refuses the integer form of an absurd amount; the string form ("1e30") is refused by the
+    # webhook (a pattern cannot compare magnitudes) and saturates in `to_milli` if stored anyway.
+    "maximum": MAX_QUANTITY_INT,
     "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
 }
 
@@ -58,7 +71,8 @@ _FREE_OBJECT: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown
 
 
 def _check_quantity(value: Any) -> str | int:
-    """Accept what the apiserver accepts for a quantity, refuse negatives with a fix-it message."""
+    """Accept what the apiserver accepts for a quantity; refuse negatives and amounts beyond
+    MAX_QUANTITY (they would overflow Kubernetes' int64 milli-units) with a fix-it message."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     try:
@@ -67,6 +81,8 @@ def _check_quantity(value: Any) -> str | int:
         raise ValueError(str(exc)) from None
     if amount < 0:
         raise ValueError(f"{value!r} is negative; resource amounts must be >= 0")
+    if amount > MAX_QUANTITY:
+        raise ValueError(f"{value!r} is too large; {TOO_LARGE_HINT}")
     return value if isinstance(value, int) else str(value)
 
 
@@ -132,30 +148,48 @@ class RestartPolicy(_Model):
         "None only reports.",
     )
     max_restarts: StrictInt = Field(
-        default=3, ge=0, description="Restarts allowed before the group becomes Failed."
+        default=3,
+        ge=0,
+        le=MAX_RESTARTS,
+        description=f"Restarts allowed before the group becomes Failed (default 3, at most "
+        f"{MAX_RESTARTS}).",
     )
     backoff_seconds: StrictInt = Field(
-        default=10, ge=0, description="Delay before the first restart; doubles for each restart."
+        default=10,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Seconds before the first restart (default 10); doubles for each restart. "
+        f"At most {MAX_SECONDS} (one year).",
     )
     max_backoff_seconds: StrictInt = Field(
-        default=300, ge=0, description="Cap of the exponential restart backoff."
+        default=300,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Cap in seconds of the exponential restart backoff (default 300). At most "
+        f"{MAX_SECONDS} (one year).",
     )
 
 
 class PodGroupSpec(_Model):
+    """A gang: pods that must run together, at least minMember of them at the same time."""
+
     min_member: StrictInt = Field(
         ge=1,
-        description="Members that must be running at the same time for the group to run.",
+        le=MAX_MIN_MEMBER,
+        description="Members that must be running at the same time for the group to run. "
+        f"Required; 1 to {MAX_MIN_MEMBER}.",
     )
     min_resources: ResourceList | None = Field(
         default=None,
-        description="Resources the whole group needs at least; a group the cluster cannot hold "
-        "is not attempted.",
+        description="Resources the whole group needs at least (name -> quantity, e.g. cpu: 16); "
+        "a group the cluster cannot hold is not attempted.",
     )
     schedule_timeout_seconds: StrictInt | None = Field(
         default=None,
         ge=1,
-        description="Seconds to wait for a whole-gang placement before backing off.",
+        le=MAX_SECONDS,
+        description="Seconds to wait for a whole-gang placement before reporting "
+        f"ScheduleTimeout and backing off (default 60; 1 to {MAX_SECONDS}, one year).",
     )
     total_resources: ResourceList | None = Field(
         default=None,
@@ -175,13 +209,18 @@ class PodGroupSpec(_Model):
         list[
             Annotated[
                 str,
-                Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$"),
+                Field(
+                    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+                    max_length=MAX_GANG_GROUP_ENTRY,
+                ),
             ]
         ]
         | None
     ) = Field(
         default=None,
-        description="PodGroups (namespace/name) that must all fit before any of them binds.",
+        max_length=MAX_GANG_GROUP,
+        description="PodGroups (namespace/name) that must all fit before any of them binds; "
+        f"at most {MAX_GANG_GROUP}.",
     )
 
     @model_validator(mode="after")
@@ -209,10 +248,12 @@ _SPEC_API_FIELDS = {f.alias or n for n, f in PodGroupSpec.model_fields.items()} 
 
 
 class Condition(_Model):
+    """One observation about the group, in the standard Kubernetes condition shape."""
+
     model_config = ConfigDict(extra="ignore")
 
     type: str = Field(description="A ConditionType; other writers may add their own types.")
-    status: ConditionStatus
+    status: ConditionStatus = Field(description="True, False or Unknown.")
     transition_id: str | None = Field(
         default=None,
         alias="transitionID",
@@ -221,11 +262,13 @@ class Condition(_Model):
     last_transition_time: datetime | None = Field(
         default=None, description="When the status last flipped."
     )
-    reason: str | None = None
-    message: str | None = None
+    reason: str | None = Field(default=None, description="Machine-readable cause (CamelCase).")
+    message: str | None = Field(default=None, description="The cause in words, with the fix.")
 
 
 class Reservation(_Model):
+    """Quota held for the group against its namespace's ResourceQuota (`totalResources`)."""
+
     model_config = ConfigDict(extra="ignore")
 
     reserved: ResourceList | None = Field(default=None, description="Quota held for the group.")
@@ -233,22 +276,28 @@ class Reservation(_Model):
 
 
 class PodGroupStatus(_Model):
+    """What the operator observed: phase, member counts, conditions and restart progress."""
+
     model_config = ConfigDict(extra="ignore")
 
     phase: Annotated[Phase | None, WithJsonSchema({"type": "string"})] = Field(
         default=None,
         description="Pending, Running, Unknown, Finished or Failed. Finished and Failed latch.",
     )
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Unschedulable, Scheduled and QuotaReserved."
+    )
     scheduled: int = Field(default=0, description="Members bound to a node.")
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
+    running: int = Field(default=0, description="Members running.")
+    succeeded: int = Field(default=0, description="Members that succeeded.")
+    failed: int = Field(default=0, description="Members that failed.")
     occupied_by: str | None = Field(
         default=None,
         description="The owner (kind/name) of the members, as scheduler-plugins sets it.",
     )
-    observed_generation: int | None = None
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation this status was computed from."
+    )
     schedule_start_time: datetime | None = Field(
         default=None, description="When the group was first seen waiting for placement."
     )
@@ -262,7 +311,9 @@ class PodGroupStatus(_Model):
         default=None, description="When a member last failed or was deleted while running."
     )
     restarts: int = Field(default=0, description="Whole-gang restarts performed.")
-    last_restart_time: datetime | None = None
+    last_restart_time: datetime | None = Field(
+        default=None, description="When the last whole-gang restart began."
+    )
     restarting_uids: list[str] = Field(
         default_factory=list,
         alias="restartingUIDs",
@@ -272,7 +323,9 @@ class PodGroupStatus(_Model):
         default_factory=list,
         description="Bare members the restart recreates once their names are free.",
     )
-    reservation: Reservation | None = None
+    reservation: Reservation | None = Field(
+        default=None, description="Quota reserved for the group and used by its live members."
+    )
 
 
 class ObjectMeta(BaseModel):
@@ -303,10 +356,11 @@ class PodGroup(BaseModel):
     @field_validator("spec", mode="before")
     @classmethod
     def _ignore_unknown_spec_fields(cls, value: Any) -> Any:
-        """Reading is lenient: an object stored before our webhook ran still gets a status.
+        """Reading is lenient: an object stored with unknown spec fields still gets a status.
 
-        Writing is strict: the validating webhook refuses unknown fields (PodGroupSpec forbids
-        them), so they can only come from a time the webhook was off.
+        The CRD schema closes every object, so the apiserver prunes unknown fields before they
+        are stored; they can only come from an older CRD that kept them (and a time our webhook,
+        which refuses them as PodGroupSpec forbids them, was off).
         """
         if isinstance(value, dict):
             return {k: v for k, v in value.items() if k in _SPEC_API_FIELDS}

@@ -7,7 +7,9 @@ happens (kube-scheduler does the same with MilliValue), so sums never drift.
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, Overflow
+
+from podgroup_operator.api.limits import MAX_MILLI, MAX_QUANTITY
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -44,6 +46,17 @@ class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity; the message says what a valid one looks like."""
 
 
+class QuantityTooLargeError(QuantityError):
+    """A quantity so large (`1e999999999`) that even exact decimal arithmetic overflows."""
+
+
+TOO_LARGE_HINT = (
+    f"resource amounts must be at most {MAX_QUANTITY} (Kubernetes computes them as 64-bit "
+    "milli-units); use a realistic amount such as '64', '500m' or '256Gi'"
+)
+"""The fix named by every refusal of an oversized quantity."""
+
+
 def parse_quantity(value: str | int | float) -> Decimal:
     """Parse a quantity into an exact Decimal; raise QuantityError with a fix-it message."""
     if isinstance(value, bool):
@@ -70,13 +83,26 @@ def parse_quantity(value: str | int | float) -> Decimal:
         if suffix in _SUFFIX:  # before the exponent form: "1E" is exa, "1Ei" exbi
             return base * _SUFFIX[suffix]
         return base * (Decimal(10) ** Decimal(suffix[1:]))
+    except Overflow:
+        raise QuantityTooLargeError(f"{value!r} is too large; {TOO_LARGE_HINT}") from None
     except (InvalidOperation, KeyError) as exc:  # pragma: no cover - guarded by the pattern
         raise QuantityError(f"{value!r} is not a Kubernetes quantity") from exc
 
 
 def to_milli(value: str | int | float | Decimal) -> int:
-    """A quantity as whole milli-units, rounded up as the apiserver's MilliValue does."""
-    amount = value if isinstance(value, Decimal) else parse_quantity(value)
+    """A quantity as whole milli-units, rounded up as the apiserver's MilliValue does.
+
+    Saturates at +-MAX_MILLI like MilliValue does, so a pod or a PodGroup stored with an absurd
+    amount (`1e30`) is simply too big to fit anywhere instead of breaking the arithmetic.
+    """
+    try:
+        amount = value if isinstance(value, Decimal) else parse_quantity(value)
+    except QuantityTooLargeError:
+        return MAX_MILLI if not str(value).lstrip().startswith("-") else -MAX_MILLI
+    if amount.is_nan():
+        raise QuantityError(f"{value!r} is not a quantity")
+    if amount.is_infinite() or abs(amount) > MAX_QUANTITY:
+        return MAX_MILLI if amount > 0 else -MAX_MILLI
     return math.ceil(amount * 1000)
 
 

@@ -1,9 +1,11 @@
 """Validate a PodGroup body and report every problem at once, each with its field path.
 
-The CRD schema refuses most bad input already; what it cannot express (unknown fields kept for
-us by `x-kubernetes-preserve-unknown-fields`, totalResources below minResources, resource names)
-lands here, in the validating webhook. Kueue's `field.ErrorList` is the model: collect, then
-raise once at the edge, so a user fixes everything in one round trip.
+The CRD schema refuses most bad input already (bounds included, see api/limits.py); what it
+cannot express (totalResources below minResources, resource names, quantities too large in their
+string form, unknown fields on a cluster whose CRD still keeps them) lands here, in the
+validating webhook. Lightweight gangs' labels are checked with the same function
+(domain/lightweight.py), so both speak with the same messages. Kueue's `field.ErrorList` is the
+model: collect, then raise once at the edge, so a user fixes everything in one round trip.
 """
 
 from __future__ import annotations
@@ -13,6 +15,17 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from podgroup_operator.api.models import PodGroupSpec
+
+_ONE_YEAR = "one year; use a shorter duration"
+LIMIT_REASONS: dict[str, str] = {
+    "scheduleTimeoutSeconds": _ONE_YEAR,
+    "backoffSeconds": _ONE_YEAR,
+    "maxBackoffSeconds": _ONE_YEAR,
+    "minMember": "no cluster holds more pods at once; use the gang's real size",
+    "maxRestarts": "a gang that broke this often is crash-looping; allow fewer restarts",
+    "gangGroup": "they are all placed in one decision; merge them into fewer, larger PodGroups",
+}
+"""Why each bounded field has its limit and what to do instead, keyed by API field name."""
 
 
 def _path(loc: tuple[int | str, ...], root: str) -> str:
@@ -58,6 +71,8 @@ def _message(error: Any, model: type[BaseModel]) -> str:
         return f"must be >= {ctx.get('ge')}"
     if kind in ("greater_than",):
         return f"must be > {ctx.get('gt')}"
+    if kind in ("less_than_equal", "too_long", "string_too_long"):
+        return _too_large(error, kind, ctx)
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be an integer, not {error.get('input')!r}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
@@ -73,6 +88,20 @@ def _message(error: Any, model: type[BaseModel]) -> str:
     if kind == "value_error":
         return str(ctx.get("error", error["msg"]))
     return str(error["msg"][0].lower() + error["msg"][1:])
+
+
+def _too_large(error: Any, kind: str, ctx: dict[str, Any]) -> str:
+    """The limit, and why it exists: `1000000000000 is too large: at most 31536000 (...)`."""
+    field = next((p for p in reversed(error["loc"]) if isinstance(p, str)), "")
+    reason = LIMIT_REASONS.get(field)
+    value = error.get("input")
+    if kind == "less_than_equal":
+        head = f"{value!r} is too large: must be at most {ctx.get('le')}"
+    elif kind == "too_long":
+        head = f"has {ctx.get('actual_length')} entries: at most {ctx.get('max_length')} allowed"
+    else:
+        head = f"is {len(str(value))} characters long: at most {ctx.get('max_length')} allowed"
+    return f"{head} ({reason})" if reason else head
 
 
 _API_FIELDS = {f.alias or name for name, f in PodGroupSpec.model_fields.items()}
@@ -97,8 +126,18 @@ def spec_errors(spec: Any) -> list[str]:
         if not any(e.startswith("spec.totalResources: must cover") for e in errors):
             errors.extend(_cross_field_errors(spec))
         # pydantic may report one field through several union branches; keep each once.
-        return list(dict.fromkeys(errors))
+        return _bounded(list(dict.fromkeys(errors)))
     return []
+
+
+MAX_ERRORS = 20
+"""Errors listed in one answer; a 1,000-entry list of bad names must not make a 1 MB message."""
+
+
+def _bounded(errors: list[str]) -> list[str]:
+    if len(errors) <= MAX_ERRORS:
+        return errors
+    return [*errors[:MAX_ERRORS], f"... and {len(errors) - MAX_ERRORS} more errors"]
 
 
 def _cross_field_errors(spec: dict[str, Any]) -> list[str]:

@@ -37,6 +37,7 @@ from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Verdict
+from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.queue import Backoff, decide_wait, order_gangs
@@ -528,7 +529,7 @@ class GangScheduler:
         state.failures += 1
         state.last_failure = now
         if self._last_messages.get(key) != message:
-            logger.info("gang %s/%s waits: %s", key[0], key[1], message)
+            logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
         self._last_messages[key] = message
         if not state.timed_out:
             self.publish(key, Verdict(placed=False, reason=reason, message=message))

@@ -27,7 +27,11 @@ from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClien
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
-from podgroup_operator.domain.lightweight import is_operator_created, podgroup_for
+from podgroup_operator.domain.lightweight import (
+    is_operator_created,
+    lightweight_errors,
+    podgroup_for,
+)
 from podgroup_operator.domain.membership import membership_conflict
 from podgroup_operator.domain.quota import QuotaView, apply_quota_view
 from podgroup_operator.domain.restart import (
@@ -39,6 +43,7 @@ from podgroup_operator.domain.restart import (
     plan_restart,
 )
 from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
+from podgroup_operator.logs import truncate
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +60,8 @@ be a PATCH of its own (measured: 3.9 status changes per group under a 1,000 x 10
 Phase and condition changes are never delayed, and carry the counts with them."""
 EVENT_CONCURRENCY = 8
 """Events posted at once, in the background: narrating a transition must not hold a worker."""
+EVENT_MESSAGE_LIMIT = 1024
+"""Characters of an Event message we post (events.k8s.io/v1 caps `note` at 1 kB)."""
 
 
 class Index(Protocol):
@@ -121,6 +128,7 @@ class StatusReconciler:
         self._written: dict[GroupKey, dict[str, Any]] = {}
         self._warned_pods: set[str] = set()
         self._warned_conflicts: set[str] = set()
+        self._warned_labels: set[str] = set()
         self.verdicts: dict[GroupKey, Verdict] = {}
         """The gang scheduler's latest verdict per group, folded into the status we write."""
         self.quota_views: dict[GroupKey, QuotaView] = {}
@@ -244,10 +252,11 @@ class StatusReconciler:
             pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
             if not pods:
                 return  # members on their way out (often a namespace being deleted): no group
+            invalid = await self._warn_invalid_gang_labels(pods)
             lightweight = podgroup_for(key[0], pods)
             if lightweight is not None:
-                await self._create_lightweight(lightweight)
-            else:
+                await self._create_lightweight(lightweight, pods)
+            elif not invalid:
                 await self._warn_missing_group(key, pods)
             return
         if not pods and is_operator_created(body):
@@ -417,7 +426,7 @@ class StatusReconciler:
                 exc.message,
             )
 
-    async def _create_lightweight(self, body: dict[str, Any]) -> None:
+    async def _create_lightweight(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         meta = body["metadata"]
         try:
             await self.kube.create(PODGROUPS, body, meta["namespace"])
@@ -429,6 +438,10 @@ class StatusReconciler:
                 return  # created meanwhile
             if _namespace_terminating(exc):
                 return  # the namespace is going away with its pods
+            if exc.status in (400, 422):
+                # Refused as invalid by a rule we do not know: retrying cannot help; say it once.
+                await self._warn_invalid_gang_labels(pods, refusal=exc.message)
+                return
             raise
 
     async def _delete(self, key: GroupKey, body: dict[str, Any]) -> None:
@@ -451,6 +464,34 @@ class StatusReconciler:
                 self._narrate(
                     pod, c.EventType.WARNING, c.Reason.CONFLICTING_MEMBERSHIP, conflict.message
                 )
+
+    async def _warn_invalid_gang_labels(
+        self, pods: list[dict[str, Any]], refusal: str | None = None
+    ) -> bool:
+        """One Warning Event per pod whose lightweight-gang keys are invalid; True if any is.
+
+        No PodGroup is created for such a pod, so nothing retries: the Event is the whole answer
+        until its owner fixes the labels (a new pod, a new UID, is checked afresh).
+        """
+        invalid = False
+        for pod in pods:
+            errors = lightweight_errors(pod)
+            if refusal is not None and not errors:
+                errors = [f"the PodGroup made from them was refused: {refusal}"]
+            if not errors:
+                continue
+            invalid = True
+            uid = pod["metadata"].get("uid", "")
+            if uid in self._warned_labels:
+                continue
+            self._warned_labels.add(uid)
+            message = truncate(
+                "no PodGroup is created for this pod's gang until its labels/annotations are "
+                "fixed: " + "; ".join(errors),
+                EVENT_MESSAGE_LIMIT,
+            )
+            self._narrate(pod, c.EventType.WARNING, c.Reason.INVALID_GANG_LABELS, message)
+        return invalid
 
     async def _warn_missing_group(self, key: GroupKey, pods: list[dict[str, Any]]) -> None:
         """One Warning Event per pod that names a PodGroup that does not exist."""

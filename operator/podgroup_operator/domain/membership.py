@@ -218,9 +218,20 @@ def lightweight_gang_of(pod: Pod) -> LightweightGang | None:
     )
 
 
+def lightweight_keys_of(pod: Pod) -> tuple[str, str] | None:
+    """(the key naming the pod's lightweight gang, the key of its minimum), for messages that
+    name the label or annotation to fix; None when no lightweight key decides membership."""
+    present = _present(pod)
+    if not present or not present[0][0].lightweight:
+        return None
+    key = present[0][0].name
+    return key, _LIGHTWEIGHT_MIN_AVAILABLE_KEY[key]
+
+
 def _positive_int(text: str | None) -> int | None:
     digits = (text or "").strip()
-    if not (digits.isascii() and digits.isdecimal()):
+    # An annotation may hold 256 kB of digits; int() refuses more than 4,300 (ValueError).
+    if not (digits.isascii() and digits.isdecimal()) or len(digits) > 64:
         return None
     number = int(digits)
     return number if number > 0 else None

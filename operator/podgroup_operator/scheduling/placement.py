@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from podgroup_operator.api.limits import summarize
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.filters import (
     Constraints,
@@ -337,9 +338,12 @@ def place_gang_group(
     refuses, every placement made for the others is undone and the refusal (prefixed with the
     whole group's names) is returned. NonStrict is ignored here: partial members of one group
     would hold room the others need, which is exactly what a gang group exists to prevent.
+
+    The prefix names at most SUMMARY_NAMES groups and counts the rest: the message is published
+    on every member group and logged for each, so naming all of a 1,000-group gang group once
+    wrote 10 MB of log per cycle.
     """
-    names = ", ".join(g.label for g in gangs)
-    prefix = f"gang group [{names}]: "
+    prefix = f"gang group [{summarize(g.label for g in gangs)}]: "
     for gang in gangs:
         refusal = _prefilter(gang, snapshot)
         if refusal is not None:

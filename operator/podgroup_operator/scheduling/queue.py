@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from podgroup_operator.api.limits import clamp_seconds
 from podgroup_operator.scheduling.gang import GangRequest
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
@@ -81,15 +82,19 @@ class Backoff:
         # Cap the exponent too, so a gang that failed a million times does not overflow.
         exponent = min(failed_attempts - 1, 62)
         seconds = min(self.initial_seconds * (2**exponent), self.max_seconds)
-        return timedelta(seconds=seconds)
+        return timedelta(seconds=clamp_seconds(seconds))
 
 
 def schedule_deadline(
     wait_started: datetime, timeout_seconds: int | None, default_timeout_seconds: int
 ) -> datetime:
-    """When a gang that started waiting at `wait_started` times out (spec value, else default)."""
+    """When a gang that started waiting at `wait_started` times out (spec value, else default).
+
+    The timeout is clamped to one year (MAX_SECONDS): a group stored before the CRD had bounds
+    (`scheduleTimeoutSeconds: 300000000000`) once made every cycle raise OverflowError here.
+    """
     seconds = timeout_seconds if timeout_seconds is not None else default_timeout_seconds
-    return wait_started + timedelta(seconds=seconds)
+    return wait_started + timedelta(seconds=clamp_seconds(seconds))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,13 @@ import yaml
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.crd import crd_manifest, openapi_schema, render_crd
+from podgroup_operator.api.limits import (
+    MAX_GANG_GROUP,
+    MAX_MIN_MEMBER,
+    MAX_QUANTITY_INT,
+    MAX_RESTARTS,
+    MAX_SECONDS,
+)
 from podgroup_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN
 
 CRD_FILE = Path(__file__).resolve().parents[3] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
@@ -87,16 +94,63 @@ def test_quantities_are_int_or_string_with_the_non_negative_pattern() -> None:
     assert all(p.endswith("{}") for p in int_or_string), int_or_string
 
 
-def test_spec_keeps_unknown_fields_for_the_webhook_to_name() -> None:
+def test_only_restart_pod_bodies_keep_unknown_fields() -> None:
+    """Anywhere else the apiserver would publish the object without its properties in OpenAPI
+    v2, and `kubectl explain` (and kubectl's own unknown-field check) would see nothing."""
+    kept = [
+        path
+        for path, node in nodes(openapi_schema())
+        if node.get("x-kubernetes-preserve-unknown-fields")
+    ]
+    assert kept == [".status.restartPods[]"]
     spec = openapi_schema()["properties"]["spec"]
-    assert spec["x-kubernetes-preserve-unknown-fields"] is True
-    assert spec["properties"]["policy"]["x-kubernetes-preserve-unknown-fields"] is True
     assert spec["required"] == ["minMember"]
     assert spec["properties"]["minMember"] == {
         "type": "integer",
         "minimum": 1,
+        "maximum": MAX_MIN_MEMBER,
         "description": spec["properties"]["minMember"]["description"],
     }
+
+
+def test_every_field_has_a_description_for_kubectl_explain() -> None:
+    for path, node in nodes(openapi_schema()):
+        if (
+            "/anyOf[" in path
+            or path.endswith(("{}", "[]"))
+            or path
+            in (
+                ".apiVersion",
+                ".kind",
+                ".metadata",
+            )
+        ):
+            continue  # kubectl explain documents these from the apiserver's own types
+        assert node.get("description"), f"{path} has no description"
+
+
+def test_every_number_is_bounded_by_the_schema_itself() -> None:
+    """The apiserver refuses poison values even when our webhook is not running."""
+    spec = openapi_schema()["properties"]["spec"]["properties"]
+    policy = spec["policy"]["properties"]
+    assert spec["minMember"]["maximum"] == MAX_MIN_MEMBER
+    assert spec["scheduleTimeoutSeconds"]["maximum"] == MAX_SECONDS == 365 * 24 * 3600
+    assert policy["backoffSeconds"]["maximum"] == MAX_SECONDS
+    assert policy["maxBackoffSeconds"]["maximum"] == MAX_SECONDS
+    assert policy["maxRestarts"]["maximum"] == MAX_RESTARTS
+    assert spec["gangGroup"]["maxItems"] == MAX_GANG_GROUP
+    assert spec["gangGroup"]["items"]["maxLength"] == 63 + 1 + 253
+    for field in ("minResources", "totalResources"):
+        assert spec[field]["additionalProperties"]["maximum"] == MAX_QUANTITY_INT
+    unbounded = [
+        path
+        for path, node in nodes(openapi_schema())
+        if path.startswith(".spec")
+        and "/anyOf[" not in path  # the branches of int-or-string; the bound sits beside them
+        and (node.get("type") == "integer" or node.get("x-kubernetes-int-or-string"))
+        and "maximum" not in node
+    ]
+    assert unbounded == []
 
 
 def test_enums_are_typed_strings() -> None:

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from podgroup_operator.api.limits import MAX_MILLI
 from podgroup_operator.api.quantity import (
     NON_NEGATIVE_QUANTITY_PATTERN,
     QUANTITY_PATTERN,
@@ -140,3 +141,15 @@ def test_the_patterns_agree_with_the_parser(value: str) -> None:
     assert (re.match(QUANTITY_PATTERN, value) is not None) == (amount is not None)
     non_negative = amount is not None and amount >= 0
     assert (re.match(NON_NEGATIVE_QUANTITY_PATTERN, value) is not None) == non_negative
+
+
+@pytest.mark.parametrize("value", ["1e30", 10**40, "1e99999999999", "9999999999999999Ei"])
+def test_absurd_quantities_saturate_at_int64_milli_units(value: str | int) -> None:
+    """As the apiserver's MilliValue does: a pod stored with such a request fits nowhere
+    instead of breaking the scheduler's arithmetic."""
+    assert to_milli(value) == MAX_MILLI == 2**63 - 1
+
+
+def test_an_exponent_that_overflows_decimal_arithmetic_is_a_quantity_error() -> None:
+    with pytest.raises(QuantityError, match="too large; resource amounts must be at most"):
+        parse_quantity("1e99999999999")

@@ -163,3 +163,109 @@ def test_a_podgroup_without_spec_is_told_what_to_add() -> None:
     assert podgroup_errors({"metadata": {"name": "g"}}) == [
         "spec: is required; a PodGroup needs at least spec.minMember"
     ]
+
+
+# --- bounds: each poison value from issues 9 and 11 is refused naming field, limit and fix ------
+POISON: list[tuple[str, dict[str, Any], str, str, str]] = [
+    # (id, spec, field path, the limit, a fragment of the fix)
+    (
+        "timeout that overflowed every scheduling cycle",
+        {"minMember": 1, "scheduleTimeoutSeconds": 300_000_000_000},
+        "spec.scheduleTimeoutSeconds",
+        "at most 31536000",
+        "use a shorter duration",
+    ),
+    (
+        "backoff cap that froze the status",
+        {"minMember": 1, "policy": {"maxBackoffSeconds": 1_000_000_000_000}},
+        "spec.policy.maxBackoffSeconds",
+        "at most 31536000",
+        "use a shorter duration",
+    ),
+    (
+        "backoff",
+        {"minMember": 1, "policy": {"backoffSeconds": 31_536_001}},
+        "spec.policy.backoffSeconds",
+        "at most 31536000",
+        "use a shorter duration",
+    ),
+    (
+        "gang group of 1,000 PodGroups",
+        {"minMember": 1, "gangGroup": [f"ns/g{i}" for i in range(1000)]},
+        "spec.gangGroup",
+        "at most 64",
+        "merge them into fewer, larger PodGroups",
+    ),
+    (
+        "minMember beyond any cluster",
+        {"minMember": 99_999_999_999_999_999_999},
+        "spec.minMember",
+        "at most 1000000",
+        "use the gang's real size",
+    ),
+    (
+        "maxRestarts",
+        {"minMember": 1, "policy": {"maxRestarts": 1001}},
+        "spec.policy.maxRestarts",
+        "at most 1000",
+        "allow fewer restarts",
+    ),
+    (
+        "quantity 1e30",
+        {"minMember": 1, "minResources": {"cpu": "1e30"}},
+        "spec.minResources.cpu",
+        "at most 9223372036854775.807",
+        "use a realistic amount",
+    ),
+    (
+        "integer quantity beyond int64 milli-units",
+        {"minMember": 1, "totalResources": {"memory": 10**40}},
+        "spec.totalResources.memory",
+        "at most 9223372036854775.807",
+        "use a realistic amount",
+    ),
+    (
+        "quantity whose exponent overflows decimal arithmetic",
+        {"minMember": 1, "totalResources": {"cpu": "1e99999999999"}},
+        "spec.totalResources.cpu",
+        "at most 9223372036854775.807",
+        "use a realistic amount",
+    ),
+    (
+        "gang group entry longer than a namespace/name can be",
+        {"minMember": 1, "gangGroup": ["ns/" + "a" * 400]},
+        "spec.gangGroup[0]",
+        "at most 317",
+        "characters long",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "field", "limit", "fix"), POISON, ids=[p[0] for p in POISON]
+)
+def test_poison_values_are_refused_naming_field_limit_and_fix(
+    case: str, spec: dict[str, Any], field: str, limit: str, fix: str
+) -> None:
+    (error,) = [e for e in spec_errors(spec) if e.startswith(f"{field}:")]
+    assert limit in error and fix in error, error
+
+
+def test_values_at_the_limits_are_accepted() -> None:
+    spec = {
+        "minMember": 1_000_000,
+        "scheduleTimeoutSeconds": 31_536_000,
+        "policy": {"maxRestarts": 1000, "backoffSeconds": 31_536_000, "maxBackoffSeconds": 0},
+        "gangGroup": [f"ns/g{i}" for i in range(64)],
+        "minResources": {"cpu": "9223372036854775.807"},
+        "totalResources": {"cpu": 9223372036854775, "memory": "8Pi"},
+    }
+    assert spec_errors({**spec, "totalResources": {"cpu": "9223372036854775807m"}}) == []
+    assert spec_errors({**spec, "minResources": {"cpu": 1}}) == []
+
+
+def test_many_bad_entries_make_a_bounded_answer() -> None:
+    errors = spec_errors({"minMember": 1, "gangGroup": [f"NOT-VALID-{i}" for i in range(60)]})
+    assert len(errors) == 21
+    assert errors[0].startswith("spec.gangGroup[0]: 'NOT-VALID-0' does not match")
+    assert errors[-1] == "... and 40 more errors"

@@ -558,3 +558,53 @@ async def test_a_counters_only_change_waits_for_the_count_delay_a_phase_change_d
     await h.reconcile()
     assert h.reconciler.writes == writes + 1  # the phase changed: written at once, counts too
     assert (h.status()["phase"], h.status()["running"]) == (c.Phase.RUNNING, 3)
+
+
+async def test_invalid_gang_labels_get_one_warning_per_pod_and_no_podgroup() -> None:
+    """`min-available: "99999999999999999999"` once made the operator try to create an invalid
+    PodGroup every second, forever, and said nothing on the pod."""
+    h = Harness()
+    a, b = h.pods(
+        lightweight("a", min_available="99999999999999999999"),
+        lightweight("b", min_available="99999999999999999999"),
+        key=(NS, "lw"),
+    )
+    for _ in range(3):
+        await h.reconcile((NS, "lw"))
+
+    assert h.fake.get_object(PODGROUPS, "lw", NS) is None
+    assert h.fake.count("POST", PODGROUPS.path(NS)) == 0
+    warnings = h.fake.events(reason=c.Reason.INVALID_GANG_LABELS)
+    assert sorted(e["involvedObject"]["uid"] for e in warnings) == sorted(
+        [a["metadata"]["uid"], b["metadata"]["uid"]]
+    )
+    assert {e["type"] for e in warnings} == {c.EventType.WARNING}
+    message = warnings[0]["message"]
+    assert f"{c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE}: 99999999999999999999 is too large" in message
+    assert "must be at most 1000000" in message
+    assert h.fake.events(reason=c.Reason.MISSING_POD_GROUP) == []
+
+
+async def test_a_valid_pod_of_the_gang_still_makes_the_podgroup_and_the_bad_one_is_warned() -> None:
+    h = Harness()
+    bad, _ = h.pods(
+        lightweight("a", min_available="0"), lightweight("b", min_available="2"), key=(NS, "lw")
+    )
+    await h.reconcile((NS, "lw"))
+    created = h.fake.get_object(PODGROUPS, "lw", NS)
+    assert created is not None and created["spec"] == {"minMember": 2}
+    (warning,) = h.fake.events(reason=c.Reason.INVALID_GANG_LABELS)
+    assert warning["involvedObject"]["uid"] == bad["metadata"]["uid"]
+    assert f"{c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE}: must be >= 1" in warning["message"]
+
+
+async def test_a_podgroup_refused_as_invalid_is_reported_once_and_not_retried() -> None:
+    """A rule we do not check (an admission policy of the cluster, say) refuses the PodGroup:
+    retrying cannot help, so the pods get one Warning and the reconcile ends quietly."""
+    h = Harness()
+    h.pods(lightweight("a"), key=(NS, "lw"))
+    h.fake.inject_error("POST", PODGROUPS.path(NS), 422, "Invalid", "denied by policy X")
+    await h.reconcile((NS, "lw"))
+    await h.reconcile((NS, "lw"))  # creates it: the injected error was one-shot
+    (warning,) = h.fake.events(reason=c.Reason.INVALID_GANG_LABELS)
+    assert "the PodGroup made from them was refused: denied by policy X" in warning["message"]

@@ -8,6 +8,7 @@ from podgroup_operator import constants as c
 from podgroup_operator.api.models import PodGroupSpec
 from podgroup_operator.domain.lightweight import (
     is_operator_created,
+    lightweight_errors,
     parse_duration_seconds,
     podgroup_for,
 )
@@ -61,17 +62,114 @@ def test_koordinator_annotations_carry_timeout_mode_and_groups() -> None:
 
 
 @pytest.mark.parametrize(
-    "annotations",
+    ("annotations", "key", "fragment"),
     [
-        {c.ANNOTATION_KOORD_WAITING_TIME: "whenever"},
-        {c.ANNOTATION_KOORD_MODE: "Loose"},
-        {c.ANNOTATION_KOORD_GROUPS: "not json"},
-        {c.ANNOTATION_KOORD_GROUPS: '{"a": 1}'},
+        ({c.ANNOTATION_KOORD_WAITING_TIME: "whenever"}, "waiting-time", "is not a duration; use"),
+        ({c.ANNOTATION_KOORD_MODE: "Loose"}, "mode", "must be one of 'Strict' or 'NonStrict'"),
+        ({c.ANNOTATION_KOORD_GROUPS: "not json"}, "groups", "must be a JSON list"),
+        ({c.ANNOTATION_KOORD_GROUPS: '{"a": 1}'}, "groups", "must be a JSON list"),
     ],
 )
-def test_malformed_optional_annotations_are_left_out(annotations: dict[str, str]) -> None:
+def test_malformed_optional_annotations_are_refused_naming_the_annotation(
+    annotations: dict[str, str], key: str, fragment: str
+) -> None:
     base = {c.ANNOTATION_KOORD_NAME: "koord", c.ANNOTATION_KOORD_MIN_AVAILABLE: "2"}
-    body = podgroup_for("team", [pod("a", "team", annotations={**base, **annotations})])
+    member = pod("a", "team", annotations={**base, **annotations})
+    assert podgroup_for("team", [member]) is None
+    (error,) = lightweight_errors(member)
+    assert error.startswith(f"gang.scheduling.koordinator.sh/{key}: ") and fragment in error
+
+
+# --- the CRD's bounds and messages, with the label or annotation as the field ------------------
+LIGHT = c.LABEL_LIGHTWEIGHT_NAME
+MIN = c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        (
+            {LIGHT: "light", MIN: "99999999999999999999"},
+            f"{MIN}: 99999999999999999999 is too large: must be at most 1000000 "
+            "(no cluster holds more pods at once; use the gang's real size)",
+        ),
+        ({LIGHT: "light", MIN: "0"}, f"{MIN}: must be >= 1"),
+        ({LIGHT: "light", MIN: "x"}, f"{MIN}: must be an integer, not 'x'"),
+        ({LIGHT: "light", MIN: "-2"}, f"{MIN}: must be an integer, not '-2'"),
+        ({LIGHT: "light"}, f"{MIN}: is required; set it to the number of members"),
+        ({LIGHT: "Light_1", MIN: "2"}, f"{LIGHT}: 'Light_1' is not a valid PodGroup name"),
+    ],
+    ids=["huge", "zero", "word", "negative", "missing", "bad-name"],
+)
+def test_coscheduling_labels_are_checked_with_the_crd_rules(
+    labels: dict[str, str], expected: str
+) -> None:
+    member = pod("a", "team", labels=labels)
+    (error,) = lightweight_errors(member)
+    assert error.startswith(expected), error
+    assert podgroup_for("team", [member]) is None
+
+
+def test_every_koordinator_error_is_collected_with_its_annotation() -> None:
+    member = pod(
+        "a",
+        "team",
+        annotations={
+            c.ANNOTATION_KOORD_NAME: "koord",
+            c.ANNOTATION_KOORD_MIN_AVAILABLE: "2000000",
+            c.ANNOTATION_KOORD_WAITING_TIME: "9000h",
+            c.ANNOTATION_KOORD_MODE: "Loose",
+            c.ANNOTATION_KOORD_GROUPS: "[" + ", ".join(f'"g{i}"' for i in range(65)) + "]",
+        },
+    )
+    errors = lightweight_errors(member)
+    assert [e.split(": ", 1)[0] for e in errors] == [
+        c.ANNOTATION_KOORD_MIN_AVAILABLE,
+        c.ANNOTATION_KOORD_WAITING_TIME,
+        c.ANNOTATION_KOORD_MODE,
+        c.ANNOTATION_KOORD_GROUPS,
+    ]
+    assert "32400000 is too large: must be at most 31536000 (one year" in errors[1]
+    assert "has 65 entries: at most 64 allowed" in errors[3]
+
+
+def test_a_bad_groups_entry_is_named_by_its_index() -> None:
+    member = pod(
+        "a",
+        "team",
+        annotations={
+            c.ANNOTATION_KOORD_NAME: "koord",
+            c.ANNOTATION_KOORD_MIN_AVAILABLE: "2",
+            c.ANNOTATION_KOORD_GROUPS: '["ok", "Not_OK"]',
+        },
+    )
+    (error,) = lightweight_errors(member)
+    assert error.startswith(f"{c.ANNOTATION_KOORD_GROUPS}[1]: 'team/Not_OK' does not match")
+
+
+def test_a_huge_annotation_value_is_quoted_short() -> None:
+    member = pod(
+        "a",
+        "team",
+        annotations={
+            c.ANNOTATION_KOORD_NAME: "koord",
+            c.ANNOTATION_KOORD_MIN_AVAILABLE: "9" * 5000,
+        },
+    )
+    (error,) = lightweight_errors(member)
+    assert "is too large: must be at most 1000000" in error and len(error) < 200
+
+
+def test_valid_declarations_and_ordinary_members_have_no_errors() -> None:
+    assert lightweight_errors(pod("a", "team", labels={LIGHT: "light", MIN: "3"})) == []
+    assert lightweight_errors(pod("c", "team", group="real")) == []
+    assert lightweight_errors(pod("d", "team")) == []
+
+
+def test_the_first_valid_pod_makes_the_podgroup() -> None:
+    bad = pod("a", "team", labels={LIGHT: "light", MIN: "99999999999999999999"})
+    good = pod("b", "team", labels={LIGHT: "light", MIN: "2"})
+    body = podgroup_for("team", [bad, good])
     assert body is not None and body["spec"] == {"minMember": 2}
 
 

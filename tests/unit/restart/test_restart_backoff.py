@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from podgroup_operator.api.limits import MAX_SECONDS
 from podgroup_operator.api.models import RestartPolicy
 from podgroup_operator.constants import Phase
 from podgroup_operator.domain.restart import Restart, Wait, backoff_delay, plan_restart
@@ -35,11 +36,26 @@ def test_the_delay_doubles_per_restart_up_to_the_cap() -> None:
 
 @pytest.mark.parametrize(
     ("backoff", "cap", "restarts", "seconds"),
-    [(0, 300, 5, 0), (10, 5, 0, 5), (10, 0, 3, 0), (1, 300, 10**9, 300), (7, 10**9, 3, 56)],
+    [(0, 300, 5, 0), (10, 5, 0, 5), (10, 0, 3, 0), (1, 300, 10**9, 300), (7, 31_536_000, 3, 56)],
     ids=["no-backoff", "cap-below-base", "zero-cap", "huge-count", "uncapped"],
 )
 def test_delay_edges(backoff: int, cap: int, restarts: int, seconds: int) -> None:
     assert backoff_delay(policy(backoff, cap), restarts) == timedelta(seconds=seconds)
+
+
+def test_a_policy_stored_before_the_bounds_cannot_overflow_the_wait() -> None:
+    """`maxBackoffSeconds: 1000000000000` froze its group's status with a traceback per second:
+    `now + delay` overflowed. The delay is clamped to one year, whatever the stored policy says."""
+    stored = RestartPolicy.model_construct(
+        backoff_seconds=10**15, max_backoff_seconds=1_000_000_000_000, max_restarts=3
+    )
+    assert backoff_delay(stored, 0) == timedelta(seconds=MAX_SECONDS)
+    assert backoff_delay(stored, 10**9) == timedelta(seconds=MAX_SECONDS)
+    group = gang(status=unknown_since(100))
+    group.spec.policy = stored
+    plan = plan_restart(group, members("RRF"), at(101))
+    assert isinstance(plan, Wait)
+    assert plan.until == at(100) + timedelta(seconds=MAX_SECONDS)
 
 
 def unknown_since(failed: int, restarts: int = 0, **extra: str) -> dict[str, object]:

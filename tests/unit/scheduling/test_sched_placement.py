@@ -235,6 +235,17 @@ def test_gang_group_places_nothing_when_one_does_not_fit() -> None:
     assert snapshot.state() == before
 
 
+def test_a_thousand_group_gang_group_refusal_names_five_and_counts_the_rest() -> None:
+    """Once one such refusal, published and logged for every member, wrote 10 MB per cycle."""
+    snapshot = Snapshot.build([node("n1")], [])
+    groups = [gang(f"g{i:04}", members(f"g{i:04}", 1), min_member=2) for i in range(1000)]
+    outcome = place_gang_group(groups, snapshot)
+    assert isinstance(outcome, Refusal)
+    names = ", ".join(f"default/g{i:04}" for i in range(5))
+    assert outcome.message.startswith(f"gang group [{names} and 995 more]: ")
+    assert len(outcome.message) < 1000
+
+
 def test_gang_group_prefilter_refuses_before_anything_is_tried() -> None:
     snapshot = Snapshot.build([node("n1")], [])
     groups = [gang("a", members("a", 1)), gang("b", members("b", 1), min_member=2)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from podgroup_operator.api.limits import MAX_SECONDS
 from podgroup_operator.scheduling.queue import (
     Backoff,
     decide_wait,
@@ -98,3 +99,21 @@ def test_first_attempt_is_due_at_once() -> None:
     )
     assert first.may_attempt and not first.timed_out
     assert first.deadline == T0 + timedelta(seconds=600)
+
+
+def test_a_timeout_stored_before_the_bounds_cannot_overflow_a_cycle() -> None:
+    """`scheduleTimeoutSeconds: 300000000000` made every scheduling cycle raise OverflowError
+    (a deadline past year 9999); the timeout is clamped to one year before any datetime math."""
+    decision = decide_wait(
+        wait_started=T0,
+        timeout_seconds=300_000_000_000,
+        default_timeout_seconds=600,
+        failed_attempts=10**6,
+        last_failure=T0,
+        now=T0,
+        backoff=Backoff(initial_seconds=1, max_seconds=1e300),
+    )
+    assert decision.deadline == T0 + timedelta(seconds=MAX_SECONDS)
+    assert decision.next_attempt == T0 + timedelta(seconds=MAX_SECONDS)
+    assert not decision.timed_out
+    assert schedule_deadline(T0, -5, 600) == T0

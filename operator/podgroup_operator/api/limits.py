@@ -1,0 +1,66 @@
+"""Upper bounds of every number a PodGroup (or a lightweight gang's labels) may carry.
+
+Without them one object could break the operator for everyone: `scheduleTimeoutSeconds:
+300000000000` made every scheduling cycle raise OverflowError (a datetime past year 9999), a huge
+`policy.maxBackoffSeconds` froze its group's status with a traceback per second, and a 1,000-entry
+`gangGroup` wrote megabytes of log per cycle. The CRD schema carries these bounds (so the
+apiserver refuses such objects even without our webhook), the models enforce them with a message
+naming the limit, and the pure code clamps to them again, for objects stored before the bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+
+MAX_SECONDS = 31_536_000
+"""One year: the longest timeout or backoff a PodGroup may ask for. A gang that waits longer
+than a year waits forever in practice, and every datetime + this stays far below year 9999."""
+
+MAX_MIN_MEMBER = 1_000_000
+"""The largest gang: no cluster can hold a million pods at once (Kubernetes' tested limit is
+150,000 pods per cluster, and an etcd of the recommended 8 GB holds about a million of the
+smallest pod objects), so a larger minMember can never be met and is a typo. It also keeps
+minMember far inside the int32 of scheduler-plugins' PodGroup API, which we stay compatible with."""
+
+MAX_RESTARTS = 1_000
+"""The most whole-gang restarts a policy may allow. Each restart deletes and recreates every
+member; a gang that broke a thousand times is a crash loop, not bad luck, and should fail."""
+
+MAX_GANG_GROUP = 64
+"""The most PodGroups a `gangGroup` may name. All of them are placed in one decision on one
+snapshot and named in its refusal message; larger co-scheduled sets are better one PodGroup."""
+
+MAX_GANG_GROUP_ENTRY = 63 + 1 + 253
+"""`namespace/name`: a namespace is a DNS label (63), a PodGroup name a DNS subdomain (253)."""
+
+MAX_NAME_LENGTH = 253
+"""A PodGroup name is a DNS subdomain."""
+
+MAX_MILLI = 2**63 - 1
+"""The largest amount in milli-units: Kubernetes computes quantities as int64 milli-values
+(`MilliValue`), so nothing larger can ever be requested, offered or reserved."""
+
+MAX_QUANTITY = Decimal(MAX_MILLI).scaleb(-3)
+"""MAX_MILLI in whole units (9223372036854775.807, about 8 PiB of memory): the largest
+quantity `minResources` and `totalResources` accept."""
+
+MAX_QUANTITY_INT = int(MAX_QUANTITY)
+"""The same bound as a JSON integer, for the CRD schema's `maximum`."""
+
+SUMMARY_NAMES = 5
+"""Names listed in a message before the rest are only counted (see `summarize`)."""
+
+
+def clamp_seconds(seconds: float) -> float:
+    """`seconds` limited to [0, MAX_SECONDS], so a timedelta built from it can be added to any
+    real datetime without OverflowError, even for an object stored before the CRD had bounds."""
+    return min(max(seconds, 0), MAX_SECONDS)
+
+
+def summarize(names: Iterable[str], limit: int = SUMMARY_NAMES) -> str:
+    """`a, b, c and 997 more`: a list of names bounded for messages and logs."""
+    items = list(names)
+    if len(items) <= limit:
+        return ", ".join(items)
+    return f"{', '.join(items[:limit])} and {len(items) - limit} more"
