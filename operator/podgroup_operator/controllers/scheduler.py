@@ -50,7 +50,7 @@ JSON = dict[str, Any]
 
 BIND_CONCURRENCY = 32
 """Bindings in flight at once: measured on the dev cluster, ~1,100 binds/s with one session."""
-CYCLE_BUDGET_SECONDS = 0.05
+CYCLE_BUDGET_SECONDS = 0.2
 """Deciding time per cycle (see `cycle`)."""
 PLACED, REFUSED, ERROR = "placed", "refused", "error"
 """Results of one decision, as the scheduling metrics label them."""
@@ -103,6 +103,8 @@ class GangScheduler:
         """uid -> the bucket a pending pod sits in (its group may change with its labels)."""
         self.bound: dict[str, GroupKey] = {}
         """Pods we bound whose bound version the watch has not delivered yet: never again."""
+        self._bound_by_group: dict[GroupKey, set[str]] = {}
+        """`bound` by group, so a request does not scan every pod in flight."""
         self.waiting: dict[GroupKey, WaitState] = {}
         self.held: dict[GroupKey, Callable[[], None]] = {}
         """NonStrict gangs' partial placements, held in the snapshot until placed or timed out."""
@@ -130,7 +132,7 @@ class GangScheduler:
         uid = pod_uid(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         if node or event_type == c.WatchEventType.DELETED:
-            self.bound.pop(uid, None)
+            self._forget_bound(uid)
         if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_pod(uid)
             self._drop_pending(uid)
@@ -214,9 +216,10 @@ class GangScheduler:
 
     async def _run(self) -> None:
         while True:
-            timeout = self._next_due()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            if not self._wake.is_set():  # with work already waiting, no timer is needed
+                timeout = self._next_due()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
             await asyncio.sleep(SETTLE_SECONDS)
             try:
@@ -290,7 +293,6 @@ class GangScheduler:
         """
         now = self.clock()
         loop = asyncio.get_running_loop()
-        deadline = None if budget is None else loop.time() + budget
         requests: dict[GroupKey, GangRequest] = {}
         for key, bucket in list(self.pending.items()):
             waiting = [p for uid, p in bucket.items() if uid not in self.in_flight]
@@ -305,11 +307,14 @@ class GangScheduler:
                 requests[key] = request
         decided: set[GroupKey] = set()
         binds: list[Binding] = []
+        # The budget counts deciding only: with a thousand waiting gangs, building their
+        # requests alone can take longer, and a cycle must always decide at least one.
+        deadline = None if budget is None else loop.time() + budget
         last_yield = loop.time()
         for request in order_gangs(requests.values()):
             if request.key in decided:
                 continue
-            if deadline is not None and loop.time() > deadline:
+            if deadline is not None and decided and loop.time() > deadline:
                 self.wake()  # the rest of the queue in the next cycle, in the same order
                 break
             if pipeline and loop.time() - last_yield > YIELD_SECONDS:
@@ -492,6 +497,16 @@ class GangScheduler:
                 )
         return members
 
+    def _forget_bound(self, uid: str) -> None:
+        """The watch shows the pod bound (or gone): our own record of the bind is done."""
+        key = self.bound.pop(uid, None)
+        if key is not None:
+            uids = self._bound_by_group.get(key)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._bound_by_group[key]
+
     def _bound_members(self, key: GroupKey) -> set[str]:
         """UIDs of the group's members holding a node, our own recent binds included (they
         count before the watch reports them: no false NotEnoughTasks meanwhile)."""
@@ -500,7 +515,7 @@ class GangScheduler:
             for m in self.members.get(key, [])
             if holds_node(m) and not (m.get("metadata") or {}).get("deletionTimestamp")
         }
-        return bound | {uid for uid, owner in self.bound.items() if owner == key}
+        return bound | self._bound_by_group.get(key, set())
 
     def _placed(self, placement: Placement) -> None:
         self.waiting.pop(placement.gang, None)
@@ -539,6 +554,7 @@ class GangScheduler:
         key = self.pending_key.get(binding.pod_uid)
         if key is not None:
             self.bound[binding.pod_uid] = key
+            self._bound_by_group.setdefault(key, set()).add(binding.pod_uid)
         self._drop_pending(binding.pod_uid)
 
     async def _bind_all(self, bindings: list[Binding]) -> None:
