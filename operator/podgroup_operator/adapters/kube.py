@@ -208,7 +208,7 @@ class KubeClient:
         self.field_manager = field_manager
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None, *, limit: int = 64) -> KubeClient:
+    def from_kubeconfig(cls, path: str | None = None, *, limit: int = 128) -> KubeClient:
         """Credentials from a kubeconfig (or in-cluster when none is found)."""
         from kubernetes import client as k8s_client  # only for reading credentials
         from kubernetes import config as k8s_config
