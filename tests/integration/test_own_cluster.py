@@ -20,7 +20,16 @@ import pytest
 import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import CRDS, LEASES, NAMESPACES, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import (
+    CRDS,
+    EVENTS,
+    LEASES,
+    NAMESPACES,
+    PODGROUPS,
+    PODS,
+    ApiError,
+    KubeClient,
+)
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.kube_helpers import create_bound, create_group, create_pod, pool, wait_group
@@ -240,3 +249,105 @@ async def test_two_replicas_one_leads_a_killed_leader_is_replaced_and_every_gang
         finally:
             for replica in replicas:
                 replica.stop()
+
+
+# --- hostile objects stored before the CRD had bounds --------------------------------------------
+def _without_bounds(schema: Any) -> Any:
+    """The CRD's schema as an older release had it: no maximum, no maxItems, no pattern."""
+    if isinstance(schema, dict):
+        return {
+            key: _without_bounds(value)
+            for key, value in schema.items()
+            if key not in ("maximum", "maxItems", "maxLength", "pattern")
+        }
+    if isinstance(schema, list):
+        return [_without_bounds(item) for item in schema]
+    return schema
+
+
+async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """Each of these once stopped scheduling for everyone, froze a group's status, looped for
+    ever or flooded the log. Stored under a CRD without bounds (as after an upgrade), they are
+    reported once each and a healthy gang still runs."""
+    crd = yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
+    await own_kube.apply_json(CRDS, _without_bounds(crd))
+    namespace = await make_namespace(own_kube, "poison")
+    process = OperatorProcess(own_cluster.kubeconfig, tmp_path / "op.log", ["--webhooks", "off"])
+    try:
+        async with pool(own_kube, count=1, cpu="8", memory="16Gi") as (_, name):
+
+            async def member(pod: str, group: str | None = None, **kwargs: Any) -> None:
+                await create_pod(
+                    own_kube,
+                    namespace,
+                    pod,
+                    group=group,
+                    requests={"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector={"pool": name},
+                    **kwargs,
+                )
+
+            await create_group(
+                own_kube, namespace, "timeout", minMember=1, scheduleTimeoutSeconds=300_000_000_000
+            )
+            await member("timeout-0", "timeout")
+            await create_group(
+                own_kube,
+                namespace,
+                "backoff",
+                minMember=1,
+                policy={"action": "RestartGang", "maxBackoffSeconds": 1_000_000_000_000},
+            )
+            await member("backoff-0", "backoff")
+            await create_group(
+                own_kube,
+                namespace,
+                "wide",
+                minMember=1,
+                gangGroup=[f"{namespace}/partner-{i}" for i in range(1000)],
+            )
+            await member("wide-0", "wide")
+            await member(
+                "labelled",
+                labels={
+                    c.LABEL_LIGHTWEIGHT_NAME: "lw",
+                    c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "99999999999999999999",
+                },
+            )
+            process.start()
+            process.wait_ready()
+            await create_group(own_kube, namespace, "healthy", minMember=2)
+            await member("healthy-0", "healthy")
+            await member("healthy-1", "healthy")
+            await wait_group(own_kube, namespace, "healthy", timeout=60, phase=c.Phase.RUNNING)
+
+            async def reported() -> list[dict[str, Any]] | None:
+                events = (await own_kube.list(EVENTS, namespace))["items"]
+                wanted = {
+                    ("timeout", c.Reason.RECONCILE_FAILED),
+                    ("backoff", c.Reason.RECONCILE_FAILED),
+                    ("wide", c.Reason.RECONCILE_FAILED),
+                    ("labelled", c.Reason.INVALID_GANG_LABELS),
+                }
+                seen = {(e["involvedObject"]["name"], e["reason"]) for e in events}
+                return events if wanted <= seen else None
+
+            events = await wait_for(reported, 30, "one report per poison object")
+            reports = {e["involvedObject"]["name"]: e["message"] for e in events}
+            assert "scheduleTimeoutSeconds" in reports["timeout"]
+            assert "maxBackoffSeconds" in reports["backoff"]
+            assert "gangGroup" in reports["wide"] and len(reports["wide"]) <= 1024
+            assert sum(e["reason"] == c.Reason.RECONCILE_FAILED for e in events) == 3  # once each
+            assert not any(
+                g["metadata"]["name"] == "lw"
+                for g in (await own_kube.list(PODGROUPS, namespace))["items"]
+            )
+    finally:
+        process.stop()
+        await own_kube.apply_json(CRDS, crd)
+    log = (tmp_path / "op.log").read_text()
+    assert max(len(line) for line in log.splitlines()) <= 4000
+    assert len(log) < 1_000_000, f"{len(log)} bytes of log"
