@@ -48,6 +48,7 @@ from podgroup_operator.adapters.kube import (
     NODES,
     PODGROUPS,
     PODS,
+    ApiError,
     Kind,
     KubeClient,
     gather_limited,
@@ -164,10 +165,17 @@ async def _prepare(kube: KubeClient, nodes: int, timeout: float) -> None:
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        accounts = (await kube.list(SERVICE_ACCOUNTS, NAMESPACE))["items"]
+        try:
+            accounts = (await kube.list(SERVICE_ACCOUNTS, NAMESPACE))["items"]
+            nodes_now = (await kube.list(NODES))["items"]
+        except ApiError as exc:
+            if exc.status < 500:
+                raise
+            await asyncio.sleep(0.5)  # a control plane just started answers 500 now and then
+            continue
         ready = [
             n
-            for n in (await kube.list(NODES))["items"]
+            for n in nodes_now
             if any(
                 cond.get("type") == "Ready" and cond.get("status") == "True"
                 for cond in (n.get("status") or {}).get("conditions") or ()
