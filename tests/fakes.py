@@ -1,4 +1,4 @@
-"""In-memory fakes of the operator's seams: an API server behind `Transport`, and a Kopf index.
+"""In-memory fakes of the operator's seams: an API server behind `Transport`, and an index view.
 
 `FakeApiServer` plays the part httpx's `MockTransport` plays for httpx: hand it to
 `KubeClient(FakeApiServer())` and the whole client runs against a dict store, with the
@@ -1075,19 +1075,19 @@ def _spec_like(obj: Mapping[str, Any]) -> str:
     )
 
 
-# --- Kopf's index ------------------------------------------------------------------------------
+# --- an informer's index view ------------------------------------------------------------------
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 
 class FakeIndex(Mapping[K, tuple[V, ...]], Generic[K, V]):
-    """A stand-in for `kopf.Index`: key -> the values indexed under it, read-only to handlers.
+    """A stand-in for an informer's `IndexView`: key -> the values indexed under it.
 
-    Like Kopf's, `get(key, default)` and `index[key]` give an iterable of values, a key whose
-    last value is removed disappears, and one object (by uid, else namespace/name) has one value
-    per key — `put` of a newer body replaces the older one. Tests write with `put`/`remove`, and
-    can leave the index stale on purpose, as a lagging watch would.
+    Like the informers' views, `get(key, default)` and `index[key]` give an iterable of values,
+    a key whose last value is removed disappears, and one object (by uid, else namespace/name)
+    has one value per key: `put` of a newer body replaces the older one. Tests write with
+    `put`/`remove`, and can leave the index stale on purpose, as a lagging watch would.
     """
 
     def __init__(self, initial: Mapping[K, Iterable[V]] | None = None) -> None:

@@ -452,14 +452,7 @@ class KubeClient:
                 "resourceVersion": current["metadata"]["resourceVersion"],
             },
         }
-        return await self._call(
-            Request(
-                "PUT",
-                kind.path(namespace, name),
-                params={"fieldManager": self.field_manager},
-                body=body,
-            )
-        )
+        return await self.replace(kind, name, body, namespace)
 
 
 async def gather_limited(limit: int, *coros: Any) -> list[Any]:

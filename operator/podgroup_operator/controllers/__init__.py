@@ -1,5 +1,7 @@
 """The operator's moving parts: they do I/O through the adapters but know nothing of Kopf.
 
-`status.StatusReconciler` writes PodGroup status; `scheduler.GangScheduler` places gangs. The
-handlers wire Kopf's events to them; unit tests drive them over the in-memory fake API server.
+`runtime` wires them: the informers feed `scheduler.GangScheduler` (places gangs),
+`status.StatusReconciler` (the one writer of PodGroup status) and `quota.QuotaService`;
+`leader` decides which replica runs the first two. Unit tests drive them over the in-memory fake
+API server.
 """

@@ -1,6 +1,6 @@
 """GangScheduler glue over the in-memory API server: events in, bindings and verdicts out.
 
-The scheduler is fed node/pod/group events by hand (as Kopf would deliver them), reads its
+The scheduler is fed node/pod/group events by hand (as the informers would deliver them), reads its
 PodGroup and member indexes from `FakeIndex`es the test fills, binds through `KubeClient` over
 `FakeApiServer` (whose request log counts every binding), and publishes its verdicts to a list.
 Cycles are run by calling `await scheduler.cycle()`; the background loop is never started, and

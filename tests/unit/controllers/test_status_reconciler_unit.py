@@ -1,7 +1,7 @@
 """StatusReconciler over the in-memory API server: one write per change, none without one.
 
-The reconciler reads groups and members from Kopf indexes and writes through `KubeClient`; here
-the indexes are `FakeIndex`es the test fills (and leaves stale on purpose, as a lagging watch
+The reconciler reads groups and members from informer indexes and writes through `KubeClient`;
+here the indexes are `FakeIndex`es the test fills (and leaves stale on purpose, as a lagging watch
 would), and the client talks to `FakeApiServer`, whose request log shows every write.
 """
 
