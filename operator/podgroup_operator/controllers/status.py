@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
-from podgroup_operator.api.models import PodGroup
+from podgroup_operator.api.models import PodGroup, PodGroupStatus
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
 from podgroup_operator.domain.lightweight import (
@@ -281,7 +281,7 @@ class StatusReconciler:
         )
         status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
         patch = status_patch(group.status, status)
-        if patch is None or self._counts_wait(key, patch):
+        if patch is None or self._counts_wait(key, patch, group.status, status):
             return
         # A merge patch replaces `conditions` whole: write only over the version we read (the
         # restart step and a lagging watch are the other ways this status changes).
@@ -291,10 +291,24 @@ class StatusReconciler:
         for event in result.events:
             self._narrate(updated, event.type, event.reason, event.message)
 
-    def _counts_wait(self, key: GroupKey, patch: dict[str, Any]) -> bool:
-        """Whether a counters-only change waits: for `count_delay` from when it was first seen
-        (the group is touched then), unless a phase or condition change writes it earlier."""
-        if not self.count_delay or not set(patch.get("status") or {}) <= COUNTERS:
+    def _counts_wait(
+        self,
+        key: GroupKey,
+        patch: dict[str, Any],
+        previous: PodGroupStatus,
+        new: PodGroupStatus,
+    ) -> bool:
+        """Whether a change of counts only waits: for `count_delay` from when it was first seen
+        (the group is touched then), unless a phase or condition change writes it earlier.
+
+        Counts only: the COUNTERS, and condition messages that restate them ("3 member pods can
+        run, fewer than minMember 10") while every condition keeps its status and reason.
+        """
+        if not self.count_delay or not set(patch.get("status") or {}) <= COUNTERS | {"conditions"}:
+            return False
+        if [(x.type, x.status, x.reason) for x in previous.conditions] != [
+            (x.type, x.status, x.reason) for x in new.conditions
+        ]:
             return False
         loop = asyncio.get_running_loop()
         since = self._counts_since.get(key)

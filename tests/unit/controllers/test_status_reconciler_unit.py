@@ -608,3 +608,24 @@ async def test_a_podgroup_refused_as_invalid_is_reported_once_and_not_retried() 
     await h.reconcile((NS, "lw"))  # creates it: the injected error was one-shot
     (warning,) = h.fake.events(reason=c.Reason.INVALID_GANG_LABELS)
     assert "the PodGroup made from them was refused: denied by policy X" in warning["message"]
+
+
+async def test_a_condition_message_that_only_restates_counts_waits_with_them() -> None:
+    """Pods of a gang created one by one: "3 member pods can run, fewer than minMember 10" then
+    4, 5, ... changes only a message; it waits with the counts instead of a PATCH per pod."""
+    h = Harness()
+    h.reconciler.count_delay = 3600.0
+    h.group(min_member=10)
+    h.pods(pending("a"), pending("b"), pending("c"))
+    await h.reconcile()
+    condition = next(x for x in h.status()["conditions"] if x["type"] == "Unschedulable")
+    assert condition["reason"] == c.Reason.NOT_ENOUGH_TASKS and condition["message"].startswith("3")
+    writes = h.reconciler.writes
+    h.pods(pending("d"))
+    await h.reconcile()
+    assert h.reconciler.writes == writes
+    h.pods(*(pending(name) for name in "efghij"))  # ten: the reason changes, written at once
+    await h.reconcile()
+    assert h.reconciler.writes == writes + 1
+    condition = next(x for x in h.status()["conditions"] if x["type"] == "Unschedulable")
+    assert condition["reason"] == c.Reason.ENOUGH_TASKS
