@@ -65,5 +65,6 @@ async def test_a_gang_shows_in_the_metrics_and_the_operator_is_ready_and_alive(
 
     ready_status, ready = await asyncio.to_thread(_get, f"{base}/readyz")
     assert ready_status == 200 and all(json.loads(ready)["informers_synced"].values())
+    assert json.loads(ready)["webhooks_serving"] is True
     live_status, live = await asyncio.to_thread(_get, f"{base}/livez")
     assert live_status == 200 and not any(json.loads(live)["stuck"].values())

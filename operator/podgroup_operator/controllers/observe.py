@@ -5,7 +5,8 @@ for ten seconds, and there is no readiness. Here:
 
 * `/metrics`: the Prometheus exposition of `metrics.REGISTRY` (prometheus-client renders it);
 * `/readyz`: 200 once every informer has its first list (before that, placement would not see
-  the whole cluster and quota answers would be wrong), 503 with what is missing otherwise;
+  the whole cluster and quota answers would be wrong) and the admission server accepts
+  connections, 503 with what is missing otherwise;
 * `/livez`: 503 when a loop with work to do has not made progress for `STUCK_SECONDS`
   (a scheduler that stopped cycling, status workers that stopped finishing); a blocked event
   loop does not answer at all, which fails the probe too.
@@ -13,6 +14,7 @@ for ten seconds, and there is no readiness. Here:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Protocol
 
@@ -34,8 +36,25 @@ class Observable(Protocol):
     def liveness(self, stuck_after: float) -> tuple[bool, dict[str, Any]]: ...
 
 
-async def serve(runtime: Observable, host: str, port: int) -> web.AppRunner:
-    """Start the endpoints; the caller keeps the runner and calls `cleanup()` on stop."""
+async def _accepts(address: tuple[str, int]) -> bool:
+    """Whether something accepts TCP connections there (the admission server, once up)."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(*address), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def serve(
+    runtime: Observable, host: str, port: int, *, webhooks: tuple[str, int] | None = None
+) -> web.AppRunner:
+    """Start the endpoints; the caller keeps the runner and calls `cleanup()` on stop.
+
+    With `webhooks` (where the admission server listens), readiness also needs that server to
+    accept connections: Kopf starts it after the startup handlers, and an apiserver calling it
+    before then gets "connection refused" on every PodGroup write.
+    """
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(
@@ -44,6 +63,9 @@ async def serve(runtime: Observable, host: str, port: int) -> web.AppRunner:
 
     async def readyz(_: web.Request) -> web.Response:
         ready, details = runtime.readiness()
+        if webhooks is not None:
+            details["webhooks_serving"] = await _accepts(webhooks)
+            ready = ready and details["webhooks_serving"]
         return web.json_response(details, status=200 if ready else 503)
 
     async def livez(_: web.Request) -> web.Response:

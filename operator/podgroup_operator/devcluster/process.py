@@ -48,9 +48,10 @@ class OperatorProcess:
         )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until /healthz answers; fail with the log's tail if the process died."""
+        """Block until /readyz answers 200 (informers synced, admission server accepting);
+        fail with the log's tail if the process died."""
         deadline = time.monotonic() + timeout
-        url = f"http://127.0.0.1:{self.health_port}/healthz"
+        url = f"http://127.0.0.1:{self.metrics_port}/readyz"
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
@@ -64,7 +65,7 @@ class OperatorProcess:
             except OSError:
                 pass
             time.sleep(0.2)
-        raise TimeoutError(f"operator not healthy after {timeout}s:\n{self.log_tail()}")
+        raise TimeoutError(f"operator not ready after {timeout}s:\n{self.log_tail()}")
 
     def stop(self, kill: bool = False) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -108,8 +108,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     settings.batching.worker_limit = 2000
+    webhooks: tuple[str, int] | None = None
     if operator_settings.webhook_mode is not WebhookMode.OFF:
         server, client_config = _webhook_server(operator_settings)
+        webhooks = ("127.0.0.1", int(server.port or 0))
         settings.admission.server = server
         settings.admission.managed = None
         await register_webhooks(runtime.kube, client_config, operator_settings)
@@ -123,7 +125,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.observer = None
     if operator_settings.metrics_address:
         host, _colon, port = operator_settings.metrics_address.rpartition(":")
-        memo.observer = await observe.serve(runtime, host or "0.0.0.0", int(port))
+        memo.observer = await observe.serve(
+            runtime, host or "0.0.0.0", int(port), webhooks=webhooks
+        )
 
 
 @kopf.on.cleanup()
