@@ -51,6 +51,10 @@ GC_TIMEOUT = 120
 class ExampleController(OperatorProcess):
     """`kopf run examples/crdjob/controller.py` as a child process."""
 
+    def ready_url(self) -> str:
+        """A plain Kopf controller: ready when Kopf's liveness endpoint answers."""
+        return f"http://127.0.0.1:{self.health_port}/healthz"
+
     def start(self) -> None:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         log = self.log_path.open("ab")

@@ -47,11 +47,15 @@ class OperatorProcess:
             stderr=subprocess.STDOUT,
         )
 
+    def ready_url(self) -> str:
+        """The operator's /readyz: informers synced and the admission server accepting (Kopf's
+        /healthz answers before its admission server listens)."""
+        return f"http://127.0.0.1:{self.metrics_port}/readyz"
+
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until /readyz answers 200 (informers synced, admission server accepting);
-        fail with the log's tail if the process died."""
+        """Block until `ready_url()` answers 200; fail with the log's tail if the process died."""
         deadline = time.monotonic() + timeout
-        url = f"http://127.0.0.1:{self.metrics_port}/readyz"
+        url = self.ready_url()
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
