@@ -41,11 +41,11 @@ echo $! >"$state/sim-nodes.pid"
 echo "==> the operator (podgroup-operator run), webhooks on 127.0.0.1"
 stop_pid "$state/operator.pid"
 setsid podgroup-operator run --liveness http://127.0.0.1:18080/healthz \
-  >"$state/operator.log" 2>&1 < /dev/null &
+  --metrics-address 127.0.0.1:18081 >"$state/operator.log" 2>&1 < /dev/null &
 echo $! >"$state/operator.pid"
-for _ in $(seq 150); do
-  curl -sf http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
-  python3 -c 'import urllib.request,sys; urllib.request.urlopen("http://127.0.0.1:18080/healthz", timeout=1)' 2>/dev/null && break
+# Ready: informers synced and the admission server accepting (/healthz answers before that).
+for _ in $(seq 300); do
+  python3 -c 'import urllib.request,sys; urllib.request.urlopen("http://127.0.0.1:18081/readyz", timeout=1)' 2>/dev/null && break
   sleep 0.2
 done
 for _ in $(seq 100); do
