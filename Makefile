@@ -11,7 +11,11 @@ DEMO_STATE ?= $(HOME)/.cache/podgroup-operator/demo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-down test lint unit integration format venv control-plane bench clean
+.PHONY: help demo demo-down test lint unit integration format venv control-plane bench clean
+.DEFAULT_GOAL := help
+
+help: ## this list: every target with what it does
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq python3-venv)
@@ -20,36 +24,39 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-venv: $(STAMP)
+venv: $(STAMP) ## create .venv/ and install the package with its dev tools
 
-control-plane: $(STAMP)
+control-plane: $(STAMP) ## build the dev control plane once into ~/.cache/podgroup-operator/
 	$(BIN)/podgroup-operator dev-cluster build
 
-lint: $(STAMP)
+lint: $(STAMP) ## ruff check, ruff format --check, mypy and the import-linter contracts
 	$(BIN)/ruff check operator tests examples
 	$(BIN)/ruff format --check operator tests examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-format: $(STAMP)
+format: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix operator tests examples
 	$(BIN)/ruff format operator tests examples
 
-unit: $(STAMP)
+unit: $(STAMP) ## the pure tests (tests/unit): no cluster, 2 s per test at most
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-test: $(STAMP) control-plane lint
+integration: $(STAMP) control-plane ## the tests on a real control plane (tests/integration, tests/e2e)
+	$(BIN)/pytest tests/integration tests/e2e $(PYTEST_ARGS)
+
+test: $(STAMP) control-plane lint ## everything: lint, unit, integration and e2e tests
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-demo: $(STAMP) control-plane
+demo: $(STAMP) control-plane ## a local control plane, sim nodes, the operator and a gang reaching Running
 	@bash examples/demo.sh "$(DEMO_STATE)"
 
-demo-down: $(STAMP)
+demo-down: $(STAMP) ## stop what `make demo` started
 	@bash examples/demo.sh "$(DEMO_STATE)" down
 
-bench: $(STAMP)
+bench: $(STAMP) ## the scheduler's core benchmark (5,000 nodes; in memory, no cluster)
 	$(BIN)/podgroup-operator bench core --nodes 5000 --gangs 1000 --gang-size 3
 	$(BIN)/podgroup-operator bench core --nodes 5000 --gangs 1 --gang-size 1000
 
-clean:
+clean: ## remove .venv/ and the tools' caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
@@ -22,10 +23,29 @@ from podgroup_operator.devcluster.process import OperatorProcess
 CLUSTER_FIXTURES = {"cluster", "kube", "namespace", "kubeconfig", "crds", "operator"}
 
 
+UNIT_TIER = Path(__file__).resolve().parent / "unit"
+UNIT_TIMEOUT_SECONDS = 2
+"""Per-test limit of the fast tier: a pure test that waits on the clock or hangs fails fast
+(pyproject's `timeout` stays the integration tier's)."""
+
+# Property tests draw enough examples to run well inside the fast tier's limit; the thorough
+# profile (HYPOTHESIS_PROFILE=thorough) searches harder and lifts that limit.
+hypothesis.settings.register_profile("fast", max_examples=50, deadline=None)
+hypothesis.settings.register_profile("thorough", max_examples=1000, deadline=None)
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fast")
+hypothesis.settings.load_profile(HYPOTHESIS_PROFILE)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+        if (
+            HYPOTHESIS_PROFILE == "fast"
+            and item.path.is_relative_to(UNIT_TIER)
+            and item.get_closest_marker("timeout") is None
+        ):
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_SECONDS))
 
 
 class ClusterUnderTest:

@@ -38,7 +38,7 @@ def _kubernetes_quota_admits(ledger: Ledger, pod: PodUsage, live: list[PodUsage]
     return True
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(ops)
 def test_reservations_are_never_overbooked_and_rebuild_matches(history: list) -> None:
     quotas = [quota("compute", {"requests.cpu": "8", "pods": 6})]

@@ -84,7 +84,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[GangRequest],
     return nodes, [draw(gangs(i)) for i in range(count)], draw(st.booleans())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(scenarios())
 def test_min_member_barrier_and_no_overcommit(
     scenario: tuple[list[dict[str, Any]], list[GangRequest], bool],
