@@ -20,6 +20,9 @@ from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 
+# The API server contract is a suite in a helper module; its asserts should explain failures.
+pytest.register_assert_rewrite("tests.api_contract")
+
 CLUSTER_FIXTURES = {"cluster", "kube", "namespace", "kubeconfig", "crds", "operator"}
 
 
@@ -109,18 +112,9 @@ async def crds(kube: KubeClient) -> None:
     """The PodGroup CRD, applied from crds/ and Established."""
     import yaml
 
-    from podgroup_operator.adapters.kube import CRDS
-    from tests.waiting import wait_for
+    from tests.kube_helpers import apply_crd
 
-    body = yaml.safe_load(CRD_FILE.read_text())
-    await kube.apply_json(CRDS, body)
-
-    async def established() -> bool:
-        crd = await kube.get(CRDS, body["metadata"]["name"])
-        conditions = crd.get("status", {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    await wait_for(established, timeout=30, message="the PodGroup CRD to be Established")
+    await apply_crd(kube, yaml.safe_load(CRD_FILE.read_text()))
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,13 @@ apiserver's answers where the operator relies on them:
 * objects keyed by (collection, namespace, name); one global resourceVersion counter, bumped by
   every write; uid, creationTimestamp and generation assigned on create; generateName;
 * GET one, LIST with label selectors (`a=b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x)`)
-  and field selectors on any dotted path (`metadata.name=x`, `spec.nodeName=`,
-  `involvedObject.name=z`, `!=`);
-* POST (409 AlreadyExists), PUT (409 Conflict on a stale resourceVersion), PATCH as JSON merge
-  patch (RFC 7386), strategic merge patch (merge patch plus merge-by-key for the usual lists;
-  415 for custom resources, as the apiserver answers) and JSON patch (RFC 6902);
-  `metadata.resourceVersion` / `metadata.uid` in a patch body are preconditions (409);
+  and field selectors (`=`, `==`, `!=`) on the field labels the apiserver supports for the kind
+  (`FIELD_LABELS`: `metadata.name`, pods' `spec.nodeName`, events' `involvedObject.name`, ...);
+  any other path is refused with 400 BadRequest, in a LIST and in a watch, as the apiserver does;
+* POST (409 AlreadyExists; a pod without a phase becomes Pending), PUT (409 Conflict on a stale
+  resourceVersion), PATCH as JSON merge patch (RFC 7386) only, the one patch type the operator
+  sends (others are 415); `metadata.resourceVersion` in a patch body is a precondition (409),
+  another `metadata.uid` is refused (422, the field is immutable);
 * the `status` subresource: writes to `/status` change only `status`, writes to the main
   resource leave `status` alone, for the kinds in `status_subresources`;
 * generation bumps when anything outside metadata and status changes;
@@ -23,13 +24,19 @@ apiserver's answers where the operator relies on them:
 * watches: `stream()` yields ADDED/MODIFIED/DELETED after the requested resourceVersion (the
   current state as ADDED when none is given), with selector transitions turned into
   ADDED/DELETED as the watch cache does, until `close_watches()`, `close()` or timeoutSeconds;
-  after `compact()` an old resourceVersion gets an ERROR event with a 410 Expired Status;
+  `inject_error("WATCH", ...)` gives the ERROR event of an expired resourceVersion (410);
 * errors as Status bodies; `inject_error()` makes the next matching request fail, and `hold()`
   keeps matching requests in flight until the test releases them (overlapping writers).
 
 Deliberate differences, so tests stay short: no namespaces are required to exist, no
-admission, no defaulting, and POST keeps the `status` of built-in kinds (pods can be created
-Running); only custom resources (`status_reset_on_create`) lose it on create, as on a cluster.
+admission, no defaulting beyond a new pod's phase, no kubelet (a bound pod is deleted at once);
+POST keeps a given `creationTimestamp` and the `status` of built-in kinds (pods can be created
+Running, in queue order), only custom resources (`status_reset_on_create`) lose it, as on a
+cluster; writes to a built-in kind's `/status` keep only `status` (the apiserver also keeps
+label changes there); a binding's uid is a precondition (v1.20 ignores it).
+
+`tests/api_contract.py` holds the behaviour checked against a real apiserver:
+`tests/integration/test_api_contract.py` runs it on the dev cluster.
 
 Every request is logged in `requests` as (method, path) — watches as ("WATCH", path) — so a
 test can say "exactly one PATCH" or "no write at all".
@@ -50,7 +57,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, Kind, Request
+from podgroup_operator.adapters.kube import MERGE_PATCH, ApiError, Kind, Request
 
 JSON = dict[str, Any]
 
@@ -68,26 +75,8 @@ _KINDS = {
 }
 """List kinds for empty collections (a LIST answer is `<Kind>List`)."""
 
-_STRATEGIC_MERGE_KEYS = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "env": "name",
-    "ports": "containerPort",
-    "conditions": "type",
-    "ownerReferences": "uid",
-    "imagePullSecrets": "name",
-}
-"""List fields that strategic merge patch merges element-wise by this key (the common ones)."""
-
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The apiserver's alphabet for generateName suffixes (no vowels, no look-alikes)."""
-
-
-class PatchError(ValueError):
-    """A patch that cannot be applied (answered 422, as the apiserver does)."""
 
 
 @dataclass(frozen=True)
@@ -106,12 +95,14 @@ class Locator:
         return f"{self.api}/{self.plural}"
 
     @property
+    def group(self) -> str:
+        """The API group ("" for the core group)."""
+        return self.api.split("/")[2] if self.api.startswith("/apis/") else ""
+
+    @property
     def custom(self) -> bool:
-        """A resource outside the built-in API groups (strategic merge patch is refused)."""
-        if self.api.startswith("/api/"):
-            return False
-        group = self.api.split("/")[2]
-        return "." in group and not group.endswith(".k8s.io")
+        """A resource outside the built-in API groups: field selectors by name only."""
+        return "." in self.group and not self.group.endswith(".k8s.io")
 
     @classmethod
     def parse(cls, path: str) -> Locator:
@@ -231,17 +222,81 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     return str(current)
 
 
-def field_selector_matches(selector: str | None, obj: Mapping[str, Any]) -> bool:
-    """Whether the object satisfies a field selector; a missing field reads as ""."""
+FIELD_LABELS: dict[str, frozenset[str]] = {
+    "pods": frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        }
+    ),
+    "nodes": frozenset({"spec.unschedulable"}),
+    "namespaces": frozenset({"status.phase"}),
+    "events": frozenset(
+        {
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
+}
+"""Field labels beyond metadata.name (and metadata.namespace, for namespaced kinds) that the
+apiserver (v1.20) accepts in field selectors, per built-in kind; custom resources have none."""
+
+_FIELD_ALIASES = {"source": "source.component"}
+"""Field labels that name another path of the object."""
+
+_CLUSTER_SCOPED = frozenset(
+    {
+        "nodes",
+        "namespaces",
+        "customresourcedefinitions",
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+    }
+)
+
+
+def _requirements(selector: str | None) -> list[tuple[str, bool, str]]:
+    """(field label, equal?, value) of each requirement of a field selector."""
+    parsed = []
     for requirement in _split_requirements(selector or ""):
         if "!=" in requirement:
             path, value = requirement.split("!=", 1)
-            if _field_value(obj, path.strip()) == value.strip():
-                return False
+            parsed.append((path.strip(), False, value.strip()))
         else:
             path, value = requirement.replace("==", "=").split("=", 1)
-            if _field_value(obj, path.strip()) != value.strip():
-                return False
+            parsed.append((path.strip(), True, value.strip()))
+    return parsed
+
+
+def _check_field_selector(where: Locator, selector: str | None) -> None:
+    """Refuse field labels the apiserver does not index for this kind (400, its message)."""
+    supported = {"metadata.name"} | FIELD_LABELS.get(where.plural, frozenset())
+    if where.plural not in _CLUSTER_SCOPED:
+        supported.add("metadata.namespace")
+    for path, _, _ in _requirements(selector):
+        if path not in supported:
+            raise StatusError(400, "BadRequest", f"field label not supported: {path}")
+
+
+def field_selector_matches(selector: str | None, obj: Mapping[str, Any]) -> bool:
+    """Whether the object satisfies a (checked) field selector; a missing field reads as ""."""
+    for path, equal, value in _requirements(selector):
+        if (_field_value(obj, _FIELD_ALIASES.get(path, path)) == value) != equal:
+            return False
     return True
 
 
@@ -259,131 +314,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
-
-
-def strategic_merge_patch(target: Any, patch: Any) -> Any:
-    """A merge patch whose well-known lists (containers, conditions, ...) merge by key.
-
-    The `$patch`/`$retainKeys` directives and per-type schemas of the real implementation are
-    not modelled: other lists are replaced, as a merge patch replaces them.
-    """
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        elif key in _STRATEGIC_MERGE_KEYS and isinstance(value, list):
-            result[key] = _merge_list(result.get(key), value, _STRATEGIC_MERGE_KEYS[key])
-        else:
-            result[key] = strategic_merge_patch(result.get(key), value)
-    return result
-
-
-def _merge_list(current: Any, patch: list[Any], merge_key: str) -> list[Any]:
-    if not isinstance(current, list) or not all(
-        isinstance(item, dict) and merge_key in item for item in patch
-    ):
-        return copy.deepcopy(patch)
-    merged = copy.deepcopy(current)
-    for item in patch:
-        position = next(
-            (i for i, old in enumerate(merged) if old.get(merge_key) == item[merge_key]), None
-        )
-        if position is None:
-            merged.append(copy.deepcopy(item))
-        else:
-            merged[position] = strategic_merge_patch(merged[position], item)
-    return merged
-
-
-def _pointer(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise PatchError(f"invalid JSON pointer {path!r}")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def _parent(doc: Any, tokens: list[str], path: str) -> Any:
-    current = doc
-    for token in tokens[:-1]:
-        try:
-            current = current[int(token)] if isinstance(current, list) else current[token]
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise PatchError(f"path {path!r} does not exist") from None
-    return current
-
-
-def _get(doc: Any, path: str) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        return doc
-    parent, last = _parent(doc, tokens, path), tokens[-1]
-    try:
-        return parent[int(last)] if isinstance(parent, list) else parent[last]
-    except (KeyError, IndexError, ValueError, TypeError):
-        raise PatchError(f"path {path!r} does not exist") from None
-
-
-def _remove(doc: Any, path: str) -> Any:
-    tokens = _pointer(path)
-    parent, last = _parent(doc, tokens, path), tokens[-1]
-    try:
-        return parent.pop(int(last)) if isinstance(parent, list) else parent.pop(last)
-    except (KeyError, IndexError, ValueError, TypeError):
-        raise PatchError(f"path {path!r} does not exist") from None
-
-
-def _add(doc: Any, path: str, value: Any, *, replace: bool = False) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        return value
-    parent, last = _parent(doc, tokens, path), tokens[-1]
-    if isinstance(parent, list):
-        index = len(parent) if last == "-" and not replace else _index(last, parent, path)
-        if replace:
-            parent[index] = value
-        else:
-            parent.insert(index, value)
-    elif isinstance(parent, dict):
-        if replace and last not in parent:
-            raise PatchError(f"path {path!r} does not exist")
-        parent[last] = value
-    else:
-        raise PatchError(f"path {path!r} does not exist")
-    return doc
-
-
-def _index(token: str, items: list[Any], path: str) -> int:
-    if not token.isdigit() or int(token) > len(items):
-        raise PatchError(f"index in {path!r} is out of range")
-    return int(token)
-
-
-def json_patch(target: Any, operations: Any) -> Any:
-    """RFC 6902 JSON patch: add, remove, replace, move, copy and test."""
-    if not isinstance(operations, list):
-        raise PatchError("a JSON patch is a list of operations")
-    doc = copy.deepcopy(target)
-    for op in operations:
-        kind, path = op.get("op"), op.get("path", "")
-        if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
-        elif kind == "remove":
-            _remove(doc, path)
-        elif kind == "replace":
-            doc = _add(doc, path, copy.deepcopy(op["value"]), replace=True)
-        elif kind == "move":
-            doc = _add(doc, path, _remove(doc, op["from"]))
-        elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, op["from"])))
-        elif kind == "test":
-            if _get(doc, path) != op.get("value"):
-                raise PatchError(f"testing value {path!r} failed")
-        else:
-            raise PatchError(f"unknown JSON patch operation {kind!r}")
-    return doc
 
 
 # --- the server --------------------------------------------------------------------------------
@@ -501,7 +431,6 @@ class FakeApiServer:
         self._uids = itertools.count(1)
         self._names = itertools.count(1)
         self._history: list[_Change] = []
-        self._compacted = 0
         self._watches: list[_Watch] = []
         self._errors: list[_InjectedError] = []
         self._holds: list[_Hold] = []
@@ -542,11 +471,11 @@ class FakeApiServer:
             field_selector=params.get("fieldSelector"),
             bookmarks=params.get("allowWatchBookmarks") == "true",
         )
+        try:
+            _check_field_selector(where, watch.field_selector)
+        except StatusError as refused:
+            raise ApiError(refused.code, refused.status(), "WATCH", request.path) from None
         since = params.get("resourceVersion") or "0"
-        if int(since) and int(since) < self._compacted:
-            expired = f"too old resource version: {since} ({self._compacted})"
-            yield {"type": "ERROR", "object": status_body(410, "Expired", expired)}
-            return
         if int(since):
             backlog = [change for change in self._history if change.resource_version > int(since)]
         else:
@@ -603,11 +532,6 @@ class FakeApiServer:
                         "object": {"metadata": {"resourceVersion": str(self._resource_version)}},
                     }
                 )
-
-    def compact(self) -> None:
-        """Forget the change history: watches from an older resourceVersion get 410 Expired."""
-        self._history.clear()
-        self._compacted = self._resource_version
 
     def inject_error(
         self,
@@ -725,6 +649,7 @@ class FakeApiServer:
         raise StatusError(405, "MethodNotAllowed", f"{method} is not supported on {request.path}")
 
     def _list(self, where: Locator, params: Mapping[str, str]) -> JSON:
+        _check_field_selector(where, params.get("fieldSelector"))
         items = [
             copy.deepcopy(obj)
             for (collection, ns, _), obj in sorted(self._objects.items(), key=_sort_key)
@@ -739,15 +664,13 @@ class FakeApiServer:
         metadata: JSON = {"resourceVersion": str(self._resource_version)}
         limit = int(params.get("limit") or 0)
         if limit:
-            # Pages carry a token that pins the list's resourceVersion and expires with
-            # compaction (410 Expired) as the apiserver's do; unlike the apiserver, later pages
-            # show the current items, not a snapshot (tests do not write between pages).
+            # Pages carry a token that pins the list's resourceVersion as the apiserver's do;
+            # unlike the apiserver, later pages show the current items, not a snapshot (tests do
+            # not write between pages).
             start, pinned = 0, self._resource_version
             if params.get("continue"):
                 pinned_text, _, start_text = params["continue"].partition(":")
                 pinned, start = int(pinned_text), int(start_text)
-                if pinned < self._compacted:
-                    raise StatusError(410, "Expired", "the provided continue parameter is too old")
                 metadata["resourceVersion"] = str(pinned)
             if start + limit < len(items):
                 metadata["continue"] = f"{pinned}:{start + limit}"
@@ -790,13 +713,15 @@ class FakeApiServer:
                 409,
                 "AlreadyExists",
                 f'{self._resource(where)} "{name}" already exists',
-                {"name": name, "kind": where.plural},
+                self._details(where, name),
             )
         for server_field in ("uid", "resourceVersion", "deletionTimestamp"):
             metadata.pop(server_field, None)
         self._fill_metadata(obj, where)
         if where.plural in self.status_reset_on_create:
             obj.pop("status", None)
+        if where.plural == "pods" and not (obj.get("status") or {}).get("phase"):
+            obj.setdefault("status", {})["phase"] = c.PodPhase.PENDING.value
         if not dry_run:
             self._commit(key, "ADDED", None, obj)
         return copy.deepcopy(obj)
@@ -813,45 +738,33 @@ class FakeApiServer:
     def _patch(self, where: Locator, body: Any, content_type: str, dry_run: bool) -> JSON:
         current = self._stored(where)
         media = content_type.split(";", 1)[0].strip()
-        try:
-            if media == MERGE_PATCH:
-                patched = merge_patch(current, body)
-            elif media == STRATEGIC_PATCH:
-                if where.custom:
-                    raise StatusError(
-                        415,
-                        "UnsupportedMediaType",
-                        "strategic merge patch is not supported for custom resources; "
-                        "use a JSON merge patch",
-                    )
-                patched = strategic_merge_patch(current, body)
-            elif media == JSON_PATCH:
-                patched = json_patch(current, body)
-            else:
-                raise StatusError(
-                    415, "UnsupportedMediaType", f"the media type {media!r} is not supported"
-                )
-        except PatchError as exc:
-            raise StatusError(422, "Invalid", str(exc)) from None
+        if media != MERGE_PATCH:
+            # The apiserver also takes JSON and strategic merge patches; nothing under test sends
+            # them, so the fake refuses them rather than pretend.
+            raise StatusError(
+                415, "UnsupportedMediaType", f"the fake serves only {MERGE_PATCH}, not {media}"
+            )
+        patched = merge_patch(current, body)
         if not isinstance(patched, dict):
             raise StatusError(422, "Invalid", "the patched object is not an object")
-        # What the patch left in metadata.resourceVersion/uid must match: the precondition
-        # clients use for optimistic locking (a patch that removes them is unconditional).
-        metadata = patched.get("metadata") or {}
-        wanted_rv = metadata.get("resourceVersion")
+        # What the patch left in metadata.resourceVersion must match: the precondition clients
+        # use for optimistic locking (a patch that removes it is unconditional).
+        wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv is not None and str(wanted_rv) != current["metadata"]["resourceVersion"]:
             raise self._conflict(where)
-        if metadata.get("uid") not in (None, current["metadata"]["uid"]):
-            raise StatusError(
-                409,
-                "Conflict",
-                f"Precondition failed: UID in precondition: {metadata.get('uid')}, "
-                f"UID in object meta: {current['metadata']['uid']}",
-            )
         return self._update(where, current, patched, dry_run)
 
     def _update(self, where: Locator, current: JSON, new: JSON, dry_run: bool) -> JSON:
         """Store `new` in place of `current` under the rules of the main or status resource."""
+        uid = (new.get("metadata") or {}).get("uid")
+        if uid not in (None, "", current["metadata"]["uid"]):
+            reason = f'metadata.uid: Invalid value: "{uid}": field is immutable'
+            raise StatusError(
+                422,
+                "Invalid",
+                f'{self._kind(where, current)} "{where.name}" is invalid: {reason}',
+                self._details(where),
+            )
         if where.subresource == "status":
             obj = copy.deepcopy(current)
             if "status" in new:
@@ -894,9 +807,10 @@ class FakeApiServer:
             raise StatusError(
                 409,
                 "Conflict",
-                f"Operation cannot be fulfilled on {self._resource(where)} "
-                f'"{where.name}": Precondition failed: UID in precondition: {uid}, '
-                f"UID in object meta: {current['metadata']['uid']}",
+                f"Operation cannot be fulfilled on {self._kind(where, current)} "
+                f'"{where.name}": the UID in the precondition ({uid}) does not match the UID '
+                f"in record ({current['metadata']['uid']}). The object might have been deleted "
+                "and then recreated",
             )
         rv = preconditions.get("resourceVersion")
         if rv and str(rv) != current["metadata"]["resourceVersion"]:
@@ -912,6 +826,14 @@ class FakeApiServer:
                 self._commit(key, "MODIFIED", current, obj)
             return copy.deepcopy(obj)
         obj = copy.deepcopy(current)
+        if where.plural == "pods":
+            # Pods are deleted gracefully: the apiserver first stores the deletionTimestamp
+            # (watchers see MODIFIED), then, with no kubelet to wait for, removes the pod.
+            obj["metadata"]["deletionTimestamp"] = self._now()
+            obj["metadata"]["deletionGracePeriodSeconds"] = 0
+            if not dry_run:
+                self._commit(key, "MODIFIED", current, obj)
+                current, obj = obj, copy.deepcopy(obj)
         if not dry_run:
             self._commit(key, "DELETED", current, obj)
         return copy.deepcopy(obj)
@@ -940,7 +862,7 @@ class FakeApiServer:
                 409,
                 "Conflict",
                 f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
-                f"already assigned to node {bound!r}",
+                f'already assigned to node "{bound}"',
             )
         node = (binding.get("target") or {}).get("name")
         if not node:
@@ -975,7 +897,7 @@ class FakeApiServer:
                 404,
                 "NotFound",
                 f'{self._resource(where)} "{where.name}" not found',
-                {"name": where.name, "kind": where.plural},
+                self._details(where),
             )
         return obj
 
@@ -1015,14 +937,9 @@ class FakeApiServer:
         api = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
         kind = body.get("kind", "")
         plural = next((p for p, k in _KINDS.items() if k == kind), kind.lower() + "s")
-        cluster_scoped = plural in (
-            "nodes",
-            "namespaces",
-            "customresourcedefinitions",
-            "validatingwebhookconfigurations",
-            "mutatingwebhookconfigurations",
+        namespace = (
+            None if plural in _CLUSTER_SCOPED else body["metadata"].get("namespace") or "default"
         )
-        namespace = None if cluster_scoped else body["metadata"].get("namespace") or "default"
         return Locator(api, plural, namespace, body["metadata"]["name"])
 
     def _conflict(self, where: Locator) -> StatusError:
@@ -1032,13 +949,25 @@ class FakeApiServer:
             f'Operation cannot be fulfilled on {self._resource(where)} "{where.name}": the '
             "object has been modified; please apply your changes to the latest version and try "
             "again",
-            {"name": where.name, "kind": where.plural},
+            self._details(where),
         )
 
     @staticmethod
     def _resource(where: Locator) -> str:
-        group = where.api.split("/")[2] if where.api.startswith("/apis/") else ""
-        return f"{where.plural}.{group}" if group else where.plural
+        return f"{where.plural}.{where.group}" if where.group else where.plural
+
+    @staticmethod
+    def _kind(where: Locator, obj: JSON) -> str:
+        return str(obj.get("kind") or _KINDS.get(where.plural, where.plural))
+
+    @staticmethod
+    def _details(where: Locator, name: str | None = None) -> JSON:
+        """A Status's `details`: the object's name, its group (outside the core) and plural."""
+        details = {"name": name or where.name or ""}
+        if where.group:
+            details["group"] = where.group
+        details["kind"] = where.plural
+        return details
 
     @staticmethod
     def _rv_of(obj: JSON) -> int:

@@ -10,11 +10,25 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import CRDS, PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import pod as pod_body
 from tests.builders import podgroup
 from tests.waiting import wait_for
+
+
+async def apply_crd(kube: KubeClient, body: dict[str, Any], timeout: float = 30) -> None:
+    """Create or update a CRD and wait until it is Established: until then the apiserver answers
+    404 for its resources, so a test creating one at once would fail by chance."""
+    await kube.apply_json(CRDS, body)
+    name = body["metadata"]["name"]
+
+    async def established() -> bool:
+        crd = await kube.get(CRDS, name)
+        conditions = crd.get("status", {}).get("conditions") or []
+        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
+
+    await wait_for(established, timeout, f"the CRD {name} to be Established")
 
 
 def unique_prefix() -> str:

@@ -24,7 +24,6 @@ import yaml
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
-    CRDS,
     EVENTS,
     PODGROUPS,
     PODS,
@@ -37,7 +36,7 @@ from podgroup_operator.api import embed
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests import conftest as fixtures
 from tests.conftest import REPO, OperatorProcess
-from tests.kube_helpers import unique_prefix
+from tests.kube_helpers import apply_crd, unique_prefix
 from tests.waiting import wait_for
 
 EXAMPLE = REPO / "examples" / "crdjob"
@@ -78,15 +77,7 @@ class ExampleController(OperatorProcess):
 
 @pytest.fixture(scope="module")
 async def crdjob_crd(kube: KubeClient) -> None:
-    body = yaml.safe_load((EXAMPLE / "crd.yaml").read_text())
-    await kube.apply_json(CRDS, body)
-
-    async def established() -> bool:
-        crd = await kube.get(CRDS, body["metadata"]["name"])
-        conditions = crd.get("status", {}).get("conditions") or []
-        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
-
-    await wait_for(established, 30, "the CRDJob CRD to be Established")
+    await apply_crd(kube, yaml.safe_load((EXAMPLE / "crd.yaml").read_text()))
 
 
 @pytest.fixture(scope="module")

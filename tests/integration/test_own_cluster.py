@@ -32,7 +32,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
-from tests.kube_helpers import create_bound, create_group, create_pod, pool, wait_group
+from tests.kube_helpers import apply_crd, create_bound, create_group, create_pod, pool, wait_group
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,15 +51,9 @@ def own_cluster() -> Iterator[devcluster.ClusterState]:
 @pytest.fixture(scope="module")
 async def own_kube(own_cluster: devcluster.ClusterState) -> AsyncIterator[KubeClient]:
     kube = KubeClient.from_kubeconfig(str(own_cluster.kubeconfig))
-    body = yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
-    await kube.apply_json(CRDS, body)
-
-    async def established() -> bool:
-        crd = await kube.get(CRDS, body["metadata"]["name"])
-        conditions = crd.get("status", {}).get("conditions") or []
-        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
-
-    await wait_for(established, 30, "the CRD to be Established")
+    await apply_crd(
+        kube, yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
+    )
     yield kube
     await kube.close()
 

@@ -88,10 +88,11 @@ async def test_watch_events_carry_the_previous_object_and_keep_indexes_current(
     await until(lambda: members.get(("default", "g2")), "a to move to g2")
     assert members.get(("default", "g1")) == ()
     await kube.delete(PODS, "a", "default")
-    await until(lambda: len(seen) == 3, "the delete")
+    await until(lambda: len(seen) == 4, "the delete")
     assert seen == [
         (WatchEventType.ADDED, "default/a", None),
         (WatchEventType.MODIFIED, "default/a", "default/a"),
+        (WatchEventType.MODIFIED, "default/a", "default/a"),  # the deletionTimestamp
         (WatchEventType.DELETED, "default/a", "default/a"),
     ]
     assert members.keys() == []

@@ -27,6 +27,7 @@ from podgroup_operator.domain.restart import (
     plan_restart,
 )
 from tests.builders import pod, podgroup, uid
+from tests.fakes import merge_patch
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -119,21 +120,9 @@ def owned(body: dict[str, Any], kind: str = "Job", name: str = "trainer") -> dic
     return body
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the apiserver applies a status PATCH."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 def apply_status_patch(group: PodGroup, patch: Mapping[str, Any] | None) -> PodGroup:
-    """The group as re-read after the status patch: through JSON, as the operator reads it."""
+    """The group as re-read after the status patch (merged as the apiserver merges it, the
+    fake's `merge_patch`): through JSON, as the operator reads it."""
     if patch is None:
         return group
     body = group.model_dump(mode="json", by_alias=True, exclude_none=True)
