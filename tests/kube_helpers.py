@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,6 +13,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import CRDS, PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import pod as pod_body
 from tests.builders import podgroup
@@ -29,6 +32,66 @@ async def apply_crd(kube: KubeClient, body: dict[str, Any], timeout: float = 30)
         return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
 
     await wait_for(established, timeout, f"the CRD {name} to be Established")
+
+
+# --- the operator's /metrics: barriers for "nothing happened" ---------------------------------
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """(status, body) of a GET, error statuses included (blocking: call through a thread)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def parse_samples(text: str) -> Samples:
+    """Prometheus exposition text -> {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def scrape(operator: OperatorProcess) -> Samples:
+    status, text = await asyncio.to_thread(
+        http_get, f"http://127.0.0.1:{operator.metrics_port}/metrics"
+    )
+    assert status == 200, text
+    return parse_samples(text)
+
+
+ATTEMPTS = "podgroup_scheduling_attempts_total"
+
+
+async def scheduling_attempts(operator: OperatorProcess, result: str) -> float:
+    """How many gang decisions with this result (placed, refused, error) the scheduler made."""
+    return sample(await scrape(operator), ATTEMPTS, result=result)
+
+
+async def wait_scheduling_attempts(
+    operator: OperatorProcess, result: str, *, since: float, more: int, timeout: float = 30
+) -> None:
+    """Wait until the scheduler made `more` decisions with `result` after a count of `since`.
+
+    The barrier before asserting that the scheduler did *not* do something: a gang that waits is
+    decided again in every cycle (node heartbeats and pod events start cycles), so once its
+    refusals have advanced, the scheduler has had its chances, however slow the machine."""
+
+    async def advanced() -> bool:
+        return await scheduling_attempts(operator, result) >= since + more
+
+    await wait_for(advanced, timeout, f"{more} more {result} scheduling decisions")
 
 
 def unique_prefix() -> str:

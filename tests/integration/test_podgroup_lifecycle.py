@@ -146,16 +146,17 @@ async def test_pods_in_another_namespace_are_not_counted(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}},
     )
     try:
-        await create_group(kube, namespace, "local", min_member=2)
+        await create_group(kube, namespace, "local", min_member=3)
         await run_members(kube, other, sim, ["x0", "x1", "x2"], group="local")
         await run_members(kube, namespace, sim, ["l0"], group="local")
         status = await wait_group(kube, namespace, "local", running=1)
         assert status["phase"] == c.Phase.PENDING
-        # Give the operator a chance to (wrongly) count the foreign pods once they run.
         await wait_for(lambda: _all_running(kube, other), 15, "the foreign pods to run")
-        await asyncio.sleep(1.0)
-        status = await group_status(kube, namespace, "local")
-        assert status["running"] == 1 and status["phase"] == c.Phase.PENDING
+        # A member that runs later is counted in a status computed after the foreign pods ran
+        # (one ordered pod watch): had they been counted, the group would be Running now.
+        await run_members(kube, namespace, sim, ["l1"], group="local")
+        status = await wait_group(kube, namespace, "local", running=2)
+        assert status["phase"] == c.Phase.PENDING
     finally:
         from podgroup_operator.adapters.kube import NAMESPACES
 
@@ -181,7 +182,15 @@ async def test_missing_podgroup_warns_each_pod_once(
     found = await wait_for(warnings, 10, "a MissingPodGroup warning on the pod")
     assert found[0]["type"] == c.EventType.WARNING and "nowhere" in found[0]["message"]
     await kube.patch(PODS, "orphan", {"metadata": {"labels": {"touch": "1"}}}, namespace)
-    await asyncio.sleep(1.0)
+    # A second pod of the same missing group, made after the touch, is warned about once the
+    # operator has handled the touch (one ordered pod watch, one group).
+    await create_pod(kube, namespace, "later", group="nowhere")
+
+    async def later_warned() -> bool:
+        events = await kube.list(EVENTS, namespace, field_selector="involvedObject.name=later")
+        return any(e["reason"] == c.Reason.MISSING_POD_GROUP for e in events["items"])
+
+    await wait_for(later_warned, 10, "a warning on the later pod")
     assert len(await warnings()) == 1
     pod = await kube.get(PODS, "orphan", namespace)
     assert not any(
@@ -197,11 +206,16 @@ async def test_deleting_a_podgroup_leaves_its_pods(
     await run_members(kube, namespace, sim, ["k0"], group="keep")
     await wait_group(kube, namespace, "keep", phase=c.Phase.RUNNING)
     await kube.delete(PODGROUPS, "keep", namespace)
-    await asyncio.sleep(1.0)
+    # The operator sees a namesake only after the deletion (one ordered PodGroup watch): its
+    # status proves the deletion was handled. Nothing ties the pod to the group for the
+    # garbage collector either.
+    await create_group(kube, namespace, "keep", min_member=1)
+    await wait_group(kube, namespace, "keep", phase=c.Phase.RUNNING)
     pod = await kube.get(PODS, "k0", namespace)
     assert pod["status"]["phase"] == c.PodPhase.RUNNING and not pod["metadata"].get(
         "deletionTimestamp"
     )
+    assert not pod["metadata"].get("ownerReferences")
 
 
 async def test_status_writes_per_transition(
@@ -228,10 +242,20 @@ async def test_status_writes_per_transition(
         await run_members(kube, namespace, sim, ["c0", "c1", "c2"], group="count")
         await wait_group(kube, namespace, "count", phase=c.Phase.RUNNING, running=3)
         to_running = len(writes) - pending_writes
-        # An unrelated change to a member must not cause a write.
+        # An unrelated change to a member must not cause a write. The barrier: a spec change
+        # made after it, whose observedGeneration the next write reports.
         await kube.patch(PODS, "c0", {"metadata": {"labels": {"unrelated": "yes"}}}, namespace)
-        await asyncio.sleep(1.5)
-        after_noop = len(writes) - pending_writes - to_running
+        spec = {"spec": {"scheduleTimeoutSeconds": 61}}
+        generation = (await kube.patch(PODGROUPS, "count", spec, namespace))["metadata"][
+            "generation"
+        ]
+
+        async def reported() -> bool:
+            return any(w.get("observedGeneration") == generation for w in writes)
+
+        await wait_for(reported, 30, "a status write reporting the new generation")
+        # Since the unrelated change: the spec change's own event and the write reporting it.
+        after_noop = len(writes) - pending_writes - to_running - 2
     finally:
         watcher.cancel()
     report = {

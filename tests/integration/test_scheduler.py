@@ -11,8 +11,17 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
+from podgroup_operator.devcluster.process import OperatorProcess
 from tests.builders import replicaset
-from tests.kube_helpers import create_group, create_pod, gang_pods, group_status, pool
+from tests.kube_helpers import (
+    create_group,
+    create_pod,
+    gang_pods,
+    group_status,
+    pool,
+    scheduling_attempts,
+    wait_scheduling_attempts,
+)
 from tests.waiting import wait_for
 
 REPLICASETS = Kind("apps", "v1", "replicasets")
@@ -33,7 +42,7 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 async def test_two_gangs_that_cannot_both_fit_never_both_partly_placed(
-    kube: KubeClient, operator: Any, namespace: str
+    kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
     # 2 nodes x 4 cpu = room for one gang of 6 x 1 cpu? No: 8 cpu total, each gang needs 6.
     async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, name):
@@ -49,7 +58,9 @@ async def test_two_gangs_that_cannot_both_fit_never_both_partly_placed(
             return len(placed) == 6
 
         await wait_for(one_gang_whole, 20, "one whole gang placed")
-        await asyncio.sleep(1.0)  # give a wrong scheduler the chance to place more
+        # The loser is decided again in later cycles: a wrong scheduler would place some of it.
+        refused = await scheduling_attempts(operator, "refused")
+        await wait_scheduling_attempts(operator, "refused", since=refused, more=2)
         placed = bound(await pods_of(kube, namespace))
         groups = {p["metadata"]["labels"][c.LABEL_POD_GROUP] for p in placed}
         assert len(placed) == 6 and len(groups) == 1, [p["metadata"]["name"] for p in placed]
@@ -64,7 +75,7 @@ async def test_two_gangs_that_cannot_both_fit_never_both_partly_placed(
 
 
 async def test_replicaset_of_six_with_room_for_three_runs_exactly_three(
-    kube: KubeClient, operator: Any, namespace: str
+    kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
     async with pool(kube, count=1, cpu="3", memory="16Gi") as (_, name):
         await create_group(kube, namespace, "rs", min_member=3)
@@ -85,7 +96,9 @@ async def test_replicaset_of_six_with_room_for_three_runs_exactly_three(
             return status if status.get("phase") == c.Phase.RUNNING else None
 
         status = await wait_for(running, 30, "the ReplicaSet's gang to run")
-        await asyncio.sleep(0.5)
+        # The three extra members are tried one by one and refused: no room is made up.
+        refused = await scheduling_attempts(operator, "refused")
+        await wait_scheduling_attempts(operator, "refused", since=refused, more=2)
         pods = await pods_of(kube, namespace, "app=rs")
         assert len(pods) == 6
         assert len(bound(pods)) == 3 and status["running"] == 3
@@ -146,18 +159,27 @@ async def test_gang_whose_podgroup_comes_after_its_pods(
 ) -> None:
     async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, name):
         await gang_pods(kube, namespace, "late", 2, name, group="late")
-        await asyncio.sleep(1.0)
-        assert not bound(await pods_of(kube, namespace)), "pods without a PodGroup must wait"
+        # A gang made after them is placed: the scheduler has seen the late pods by then.
+        await create_group(kube, namespace, "probe", min_member=1)
+        await gang_pods(kube, namespace, "probe", 1, name, group="probe")
+
+        async def probe_bound() -> bool:
+            return bool((await kube.get(PODS, "probe-0", namespace))["spec"].get("nodeName"))
+
+        await wait_for(probe_bound, 20, "a later gang to be placed")
+        late = await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=late")
+        assert not bound(late), "pods without a PodGroup must wait"
         await create_group(kube, namespace, "late", min_member=2)
 
         async def both_bound() -> bool:
-            return len(bound(await pods_of(kube, namespace))) == 2
+            late = await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=late")
+            return len(bound(late)) == 2
 
         await wait_for(both_bound, 20, "the gang to be placed once its PodGroup exists")
 
 
 async def test_gang_group_across_two_namespaces(
-    kube: KubeClient, operator: Any, namespace: str
+    kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
     other = f"{namespace}-b"
     await kube.create(
@@ -171,7 +193,15 @@ async def test_gang_group_across_two_namespaces(
             # right needs 3 cpu: together 2 + 3 > 4, so neither may bind.
             await gang_pods(kube, namespace, "l", 2, name, group="left")
             await gang_pods(kube, other, "r", 2, name, group="right", requests={"cpu": "1500m"})
-            await asyncio.sleep(2.0)
+
+            async def refused_whole() -> bool:
+                cond = condition(await group_status(kube, other, "right"), "Unschedulable")
+                return bool(cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES)
+
+            # Decided with every member present, and decided again since: still nothing bound.
+            await wait_for(refused_whole, 20, "the gang group to be refused for resources")
+            refused = await scheduling_attempts(operator, "refused")
+            await wait_scheduling_attempts(operator, "refused", since=refused, more=2)
             assert not bound(await pods_of(kube, namespace)) and not bound(
                 await pods_of(kube, other)
             )
@@ -307,12 +337,12 @@ async def test_kubectl_podgroup_plugin_explains_waiting_gangs(
 
 
 async def test_nonstrict_gang_holds_capacity_until_its_timeout(
-    kube: KubeClient, operator: Any, namespace: str
+    kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
     """NonStrict keeps what fitted (never bound) so others cannot take it; the timeout frees it."""
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
         await create_group(
-            kube, namespace, "greedy", min_member=3, mode="NonStrict", scheduleTimeoutSeconds=4
+            kube, namespace, "greedy", min_member=3, mode="NonStrict", scheduleTimeoutSeconds=6
         )
         await gang_pods(kube, namespace, "g", 3, name, group="greedy", requests={"cpu": "2"})
 
@@ -323,7 +353,13 @@ async def test_nonstrict_gang_holds_capacity_until_its_timeout(
         await wait_for(refused, 15, "the NonStrict gang to be refused")
         await create_group(kube, namespace, "small", min_member=1)
         await gang_pods(kube, namespace, "s", 1, name, group="small", requests={"cpu": "2"})
-        await asyncio.sleep(1.0)
+
+        async def small_refused() -> bool:
+            cond = condition(await group_status(kube, namespace, "small"), "Unschedulable")
+            return bool(cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES)
+
+        # Decided while greedy holds the room (before greedy's timeout): refused, not placed.
+        await wait_for(small_refused, 15, "the small gang to be refused while greedy holds")
         small = await kube.get(PODS, "s-0", namespace)
         assert not small["spec"].get("nodeName"), "the held capacity must not be given away"
 
