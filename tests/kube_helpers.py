@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import CRDS, PODGROUPS, PODS, ApiError, KubeClient
@@ -46,6 +50,50 @@ def http_get(url: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+def kopf_run_env(env: pytest.MonkeyPatch, kubeconfig: Path) -> None:
+    """Prepare this process for a `KopfRunner` against `kubeconfig`, undone when `env` ends.
+
+    KUBECONFIG points in-process Kopf code at the cluster as it points a child process; the
+    `kubernetes` package read KUBECONFIG once, when first imported, so its default location
+    (used by `load_kube_config()`, Kopf's login and ours) is set too. `kopf run <file>` puts the
+    file's directory first on sys.path: the path is restored afterwards."""
+    from kubernetes.config import kube_config
+
+    env.setenv("KUBECONFIG", str(kubeconfig))
+    env.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    env.setattr(sys, "path", list(sys.path))
+
+
+def kopf_registry() -> Any:
+    """A fresh `kopf.OperatorRegistry` for a `KopfRunner`, logging in as `kopf run` does by
+    default (through the `kubernetes` client's kubeconfig loading): a registry of one's own
+    keeps a runner's handlers apart from any other Kopf code this process has loaded, but
+    starts without Kopf's default login handlers."""
+    import kopf
+
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_via_client(**kwargs)
+
+    return registry
+
+
+def wait_serving(url: str, timeout: float = 60) -> None:
+    """Block until `url` answers 200 (a probe of a process or thread that is starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if http_get(url)[0] == 200:
+                return
+        except OSError:  # not listening yet
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not answer 200 within {timeout}s")
+        time.sleep(0.2)
 
 
 def parse_samples(text: str) -> Samples:

@@ -1,8 +1,11 @@
 """examples/crdjob end to end on the real control plane, next to the operator.
 
-The example controller runs as users run it (`kopf run examples/crdjob/controller.py`) in a
-child process; the operator runs too (the `operator` fixture) and places the gang; sim nodes
-play the kubelet; kube-controller-manager's garbage collector deletes what the job owned.
+The example controller runs in this process through `kopf.testing.KopfRunner`, as Kopf's own
+example tests run theirs: `kopf run examples/crdjob/controller.py` in a thread, with its real
+login, handlers and timers against the dev cluster. Copy the `crdjob_controller` fixture to test
+a controller of your own. The operator runs as users run it, a child process (the `operator`
+fixture), and places the gang; sim nodes play the kubelet; kube-controller-manager's garbage
+collector deletes what the job owned.
 
 The failure is made deterministic by writing it the way a kubelet reports a crashed container:
 a status patch (pods/status) that turns one running member Failed. The sim kubelet only fails
@@ -11,16 +14,13 @@ pods on a timer set by annotations at start, which would fail every replica of t
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kopf.testing import KopfRunner
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
@@ -33,10 +33,11 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.api import embed
+from podgroup_operator.devcluster.cluster import free_port
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests import conftest as fixtures
 from tests.conftest import REPO, OperatorProcess
-from tests.kube_helpers import apply_crd, unique_prefix
+from tests.kube_helpers import apply_crd, kopf_registry, kopf_run_env, unique_prefix, wait_serving
 from tests.waiting import wait_for
 
 EXAMPLE = REPO / "examples" / "crdjob"
@@ -47,34 +48,6 @@ GC_TIMEOUT = 120
 """The garbage collector learns a new resource type on its discovery resync (every 30s)."""
 
 
-class ExampleController(OperatorProcess):
-    """`kopf run examples/crdjob/controller.py` as a child process."""
-
-    def ready_url(self) -> str:
-        """A plain Kopf controller: ready when Kopf's liveness endpoint answers."""
-        return f"http://127.0.0.1:{self.health_port}/healthz"
-
-    def start(self) -> None:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kopf",
-                "run",
-                str(EXAMPLE / "controller.py"),
-                "--all-namespaces",
-                "--standalone",
-                f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
 @pytest.fixture(scope="module")
 async def crdjob_crd(kube: KubeClient) -> None:
     await apply_crd(kube, yaml.safe_load((EXAMPLE / "crd.yaml").read_text()))
@@ -82,20 +55,24 @@ async def crdjob_crd(kube: KubeClient) -> None:
 
 @pytest.fixture(scope="module")
 def crdjob_controller(
-    cluster: fixtures.ClusterUnderTest,
-    crdjob_crd: None,
-    operator: OperatorProcess,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[ExampleController]:
-    log = tmp_path_factory.mktemp("crdjob") / "controller.log"
-    controller = ExampleController(cluster.kubeconfig, Path(log))
-    controller.start()
-    try:
-        controller.wait_ready()
-        yield controller
-    finally:
-        controller.stop()
-        print(f"\ncrdjob controller log: {log}")
+    cluster: fixtures.ClusterUnderTest, crdjob_crd: None, operator: OperatorProcess
+) -> Iterator[KopfRunner]:
+    """The example controller, in a thread of this process, until the module's tests end.
+
+    `kopf run` reads KUBECONFIG (Kopf's login and the example's `kubernetes` client alike, see
+    `kopf_run_env`); its own registry (`kopf_registry`) keeps its handlers apart from any other
+    Kopf code this process loads; its liveness endpoint answers once the startup handlers ran.
+    """
+    health = f"http://127.0.0.1:{free_port()}/healthz"
+    args = ["run", "--all-namespaces", "--standalone", f"--liveness={health}"]
+    with pytest.MonkeyPatch.context() as env:
+        kopf_run_env(env, cluster.kubeconfig)
+        with KopfRunner(
+            [*args, str(EXAMPLE / "controller.py")], registry=kopf_registry(), timeout=60
+        ) as runner:
+            wait_serving(health)
+            yield runner
+    assert runner.exit_code == 0 and runner.exception is None, runner.output
 
 
 @asynccontextmanager
@@ -179,7 +156,7 @@ async def job_phase(
 
 
 async def test_crdjob_runs_as_a_gang_recovers_a_failed_pod_and_is_garbage_collected(
-    kube: KubeClient, crdjob_controller: ExampleController, namespace: str
+    kube: KubeClient, crdjob_controller: KopfRunner, namespace: str
 ) -> None:
     async with sim_pool(kube, count=2, cpu="4", memory="16Gi") as pool:
         await default_service_account(kube, namespace)
@@ -279,7 +256,7 @@ async def test_crdjob_runs_as_a_gang_recovers_a_failed_pod_and_is_garbage_collec
 
 
 async def test_crdjob_recreates_a_member_deleted_from_under_it(
-    kube: KubeClient, crdjob_controller: ExampleController, namespace: str
+    kube: KubeClient, crdjob_controller: KopfRunner, namespace: str
 ) -> None:
     """A deleted member: the gang goes Unknown (PodDeleted) while the pod is still terminating,
     so the event alone cannot replace it; the job's timer does once the name is free."""
