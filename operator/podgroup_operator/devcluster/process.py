@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from podgroup_operator.devcluster.cluster import free_port
+from podgroup_operator.local import free_port
 
 
 class OperatorProcess:

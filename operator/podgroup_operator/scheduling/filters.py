@@ -212,7 +212,7 @@ def node_ready(node: Mapping[str, Any]) -> bool:
     """A node without a Ready=True condition is not a place to put a gang member."""
     for condition in (node.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
+            return bool(condition.get("status") == "True")
     return False
 
 
