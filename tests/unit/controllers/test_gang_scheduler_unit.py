@@ -21,26 +21,13 @@ from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.scheduling.snapshot import pod_uid
 from tests.builders import node, pod, podgroup
+from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer, FakeIndex
 
 NS = "default"
-T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 Body = dict[str, Any]
 Key = tuple[str, str]
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += dt.timedelta(seconds=seconds)
 
 
 class Harness:

@@ -8,7 +8,6 @@ would), and the client talks to `FakeApiServer`, whose request log shows every w
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -19,28 +18,15 @@ from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, Ku
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
 from podgroup_operator.scheduling.queue import Backoff
 from tests.builders import pod, podgroup
+from tests.clock import Clock
 from tests.fakes import FakeApiServer, FakeIndex
 
 NS = "default"
 KEY = (NS, "gang")
-T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 STATUS_PATH = PODGROUPS.path(NS, "gang", "status")
 EVENTS_PATH = "/api/v1/namespaces/default/events"
 
 Body = dict[str, Any]
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-    def advance(self, seconds: int) -> None:
-        self.now += dt.timedelta(seconds=seconds)
 
 
 class Harness:

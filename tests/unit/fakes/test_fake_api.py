@@ -10,7 +10,6 @@ deterministic clock and counters, and its deliberate differences.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -27,9 +26,9 @@ from podgroup_operator.adapters.kube import (
 )
 from tests.api_contract import PROBES, ApiContract, Backend, api_error, collect, new_scope
 from tests.builders import pod, podgroup
+from tests.clock import T0
 from tests.fakes import FakeApiServer, Locator, merge_patch
 
-T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 NS = "default"
 
 

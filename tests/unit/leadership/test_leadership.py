@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from podgroup_operator.adapters.kube import LEASES, KubeClient
 from podgroup_operator.controllers.leader import LeaderElector, Timing
 from podgroup_operator.domain.leadership import LeaseRecord, Step, decide, released
+from tests.clock import T0
 from tests.fakes import FakeApiServer
 
-T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 NS, NAME = "kube-system", "podgroup-operator-leader"
 
 

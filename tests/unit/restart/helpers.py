@@ -1,9 +1,7 @@
 """Gangs with a restart policy, their member pods, and a small world that carries out plans.
 
-Member pods are written one letter each, as in the lifecycle tests, so a test reads as a story:
-P pending, R running, S succeeded, F failed (crashed), E evicted (Failed, reason Evicted),
-O rejected by the kubelet (Failed, reason OutOfcpu), D running and being deleted,
-U pod phase Unknown, and `-` for a member that is gone. Member i is named m<i> in every step.
+Member pods are written one letter each (tests/pod_letters.py), as in the lifecycle tests, so a
+test reads as a story; member i is named m<i> in every step.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import Field
@@ -26,10 +24,10 @@ from podgroup_operator.domain.restart import (
     Wait,
     plan_restart,
 )
-from tests.builders import pod, podgroup, uid
+from tests import pod_letters
+from tests.builders import podgroup, uid
+from tests.clock import T0
 from tests.fakes import merge_patch
-
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def at(seconds: float) -> datetime:
@@ -79,30 +77,13 @@ def running_status(**extra: Any) -> dict[str, Any]:
     }
 
 
-_LETTERS: dict[str, dict[str, Any]] = {
-    "P": {"phase": PodPhase.PENDING},
-    "R": {"phase": PodPhase.RUNNING, "node": "node-a"},
-    "S": {"phase": PodPhase.SUCCEEDED, "node": "node-a"},
-    "F": {"phase": PodPhase.FAILED, "node": "node-a"},
-    "E": {"phase": PodPhase.FAILED, "node": "node-a"},
-    "O": {"phase": PodPhase.FAILED, "node": "node-a"},
-    "D": {"phase": PodPhase.RUNNING, "node": "node-a", "deleting": True},
-    "U": {"phase": PodPhase.UNKNOWN, "node": "node-a"},
-}
-_REASONS = {"E": "Evicted", "O": "OutOfcpu"}
-
-
 def member(index: int, letter: str, *, group: str = "gang", **extra: Any) -> dict[str, Any]:
-    body = pod(f"m{index}", group=group, scheduler=SCHEDULER_NAME, **_LETTERS[letter], **extra)
-    if letter in _REASONS:
-        body["status"]["reason"] = _REASONS[letter]
-    return body
+    """A member routed to the gang scheduler, as restart-policy gangs' members are."""
+    return pod_letters.member(index, letter, group=group, scheduler=SCHEDULER_NAME, **extra)
 
 
 def members(letters: str, *, group: str = "gang") -> list[dict[str, Any]]:
-    return [
-        member(index, letter, group=group) for index, letter in enumerate(letters) if letter != "-"
-    ]
+    return pod_letters.members(letters, group=group, scheduler=SCHEDULER_NAME)
 
 
 def owned(body: dict[str, Any], kind: str = "Job", name: str = "trainer") -> dict[str, Any]:
