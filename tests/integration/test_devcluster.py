@@ -60,14 +60,24 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie does not), read from /proc, not from the code under
+    test."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def _assert_all_gone(state: devcluster.ClusterState, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        alive = {name: pid for name, pid in state.pids.items() if devcluster._alive(pid)}
+        running = {name: pid for name, pid in state.pids.items() if alive(pid)}
         strays = _processes_mentioning(state.state_dir)
-        if not alive and not strays:
+        if not running and not strays:
             break
-        assert time.monotonic() < deadline, f"still running after down: {alive} {strays}"
+        assert time.monotonic() < deadline, f"still running after down: {running} {strays}"
         time.sleep(0.1)
     assert not Path(state.etcd_data).exists(), "etcd data left behind"
     assert devcluster.load_state(Path(state.state_dir)) is None
@@ -93,7 +103,7 @@ async def test_dev_cluster_cli_up_down_leaves_no_process(tmp_path: Path) -> None
         state = devcluster.load_state(state_dir)
         assert state is not None
         assert set(state.pids) == {"etcd", "kube-apiserver", "kube-controller-manager"}
-        assert all(devcluster._alive(pid) for pid in state.pids.values())
+        assert all(alive(pid) for pid in state.pids.values())
         async with KubeClient.from_kubeconfig(str(state.kubeconfig)) as second:
             status, _ = await second.transport.send(Request("GET", "/readyz"))
             assert status == 200
@@ -108,7 +118,7 @@ async def test_dev_cluster_library_up_down_leaves_no_process(tmp_path: Path) -> 
     state_dir = tmp_path / "third-cluster"
     state = await asyncio.to_thread(devcluster.up, state_dir)
     try:
-        assert all(devcluster._alive(pid) for pid in state.pids.values())
+        assert all(alive(pid) for pid in state.pids.values())
         assert devcluster.status(state_dir)["running"] is True
     finally:
         stopped = await asyncio.to_thread(devcluster.down, state_dir)

@@ -68,8 +68,13 @@ async def opt_in(kube: KubeClient, namespace: str) -> None:
 async def create(
     kube: KubeClient, kind: Any, body: dict[str, Any], namespace: str, *, dry_run: bool = False
 ) -> dict[str, Any]:
+    """POST through the client's transport: `KubeClient.create` has no dry-run option."""
     params = {"dryRun": "All"} if dry_run else None
-    return await kube._call(Request("POST", kind.path(namespace), params=params, body=body))
+    path = kind.path(namespace)
+    status, answer = await kube.transport.send(Request("POST", path, params=params, body=body))
+    if status >= 300:
+        raise ApiError(status, answer, "POST", path)
+    return dict(answer)
 
 
 @pytest.fixture
