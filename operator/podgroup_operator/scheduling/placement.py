@@ -70,6 +70,8 @@ __all__ = [
     "member_shape",
     "place_gang_group",
     "place_group",
+    "shape_groups",
+    "try_place",
 ]
 
 
@@ -345,7 +347,12 @@ def _place_in_bulk(
     request = group.shape.request
     remaining = len(group.pods)
     chosen: list[tuple[str, int]] = []
-    for _, node in _walk(snapshot, group.feasibility, bonus):
+    nodes: Iterator[NodeState] = (
+        snapshot.best_fit_order(group.feasibility)
+        if bonus is _NO_BONUS
+        else (node for _, node in _walk(snapshot, group.feasibility, bonus))
+    )
+    for node in nodes:
         copies = copies_that_fit(request, node.free)
         if copies:
             take = copies if copies < remaining else remaining
@@ -546,6 +553,38 @@ def _prefilter(gang: GangRequest, snapshot: Snapshot) -> Refusal | None:
     if gang.satisfied_before:
         return None
     return _not_enough_tasks(gang) or _min_resources_refusal(gang, snapshot)
+
+
+def _enough(gang: GangRequest, placed: int) -> bool:
+    if gang.satisfied_before:
+        return placed > 0 or not gang.pending
+    return placed + gang.already_bound >= gang.min_member
+
+
+def shape_groups(gang: GangRequest) -> list[tuple[MemberShape, int]]:
+    """The gang's pending members as (shape, how many), for callers that reason about room."""
+    return [(g.shape, len(g.pods)) for g in _group_by_shape(gang.pending)]
+
+
+def try_place(gangs: Sequence[GangRequest], snapshot: Snapshot) -> tuple[Binding, ...] | None:
+    """What-if: the bindings if every gang reaches minMember at once now, else None.
+
+    Nothing stays assumed and no message is built, so preemption planning can ask this many
+    times cheaply. Gangs are placed in the order given, each seeing the previous ones assumed.
+    """
+    bindings: list[Binding] = []
+    undos: list[Undo] = []
+    try:
+        for gang in gangs:
+            attempt = _attempt(_group_by_shape(gang.pending), snapshot, gang)
+            undos.append(attempt.undo)
+            if not _enough(gang, len(attempt.bindings)):
+                return None
+            bindings.extend(attempt.bindings)
+        return tuple(bindings)
+    finally:
+        for undo in reversed(undos):
+            undo()
 
 
 # --- public API ----------------------------------------------------------------------------------

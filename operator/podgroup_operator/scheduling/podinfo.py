@@ -272,13 +272,16 @@ class PodInfo:
     """The pod's gang; None for a pod outside any gang (a gang of one when preempting)."""
     terminating: bool = False
     """Has a deletionTimestamp: still holds its room, but is on its way out."""
+    unit: tuple[str, str, str] = ("", "", "")
+    """What preemption evicts together: ("gang", namespace, name), else ("pod", namespace, uid).
+    Filled in from `gang` when not given; stored because preemption reads it for every pod."""
 
-    @property
-    def unit(self) -> tuple[str, str, str]:
-        """What preemption evicts together: the gang, else the pod alone."""
-        if self.gang is not None:
-            return ("gang", *self.gang)
-        return ("pod", self.namespace, self.uid)
+    def __post_init__(self) -> None:
+        if not self.unit[0]:
+            unit = (
+                ("gang", *self.gang) if self.gang is not None else ("pod", self.namespace, self.uid)
+            )
+            object.__setattr__(self, "unit", unit)
 
 
 def pod_priority(pod: Mapping[str, Any]) -> int:

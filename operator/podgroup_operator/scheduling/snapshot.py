@@ -113,6 +113,7 @@ class NodeState:
         "node_class",
         "pods",
         "ports",
+        "priorities",
         "requested",
         "score",
     )
@@ -126,6 +127,8 @@ class NodeState:
         self.pods: set[str] = set()
         self.ports: dict[HostPort, int] = {}
         """Host ports bound by pods on the node, with how many pods hold each."""
+        self.priorities: dict[int, int] = {}
+        """Pod priority -> how many pods on the node have it (preemption's cheap bound)."""
         self.score = 1.0
         self.node_class: NodeClass | None = None
 
@@ -201,6 +204,7 @@ class Snapshot:
         self._anti_anchor: dict[tuple[str, str], set[AffinityTerm]] = {}
         self._anti_loose: set[AffinityTerm] = set()
         self._units: dict[tuple[str, str, str], set[str]] = {}
+        self._terminating: set[str] = set()
         # Volumes.
         self._volumes: dict[str, PersistentVolume] = {}
         self._volumes_by_class: dict[str, dict[str, PersistentVolume]] = {}
@@ -374,6 +378,15 @@ class Snapshot:
         """Gangs (or lone pods) as preemption sees them: unit key -> UIDs of its pods."""
         return self._units
 
+    def terminating(self) -> frozenset[str]:
+        """UIDs of pods holding room while being deleted."""
+        return frozenset(self._terminating)
+
+    def node_pods(self, name: str) -> list[PodInfo]:
+        """The facts of every pod on a node (bound or assumed)."""
+        pods = self._pods
+        return [pods[uid].info for uid in self._nodes[name].pods]
+
     # --- volumes ---------------------------------------------------------------------------------
     @property
     def volumes(self) -> Mapping[str, PersistentVolume]:
@@ -439,6 +452,7 @@ class Snapshot:
                 state.requested[name] = state.requested.get(name, 0) + amount
             for port in info.ports:
                 state.ports[port] = state.ports.get(port, 0) + 1
+            state.priorities[info.priority] = state.priorities.get(info.priority, 0) + 1
         state.free = {n: a - state.requested.get(n, 0) for n, a in allocatable.items()}
         state.score = state.compute_score()
         self._node_epoch += 1
@@ -696,6 +710,8 @@ class Snapshot:
                     for value in anchor.values:
                         self._anti_anchor.setdefault((anchor.key, value), set()).add(term)
             holders[uid] = entry.node  # consumers skip nodes the snapshot does not know
+        if info.terminating:
+            self._terminating.add(uid)
         unit = info.unit
         members = self._units.get(unit)
         if members is None:
@@ -739,6 +755,7 @@ class Snapshot:
                             terms.discard(term)
                             if not terms:
                                 del self._anti_anchor[(anchor.key, value)]
+        self._terminating.discard(uid)
         members = self._units[info.unit]
         members.discard(uid)
         if not members:
@@ -783,11 +800,17 @@ class Snapshot:
     def _apply(self, state: NodeState, pods: list[PodInfo], sign: int) -> None:
         """Add (+1) or remove (-1) pods' requests on a node, keeping totals and order current."""
         total: Resources = {}
+        priorities = state.priorities
         for info in pods:
             if sign > 0:
                 state.pods.add(info.uid)
             else:
                 state.pods.discard(info.uid)
+            left = priorities.get(info.priority, 0) + sign
+            if left > 0:
+                priorities[info.priority] = left
+            else:
+                priorities.pop(info.priority, None)
             for name, amount in info.request.items():
                 total[name] = total.get(name, 0) + amount
             if info.ports:
