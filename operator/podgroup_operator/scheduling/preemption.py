@@ -205,7 +205,8 @@ class _Planner:
         self.version: dict[str, int] = {}
         self.bounds: list[tuple[_Key, int]] = []
         """(lower bound of a node's key, version) for every node worth freeing."""
-        self.waiting_for = 0
+        self.leaving: dict[str, str] = {}
+        """Terminating pods (UID -> node), taken out of the what-if for free."""
 
     # --- setup -----------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -231,7 +232,10 @@ class _Planner:
         self.feasible = sorted(feasible)
         leaving = snapshot.terminating()
         if leaving:
-            self.waiting_for = len(leaving)
+            for uid in leaving:
+                entry = snapshot.pod(uid)
+                if entry is not None:
+                    self.leaving[uid] = entry.node
             self.undos.append(snapshot.simulate_removal(leaving))
         # One tight pass over the feasible nodes: the room each has now, and the lower bound of
         # what freeing it would cost, from its priority counts alone (no pod is read): its
@@ -372,6 +376,11 @@ class _Planner:
         heapq.heapify(bounds)
         evaluated = 0
         next_try = 0
+        if self.leaving and self._estimate() >= self.needed:
+            # Terminating pods alone may make room: then nobody needs to be evicted.
+            placed = try_place(self.gangs, self.snapshot)
+            if placed is not None:
+                return placed
         while True:
             while bounds and self.version.get(bounds[0][0][3]) != bounds[0][1]:
                 heapq.heappop(bounds)
@@ -547,6 +556,8 @@ def _message(
     if len(names) > _MESSAGE_VICTIMS:
         names = [*names[:_MESSAGE_VICTIMS], f"and {len(names) - _MESSAGE_VICTIMS} more"]
     violations = sum(v.budget_violations for v in victims)
+    if not victims:
+        return f"{_label(gangs)} fits on {nodes} node(s) once terminating pods are gone"
     text = (
         f"preempting {len(victims)} lower-priority gang(s) ({pods} pod(s)) to place "
         f"{_label(gangs)} on {nodes} node(s): {', '.join(names)}"
@@ -636,13 +647,9 @@ def plan_preemption(
             )
         found = planner.reprieve(found)
         victims = planner.victims()
-        return PreemptionPlan(
-            keys,
-            victims,
-            found,
-            _message(group, victims, found),
-            planner.waiting_for,
-        )
+        used = {b.node for b in found}
+        waiting = sum(1 for node in planner.leaving.values() if node in used)
+        return PreemptionPlan(keys, victims, found, _message(group, victims, found), waiting)
     finally:
         planner.restore()
 
