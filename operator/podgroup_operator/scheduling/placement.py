@@ -85,6 +85,8 @@ class MemberShape:
     constraints: Constraints
     preferences: Preferences = NO_PREFERENCES
     inter_pod: InterPodConstraints = NO_INTER_POD
+    """Shared by every pod of the shape, except `claims`: claim names can differ per pod (an
+    ephemeral volume's claim is named after its pod), so placement reads each pod's own."""
     unsupported: str | None = None
     """Set when the pod asks for something the scheduler cannot evaluate: the whole message."""
 
@@ -100,7 +102,7 @@ def member_shape(pod: Mapping[str, Any]) -> MemberShape:
     """Parse the parts of a raw pod that placement depends on."""
     request = tuple(sorted(pod_requests(pod).items()))
     constraints = pod_constraints(pod)
-    preferences = pod_preferences(pod)
+    preferences = pod_preferences(pod, constraints.tolerations)
     try:
         inter_pod = inter_pod_constraints(pod)
     except UnsupportedConstraintError as error:
@@ -161,13 +163,20 @@ class _ShapeGroup:
     """Per-node reasons recorded when a member with pod-to-pod constraints found no node."""
 
 
+_SHAPES: dict[str, MemberShape] = {}
+"""Parsed shapes by raw key, shared across gangs: jobs stamp every gang from one template."""
+_SHAPES_LIMIT = 4096
+
+
 def _group_by_shape(pods: Sequence[Mapping[str, Any]]) -> list[_ShapeGroup]:
-    by_raw: dict[str, MemberShape] = {}
+    by_raw = _SHAPES
     groups: dict[MemberShape, _ShapeGroup] = {}
     for pod in pods:
         raw = _raw_shape_key(pod)
         shape = by_raw.get(raw)
         if shape is None:
+            if len(by_raw) >= _SHAPES_LIMIT:
+                by_raw.clear()
             shape = by_raw[raw] = member_shape(pod)
         group = groups.get(shape)
         if group is None:
@@ -207,8 +216,8 @@ def _bonus(
 ) -> _Bonus:
     """Static scores (node affinity, taints) and the class-level spread score, weighted."""
     soft = check is not None and bool(check.soft)
-    if preferences is NO_PREFERENCES and not soft and not _has_prefer_taints(feasibility):
-        return _NO_BONUS
+    if not preferences.terms and not soft and not _has_prefer_taints(feasibility):
+        return _NO_BONUS  # tolerations alone only matter against PreferNoSchedule taints
     if preferences.uses_node_identity:
         by_node = {}
         for node in snapshot.best_fit_order(feasibility):
@@ -352,7 +361,10 @@ def _place_in_bulk(
         if bonus is _NO_BONUS
         else (node for _, node in _walk(snapshot, group.feasibility, bonus))
     )
+    first, least = request[0]
     for node in nodes:
+        if node.free.get(first, 0) < least:
+            continue  # most full nodes fail on the first resource: skip the call
         copies = copies_that_fit(request, node.free)
         if copies:
             take = copies if copies < remaining else remaining

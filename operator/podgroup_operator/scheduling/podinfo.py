@@ -219,10 +219,19 @@ def pod_claims(pod: Mapping[str, Any]) -> tuple[str, ...]:
 def inter_pod_constraints(pod: Mapping[str, Any]) -> InterPodConstraints:
     """Parse a pod's pod-to-pod and volume constraints strictly (see the module docstring)."""
     spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    if (
+        not affinity.get("podAffinity")
+        and not affinity.get("podAntiAffinity")
+        and set(affinity) <= _AFFINITY_FIELDS
+        and not spec.get("topologySpreadConstraints")
+        and not spec.get("volumes")
+        and not _has_ports(spec)
+    ):
+        return NO_INTER_POD  # the common case, without building anything
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
     labels = meta.get("labels") or {}
-    affinity = spec.get("affinity") or {}
     unknown = sorted(set(affinity) - _AFFINITY_FIELDS)
     if unknown:
         raise UnsupportedConstraintError(f"spec.affinity.{unknown[0]}", "unknown field; remove it")

@@ -60,12 +60,17 @@ class Preferences:
 NO_PREFERENCES = Preferences()
 
 
-def pod_preferences(pod: Mapping[str, Any]) -> Preferences:
-    """Preferred node affinity (weight, term) pairs and the tolerations of a raw pod."""
+def pod_preferences(
+    pod: Mapping[str, Any], tolerations: tuple[Toleration, ...] | None = None
+) -> Preferences:
+    """Preferred node affinity (weight, term) pairs and the tolerations of a raw pod
+    (`tolerations` when the caller has parsed them already)."""
     spec = pod.get("spec") or {}
     preferred = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ) or ()
+    if not preferred and not tolerations and not spec.get("tolerations"):
+        return NO_PREFERENCES
     terms: list[tuple[int, Term]] = []
     for item in preferred:
         weight = int(item.get("weight") or 0)
@@ -86,10 +91,13 @@ def pod_preferences(pod: Mapping[str, Any]) -> Preferences:
         )
         if weight > 0 and parsed.terms:
             terms.append((weight, parsed.terms[0]))
-    tolerations = pod_constraints({"spec": {"tolerations": spec.get("tolerations") or []}})
-    if not terms and not tolerations.tolerations:
+    if tolerations is None:
+        tolerations = pod_constraints(
+            {"spec": {"tolerations": spec.get("tolerations") or []}}
+        ).tolerations
+    if not terms and not tolerations:
         return NO_PREFERENCES
-    return Preferences(tuple(terms), tolerations.tolerations)
+    return Preferences(tuple(terms), tolerations)
 
 
 def node_affinity_score(preferences: Preferences, facts: NodeFacts) -> float:

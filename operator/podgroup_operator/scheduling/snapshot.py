@@ -26,6 +26,7 @@ PersistentVolumes are kept too (`set_volume`), with the PVs promised to assumed 
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -644,8 +645,14 @@ class Snapshot:
                 if allowed is None or name in allowed:
                     yield nodes[name]
             return
-        # Several classes: walk the global order and skip other classes' nodes; a membership
-        # test per node is cheaper than merging the classes' lists.
+        # Several classes holding a small part of the cluster: merge their own orders.
+        # Otherwise walk the global order and skip other classes' nodes; a membership test per
+        # node is cheaper than merging when most nodes are wanted anyway.
+        if sum(len(c) for c in feasibility.classes) * 4 < len(self._order):
+            for _, name in heapq.merge(*(c.order for c in feasibility.classes)):
+                if allowed is None or name in allowed:
+                    yield nodes[name]
+            return
         wanted = {c.id for c in feasibility.classes}
         for _, name in self._order:
             node = nodes[name]
