@@ -275,19 +275,33 @@ def _walk(
 
 
 def _choose(
-    walk: Iterator[tuple[float, NodeState]],
+    snapshot: Snapshot,
+    feasibility: Feasibility,
+    bonus: _Bonus,
     request: tuple[tuple[str, int], ...],
     check: MemberCheck | None,
 ) -> NodeState | None:
     """The best node for one member: the first that passes, unless hostname-keyed soft spread
     makes scores differ inside a class; then walk on while a better score is still possible."""
     per_node = check is not None and check.soft_per_node
+    first, least = request[0]
+    if bonus is _NO_BONUS and not per_node:
+        # Pure packing: the first node in best-fit order that passes is the answer. Full nodes
+        # come first and most fail on the first resource, so that test is inlined.
+        for node in snapshot.best_fit_order(feasibility):
+            free = node.free
+            if free.get(first, 0) < least or not copies_that_fit(request, free):
+                continue
+            if check is None or check.verdict(node) is None:
+                return node
+        return None
     best: NodeState | None = None
     best_score = 0.0
-    for upper, node in walk:
+    for upper, node in _walk(snapshot, feasibility, bonus):
         if best is not None and upper <= best_score:
             break
-        if insufficient(request, node.free) is not None:
+        free = node.free
+        if free.get(first, 0) < least or not copies_that_fit(request, free):
             continue
         if check is not None and check.verdict(node) is not None:
             continue
@@ -422,7 +436,7 @@ def _place_one_by_one(
             snapshot, namespace, labels, shape.inter_pod, shape.constraints, claims
         )
         bonus = _bonus(snapshot, group.feasibility, shape.preferences, check)
-        node = _choose(_walk(snapshot, group.feasibility, bonus), shape.request, check)
+        node = _choose(snapshot, group.feasibility, bonus, shape.request, check)
         if node is None:
             if group.breakdown is None:
                 group.breakdown = _node_breakdown(group, snapshot, check)
