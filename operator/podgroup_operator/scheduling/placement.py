@@ -155,7 +155,8 @@ class _ShapeGroup:
     shape: MemberShape
     pods: list[Mapping[str, Any]]
     placed: int = 0
-    nodes_used: int = 0
+    nodes: set[str] = field(default_factory=set)
+    """Nodes the placed members went to."""
     feasibility: Feasibility | None = None
     blocked: Counter[str] = field(default_factory=Counter)
     """Pod-level problems (unsupported constraint, volumes) -> how many members they stop."""
@@ -363,12 +364,17 @@ def _binding(pod: Mapping[str, Any], uid: str, node: str, volumes: tuple[Any, ..
 
 
 def _place_in_bulk(
-    group: _ShapeGroup, snapshot: Snapshot, gang: GangRequest, attempt: _Attempt, bonus: _Bonus
+    group: _ShapeGroup,
+    pods: Sequence[Mapping[str, Any]],
+    snapshot: Snapshot,
+    gang: GangRequest,
+    attempt: _Attempt,
 ) -> None:
     """Members without pod-to-pod constraints: walk the nodes once, each taking what fits."""
     assert group.feasibility is not None
+    bonus = _bonus(snapshot, group.feasibility, group.shape.preferences, None)
     request = group.shape.request
-    remaining = len(group.pods)
+    remaining = len(pods)
     chosen: list[tuple[str, int]] = []
     nodes: Iterator[NodeState] = (
         snapshot.best_fit_order(group.feasibility)
@@ -389,34 +395,37 @@ def _place_in_bulk(
     resources = group.shape.resources
     triples: list[tuple[str, str, Resources]] = []
     infos: dict[str, PodInfo] = {}
-    pods = iter(group.pods)
+    left = iter(pods)
     for node_name, take in chosen:
         for _ in range(take):
-            pod = next(pods)
+            pod = next(left)
             uid = pod_uid(pod)
             attempt.bindings.append(_binding(pod, uid, node_name))
             triples.append((uid, node_name, resources))
             infos[uid] = _light_info(pod, uid, resources, gang)
-    attempt.unplaced.extend(str((p.get("metadata") or {}).get("name", "")) for p in pods)
-    group.placed = len(triples)
-    group.nodes_used = len(chosen)
+    attempt.unplaced.extend(str((p.get("metadata") or {}).get("name", "")) for p in left)
+    group.placed += len(triples)
+    group.nodes.update(name for name, _ in chosen)
     if triples:
         attempt.undos.append(snapshot.assume(triples, infos))
 
 
 def _place_one_by_one(
-    group: _ShapeGroup, snapshot: Snapshot, gang: GangRequest, attempt: _Attempt
+    group: _ShapeGroup,
+    pods: Sequence[Mapping[str, Any]],
+    snapshot: Snapshot,
+    gang: GangRequest,
+    attempt: _Attempt,
 ) -> None:
     """Members whose placement depends on other pods (their own constraints, or running pods'
     anti-affinity): each is checked against the snapshot as the previous ones left it."""
     assert group.feasibility is not None
     shape = group.shape
     resources = shape.resources
-    used: set[str] = set()
     failed: set[tuple[tuple[str, str], ...]] = set()
     """Labels of members that found no node since the last assumption: a member with the same
     labels (and so the same checks) cannot do better, so it is not walked again."""
-    for pod in group.pods:
+    for pod in pods:
         meta = pod.get("metadata") or {}
         name = str(meta.get("name", ""))
         namespace = str(meta.get("namespace") or "default")
@@ -457,8 +466,7 @@ def _place_one_by_one(
         attempt.undos.append(snapshot.assume([(uid, node.name, resources)], {uid: info}, promised))
         attempt.bindings.append(_binding(pod, uid, node.name, decisions))
         group.placed += 1
-        used.add(node.name)
-    group.nodes_used = len(used)
+        group.nodes.add(node.name)
 
 
 def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -> _Attempt:
@@ -474,11 +482,28 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
             attempt.unplaced.extend(
                 str((p.get("metadata") or {}).get("name", "")) for p in group.pods
             )
-        elif shape.inter_pod.empty and not snapshot.has_anti_affinity:
-            bonus = _bonus(snapshot, group.feasibility, shape.preferences, None)
-            _place_in_bulk(group, snapshot, gang, attempt, bonus)
+        elif shape.inter_pod.empty:
+            # Running pods' anti-affinity may still select some members; those go one by one.
+            # Members placed here carry no anti-affinity, so the split cannot change meanwhile.
+            free: list[Mapping[str, Any]] = group.pods
+            held: list[Mapping[str, Any]] = []
+            if snapshot.has_anti_affinity:
+                free = []
+                for pod in group.pods:
+                    meta = pod.get("metadata") or {}
+                    hit = next(
+                        snapshot.anti_affinity_against(
+                            str(meta.get("namespace") or "default"), meta.get("labels") or {}
+                        ),
+                        None,
+                    )
+                    (free if hit is None else held).append(pod)
+            if free:
+                _place_in_bulk(group, free, snapshot, gang, attempt)
+            if held:
+                _place_one_by_one(group, held, snapshot, gang, attempt)
         else:
-            _place_one_by_one(group, snapshot, gang, attempt)
+            _place_one_by_one(group, group.pods, snapshot, gang, attempt)
     return attempt
 
 
@@ -517,7 +542,7 @@ def _shortfall_message(gang: GangRequest, attempt: _Attempt, snapshot: Snapshot)
     for group in attempt.groups:
         wanted = len(group.pods)
         line = (
-            f"{wanted} x {group.shape.describe()}: {group.placed} fit on {group.nodes_used} node(s)"
+            f"{wanted} x {group.shape.describe()}: {group.placed} fit on {len(group.nodes)} node(s)"
         )
         if group.blocked:
             line += ", " + "; ".join(

@@ -298,9 +298,15 @@ class Snapshot:
             tuple(sorted((u, tuple(sorted(p))) for u, p in self._units.items())),
             tuple(sorted(self._volume_holders.items())),
             tuple(
-                (name, tuple(sorted((str(p), n) for p, n in node.ports.items())))
+                (
+                    name,
+                    tuple(sorted((str(p), n) for p, n in node.ports.items())),
+                    tuple(sorted(node.priorities.items())),
+                    tuple(sorted(node.pods)),
+                )
                 for name, node in sorted(self._nodes.items())
             ),
+            tuple(sorted(self._terminating)),
         )
 
     def cached(self, key: Any, compute: Callable[[], Any]) -> Any:

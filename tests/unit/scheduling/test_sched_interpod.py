@@ -476,3 +476,16 @@ def test_ephemeral_storage_is_a_resource_nodes_must_offer() -> None:
     assert isinstance(outcome, Refusal)
     assert "2 Insufficient ephemeral-storage" in outcome.message
     assert "only 1 fit" in outcome.message
+
+
+def test_only_the_members_a_running_pods_anti_affinity_selects_are_kept_away() -> None:
+    guard = pod("guard", node="n0", requests={"cpu": "1"}, affinity=anti(term({"app": "x"})))
+    snapshot = Snapshot.build([node("n0"), node("n1")], [guard])
+    pods = [
+        pod(f"job-{i}", group="job", requests={"cpu": "1"}, labels={"app": app})
+        for i, app in enumerate(["x", "y", "x", "y"])
+    ]
+    outcome = place_group(gang("job", pods), snapshot)
+    assert isinstance(outcome, Placement)
+    where = {b.pod: b.node for b in outcome.bindings}
+    assert where == {"job-0": "n1", "job-2": "n1", "job-1": "n0", "job-3": "n0"}
