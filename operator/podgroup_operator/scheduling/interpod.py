@@ -150,6 +150,7 @@ class MemberCheck:
             candidates,
             snapshot.volumes,
             snapshot.volume_holders,
+            snapshot.claim_decisions,
         )
 
     def spread_score(self, labels: Mapping[str, str], *, upper: bool = False) -> float:

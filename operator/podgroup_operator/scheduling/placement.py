@@ -462,7 +462,7 @@ def _place_one_by_one(
             ports=shape.inter_pod.ports,
             anti_affinity=shape.inter_pod.anti_affinity,
         )
-        promised = {uid: [d.volume for d in decisions if d.volume]} if decisions else None
+        promised = {uid: decisions} if decisions else None
         attempt.undos.append(snapshot.assume([(uid, node.name, resources)], {uid: info}, promised))
         attempt.bindings.append(_binding(pod, uid, node.name, decisions))
         group.placed += 1

@@ -213,7 +213,7 @@ def pod_claims(pod: Mapping[str, Any]) -> tuple[str, ...]:
             claims.append(str(claim.get("claimName") or ""))
         elif volume.get("ephemeral"):
             claims.append(f"{name}-{volume.get('name', '')}")
-    return tuple(claims)
+    return tuple(dict.fromkeys(claims))  # a claim mounted twice is still one claim
 
 
 def inter_pod_constraints(pod: Mapping[str, Any]) -> InterPodConstraints:

@@ -46,7 +46,7 @@ from podgroup_operator.scheduling.filters import (
 from podgroup_operator.scheduling.podinfo import GangOf, HostPort, PodInfo, pod_info
 from podgroup_operator.scheduling.resources import Resources, node_allocatable, pod_requests
 from podgroup_operator.scheduling.selectors import EXISTS, AffinityTerm, LabelSelector
-from podgroup_operator.scheduling.volumes import PersistentVolume
+from podgroup_operator.scheduling.volumes import PersistentVolume, VolumeDecision
 
 Undo = Callable[[], None]
 """Reverts an assumption; calling it twice, or after the pods really bound, is harmless."""
@@ -163,11 +163,11 @@ class Feasibility(NamedTuple):
 
 
 class PodEntry:
-    """A pod holding room: its facts, its node and the PVs promised to it (assumed pods only)."""
+    """A pod holding room: its facts, its node and its volume decisions (assumed pods only)."""
 
     __slots__ = ("info", "node", "volumes")
 
-    def __init__(self, info: PodInfo, node: str, volumes: tuple[str, ...] = ()) -> None:
+    def __init__(self, info: PodInfo, node: str, volumes: tuple[VolumeDecision, ...] = ()) -> None:
         self.info = info
         self.node = node
         self.volumes = volumes
@@ -213,6 +213,9 @@ class Snapshot:
         """(storage class, hostname) -> local PVs tied to that one host."""
         self._volume_holders: dict[str, str] = {}
         """PV name -> UID of the assumed pod it is promised to."""
+        self._claim_decisions: dict[tuple[str, str], VolumeDecision] = {}
+        """(namespace, claim) -> what an assumed pod decided for it: a second member mounting
+        the same claim must agree (same PV, or the node it is provisioned for)."""
         self.cache: dict[Any, tuple[int, Any]] = {}
         """Derived values keyed by their inputs, tagged with `node_epoch` (see `cached`)."""
 
@@ -297,6 +300,7 @@ class Snapshot:
             tuple(sorted((str(t), tuple(sorted(h.items()))) for t, h in self._anti.items())),
             tuple(sorted((u, tuple(sorted(p))) for u, p in self._units.items())),
             tuple(sorted(self._volume_holders.items())),
+            tuple(sorted((k, str(d)) for k, d in self._claim_decisions.items())),
             tuple(
                 (
                     name,
@@ -441,6 +445,10 @@ class Snapshot:
     def volume_holders(self) -> Mapping[str, str]:
         return self._volume_holders
 
+    @property
+    def claim_decisions(self) -> Mapping[tuple[str, str], VolumeDecision]:
+        return self._claim_decisions
+
     # --- node events -----------------------------------------------------------------------------
     def add_node(self, node: Mapping[str, Any]) -> None:
         """Add or replace a node from its raw dict; bound pods keep counting against it."""
@@ -537,16 +545,16 @@ class Snapshot:
         self,
         bindings: Sequence[tuple[str, str, Resources]],
         infos: Mapping[str, PodInfo] | None = None,
-        volumes: Mapping[str, Sequence[str]] | None = None,
+        volumes: Mapping[str, Sequence[VolumeDecision]] | None = None,
     ) -> Undo:
         """Book (pod uid, node name, request) triples and return the callable that unbooks them.
 
         `infos` gives the pods' facts (labels, ports, anti-affinity, ...) so assumed pods
         constrain later ones exactly as bound pods do; without it the pod only takes room.
-        `volumes` names the PVs promised to each pod. Pods on the same node are booked in one
-        step, so a 1,000-pod gang re-sorts each node once. Unknown nodes (KeyError), duplicate
-        UIDs and PVs already promised to another pod (ValueError) are refused before anything
-        changes.
+        `volumes` are the pods' volume decisions (PVs promised, claims decided). Pods on the
+        same node are booked in one step, so a 1,000-pod gang re-sorts each node once. Unknown
+        nodes (KeyError), duplicate UIDs and PVs already promised to another pod (ValueError)
+        are refused before anything changes.
         """
         uids = [uid for uid, _, _ in bindings]
         if len(set(uids)) != len(uids):
@@ -555,11 +563,13 @@ class Snapshot:
         if missing:
             raise KeyError(f"cannot assume pods onto unknown node(s) {sorted(missing)}")
         volumes = volumes or {}
-        for uid, names in volumes.items():
-            for name in names:
-                holder = self._volume_holders.get(name)
+        for uid, decisions in volumes.items():
+            for decision in decisions:
+                if decision.volume is None:
+                    continue
+                holder = self._volume_holders.get(decision.volume)
                 if holder is not None and holder != uid:
-                    raise ValueError(f"PV {name} is already promised to pod {holder}")
+                    raise ValueError(f"PV {decision.volume} is already promised to pod {holder}")
         infos = infos or {}
         by_node: dict[str, list[PodEntry]] = {}
         for uid, node, request in bindings:
@@ -731,8 +741,10 @@ class Snapshot:
             self._units[unit] = {uid}
         else:
             members.add(uid)
-        for name in entry.volumes:
-            self._volume_holders[name] = uid
+        for decision in entry.volumes:
+            if decision.volume is not None:
+                self._volume_holders[decision.volume] = uid
+            self._claim_decisions.setdefault(decision.key, decision)
 
     def _unregister(self, uid: str) -> PodEntry:
         entry = self._pods.pop(uid)
@@ -773,9 +785,11 @@ class Snapshot:
         members.discard(uid)
         if not members:
             del self._units[info.unit]
-        for name in entry.volumes:
-            if self._volume_holders.get(name) == uid:
-                del self._volume_holders[name]
+        for decision in entry.volumes:
+            if decision.volume is not None and self._volume_holders.get(decision.volume) == uid:
+                del self._volume_holders[decision.volume]
+            if self._claim_decisions.get(decision.key) is decision:
+                del self._claim_decisions[decision.key]
         return entry
 
     def _book(self, entry: PodEntry) -> None:

@@ -147,7 +147,8 @@ class VolumeDecision:
 
     BIND: update PV `volume` with `spec.claimRef` = the claim (namespace, name, uid), as the
     volume binder does; PROVISION: annotate the claim with `volume.kubernetes.io/selected-node`.
-    Then wait for the claim to be Bound before binding the pod.
+    Then wait for the claim to be Bound before binding the pod. A claim shared by several
+    members is decided once, on the first member's binding; the others only wait for it.
     """
 
     namespace: str
@@ -155,6 +156,10 @@ class VolumeDecision:
     action: VolumeAction
     node: str
     volume: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.claim)
 
 
 def pod_level_problem(
@@ -186,19 +191,36 @@ def choose_volumes(
     candidates: Mapping[str, Sequence[PersistentVolume]],
     volumes: Mapping[str, PersistentVolume],
     held: Mapping[str, str],
+    decided: Mapping[tuple[str, str], VolumeDecision] | None = None,
 ) -> tuple[Verdict | None, tuple[VolumeDecision, ...]]:
     """The volume part of the node filter for one pod: a rejection, or what to do per claim.
 
     `candidates` are the available PVs per storage class reachable from this node (any order);
-    `held` maps PVs already promised to an assumed pod to that pod's UID.
+    `held` maps PVs already promised to an assumed pod to that pod's UID; `decided` holds the
+    decisions assumed pods made for claims (a claim shared by gang members is decided once: the
+    next member must reach the same PV, or go to the node the volume is provisioned for).
     """
     decisions: list[VolumeDecision] = []
     taken: set[str] = set()
     for claim in claims:
-        if claim.volume is not None:
-            pv = volumes[claim.volume]
-            if not pv.reachable_from(node_name, node_labels):
-                return Verdict(Exclusion.VOLUME_NODE_AFFINITY, f"(PV {pv.name})"), ()
+        earlier = decided.get(claim.key) if decided else None
+        volume = claim.volume
+        if volume is None and earlier is not None:
+            if earlier.action is VolumeAction.PROVISION:
+                if earlier.node != node_name:
+                    return (
+                        Verdict(
+                            Exclusion.VOLUME_BINDING,
+                            f"(PVC {claim.name} is provisioned for node {earlier.node})",
+                        ),
+                        (),
+                    )
+                continue
+            volume = earlier.volume
+        if volume is not None:
+            pv = volumes.get(volume)
+            if pv is None or not pv.reachable_from(node_name, node_labels):
+                return Verdict(Exclusion.VOLUME_NODE_AFFINITY, f"(PV {volume})"), ()
             continue
         best: PersistentVolume | None = None
         for pv in candidates.get(claim.storage_class, ()):

@@ -207,3 +207,36 @@ def test_access_modes_and_selector_must_match() -> None:
         assert isinstance(outcome, Placement)
         assert [d.volume for d in outcome.bindings[0].volumes] == ["labelled"]
         outcome.undo()
+
+
+def test_a_claim_shared_by_members_is_decided_once_and_they_follow_it() -> None:
+    snapshot = Snapshot.build([node("n0", cpu=2), node("n1", cpu=2)], [])
+    shared = volume_claim(pvc("shared", accessModes=["ReadWriteMany"]), WFFC_DYNAMIC)
+    pods = [
+        pod(
+            f"job-{i}",
+            group="job",
+            requests={"cpu": "1"},
+            volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}],
+        )
+        for i in range(3)
+    ]
+    outcome = place_group(gang("job", pods, min_member=2, claims=claims(shared)), snapshot)
+    # Provisioned for the first member's node, so every member must go there: two fit.
+    assert isinstance(outcome, Placement)
+    assert [b.node for b in outcome.bindings] == ["n0", "n0"]
+    assert [len(b.volumes) for b in outcome.bindings] == [1, 0]
+    assert outcome.unplaced == ("job-2",)
+    outcome.undo()
+    assert snapshot.claim_decisions == {}
+
+
+def test_a_claim_mounted_twice_by_one_pod_is_one_claim() -> None:
+    snapshot = Snapshot.build([node("n0")], [])
+    snapshot.set_volume(persistent_volume(local_pv("only", "n0", "20Gi")))
+    claim = volume_claim(pvc("data"), WFFC_STATIC)
+    outcome = place_group(
+        gang("job", [mounting("job-0", "data", "data")], claims=claims(claim)), snapshot
+    )
+    assert isinstance(outcome, Placement)
+    assert [d.volume for d in outcome.bindings[0].volumes] == ["only"]
