@@ -20,24 +20,30 @@ Rules:
 - PodDisruptionBudgets are honoured where possible: a victim pod matching a budget with no
   disruptions left is a violation, and plans with fewer violations are preferred.
 
-Cheapest, in this order (kube-scheduler's candidate ordering, with the priority first as a
-gang's victims span nodes): the lowest highest-victim priority, then the fewest PDB violations,
-then the fewest victim pods, then the fewest victim gangs. Finding the true optimum is a set-cover
-problem; the planner is greedy, in that order:
+Cheapest, in this order (kube-scheduler's candidate ordering, with the priority first because
+a gang's victims span nodes): the lowest highest-victim priority, then the fewest PDB
+violations, then the fewest victim pods per member the freed room holds. Finding the true
+optimum is a set-cover problem; the planner is greedy over nodes, in that order:
 
-1. Candidate nodes are those that pass the gang's static filters and would gain room for at
-   least one member if all their eligible victims left. Each is keyed by what freeing it would
-   add to the plan: (highest new victim priority, new PDB violations, new victim pods per member
-   gained, name).
-2. The cheapest node is freed (its victim gangs removed everywhere), the keys of the nodes those
-   gangs touched are refreshed, and when the room counted so far covers the gang, placement is
-   tried for real (again each time the room doubles, so a failing estimate costs O(log n)
-   attempts). The first success stops the search.
-3. Reprieve: victim gangs are given back, most expensive first, whenever the gang still fits
-   without evicting them (upstream's reprieve step).
+1. Every node the gang may use (static filters) that could gain room for a member gets a lower
+   bound of its key from the snapshot's per-node priority counts alone, without reading pods:
+   (highest lower-priority pod priority, 0, its lower-priority pods / the most members it could
+   gain, name).
+2. Nodes are evaluated exactly in bound order: the victim gangs on the node (whole gangs, so
+   their pods on other nodes count too), their PDB violations, and the members gained. Up to
+   `WINDOW` (32) are evaluated before the cheapest evaluated node is freed (at once when it is
+   cheaper than every remaining bound): its victim gangs are removed everywhere, and the nodes
+   they touched are evaluated again, so a partly freed neighbour competes with its true cost.
+3. When the room counted on usable nodes covers the gang, placement is tried for real (again
+   each time the room doubles, so a failing estimate costs O(log n) attempts); the first
+   success ends the search.
+4. Reprieve: victim gangs are given back, most expensive first, when the gang still fits
+   without evicting them (upstream's reprieve step; for gangs without pod-to-pod constraints
+   this is checked as arithmetic on the nodes of the placement found); the nominations come
+   from a final placement attempt without the remaining victims.
 
-So the work is one pass over the pods of the feasible nodes plus a few placement attempts, not a
-search over subsets.
+The cost is one pass over the usable nodes' priority counts, a few dozen exact node evaluations,
+and a few placement attempts; never a search over subsets of gangs.
 """
 
 from __future__ import annotations
@@ -630,10 +636,17 @@ def plan_preemption(
             keys, f"{', '.join(never)}: preemptionPolicy is Never; waiting for room instead"
         )
     for gang in group:
-        if not gang.satisfied_before and len(gang.pending) + gang.already_bound < gang.min_member:
+        if gang.satisfied_before:
+            continue
+        if len(gang.pending) + gang.already_bound < gang.min_member:
             return PreemptionRefusal(
                 keys, f"{gang.label}: fewer member pods than minMember; preemption cannot help"
             )
+        shapes = shape_groups(gang)
+        usable = sum(count for shape, count in shapes if shape.unsupported is None)
+        if usable + gang.already_bound < gang.min_member:
+            problem = next(s.unsupported for s, _ in shapes if s.unsupported is not None)
+            return PreemptionRefusal(keys, f"{gang.label}: preemption cannot help: {problem}")
     planner = _Planner(group, snapshot, budgets)
     try:
         planner.prepare()

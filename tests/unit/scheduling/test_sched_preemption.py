@@ -286,3 +286,19 @@ def test_plans_are_whole_lower_priority_and_leave_no_node_over_capacity(
     for raw in nodes:
         name = raw["metadata"]["name"]
         assert used.get(name, 0) <= node_allocatable(raw)["cpu"]
+
+
+def test_preemption_cannot_help_a_gang_with_unsupported_constraints() -> None:
+    snapshot = build([node("n0")], [running("low", "n0", "8", 0)])
+    odd = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {}, "topologyKey": "zone", "matchLabelKeys": ["rev"]}
+            ]
+        }
+    }
+    request = gang("high", members("high", 1, requests={"cpu": "8"}, affinity=odd), priority=100)
+    result = plan_preemption(request, snapshot)
+    assert isinstance(result, PreemptionRefusal)
+    assert "preemption cannot help" in result.message
+    assert "matchLabelKeys" in result.message
