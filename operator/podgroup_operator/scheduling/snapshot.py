@@ -216,7 +216,7 @@ class Snapshot:
         self._claim_decisions: dict[tuple[str, str], VolumeDecision] = {}
         """(namespace, claim) -> what an assumed pod decided for it: a second member mounting
         the same claim must agree (same PV, or the node it is provisioned for)."""
-        self.cache: dict[Any, tuple[int, Any]] = {}
+        self._cache: dict[Any, tuple[int, Any]] = {}
         """Derived values keyed by their inputs, tagged with `node_epoch` (see `cached`)."""
 
     @classmethod
@@ -315,13 +315,13 @@ class Snapshot:
 
     def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` once per node epoch for `key` (node-derived values: domains, scores)."""
-        hit = self.cache.get(key)
+        hit = self._cache.get(key)
         if hit is not None and hit[0] == self._node_epoch:
             return hit[1]
-        if len(self.cache) >= _VERDICT_CACHE_LIMIT:
-            self.cache.clear()
+        if len(self._cache) >= _VERDICT_CACHE_LIMIT:
+            self._cache.clear()
         value = compute()
-        self.cache[key] = (self._node_epoch, value)
+        self._cache[key] = (self._node_epoch, value)
         return value
 
     # --- pod index queries -----------------------------------------------------------------------
