@@ -253,15 +253,23 @@ class _Planner:
         priority = self.priority
         empty: dict[int, tuple[Mapping[str, int], int]] = {}
         bounds = self.bounds
+        single = requests[0] if len(requests) == 1 else None
+        first, least = single[0] if single else ("", 0)
         for name in self.feasible:
             state = nodes[name]
             free = state.free
-            slots = [copies_that_fit(request, free) for request in requests]
-            self.slots[name] = slots
-            held = 0
-            for index, copies in enumerate(slots):
-                room[index] += copies
-                held += copies
+            if single is not None:
+                # One shape (the usual gang): most nodes are full and fail on the first resource.
+                held = 0 if free.get(first, 0) < least else copies_that_fit(single, free)
+                self.slots[name] = [held]
+                room[0] += held
+            else:
+                slots = [copies_that_fit(request, free) for request in requests]
+                self.slots[name] = slots
+                held = 0
+                for index, copies in enumerate(slots):
+                    room[index] += copies
+                    held += copies
             pods = 0
             highest = None
             for level, count in state.priorities.items():
