@@ -346,7 +346,7 @@ def member_check(
     return MemberCheck(
         affinity=tuple(affinity),
         anti_affinity=anti,
-        existing=tuple(existing),
+        existing=tuple(sorted(existing, key=lambda pair: str(pair[0]))),  # stable messages
         hard=tuple(hard),
         soft=tuple(soft),
         spread_keys=tuple(sorted({c.topology_key for c in constraints.spread})),

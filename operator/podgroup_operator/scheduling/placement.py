@@ -349,7 +349,7 @@ def _light_info(pod: Mapping[str, Any], uid: str, request: Resources, gang: Gang
         uid=uid,
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
-        labels=meta.get("labels") or {},
+        labels=dict(meta.get("labels") or {}),  # a copy: the index must not see later edits
         request=request,
         priority=pod_priority(pod),
         gang=gang.key,
