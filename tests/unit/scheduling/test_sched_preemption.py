@@ -302,3 +302,20 @@ def test_preemption_cannot_help_a_gang_with_unsupported_constraints() -> None:
     assert isinstance(result, PreemptionRefusal)
     assert "preemption cannot help" in result.message
     assert "matchLabelKeys" in result.message
+
+
+def test_gangs_spanning_nodes_free_adjacent_nodes_with_the_fewest_victims() -> None:
+    # Gang g runs one 1-cpu pod on each of nodes g..g+7 (mod 20): every node holds 8 gangs.
+    # Freeing 3 adjacent nodes evicts 10 gangs; any 3 scattered nodes would evict more.
+    count = 20
+    pods = [
+        running(f"low-{g:02d}-{j}", f"n{(g + j) % count:02d}", "1", 0, group=f"low-{g:02d}")
+        for g in range(count)
+        for j in range(8)
+    ]
+    snapshot = build([node(f"n{i:02d}") for i in range(count)], pods)
+    result = plan(plan_preemption(high(3), snapshot))
+    assert len(result.victims) == 10
+    assert all(len(v.pods) == 8 for v in result.victims)
+    nominated = sorted(int(b.node[1:]) for b in result.nominations)
+    assert nominated == [nominated[0], nominated[0] + 1, nominated[0] + 2]
