@@ -14,8 +14,18 @@ Scenarios:
   The trace has no gangs: consecutive tasks in creation order form gangs of --gang-size.
   Stock Kubernetes cannot share a GPU, so a task asking for a fraction of a GPU requests one
   whole `nvidia.com/gpu` here; GPU allocation rate is allocated devices / all devices.
+- anti-affinity: homogeneous nodes in three zones; every member has required anti-affinity
+  (hostname) against its own gang's label, so each gang takes one node per member.
+- spread: the same nodes; every member has a DoNotSchedule zone topology spread constraint
+  (maxSkew 1) over its own gang's label, so each gang spreads over the zones.
+- preemption: `--nodes` nodes (8 cpu) full of as many low-priority gangs of 8 one-cpu pods, gang
+  g running on nodes g..g+7; one high-priority gang of `--gang-size` members of 8 cpu each asks
+  for room. The plan (`plan_preemption`, a what-if that leaves the snapshot as it was) is timed
+  `--repeats` times; the answer is the same each time, the spread of times is the point.
 
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
+       `python -m podgroup_operator.bench.core --scenario spread`
+       `python -m podgroup_operator.bench.core --scenario preemption --nodes 1000 --repeats 50`
 """
 
 from __future__ import annotations
@@ -34,9 +44,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from podgroup_operator.constants import LABEL_POD_GROUP
+from podgroup_operator.constants import LABEL_POD_GROUP, PodPhase
+from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import GangRequest, Placement
 from podgroup_operator.scheduling.placement import place_group
+from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preemption
 from podgroup_operator.scheduling.queue import order_gangs
 from podgroup_operator.scheduling.resources import GPU
 from podgroup_operator.scheduling.snapshot import Snapshot
@@ -119,6 +131,55 @@ def homogeneous_scenario(
     ]
     gang_list = [_gang(i, gang_size, {"cpu": "1", "memory": "2Gi"}) for i in range(gangs)]
     return node_list, gang_list
+
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+SCENARIOS = ("homogeneous", "heterogeneous", "trace", "anti-affinity", "spread", "preemption")
+
+
+def _zoned_nodes(nodes: int) -> list[dict[str, Any]]:
+    return [
+        _node(
+            f"node-{i:05d}",
+            {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            {ZONE: f"zone-{'abc'[i % 3]}"},
+        )
+        for i in range(nodes)
+    ]
+
+
+def constrained_scenario(
+    kind: str, nodes: int, gangs: int, gang_size: int
+) -> tuple[list[dict[str, Any]], list[GangRequest]]:
+    """Members of 1 cpu / 2Gi, each gang constrained against its own label (see docstring)."""
+    gang_list = []
+    for i in range(gangs):
+        mine = {"matchLabels": {LABEL_POD_GROUP: f"gang-{i:05d}"}}
+        spec: dict[str, Any]
+        if kind == "anti-affinity":
+            spec = {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": mine, "topologyKey": HOSTNAME}
+                        ]
+                    }
+                }
+            }
+        else:
+            spec = {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": ZONE,
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": mine,
+                    }
+                ]
+            }
+        gang_list.append(_gang(i, gang_size, {"cpu": "1", "memory": "2Gi"}, **spec))
+    return _zoned_nodes(nodes), gang_list
 
 
 _GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
@@ -329,6 +390,62 @@ def _percentile(sorted_values: Sequence[float], fraction: float) -> float:
     return sorted_values[index]
 
 
+def preemption_scenario(nodes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes of 8 cpu, each running one pod of each of 8 low-priority gangs (see docstring)."""
+    node_list = [
+        _node(f"node-{i:05d}", {"cpu": "8", "memory": "32Gi", "pods": "110"}) for i in range(nodes)
+    ]
+    pods = []
+    for g in range(nodes):
+        name = f"low-{g:05d}"
+        for j in range(8):
+            raw = _pod(f"{name}-{j}", "batch", name, {"cpu": "1", "memory": "1Gi"})
+            raw["spec"]["nodeName"] = f"node-{(g + j) % nodes:05d}"
+            raw["spec"]["priority"] = 0
+            raw["status"]["phase"] = PodPhase.RUNNING.value
+            pods.append(raw)
+    return node_list, pods
+
+
+def run_preemption(nodes: int, gang_size: int, repeats: int) -> dict[str, Any]:
+    """Time `plan_preemption` for one high-priority gang on a full cluster, `repeats` times."""
+    node_list, pods = preemption_scenario(nodes)
+    snapshot = Snapshot.build(node_list, pods, gang_of=group_key_of)
+    times_ms: list[float] = []
+    plan: PreemptionPlan | None = None
+    for attempt in range(repeats):
+        gang = _gang(
+            attempt, gang_size, {"cpu": "8", "memory": "8Gi"}, priority=1000, prefix="high"
+        )
+        start = time.perf_counter()
+        outcome = plan_preemption(gang, snapshot)
+        times_ms.append((time.perf_counter() - start) * 1000)
+        if not isinstance(outcome, PreemptionPlan):
+            raise RuntimeError(f"the preemption scenario found no plan: {outcome.message}")
+        plan = outcome
+    if plan is None:
+        raise ValueError("--repeats must be at least 1")
+    ordered = sorted(times_ms)
+    return {
+        "scenario": "preemption",
+        "nodes": nodes,
+        "low_priority_gangs": nodes,
+        "low_priority_pods": len(pods),
+        "gang_size": gang_size,
+        "repeats": repeats,
+        "victim_gangs": len(plan.victims),
+        "victim_pods": len(plan.victim_pods),
+        "nominated_nodes": len({b.node for b in plan.nominations}),
+        "mean_ms": round(statistics.fmean(times_ms), 4),
+        "p50_ms": round(_percentile(ordered, 0.50), 4),
+        "p99_ms": round(_percentile(ordered, 0.99), 4),
+        "max_ms": round(ordered[-1], 4),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "python": platform.python_version(),
+        "example_message": plan.message,
+    }
+
+
 def run_core(
     nodes: int,
     gangs: int,
@@ -336,19 +453,25 @@ def run_core(
     heterogeneous: bool,
     seed: int,
     trace_dir: str | None,
+    scenario: str | None = None,
 ) -> dict[str, Any]:
-    """Run one scenario and return the measurements (see the module docstring)."""
+    """Run one placement scenario and return the measurements (see the module docstring)."""
     rng = random.Random(seed)
     notes: dict[str, Any] = {}
-    if trace_dir:
-        scenario = "trace"
+    if scenario is None:
+        scenario = "trace" if trace_dir else "heterogeneous" if heterogeneous else "homogeneous"
+    if scenario == "trace":
+        if not trace_dir:
+            raise ValueError("the trace scenario needs --trace DIR")
         node_list, gang_list, notes = trace_scenario(trace_dir, nodes, gangs, gang_size)
-    elif heterogeneous:
-        scenario = "heterogeneous"
+    elif scenario == "heterogeneous":
         node_list, gang_list = heterogeneous_scenario(nodes, gangs, gang_size, rng)
-    else:
-        scenario = "homogeneous"
+    elif scenario in ("anti-affinity", "spread"):
+        node_list, gang_list = constrained_scenario(scenario, nodes, gangs, gang_size)
+    elif scenario == "homogeneous":
         node_list, gang_list = homogeneous_scenario(nodes, gangs, gang_size)
+    else:
+        raise ValueError(f"unknown placement scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
 
     snapshot = Snapshot.build(node_list, [])
     total_gpus = sum(n.allocatable.get(GPU, 0) for n in snapshot.nodes.values()) // 1000
@@ -379,7 +502,7 @@ def run_core(
         "nodes": len(node_list),
         "gangs": len(gang_list),
         "gang_size": gang_size,
-        "heterogeneous": heterogeneous,
+        "heterogeneous": scenario == "heterogeneous",
         "seed": seed,
         **notes,
         "decisions": len(times_ms),
@@ -411,10 +534,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--heterogeneous", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace", metavar="DIR", default=None)
-    args = parser.parse_args(argv)
-    result = run_core(
-        args.nodes, args.gangs, args.gang_size, args.heterogeneous, args.seed, args.trace
+    parser.add_argument(
+        "--scenario",
+        choices=SCENARIOS,
+        default=None,
+        help="default: trace with --trace, heterogeneous with --heterogeneous, else homogeneous",
     )
+    parser.add_argument("--repeats", type=int, default=50, help="preemption: plans timed")
+    args = parser.parse_args(argv)
+    if args.scenario == "preemption":
+        result = run_preemption(args.nodes, args.gang_size, args.repeats)
+    else:
+        result = run_core(
+            args.nodes,
+            args.gangs,
+            args.gang_size,
+            args.heterogeneous,
+            args.seed,
+            args.trace,
+            args.scenario,
+        )
     print(json.dumps(result))
     return 0
 

@@ -38,6 +38,14 @@ class Exclusion(StrEnum):
     NODE_SELECTOR = "node(s) didn't match Pod's node selector"
     NODE_AFFINITY = "node(s) didn't match Pod's node affinity"
     INSUFFICIENT = "Insufficient"
+    POD_AFFINITY = "node(s) didn't match pod affinity rules"
+    POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+    EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+    SPREAD = "node(s) didn't match pod topology spread constraints"
+    SPREAD_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
+    PORTS = "node(s) didn't have free ports for the requested pod ports"
+    VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
+    VOLUME_BINDING = "node(s) didn't find available persistent volumes to bind"
 
 
 class Verdict(NamedTuple):
@@ -263,6 +271,17 @@ def check_node(constraints: Constraints, node: NodeFacts) -> Verdict | None:
     ):
         return Verdict(Exclusion.NODE_AFFINITY)
     return None
+
+
+def matches_node_selection(constraints: Constraints, node: NodeFacts) -> bool:
+    """nodeSelector and required node affinity only (topology spread's nodeAffinityPolicy)."""
+    labels = node.labels
+    for key, value in constraints.node_selector:
+        if labels.get(key) != value:
+            return False
+    return constraints.terms is None or any(
+        term.matches(node.name, labels) for term in constraints.terms
+    )
 
 
 def insufficient(request: Iterable[tuple[str, int]], free: Mapping[str, int]) -> Verdict | None:

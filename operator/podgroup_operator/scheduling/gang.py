@@ -11,13 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
+from podgroup_operator.scheduling.volumes import VolumeClaim, VolumeDecision
 
 GangKey = tuple[str, str]
 """(namespace, name) of a PodGroup."""
+
+
+class PreemptionPolicy(StrEnum):
+    """`PriorityClass.preemptionPolicy`: may this gang evict lower-priority gangs?"""
+
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,14 @@ class GangRequest:
     min_resources: Mapping[str, int] | None = None
     """Milli-units per resource, or None."""
     priority: int = 0
+    """The members' `spec.priority` (resolved from their PriorityClass at admission)."""
     created: datetime | None = None
     last_failure: datetime | None = None
+    claims: Mapping[tuple[str, str], VolumeClaim] = field(default_factory=dict)
+    """The members' PersistentVolumeClaims by (namespace, name), each resolved with its
+    StorageClass (`volumes.volume_claim`). A member mounting a claim missing here waits."""
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    """The members' `spec.preemptionPolicy`; Never means the gang waits instead of evicting."""
 
     @property
     def key(self) -> GangKey:
@@ -64,6 +79,8 @@ class Binding:
     pod: str
     pod_uid: str
     node: str
+    volumes: tuple[VolumeDecision, ...] = ()
+    """What to do for the pod's unbound claims before binding it (see `VolumeDecision`)."""
 
 
 @dataclass(frozen=True)

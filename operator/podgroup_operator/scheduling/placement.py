@@ -16,9 +16,10 @@ of searching all nodes for every pod.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator.api.limits import summarize
@@ -36,6 +37,15 @@ from podgroup_operator.scheduling.gang import (
     Placement,
     Refusal,
 )
+from podgroup_operator.scheduling.interpod import MemberCheck, claims_problem, member_check
+from podgroup_operator.scheduling.podinfo import (
+    NO_INTER_POD,
+    InterPodConstraints,
+    PodInfo,
+    inter_pod_constraints,
+    pod_claims,
+    pod_priority,
+)
 from podgroup_operator.scheduling.resources import (
     PODS,
     Resources,
@@ -45,23 +55,41 @@ from podgroup_operator.scheduling.resources import (
     pod_requests,
     shortfall,
 )
-from podgroup_operator.scheduling.snapshot import Feasibility, Snapshot, Undo, pod_uid
+from podgroup_operator.scheduling.scores import (
+    NO_PREFERENCES,
+    WEIGHT_SPREAD,
+    Preferences,
+    pack_score,
+    pod_preferences,
+    static_score,
+)
+from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
+from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo, pod_uid
 
 __all__ = [
     "MemberShape",
     "member_shape",
     "place_gang_group",
     "place_group",
+    "shape_groups",
+    "try_place",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class MemberShape:
-    """What decides where a member can go: its request and its static constraints."""
+    """What decides where a member can go: request, static constraints, preferences, and the
+    constraints that depend on other pods (`inter_pod`), or why the member cannot be placed."""
 
     request: tuple[tuple[str, int], ...]
     """(resource, milli-units) pairs, sorted, zero amounts dropped."""
     constraints: Constraints
+    preferences: Preferences = NO_PREFERENCES
+    inter_pod: InterPodConstraints = NO_INTER_POD
+    """Shared by every pod of the shape, except `claims`: claim names can differ per pod (an
+    ephemeral volume's claim is named after its pod), so placement reads each pod's own."""
+    unsupported: str | None = None
+    """Set when the pod asks for something the scheduler cannot evaluate: the whole message."""
 
     @property
     def resources(self) -> Resources:
@@ -73,27 +101,52 @@ class MemberShape:
 
 def member_shape(pod: Mapping[str, Any]) -> MemberShape:
     """Parse the parts of a raw pod that placement depends on."""
-    return MemberShape(tuple(sorted(pod_requests(pod).items())), pod_constraints(pod))
+    request = tuple(sorted(pod_requests(pod).items()))
+    constraints = pod_constraints(pod)
+    preferences = pod_preferences(pod, constraints.tolerations)
+    try:
+        inter_pod = inter_pod_constraints(pod)
+    except UnsupportedConstraintError as error:
+        return MemberShape(
+            request,
+            constraints,
+            preferences,
+            NO_INTER_POD,
+            f"{error}: not supported by podgroup-scheduler; remove it or use a scheduler that "
+            "supports it",
+        )
+    return MemberShape(request, constraints, preferences, inter_pod)
 
 
 def _raw_shape_key(pod: Mapping[str, Any]) -> str:
     """A cheap text key over exactly the fields `member_shape` reads.
 
     Pods from one template repeat it verbatim, so one parse serves the whole gang. Differently
-    ordered but equal dicts only cost an extra parse, never a wrong answer.
+    ordered but equal dicts only cost an extra parse, never a wrong answer. The namespace is in
+    because affinity terms default to it; the labels only when spread constraints may read them
+    (`matchLabelKeys`), so per-pod labels such as an index do not split a gang into shapes.
     """
     spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    spread = spec.get("topologySpreadConstraints")
     return repr(
         (
-            [c.get("resources") for c in spec.get("containers") or ()],
+            [(c.get("resources"), c.get("ports")) for c in spec.get("containers") or ()],
             [
-                (c.get("resources"), c.get("restartPolicy"))
+                (c.get("resources"), c.get("restartPolicy"), c.get("ports"))
                 for c in spec.get("initContainers") or ()
             ],
             spec.get("overhead"),
             spec.get("nodeSelector"),
             spec.get("affinity"),
             spec.get("tolerations"),
+            spread,
+            [
+                bool(v.get("persistentVolumeClaim") or v.get("ephemeral"))
+                for v in spec.get("volumes") or ()
+            ],
+            meta.get("namespace"),
+            meta.get("labels") if spread else None,
         )
     )
 
@@ -103,17 +156,29 @@ class _ShapeGroup:
     shape: MemberShape
     pods: list[Mapping[str, Any]]
     placed: int = 0
-    nodes_used: int = 0
+    nodes: set[str] = field(default_factory=set)
+    """Nodes the placed members went to."""
     feasibility: Feasibility | None = None
+    blocked: Counter[str] = field(default_factory=Counter)
+    """Pod-level problems (unsupported constraint, volumes) -> how many members they stop."""
+    breakdown: str | None = None
+    """Per-node reasons recorded when a member with pod-to-pod constraints found no node."""
+
+
+_SHAPES: dict[str, MemberShape] = {}
+"""Parsed shapes by raw key, shared across gangs: jobs stamp every gang from one template."""
+_SHAPES_LIMIT = 4096
 
 
 def _group_by_shape(pods: Sequence[Mapping[str, Any]]) -> list[_ShapeGroup]:
-    by_raw: dict[str, MemberShape] = {}
+    by_raw = _SHAPES
     groups: dict[MemberShape, _ShapeGroup] = {}
     for pod in pods:
         raw = _raw_shape_key(pod)
         shape = by_raw.get(raw)
         if shape is None:
+            if len(by_raw) >= _SHAPES_LIMIT:
+                by_raw.clear()
             shape = by_raw[raw] = member_shape(pod)
         group = groups.get(shape)
         if group is None:
@@ -131,6 +196,129 @@ def _dominant_share(shape: MemberShape, capacity: Mapping[str, int]) -> float:
         have = capacity.get(name, 0)
         share = max(share, amount / have if have > 0 else float("inf"))
     return share
+
+
+# --- node order ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Bonus:
+    """Scores beyond packing: per class (None when equal everywhere), or per node."""
+
+    by_class: Mapping[int, float] | None = None
+    by_node: Mapping[str, float] | None = None
+
+
+_NO_BONUS = _Bonus()
+
+
+def _bonus(
+    snapshot: Snapshot,
+    feasibility: Feasibility,
+    preferences: Preferences,
+    check: MemberCheck | None,
+) -> _Bonus:
+    """Static scores (node affinity, taints) and the class-level spread score, weighted."""
+    soft = check is not None and bool(check.soft)
+    if not preferences.terms and not soft and not _has_prefer_taints(feasibility):
+        return _NO_BONUS  # tolerations alone only matter against PreferNoSchedule taints
+    if preferences.uses_node_identity:
+        by_node = {}
+        for node in snapshot.best_fit_order(feasibility):
+            score = static_score(preferences, node.facts)
+            if check is not None and soft:
+                score += WEIGHT_SPREAD * check.spread_score(node.facts.labels, upper=True)
+            by_node[node.name] = score
+        return _Bonus(None, by_node)
+    by_class = {}
+    for node_class in feasibility.classes:
+        score = static_score(preferences, node_class.facts)
+        if check is not None and soft:
+            score += WEIGHT_SPREAD * check.spread_score(node_class.facts.labels, upper=True)
+        by_class[node_class.id] = score
+    if len(set(by_class.values())) <= 1:
+        return _NO_BONUS
+    return _Bonus(by_class, None)
+
+
+def _has_prefer_taints(feasibility: Feasibility) -> bool:
+    return any(t.effect == "PreferNoSchedule" for c in feasibility.classes for t in c.facts.taints)
+
+
+def _walk(
+    snapshot: Snapshot, feasibility: Feasibility, bonus: _Bonus
+) -> Iterator[tuple[float, NodeState]]:
+    """Feasible nodes with their score bound, best first (ties by name). Do not assume() while
+    iterating. Without bonuses this is the snapshot's best-fit order."""
+    nodes = snapshot.nodes
+    if bonus.by_node is not None:
+        by_node = bonus.by_node
+        ranked = sorted(
+            (-(by_node[n.name] + pack_score(n.score)), n.name)
+            for n in snapshot.best_fit_order(feasibility)
+        )
+        for negative, name in ranked:
+            yield -negative, nodes[name]
+        return
+    if bonus.by_class is None:
+        for node in snapshot.best_fit_order(feasibility):
+            yield pack_score(node.score), node
+        return
+    allowed = feasibility.allowed
+    by_class = bonus.by_class
+
+    def ranked_class(cid: int, order: list[tuple[float, str]]) -> Iterator[tuple[float, str]]:
+        extra = by_class[cid]
+        for share, name in order:
+            if allowed is None or name in allowed:
+                yield -(extra + pack_score(share)), name
+
+    streams = [ranked_class(c.id, c.order) for c in feasibility.classes]
+    for negative, name in heapq.merge(*streams):
+        yield -negative, nodes[name]
+
+
+def _choose(
+    snapshot: Snapshot,
+    feasibility: Feasibility,
+    bonus: _Bonus,
+    request: tuple[tuple[str, int], ...],
+    check: MemberCheck | None,
+) -> NodeState | None:
+    """The best node for one member: the first that passes, unless hostname-keyed soft spread
+    makes scores differ inside a class; then walk on while a better score is still possible."""
+    per_node = check is not None and check.soft_per_node
+    first, least = request[0]
+    if bonus is _NO_BONUS and not per_node:
+        # Pure packing: the first node in best-fit order that passes is the answer. Full nodes
+        # come first and most fail on the first resource, so that test is inlined.
+        for node in snapshot.best_fit_order(feasibility):
+            free = node.free
+            if free.get(first, 0) < least or not copies_that_fit(request, free):
+                continue
+            if check is None or check.verdict(node) is None:
+                return node
+        return None
+    best: NodeState | None = None
+    best_score = 0.0
+    for upper, node in _walk(snapshot, feasibility, bonus):
+        if best is not None and upper <= best_score:
+            break
+        free = node.free
+        if free.get(first, 0) < least or not copies_that_fit(request, free):
+            continue
+        if check is not None and check.verdict(node) is not None:
+            continue
+        score = upper
+        if per_node:
+            assert check is not None
+            labels = node.facts.labels
+            score += WEIGHT_SPREAD * (
+                check.spread_score(labels) - check.spread_score(labels, upper=True)
+            )
+        if best is None or score > best_score:
+            best, best_score = node, score
+        if not per_node:
+            break
+    return best
 
 
 # --- the attempt ---------------------------------------------------------------------------------
@@ -155,52 +343,175 @@ class _Attempt:
         return undo
 
 
-def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot) -> _Attempt:
+def _light_info(pod: Mapping[str, Any], uid: str, request: Resources, gang: GangRequest) -> PodInfo:
+    """The facts of a member without pod-to-pod constraints (no ports, no anti-affinity)."""
+    meta = pod.get("metadata") or {}
+    return PodInfo(
+        uid=uid,
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        labels=dict(meta.get("labels") or {}),  # a copy: the index must not see later edits
+        request=request,
+        priority=pod_priority(pod),
+        gang=gang.key,
+    )
+
+
+def _binding(pod: Mapping[str, Any], uid: str, node: str, volumes: tuple[Any, ...] = ()) -> Binding:
+    meta = pod.get("metadata") or {}
+    return Binding(
+        str(meta.get("namespace", "default")), str(meta.get("name", "")), uid, node, volumes
+    )
+
+
+def _place_in_bulk(
+    group: _ShapeGroup,
+    pods: Sequence[Mapping[str, Any]],
+    snapshot: Snapshot,
+    gang: GangRequest,
+    attempt: _Attempt,
+) -> None:
+    """Members without pod-to-pod constraints: walk the nodes once, each taking what fits."""
+    assert group.feasibility is not None
+    bonus = _bonus(snapshot, group.feasibility, group.shape.preferences, None)
+    request = group.shape.request
+    remaining = len(pods)
+    chosen: list[tuple[str, int]] = []
+    nodes: Iterator[NodeState] = (
+        snapshot.best_fit_order(group.feasibility)
+        if bonus is _NO_BONUS
+        else (node for _, node in _walk(snapshot, group.feasibility, bonus))
+    )
+    first, least = request[0]
+    for node in nodes:
+        if node.free.get(first, 0) < least:
+            continue  # most full nodes fail on the first resource: skip the call
+        copies = copies_that_fit(request, node.free)
+        if copies:
+            take = copies if copies < remaining else remaining
+            chosen.append((node.name, take))
+            remaining -= take
+            if not remaining:
+                break
+    resources = group.shape.resources
+    triples: list[tuple[str, str, Resources]] = []
+    infos: dict[str, PodInfo] = {}
+    left = iter(pods)
+    for node_name, take in chosen:
+        for _ in range(take):
+            pod = next(left)
+            uid = pod_uid(pod)
+            attempt.bindings.append(_binding(pod, uid, node_name))
+            triples.append((uid, node_name, resources))
+            infos[uid] = _light_info(pod, uid, resources, gang)
+    attempt.unplaced.extend(str((p.get("metadata") or {}).get("name", "")) for p in left)
+    group.placed += len(triples)
+    group.nodes.update(name for name, _ in chosen)
+    if triples:
+        attempt.undos.append(snapshot.assume(triples, infos))
+
+
+def _place_one_by_one(
+    group: _ShapeGroup,
+    pods: Sequence[Mapping[str, Any]],
+    snapshot: Snapshot,
+    gang: GangRequest,
+    attempt: _Attempt,
+) -> None:
+    """Members whose placement depends on other pods (their own constraints, or running pods'
+    anti-affinity): each is checked against the snapshot as the previous ones left it."""
+    assert group.feasibility is not None
+    shape = group.shape
+    resources = shape.resources
+    failed: set[tuple[tuple[str, str], ...]] = set()
+    """Labels of members that found no node since the last assumption: a member with the same
+    labels (and so the same checks) cannot do better, so it is not walked again."""
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        namespace = str(meta.get("namespace") or "default")
+        labels = meta.get("labels") or {}
+        label_key = tuple(sorted(labels.items()))
+        if label_key in failed and not shape.inter_pod.claims:
+            attempt.unplaced.append(name)
+            continue
+        claims: tuple[Any, ...] = ()
+        if shape.inter_pod.claims:
+            problem, claims = claims_problem(snapshot, namespace, pod_claims(pod), gang.claims)
+            if problem is not None:
+                group.blocked[problem] += 1
+                attempt.unplaced.append(name)
+                continue
+        check = member_check(
+            snapshot, namespace, labels, shape.inter_pod, shape.constraints, claims
+        )
+        bonus = _bonus(snapshot, group.feasibility, shape.preferences, check)
+        node = _choose(snapshot, group.feasibility, bonus, shape.request, check)
+        if node is None:
+            if group.breakdown is None:
+                group.breakdown = _node_breakdown(group, snapshot, check)
+            attempt.unplaced.append(name)
+            failed.add(label_key)
+            continue
+        failed.clear()
+        uid = pod_uid(pod)
+        decisions: tuple[Any, ...] = ()
+        if check is not None and check.claims:
+            _, decisions = check.volumes(node)
+        info = dataclasses.replace(
+            _light_info(pod, uid, resources, gang),
+            ports=shape.inter_pod.ports,
+            anti_affinity=shape.inter_pod.anti_affinity,
+        )
+        promised = {uid: decisions} if decisions else None
+        attempt.undos.append(snapshot.assume([(uid, node.name, resources)], {uid: info}, promised))
+        attempt.bindings.append(_binding(pod, uid, node.name, decisions))
+        group.placed += 1
+        group.nodes.add(node.name)
+
+
+def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -> _Attempt:
     """Book every member that fits, biggest shapes first, each shape filling nodes best-fit."""
     capacity = snapshot.total_free()
     groups = sorted(groups, key=lambda g: (-_dominant_share(g.shape, capacity), g.shape.request))
     attempt = _Attempt(groups, [], [], [])
     for group in groups:
-        feasibility = snapshot.feasibility(group.shape.constraints)
-        group.feasibility = feasibility
-        request = group.shape.request
-        remaining = len(group.pods)
-        chosen: list[tuple[str, int]] = []
-        for node in snapshot.best_fit_order(feasibility):
-            copies = copies_that_fit(request, node.free)
-            if copies:
-                take = copies if copies < remaining else remaining
-                chosen.append((node.name, take))
-                remaining -= take
-                if not remaining:
-                    break
-        resources = group.shape.resources
-        triples: list[tuple[str, str, Resources]] = []
-        pods = iter(group.pods)
-        for node_name, take in chosen:
-            for _ in range(take):
-                pod = next(pods)
-                uid = pod_uid(pod)
-                meta = pod.get("metadata") or {}
-                attempt.bindings.append(
-                    Binding(
-                        str(meta.get("namespace", "default")),
-                        str(meta.get("name", "")),
-                        uid,
-                        node_name,
+        shape = group.shape
+        group.feasibility = snapshot.feasibility(shape.constraints)
+        if shape.unsupported is not None:
+            group.blocked[shape.unsupported] += len(group.pods)
+            attempt.unplaced.extend(
+                str((p.get("metadata") or {}).get("name", "")) for p in group.pods
+            )
+        elif shape.inter_pod.empty:
+            # Running pods' anti-affinity may still select some members; those go one by one.
+            # Members placed here carry no anti-affinity, so the split cannot change meanwhile.
+            free: list[Mapping[str, Any]] = group.pods
+            held: list[Mapping[str, Any]] = []
+            if snapshot.has_anti_affinity:
+                free = []
+                for pod in group.pods:
+                    meta = pod.get("metadata") or {}
+                    hit = next(
+                        snapshot.anti_affinity_against(
+                            str(meta.get("namespace") or "default"), meta.get("labels") or {}
+                        ),
+                        None,
                     )
-                )
-                triples.append((uid, node_name, resources))
-        attempt.unplaced.extend(str((p.get("metadata") or {}).get("name", "")) for p in pods)
-        group.placed = len(triples)
-        group.nodes_used = len(chosen)
-        if triples:
-            attempt.undos.append(snapshot.assume(triples))
+                    (free if hit is None else held).append(pod)
+            if free:
+                _place_in_bulk(group, free, snapshot, gang, attempt)
+            if held:
+                _place_one_by_one(group, held, snapshot, gang, attempt)
+        else:
+            _place_one_by_one(group, group.pods, snapshot, gang, attempt)
     return attempt
 
 
 # --- messages ------------------------------------------------------------------------------------
-def _node_breakdown(group: _ShapeGroup, snapshot: Snapshot) -> str:
+def _node_breakdown(
+    group: _ShapeGroup, snapshot: Snapshot, check: MemberCheck | None = None
+) -> str:
     """`0/10 nodes can take another: 3 Insufficient nvidia.com/gpu, 2 node(s) were not Ready`."""
     assert group.feasibility is not None
     counts: Counter[Verdict] = snapshot.exclusions(group.feasibility)
@@ -208,6 +519,8 @@ def _node_breakdown(group: _ShapeGroup, snapshot: Snapshot) -> str:
     available = 0
     for node in snapshot.best_fit_order(group.feasibility):
         verdict = insufficient(request, node.free)
+        if verdict is None and check is not None:
+            verdict = check.verdict(node)
         if verdict is None:
             available += 1
         else:
@@ -230,12 +543,19 @@ def _shortfall_message(gang: GangRequest, attempt: _Attempt, snapshot: Snapshot)
     for group in attempt.groups:
         wanted = len(group.pods)
         line = (
-            f"{wanted} x {group.shape.describe()}: {group.placed} fit on {group.nodes_used} node(s)"
+            f"{wanted} x {group.shape.describe()}: {group.placed} fit on {len(group.nodes)} node(s)"
         )
-        if group.placed < wanted:
+        if group.blocked:
+            line += ", " + "; ".join(
+                f"{count} cannot be placed: {problem}"
+                for problem, count in sorted(group.blocked.items())
+            )
+        short = wanted - group.placed - sum(group.blocked.values())
+        if short > 0:
+            breakdown = group.breakdown or _node_breakdown(group, snapshot)
             line += (
-                f", short {wanted - group.placed}: each needs a node with "
-                f"{group.shape.describe()} free; {_node_breakdown(group, snapshot)}"
+                f", short {short}: each needs a node with "
+                f"{group.shape.describe()} free; {breakdown}"
             )
         parts.append(line)
     if len(snapshot) == 0:
@@ -287,6 +607,38 @@ def _prefilter(gang: GangRequest, snapshot: Snapshot) -> Refusal | None:
     return _not_enough_tasks(gang) or _min_resources_refusal(gang, snapshot)
 
 
+def _enough(gang: GangRequest, placed: int) -> bool:
+    if gang.satisfied_before:
+        return placed > 0 or not gang.pending
+    return placed + gang.already_bound >= gang.min_member
+
+
+def shape_groups(gang: GangRequest) -> list[tuple[MemberShape, int]]:
+    """The gang's pending members as (shape, how many), for callers that reason about room."""
+    return [(g.shape, len(g.pods)) for g in _group_by_shape(gang.pending)]
+
+
+def try_place(gangs: Sequence[GangRequest], snapshot: Snapshot) -> tuple[Binding, ...] | None:
+    """What-if: the bindings if every gang reaches minMember at once now, else None.
+
+    Nothing stays assumed and no message is built, so preemption planning can ask this many
+    times cheaply. Gangs are placed in the order given, each seeing the previous ones assumed.
+    """
+    bindings: list[Binding] = []
+    undos: list[Undo] = []
+    try:
+        for gang in gangs:
+            attempt = _attempt(_group_by_shape(gang.pending), snapshot, gang)
+            undos.append(attempt.undo)
+            if not _enough(gang, len(attempt.bindings)):
+                return None
+            bindings.extend(attempt.bindings)
+        return tuple(bindings)
+    finally:
+        for undo in reversed(undos):
+            undo()
+
+
 # --- public API ----------------------------------------------------------------------------------
 def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
     """Decide one gang against the snapshot; on success the placement is left assumed.
@@ -307,7 +659,7 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
     refusal = _prefilter(gang, snapshot)
     if refusal is not None:
         return refusal
-    attempt = _attempt(_group_by_shape(gang.pending), snapshot)
+    attempt = _attempt(_group_by_shape(gang.pending), snapshot, gang)
     placed = len(attempt.bindings)
     enough = placed + gang.already_bound >= gang.min_member
     if gang.satisfied_before:
@@ -317,16 +669,21 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
             gang.key, tuple(attempt.bindings), tuple(attempt.unplaced), attempt.undo_callable()
         )
     message = _shortfall_message(gang, attempt, snapshot)
+    reason = (
+        Reason.UNSUPPORTED_CONSTRAINT
+        if any(g.shape.unsupported for g in attempt.groups)
+        else Reason.NOT_ENOUGH_RESOURCES
+    )
     if gang.mode is GangMode.NON_STRICT and attempt.bindings and not gang.satisfied_before:
         return Refusal(
             gang.key,
-            Reason.NOT_ENOUGH_RESOURCES,
+            reason,
             f"{message}; keeping {placed} member(s) placed (NonStrict)",
             tuple(attempt.bindings),
             attempt.undo_callable(),
         )
     attempt.undo()
-    return Refusal(gang.key, Reason.NOT_ENOUGH_RESOURCES, message)
+    return Refusal(gang.key, reason, message)
 
 
 def place_gang_group(

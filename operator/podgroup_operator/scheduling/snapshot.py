@@ -14,13 +14,23 @@ counted when the node arrives (watch streams do not order Node and Pod events).
 Nodes with identical labels (ignoring the per-node hostname), taints, cordon flag and readiness
 form a `NodeClass`; a static filter verdict computed for one member holds for all of them, and
 each class keeps its nodes sorted fullest-first, which is the order best-fit packing walks.
+
+Pod-to-pod constraints need more than free capacity, so every pod held (bound or assumed) is
+kept as a `PodInfo` and indexed incrementally: by label and namespace (affinity, topology spread
+and PodDisruptionBudgets select pods by label), by required anti-affinity term (a newcomer must
+respect running pods' anti-affinity), by host port per node, and by gang (preemption evicts
+whole gangs). Assumed gang members are indexed like bound pods, so a member placed earlier in
+the same placement constrains the next, and an undo takes them out of every index again.
+PersistentVolumes are kept too (`set_volume`), with the PVs promised to assumed pods.
 """
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from podgroup_operator.constants import PodPhase
@@ -33,7 +43,10 @@ from podgroup_operator.scheduling.filters import (
     check_node,
     node_facts,
 )
+from podgroup_operator.scheduling.podinfo import GangOf, HostPort, PodInfo, pod_info
 from podgroup_operator.scheduling.resources import Resources, node_allocatable, pod_requests
+from podgroup_operator.scheduling.selectors import EXISTS, AffinityTerm, LabelSelector
+from podgroup_operator.scheduling.volumes import PersistentVolume, VolumeDecision
 
 Undo = Callable[[], None]
 """Reverts an assumption; calling it twice, or after the pods really bound, is harmless."""
@@ -93,7 +106,18 @@ class NodeClass:
 class NodeState:
     """One node: allocatable, requested and free amounts (milli-units) and its sort score."""
 
-    __slots__ = ("allocatable", "facts", "free", "name", "node_class", "pods", "requested", "score")
+    __slots__ = (
+        "allocatable",
+        "facts",
+        "free",
+        "name",
+        "node_class",
+        "pods",
+        "ports",
+        "priorities",
+        "requested",
+        "score",
+    )
 
     def __init__(self, name: str, facts: NodeFacts, allocatable: Resources) -> None:
         self.name = name
@@ -102,6 +126,10 @@ class NodeState:
         self.requested: Resources = {}
         self.free: Resources = dict(allocatable)
         self.pods: set[str] = set()
+        self.ports: dict[HostPort, int] = {}
+        """Host ports bound by pods on the node, with how many pods hold each."""
+        self.priorities: dict[int, int] = {}
+        """Pod priority -> how many pods on the node have it (preemption's cheap bound)."""
         self.score = 1.0
         self.node_class: NodeClass | None = None
 
@@ -134,12 +162,29 @@ class Feasibility(NamedTuple):
     node_verdicts: Mapping[str, Verdict | None] | None
 
 
-class Snapshot:
-    """Nodes and bound pods, with free capacity kept current incrementally."""
+class PodEntry:
+    """A pod holding room: its facts, its node and its volume decisions (assumed pods only)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("info", "node", "volumes")
+
+    def __init__(self, info: PodInfo, node: str, volumes: tuple[VolumeDecision, ...] = ()) -> None:
+        self.info = info
+        self.node = node
+        self.volumes = volumes
+
+
+class Snapshot:
+    """Nodes and bound pods, with free capacity and pod indexes kept current incrementally.
+
+    `gang_of` says which gang a raw pod belongs to (the controller passes
+    `domain.membership.group_key_of`); without it every pod is a gang of one, and
+    `plan_preemption` refuses to run, since it could evict part of a gang.
+    """
+
+    def __init__(self, *, gang_of: GangOf | None = None) -> None:
+        self.gang_of = gang_of
         self._nodes: dict[str, NodeState] = {}
-        self._pods: dict[str, tuple[str, Resources]] = {}
+        self._pods: dict[str, PodEntry] = {}
         self._assumed: set[str] = set()
         self._orphans: dict[str, set[str]] = {}
         self._classes: dict[ClassKey, NodeClass] = {}
@@ -152,13 +197,38 @@ class Snapshot:
         """Every node as (score, name), fullest first; each class keeps its own slice too."""
         self._verdicts: dict[Constraints, tuple[int, dict[int, Verdict | None]]] = {}
         self._identity_verdicts: dict[Constraints, tuple[int, dict[str, Verdict | None]]] = {}
+        # Pod indexes (every pod in `_pods`, orphans included; queries skip unknown nodes).
+        self._by_label: dict[str, dict[str, set[str]]] = {}
+        self._by_namespace: dict[str, set[str]] = {}
+        self._anti: dict[AffinityTerm, dict[str, str]] = {}
+        """Required anti-affinity term -> {uid: node} of the pods that carry it."""
+        self._anti_anchor: dict[tuple[str, str], set[AffinityTerm]] = {}
+        self._anti_loose: set[AffinityTerm] = set()
+        self._units: dict[tuple[str, str, str], set[str]] = {}
+        self._terminating: set[str] = set()
+        # Volumes.
+        self._volumes: dict[str, PersistentVolume] = {}
+        self._volumes_by_class: dict[str, dict[str, PersistentVolume]] = {}
+        self._pinned_volumes: dict[tuple[str, str], dict[str, PersistentVolume]] = {}
+        """(storage class, hostname) -> local PVs tied to that one host."""
+        self._volume_holders: dict[str, str] = {}
+        """PV name -> UID of the assumed pod it is promised to."""
+        self._claim_decisions: dict[tuple[str, str], VolumeDecision] = {}
+        """(namespace, claim) -> what an assumed pod decided for it: a second member mounting
+        the same claim must agree (same PV, or the node it is provisioned for)."""
+        self._cache: dict[Any, tuple[int, Any]] = {}
+        """Derived values keyed by their inputs, tagged with `node_epoch` (see `cached`)."""
 
     @classmethod
     def build(
-        cls, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+        cls,
+        nodes: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]],
+        *,
+        gang_of: GangOf | None = None,
     ) -> Snapshot:
         """A snapshot of raw Node dicts and raw Pod dicts (bound pods count, others are ignored)."""
-        snapshot = cls()
+        snapshot = cls(gang_of=gang_of)
         for node in nodes:
             snapshot.add_node(node)
         for pod in pods:
@@ -169,6 +239,15 @@ class Snapshot:
     @property
     def nodes(self) -> Mapping[str, NodeState]:
         return self._nodes
+
+    @property
+    def classes(self) -> Mapping[int, NodeClass]:
+        return self._classes_by_id
+
+    @property
+    def node_epoch(self) -> int:
+        """Changes whenever a node appears, goes, or changes labels, taints or conditions."""
+        return self._node_epoch
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -186,11 +265,14 @@ class Snapshot:
 
     def pod_node(self, uid: str) -> str | None:
         entry = self._pods.get(uid)
-        return entry[0] if entry else None
+        return entry.node if entry else None
 
     def pod_request(self, uid: str) -> Resources | None:
         entry = self._pods.get(uid)
-        return dict(entry[1]) if entry else None
+        return dict(entry.info.request) if entry else None
+
+    def pod(self, uid: str) -> PodEntry | None:
+        return self._pods.get(uid)
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
@@ -201,6 +283,171 @@ class Snapshot:
             (name, tuple(sorted(node.free.items())), node.score)
             for name, node in sorted(self._nodes.items())
         )
+
+    def index_state(self) -> tuple[Any, ...]:
+        """Every pod index in a comparable form: what an undo must restore (tests, debugging)."""
+        return (
+            tuple(sorted((uid, e.node, e.volumes) for uid, e in self._pods.items())),
+            tuple(sorted(self._assumed)),
+            tuple(
+                sorted(
+                    (key, value, tuple(sorted(uids)))
+                    for key, values in self._by_label.items()
+                    for value, uids in values.items()
+                )
+            ),
+            tuple(sorted((ns, tuple(sorted(u))) for ns, u in self._by_namespace.items())),
+            tuple(sorted((str(t), tuple(sorted(h.items()))) for t, h in self._anti.items())),
+            tuple(sorted((u, tuple(sorted(p))) for u, p in self._units.items())),
+            tuple(sorted(self._volume_holders.items())),
+            tuple(sorted((k, str(d)) for k, d in self._claim_decisions.items())),
+            tuple(
+                (
+                    name,
+                    tuple(sorted((str(p), n) for p, n in node.ports.items())),
+                    tuple(sorted(node.priorities.items())),
+                    tuple(sorted(node.pods)),
+                )
+                for name, node in sorted(self._nodes.items())
+            ),
+            tuple(sorted(self._terminating)),
+        )
+
+    def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()` once per node epoch for `key` (node-derived values: domains, scores)."""
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == self._node_epoch:
+            return hit[1]
+        if len(self._cache) >= _VERDICT_CACHE_LIMIT:
+            self._cache.clear()
+        value = compute()
+        self._cache[key] = (self._node_epoch, value)
+        return value
+
+    # --- pod index queries -----------------------------------------------------------------------
+    def pods_matching(
+        self, selector: LabelSelector, namespaces: frozenset[str] | None
+    ) -> Iterator[PodEntry]:
+        """Pods on known nodes in `namespaces` (None: all) whose labels `selector` selects.
+
+        Candidates come from the label index through the selector's most selective `In`
+        requirement (else an `Exists` key, else the namespaces), so a selector naming one gang
+        costs the size of that gang, not of the cluster.
+        """
+        if selector.nothing:
+            return
+        candidates: Iterable[str]
+        anchor = selector.anchor()
+        if anchor is not None:
+            values = self._by_label.get(anchor.key, {})
+            if len(anchor.values) == 1:
+                candidates = values.get(next(iter(anchor.values)), ())
+            else:
+                candidates = [u for v in anchor.values for u in values.get(v, ())]
+        else:
+            key = next((r.key for r in selector.requirements if r.operator == EXISTS), None)
+            if key is not None:
+                candidates = [u for us in self._by_label.get(key, {}).values() for u in us]
+            elif namespaces is not None:
+                candidates = [u for ns in namespaces for u in self._by_namespace.get(ns, ())]
+            else:
+                candidates = list(self._pods)
+        pods, nodes = self._pods, self._nodes
+        for uid in candidates:
+            entry = pods[uid]
+            info = entry.info
+            if entry.node not in nodes:
+                continue
+            if namespaces is not None and info.namespace not in namespaces:
+                continue
+            if selector.matches(info.labels):
+                yield entry
+
+    @property
+    def has_anti_affinity(self) -> bool:
+        """True when some pod holding a node has required anti-affinity (symmetry applies)."""
+        return bool(self._anti)
+
+    def anti_affinity_against(
+        self, namespace: str, labels: Mapping[str, str]
+    ) -> Iterator[tuple[AffinityTerm, Iterable[str]]]:
+        """Existing pods' anti-affinity terms that select a pod with `namespace` and `labels`,
+        each with the nodes of the pods carrying it (kube-scheduler's symmetry rule)."""
+        if not self._anti:
+            return
+        terms: set[AffinityTerm] = set(self._anti_loose)
+        anchors = self._anti_anchor
+        for pair in labels.items():
+            found = anchors.get(pair)
+            if found:
+                terms.update(found)
+        for term in terms:
+            if term.matches(namespace, labels):
+                yield term, self._anti[term].values()
+
+    def units(self) -> Mapping[tuple[str, str, str], set[str]]:
+        """Gangs (or lone pods) as preemption sees them: unit key -> UIDs of its pods."""
+        return self._units
+
+    def terminating(self) -> frozenset[str]:
+        """UIDs of pods holding room while being deleted."""
+        return frozenset(self._terminating)
+
+    def node_pods(self, name: str) -> list[PodInfo]:
+        """The facts of every pod on a node (bound or assumed)."""
+        pods = self._pods
+        return [pods[uid].info for uid in self._nodes[name].pods]
+
+    # --- volumes ---------------------------------------------------------------------------------
+    @property
+    def volumes(self) -> Mapping[str, PersistentVolume]:
+        return self._volumes
+
+    def set_volume(self, volume: PersistentVolume) -> None:
+        """Add or replace a PersistentVolume (from its informer, via `volumes.persistent_volume`).
+
+        A PV that now carries a claimRef is no longer offered to other claims; a promise made
+        to an assumed pod is kept until that pod's assumption ends.
+        """
+        self.remove_volume(volume.name, keep_holder=True)
+        self._volumes[volume.name] = volume
+        host = volume.pinned_host
+        if host is not None:
+            self._pinned_volumes.setdefault((volume.storage_class, host), {})[volume.name] = volume
+        else:
+            self._volumes_by_class.setdefault(volume.storage_class, {})[volume.name] = volume
+
+    def remove_volume(self, name: str, *, keep_holder: bool = False) -> None:
+        volume = self._volumes.pop(name, None)
+        if volume is None:
+            return
+        host = volume.pinned_host
+        if host is not None:
+            self._pinned_volumes.get((volume.storage_class, host), {}).pop(name, None)
+        else:
+            self._volumes_by_class.get(volume.storage_class, {}).pop(name, None)
+        if not keep_holder:
+            self._volume_holders.pop(name, None)
+
+    def volume_candidates(
+        self, storage_classes: Iterable[str], hostname: str | None
+    ) -> dict[str, list[PersistentVolume]]:
+        """PVs of these classes that a node with this hostname might reach (unfiltered)."""
+        out: dict[str, list[PersistentVolume]] = {}
+        for klass in storage_classes:
+            found = list(self._volumes_by_class.get(klass, {}).values())
+            if hostname is not None:
+                found.extend(self._pinned_volumes.get((klass, hostname), {}).values())
+            out[klass] = found
+        return out
+
+    @property
+    def volume_holders(self) -> Mapping[str, str]:
+        return self._volume_holders
+
+    @property
+    def claim_decisions(self) -> Mapping[tuple[str, str], VolumeDecision]:
+        return self._claim_decisions
 
     # --- node events -----------------------------------------------------------------------------
     def add_node(self, node: Mapping[str, Any]) -> None:
@@ -214,10 +461,13 @@ class Snapshot:
         state = NodeState(facts.name, facts, allocatable)
         self._nodes[facts.name] = state
         for uid in self._orphans.pop(facts.name, ()):
-            request = self._pods[uid][1]
+            info = self._pods[uid].info
             state.pods.add(uid)
-            for name, amount in request.items():
+            for name, amount in info.request.items():
                 state.requested[name] = state.requested.get(name, 0) + amount
+            for port in info.ports:
+                state.ports[port] = state.ports.get(port, 0) + 1
+            state.priorities[info.priority] = state.priorities.get(info.priority, 0) + 1
         state.free = {n: a - state.requested.get(n, 0) for n, a in allocatable.items()}
         state.score = state.compute_score()
         self._node_epoch += 1
@@ -267,7 +517,8 @@ class Snapshot:
             self._forget(uid)
         if not holds_node(pod):
             return
-        self._book(uid, str(pod["spec"]["nodeName"]), pod_requests(pod))
+        info = pod_info(pod, uid, pod_requests(pod), self.gang_of)
+        self._book(PodEntry(info, str(pod["spec"]["nodeName"])))
 
     update_pod = add_pod
 
@@ -290,12 +541,20 @@ class Snapshot:
             )
 
     # --- assumptions -----------------------------------------------------------------------------
-    def assume(self, bindings: Sequence[tuple[str, str, Resources]]) -> Undo:
+    def assume(
+        self,
+        bindings: Sequence[tuple[str, str, Resources]],
+        infos: Mapping[str, PodInfo] | None = None,
+        volumes: Mapping[str, Sequence[VolumeDecision]] | None = None,
+    ) -> Undo:
         """Book (pod uid, node name, request) triples and return the callable that unbooks them.
 
-        Pods on the same node are booked in one step, so a 1,000-pod gang re-sorts each node
-        once. Unknown nodes (KeyError) and duplicate UIDs (ValueError) are refused before
-        anything changes.
+        `infos` gives the pods' facts (labels, ports, anti-affinity, ...) so assumed pods
+        constrain later ones exactly as bound pods do; without it the pod only takes room.
+        `volumes` are the pods' volume decisions (PVs promised, claims decided). Pods on the
+        same node are booked in one step, so a 1,000-pod gang re-sorts each node once. Unknown
+        nodes (KeyError), duplicate UIDs and PVs already promised to another pod (ValueError)
+        are refused before anything changes.
         """
         uids = [uid for uid, _, _ in bindings]
         if len(set(uids)) != len(uids):
@@ -303,21 +562,66 @@ class Snapshot:
         missing = {node for _, node, _ in bindings if node not in self._nodes}
         if missing:
             raise KeyError(f"cannot assume pods onto unknown node(s) {sorted(missing)}")
-        by_node: dict[str, list[tuple[str, Resources]]] = {}
+        volumes = volumes or {}
+        for uid, decisions in volumes.items():
+            for decision in decisions:
+                if decision.volume is None:
+                    continue
+                holder = self._volume_holders.get(decision.volume)
+                if holder is not None and holder != uid:
+                    raise ValueError(f"PV {decision.volume} is already promised to pod {holder}")
+        infos = infos or {}
+        by_node: dict[str, list[PodEntry]] = {}
         for uid, node, request in bindings:
             if uid in self._pods:
                 self._forget(uid)
-            by_node.setdefault(node, []).append((uid, request))
+            info = infos.get(uid)
+            if info is None:
+                info = PodInfo(uid, "", uid, {}, request)
+            elif info.request is not request and info.request != request:
+                info = replace(info, request=request)
+            entry = PodEntry(info, node, tuple(volumes.get(uid, ())))
+            by_node.setdefault(node, []).append(entry)
         booked: list[str] = []
-        for node, pods in by_node.items():
-            self._book_many(node, pods)
-            booked.extend(uid for uid, _ in pods)
+        for node, entries in by_node.items():
+            self._book_many(node, entries)
+            booked.extend(e.info.uid for e in entries)
         self._assumed.update(booked)
 
         def undo() -> None:
-            for uid in booked:
-                if uid in self._assumed:
-                    self._forget(uid)
+            gone = [uid for uid in booked if uid in self._assumed]
+            self._forget_many(gone)
+
+        return undo
+
+    def simulate_removal(self, uids: Iterable[str]) -> Undo:
+        """Take pods out as if evicted and return the callable that puts them back (what-if).
+
+        Preemption planning asks "would the gang fit without these pods?" on the live snapshot;
+        the undo restores every pod with its node, facts, promised PVs and assumed flag.
+        """
+        removed: list[tuple[PodEntry, bool]] = []
+        for uid in dict.fromkeys(uids):
+            entry = self._pods.get(uid)
+            if entry is not None:
+                removed.append((entry, uid in self._assumed))
+        self._forget_many([entry.info.uid for entry, _ in removed])
+
+        def undo() -> None:
+            by_node: dict[str, list[PodEntry]] = {}
+            for entry, assumed in removed:
+                uid = entry.info.uid
+                if uid in self._pods:
+                    continue  # the pod came back through an event meanwhile; that one wins
+                if entry.node in self._nodes:
+                    by_node.setdefault(entry.node, []).append(entry)
+                else:
+                    self._book(entry)
+                if assumed:
+                    self._assumed.add(uid)
+            for node, entries in by_node.items():
+                self._book_many(node, entries)
+            removed.clear()
 
         return undo
 
@@ -357,8 +661,14 @@ class Snapshot:
                 if allowed is None or name in allowed:
                     yield nodes[name]
             return
-        # Several classes: walk the global order and skip other classes' nodes; a membership
-        # test per node is cheaper than merging the classes' lists.
+        # Several classes holding a small part of the cluster: merge their own orders.
+        # Otherwise walk the global order and skip other classes' nodes; a membership test per
+        # node is cheaper than merging when most nodes are wanted anyway.
+        if sum(len(c) for c in feasibility.classes) * 4 < len(self._order):
+            for _, name in heapq.merge(*(c.order for c in feasibility.classes)):
+                if allowed is None or name in allowed:
+                    yield nodes[name]
+            return
         wanted = {c.id for c in feasibility.classes}
         for _, name in self._order:
             node = nodes[name]
@@ -392,42 +702,152 @@ class Snapshot:
         return verdicts
 
     # --- bookkeeping -----------------------------------------------------------------------------
-    def _book(self, uid: str, node_name: str, request: Resources) -> None:
-        self._pods[uid] = (node_name, request)
-        state = self._nodes.get(node_name)
-        if state is None:
-            self._orphans.setdefault(node_name, set()).add(uid)
-            return
-        self._apply(state, [(uid, request)], +1)
+    def _register(self, entry: PodEntry) -> None:
+        """Put a pod into every pod index (resources and ports are per node, in `_apply`)."""
+        info = entry.info
+        uid = info.uid
+        self._pods[uid] = entry
+        by_label = self._by_label
+        for key, value in info.labels.items():
+            values = by_label.get(key)
+            if values is None:
+                values = by_label[key] = {}
+            uids = values.get(value)
+            if uids is None:
+                values[value] = {uid}
+            else:
+                uids.add(uid)
+        spaced = self._by_namespace.get(info.namespace)
+        if spaced is None:
+            self._by_namespace[info.namespace] = {uid}
+        else:
+            spaced.add(uid)
+        for term in info.anti_affinity:
+            holders = self._anti.get(term)
+            if holders is None:
+                holders = self._anti[term] = {}
+                anchor = term.selector.anchor()
+                if anchor is None:
+                    self._anti_loose.add(term)
+                else:
+                    for value in anchor.values:
+                        self._anti_anchor.setdefault((anchor.key, value), set()).add(term)
+            holders[uid] = entry.node  # consumers skip nodes the snapshot does not know
+        if info.terminating:
+            self._terminating.add(uid)
+        unit = info.unit
+        members = self._units.get(unit)
+        if members is None:
+            self._units[unit] = {uid}
+        else:
+            members.add(uid)
+        for decision in entry.volumes:
+            if decision.volume is not None:
+                self._volume_holders[decision.volume] = uid
+            self._claim_decisions.setdefault(decision.key, decision)
 
-    def _book_many(self, node_name: str, pods: list[tuple[str, Resources]]) -> None:
-        for uid, request in pods:
-            self._pods[uid] = (node_name, request)
-        self._apply(self._nodes[node_name], pods, +1)
+    def _unregister(self, uid: str) -> PodEntry:
+        entry = self._pods.pop(uid)
+        self._assumed.discard(uid)
+        info = entry.info
+        by_label = self._by_label
+        for key, value in info.labels.items():
+            values = by_label[key]
+            uids = values[value]
+            uids.discard(uid)
+            if not uids:
+                del values[value]
+                if not values:
+                    del by_label[key]
+        spaced = self._by_namespace[info.namespace]
+        spaced.discard(uid)
+        if not spaced:
+            del self._by_namespace[info.namespace]
+        for term in info.anti_affinity:
+            holders = self._anti.get(term)
+            if holders is None:
+                continue
+            holders.pop(uid, None)
+            if not holders:
+                del self._anti[term]
+                anchor = term.selector.anchor()
+                if anchor is None:
+                    self._anti_loose.discard(term)
+                else:
+                    for value in anchor.values:
+                        terms = self._anti_anchor.get((anchor.key, value))
+                        if terms is not None:
+                            terms.discard(term)
+                            if not terms:
+                                del self._anti_anchor[(anchor.key, value)]
+        self._terminating.discard(uid)
+        members = self._units[info.unit]
+        members.discard(uid)
+        if not members:
+            del self._units[info.unit]
+        for decision in entry.volumes:
+            if decision.volume is not None and self._volume_holders.get(decision.volume) == uid:
+                del self._volume_holders[decision.volume]
+            if self._claim_decisions.get(decision.key) is decision:
+                del self._claim_decisions[decision.key]
+        return entry
+
+    def _book(self, entry: PodEntry) -> None:
+        self._register(entry)
+        state = self._nodes.get(entry.node)
+        if state is None:
+            self._orphans.setdefault(entry.node, set()).add(entry.info.uid)
+            return
+        self._apply(state, [entry.info], +1)
+
+    def _book_many(self, node_name: str, entries: list[PodEntry]) -> None:
+        for entry in entries:
+            self._register(entry)
+        self._apply(self._nodes[node_name], [e.info for e in entries], +1)
 
     def _forget(self, uid: str) -> None:
-        node_name, request = self._pods.pop(uid)
-        self._assumed.discard(uid)
-        state = self._nodes.get(node_name)
-        if state is None:
-            orphans = self._orphans.get(node_name)
-            if orphans is not None:
-                orphans.discard(uid)
-                if not orphans:
-                    del self._orphans[node_name]
-            return
-        self._apply(state, [(uid, request)], -1)
+        self._forget_many([uid])
 
-    def _apply(self, state: NodeState, pods: list[tuple[str, Resources]], sign: int) -> None:
+    def _forget_many(self, uids: Sequence[str]) -> None:
+        by_node: dict[str, list[PodInfo]] = {}
+        for uid in uids:
+            entry = self._unregister(uid)
+            state = self._nodes.get(entry.node)
+            if state is None:
+                orphans = self._orphans.get(entry.node)
+                if orphans is not None:
+                    orphans.discard(uid)
+                    if not orphans:
+                        del self._orphans[entry.node]
+                continue
+            by_node.setdefault(entry.node, []).append(entry.info)
+        for node_name, infos in by_node.items():
+            self._apply(self._nodes[node_name], infos, -1)
+
+    def _apply(self, state: NodeState, pods: list[PodInfo], sign: int) -> None:
         """Add (+1) or remove (-1) pods' requests on a node, keeping totals and order current."""
         total: Resources = {}
-        for uid, request in pods:
+        priorities = state.priorities
+        for info in pods:
             if sign > 0:
-                state.pods.add(uid)
+                state.pods.add(info.uid)
             else:
-                state.pods.discard(uid)
-            for name, amount in request.items():
+                state.pods.discard(info.uid)
+            left = priorities.get(info.priority, 0) + sign
+            if left > 0:
+                priorities[info.priority] = left
+            else:
+                priorities.pop(info.priority, None)
+            for name, amount in info.request.items():
                 total[name] = total.get(name, 0) + amount
+            if info.ports:
+                ports = state.ports
+                for port in info.ports:
+                    left = ports.get(port, 0) + sign
+                    if left > 0:
+                        ports[port] = left
+                    else:
+                        ports.pop(port, None)
         requested, free, allocatable = state.requested, state.free, state.allocatable
         usable = state.usable
         cluster = self._total_free

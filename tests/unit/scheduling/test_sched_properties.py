@@ -133,3 +133,108 @@ def test_min_member_barrier_and_no_overcommit(
         allocatable = node_allocatable(raw)
         expected = {r: a - usage.get(name, {}).get(r, 0) for r, a in allocatable.items()}
         assert snapshot.free(name) == expected
+
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+@st.composite
+def constrained(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[tuple[str, GangRequest]]]:
+    nodes = [
+        node(
+            f"n{i}",
+            cpu=draw(st.integers(1, 4)),
+            labels={ZONE: draw(st.sampled_from("abc"))},
+            ready=draw(st.integers(0, 7)) > 0,
+        )
+        for i in range(draw(st.integers(1, 8)))
+    ]
+    requests = []
+    for g in range(draw(st.integers(1, 4))):
+        name = f"g{g}"
+        labels = {"app": name}
+        spec: dict[str, Any] = {}
+        rule = draw(st.sampled_from(["anti-host", "anti-zone", "spread", "port", "none"]))
+        if rule.startswith("anti"):
+            key = HOST if rule == "anti-host" else ZONE
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+                    ]
+                }
+            }
+        elif rule == "spread":
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": ZONE,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": labels},
+                }
+            ]
+        elif rule == "port":
+            port = {"containerPort": 80, "hostPort": 80}
+            spec["containers"] = [
+                {
+                    "name": "main",
+                    "image": "sim",
+                    "ports": [port],
+                    "resources": {"requests": {"cpu": "500m"}},
+                }
+            ]
+        size = draw(st.integers(1, 4))
+        pods = [
+            pod(f"{name}-{i}", group=name, labels=labels, requests={"cpu": "500m"}, **spec)
+            for i in range(size)
+        ]
+        request = GangRequest(
+            namespace="default",
+            name=name,
+            uid=f"uid-{name}",
+            min_member=draw(st.integers(1, size)),
+            pending=tuple(pods),
+        )
+        requests.append((rule, request))
+    return nodes, requests
+
+
+@settings(max_examples=200, deadline=None)
+@given(constrained())
+def test_pod_to_pod_constraints_hold_between_every_kept_member(
+    scenario: tuple[list[dict[str, Any]], list[tuple[str, GangRequest]]],
+) -> None:
+    nodes, requests = scenario
+    snapshot = Snapshot.build(nodes, [])
+    zone_of = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in nodes}
+    pods_by_uid = {uid_of(p): p for _, g in requests for p in g.pending}
+    kept: list[tuple[str, Binding]] = []
+    for rule, request in requests:
+        before = (snapshot.state(), snapshot.index_state())
+        outcome = place_group(request, snapshot)
+        if isinstance(outcome, Refusal):
+            assert (snapshot.state(), snapshot.index_state()) == before
+            continue
+        assert len(outcome.bindings) >= request.min_member
+        kept.extend((rule, b) for b in outcome.bindings)
+    assert overcommitted(usage_by_node([b for _, b in kept], pods_by_uid), nodes) == []
+    by_gang: dict[str, list[tuple[str, Binding]]] = {}
+    for rule, binding in kept:
+        by_gang.setdefault(binding.pod.rsplit("-", 1)[0], []).append((rule, binding))
+    ported = [b.node for rule, b in kept if rule == "port"]
+    assert len(ported) == len(set(ported)), "two pods hold host port 80 on one node"
+    for placed in by_gang.values():
+        rule = placed[0][0]
+        where = [b.node for _, b in placed]
+        if rule == "anti-host":
+            assert len(where) == len(set(where))
+        elif rule == "anti-zone":
+            zones = [zone_of[n] for n in where]
+            assert len(zones) == len(set(zones))
+        elif rule == "spread":
+            # Every zone with a node is a domain (Ready or not), so counts differ by <= 1.
+            counts = {z: 0 for z in zone_of.values()}
+            for n in where:
+                counts[zone_of[n]] += 1
+            assert max(counts.values()) - min(counts.values()) <= 1

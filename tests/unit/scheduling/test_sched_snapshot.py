@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from podgroup_operator.constants import PodPhase
+from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.filters import NO_CONSTRAINTS
+from podgroup_operator.scheduling.selectors import parse_selector
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node, pod
 from tests.unit.scheduling.helpers import uid_of
@@ -121,3 +123,65 @@ def test_update_without_kind_is_refused() -> None:
     del raw["kind"]
     with pytest.raises(ValueError, match="kind"):
         Snapshot().update(raw)
+
+
+def test_simulated_removal_is_undone_exactly() -> None:
+    pods = [
+        pod("a", requests={"cpu": "2"}, node="n1", labels={"app": "x"}, priority=5),
+        pod("b", requests={"cpu": "1"}, node="n2", group="g"),
+        pod("c", requests={"cpu": "1"}, node="n2", group="g", deleting=True),
+    ]
+    snapshot = Snapshot.build([node("n1"), node("n2")], pods)
+    before = (snapshot.state(), snapshot.index_state())
+    undo = snapshot.simulate_removal([uid_of(p) for p in pods])
+    assert snapshot.free("n1")["cpu"] == CPU_8
+    assert snapshot.units() == {}
+    assert snapshot.terminating() == frozenset()
+    undo()
+    assert (snapshot.state(), snapshot.index_state()) == before
+    undo()  # a second call changes nothing
+    assert (snapshot.state(), snapshot.index_state()) == before
+
+
+def test_pods_are_indexed_by_label_namespace_gang_and_priority() -> None:
+    pods = [
+        pod("a", node="n1", labels={"app": "x"}, group="g", priority=7),
+        pod("b", "other", node="n1", labels={"app": "x"}),
+        pod("c", node="n1", labels={"app": "y"}, priority=7),
+    ]
+    snapshot = Snapshot.build([node("n1")], pods, gang_of=group_key_of)
+    selector = parse_selector({"matchLabels": {"app": "x"}}, "s")
+    found = sorted(e.info.name for e in snapshot.pods_matching(selector, frozenset({"default"})))
+    assert found == ["a"]
+    assert sorted(e.info.name for e in snapshot.pods_matching(selector, None)) == ["a", "b"]
+    assert set(snapshot.units()) == {
+        ("gang", "default", "g"),
+        ("pod", "other", uid_of(pods[1])),
+        ("pod", "default", uid_of(pods[2])),
+    }
+    assert snapshot.nodes["n1"].priorities == {7: 2, 0: 1}
+
+
+def test_anti_affinity_of_a_pod_on_an_unknown_node_counts_once_the_node_arrives() -> None:
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "x"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    guard = pod("guard", node="late", affinity=anti)
+    snapshot = Snapshot()
+    snapshot.add_pod(guard)
+    assert snapshot.has_anti_affinity
+    assert snapshot.nodes == {}
+    snapshot.add_node(node("late"))
+    [(term, holders)] = snapshot.anti_affinity_against("default", {"app": "x"})
+    assert term.topology_key == "kubernetes.io/hostname"
+    assert list(holders) == ["late"]
+    assert list(snapshot.anti_affinity_against("default", {"app": "y"})) == []
+    snapshot.remove_pod(uid_of(guard))
+    assert not snapshot.has_anti_affinity

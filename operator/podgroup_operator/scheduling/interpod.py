@@ -1,0 +1,370 @@
+"""The filters that depend on other pods: inter-pod affinity, topology spread, host ports, volumes.
+
+kube-scheduler evaluates these in two steps (PreFilter over the whole cluster, then Filter per
+node), and so does `member_check`: it reads the snapshot once for one member at one moment —
+which domains hold pods its affinity wants or its anti-affinity shuns, which domains running
+pods' anti-affinity closes to it, how many matching pods each spread domain has — and returns a
+`MemberCheck` whose `verdict(node)` is a few dictionary lookups. Because assumed gang members are
+in the snapshot like bound pods, checking member k after members 1..k-1 were assumed makes the
+gang's own constraints hold between its members.
+
+The rules follow the upstream plugins:
+
+- InterPodAffinity: a required affinity term is met on a node whose topology domain (the value of
+  its `topologyKey` label) holds a pod matching *all* the pod's affinity terms; the first pod of
+  a group that matches its own terms may go anywhere the keys exist, when no such pod exists
+  yet. An anti-affinity term fails on a node whose domain holds a matching pod. A running pod's
+  required anti-affinity that selects the newcomer closes its domain to the newcomer (symmetry).
+- PodTopologySpread: domains are the values of the key on nodes that carry every constraint's
+  key and pass the node inclusion policies (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore by
+  default), whether Ready or not, as upstream; matching pods (same namespace, not terminating)
+  are counted per domain; a node fails `DoNotSchedule` when count + self-match - global minimum
+  exceeds maxSkew, with the minimum taken as 0 while fewer than minDomains domains exist.
+- NodePorts: a wanted host port conflicts with one in use on the node (same protocol and port,
+  same IP or either 0.0.0.0).
+- VolumeBinding: see `volumes.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from podgroup_operator.scheduling.filters import (
+    HOSTNAME_LABEL,
+    Constraints,
+    Exclusion,
+    NodeFacts,
+    Verdict,
+    matches_node_selection,
+    untolerated_taint,
+)
+from podgroup_operator.scheduling.podinfo import (
+    HostPort,
+    InterPodConstraints,
+    SpreadConstraint,
+)
+from podgroup_operator.scheduling.selectors import AffinityTerm
+from podgroup_operator.scheduling.snapshot import NodeState, Snapshot
+from podgroup_operator.scheduling.volumes import (
+    VolumeClaim,
+    VolumeDecision,
+    choose_volumes,
+    pod_level_problem,
+)
+
+MAX_SCORE = 100.0
+
+
+@dataclass(slots=True)
+class SpreadState:
+    """One spread constraint's counts for one member at one moment."""
+
+    constraint: SpreadConstraint
+    counts: dict[str, int]
+    minimum: int
+    self_match: int
+    weight: float
+    """Soft constraints: log(domains + 2), kube-scheduler's normalising weight per topology."""
+
+    def score(self, value: str) -> float:
+        """0..100: 100 in a domain at the minimum count, halving as the skew reaches maxSkew."""
+        skew = max(0, self.counts.get(value, 0) - self.minimum)
+        max_skew = self.constraint.max_skew
+        return MAX_SCORE * max_skew / (max_skew + skew)
+
+
+@dataclass(slots=True)
+class MemberCheck:
+    """Filters (and the spread score) for one pod, valid until the snapshot changes."""
+
+    affinity: tuple[tuple[AffinityTerm, frozenset[str] | None], ...] = ()
+    """Each required affinity term with the domains that satisfy it (None: any domain, the
+    first-pod rule)."""
+    anti_affinity: tuple[tuple[AffinityTerm, frozenset[str]], ...] = ()
+    """Each required anti-affinity term with the domains it closes."""
+    existing: tuple[tuple[AffinityTerm, frozenset[str]], ...] = ()
+    """Running pods' anti-affinity terms selecting this pod, with the domains they close."""
+    hard: tuple[SpreadState, ...] = ()
+    soft: tuple[SpreadState, ...] = ()
+    spread_keys: tuple[str, ...] = ()
+    ports: tuple[HostPort, ...] = ()
+    claims: tuple[VolumeClaim, ...] = ()
+    claim_classes: tuple[str, ...] = ()
+    snapshot: Snapshot | None = field(default=None, repr=False)
+
+    @property
+    def soft_per_node(self) -> bool:
+        """True when the spread score differs between nodes of one class (hostname domains)."""
+        return any(s.constraint.topology_key == HOSTNAME_LABEL for s in self.soft)
+
+    def verdict(self, node: NodeState) -> Verdict | None:
+        """None when the node passes every filter here, else the first failure (upstream order:
+        NodePorts, VolumeBinding, PodTopologySpread, InterPodAffinity)."""
+        if self.ports:
+            used = node.ports
+            if used:
+                for want in self.ports:
+                    for have in used:
+                        if want.conflicts(have):
+                            return Verdict(Exclusion.PORTS, f"({want})")
+        if self.claims:
+            verdict, _ = self.volumes(node)
+            if verdict is not None:
+                return verdict
+        labels = node.facts.labels
+        for state in self.hard:
+            constraint = state.constraint
+            value = labels.get(constraint.topology_key)
+            if value is None:
+                return Verdict(Exclusion.SPREAD_LABEL, f"({constraint.topology_key})")
+            if state.counts.get(value, 0) + state.self_match - state.minimum > constraint.max_skew:
+                return Verdict(Exclusion.SPREAD, f"({constraint})")
+        for term, allowed in self.affinity:
+            value = labels.get(term.topology_key)
+            if value is None or (allowed is not None and value not in allowed):
+                return Verdict(Exclusion.POD_AFFINITY, f"({term})")
+        for term, closed in self.anti_affinity:
+            value = labels.get(term.topology_key)
+            if value is not None and value in closed:
+                return Verdict(Exclusion.POD_ANTI_AFFINITY, f"({term})")
+        for term, closed in self.existing:
+            value = labels.get(term.topology_key)
+            if value is not None and value in closed:
+                return Verdict(Exclusion.EXISTING_ANTI_AFFINITY, f"({term})")
+        return None
+
+    def volumes(self, node: NodeState) -> tuple[Verdict | None, tuple[VolumeDecision, ...]]:
+        """The volume filter for the node and, when it passes, what to do per claim."""
+        if not self.claims:
+            return None, ()
+        assert self.snapshot is not None
+        snapshot = self.snapshot
+        labels = node.facts.labels
+        candidates = snapshot.volume_candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
+        return choose_volumes(
+            self.claims,
+            node.name,
+            labels,
+            candidates,
+            snapshot.volumes,
+            snapshot.volume_holders,
+            snapshot.claim_decisions,
+        )
+
+    def spread_score(self, labels: Mapping[str, str], *, upper: bool = False) -> float:
+        """The soft-spread score (0..100) of a node with these labels; 0 when a key is missing.
+
+        `upper=True` scores hostname domains as if they held the minimum count, which bounds the
+        score of every node of a class from above (used to stop a scored walk early).
+        """
+        if not self.soft:
+            return 0.0
+        total = weights = 0.0
+        for state in self.soft:
+            weights += state.weight
+            key = state.constraint.topology_key
+            if upper and key == HOSTNAME_LABEL:
+                total += state.weight * MAX_SCORE  # class facts carry no hostname
+                continue
+            value = labels.get(key)
+            if value is None:
+                return 0.0
+            total += state.weight * state.score(value)
+        return total / weights
+
+
+def _eligible(
+    facts: NodeFacts, constraint: SpreadConstraint, keys: Sequence[str], node: Constraints
+) -> bool:
+    """Does this node's domain count for the constraint (keys present, inclusion policies)?"""
+    labels = facts.labels
+    for key in keys:
+        if key not in labels:
+            return False
+    if constraint.honor_node_affinity and not matches_node_selection(node, facts):
+        return False
+    return not (
+        constraint.honor_taints and untolerated_taint(node.tolerations, facts.taints) is not None
+    )
+
+
+def _domains(
+    snapshot: Snapshot, constraint: SpreadConstraint, keys: tuple[str, ...], node: Constraints
+) -> tuple[frozenset[str], frozenset[str] | None]:
+    """(domain values, eligible node names or None when eligibility is per class), per epoch."""
+    policy = (
+        node if constraint.honor_node_affinity else None,
+        node.tolerations if constraint.honor_taints else None,
+    )
+    cache_key = ("spread-domains", constraint.topology_key, keys, policy)
+
+    def compute() -> tuple[frozenset[str], frozenset[str] | None]:
+        key = constraint.topology_key
+        per_node = HOSTNAME_LABEL in keys or (
+            constraint.honor_node_affinity and node.uses_node_identity
+        )
+        if not per_node:
+            values = {
+                c.facts.labels[key]
+                for c in snapshot.classes.values()
+                if len(c) and _eligible(c.facts, constraint, keys, node)
+            }
+            return frozenset(values), None
+        names: set[str] = set()
+        values = set()
+        for state in snapshot.nodes.values():
+            if _eligible(state.facts, constraint, keys, node):
+                names.add(state.name)
+                values.add(state.facts.labels[key])
+        return frozenset(values), frozenset(names)
+
+    result: tuple[frozenset[str], frozenset[str] | None] = snapshot.cached(cache_key, compute)
+    return result
+
+
+def _spread_state(
+    snapshot: Snapshot,
+    constraint: SpreadConstraint,
+    keys: tuple[str, ...],
+    node_constraints: Constraints,
+    namespace: str,
+    labels: Mapping[str, str],
+) -> SpreadState:
+    domains, eligible_nodes = _domains(snapshot, constraint, keys, node_constraints)
+    key = constraint.topology_key
+    counts: dict[str, int] = {}
+    nodes = snapshot.nodes
+    eligible_classes: dict[int, bool] = {}
+    for entry in snapshot.pods_matching(constraint.selector, frozenset({namespace})):
+        if entry.info.terminating:
+            continue
+        state = nodes[entry.node]
+        if eligible_nodes is not None:
+            if entry.node not in eligible_nodes:
+                continue
+        else:
+            node_class = state.node_class
+            assert node_class is not None
+            ok = eligible_classes.get(node_class.id)
+            if ok is None:
+                ok = eligible_classes[node_class.id] = _eligible(
+                    node_class.facts, constraint, keys, node_constraints
+                )
+            if not ok:
+                continue
+        value = state.facts.labels[key]
+        counts[value] = counts.get(value, 0) + 1
+    if constraint.hard and len(domains) < constraint.min_domains:
+        minimum = 0
+    elif sum(1 for v in counts if v in domains) < len(domains):
+        minimum = 0  # some domain holds no matching pod at all
+    else:
+        minimum = min((counts[v] for v in domains), default=0)
+    return SpreadState(
+        constraint,
+        counts,
+        minimum,
+        1 if constraint.selector.matches(labels) else 0,
+        math.log(len(domains) + 2),
+    )
+
+
+def _closed_domains(snapshot: Snapshot, term: AffinityTerm) -> frozenset[str]:
+    key = term.topology_key
+    nodes = snapshot.nodes
+    values = set()
+    for entry in snapshot.pods_matching(term.selector, term.namespaces):
+        value = nodes[entry.node].facts.labels.get(key)
+        if value is not None:
+            values.add(value)
+    return frozenset(values)
+
+
+def member_check(
+    snapshot: Snapshot,
+    namespace: str,
+    labels: Mapping[str, str],
+    constraints: InterPodConstraints,
+    node_constraints: Constraints,
+    claims: Sequence[VolumeClaim] = (),
+) -> MemberCheck | None:
+    """The dynamic filters of one pod against the snapshot as it is now; None if it has none.
+
+    `claims` are the pod's PVCs already resolved and checked by `claims_problem`.
+    """
+    existing: list[tuple[AffinityTerm, frozenset[str]]] = []
+    if snapshot.has_anti_affinity:
+        nodes = snapshot.nodes
+        for term, holders in snapshot.anti_affinity_against(namespace, labels):
+            closed: set[str] = set()
+            for name in holders:
+                state = nodes.get(name)
+                if state is not None:
+                    value = state.facts.labels.get(term.topology_key)
+                    if value is not None:
+                        closed.add(value)
+            if closed:
+                existing.append((term, frozenset(closed)))
+    if constraints.empty and not existing:
+        return None
+    affinity: list[tuple[AffinityTerm, frozenset[str] | None]] = []
+    if constraints.affinity:
+        terms = constraints.affinity
+        first, rest = terms[0], terms[1:]
+        matched = [
+            entry
+            for entry in snapshot.pods_matching(first.selector, first.namespaces)
+            if all(t.matches(entry.info.namespace, entry.info.labels) for t in rest)
+        ]
+        if not matched and all(t.matches(namespace, labels) for t in terms):
+            affinity = [(t, None) for t in terms]
+        else:
+            nodes = snapshot.nodes
+            for term in terms:
+                values = {
+                    v
+                    for e in matched
+                    if (v := nodes[e.node].facts.labels.get(term.topology_key)) is not None
+                }
+                affinity.append((term, frozenset(values)))
+    anti = tuple(
+        (term, closed_here)
+        for term in constraints.anti_affinity
+        if (closed_here := _closed_domains(snapshot, term))
+    )
+    hard: list[SpreadState] = []
+    soft: list[SpreadState] = []
+    if constraints.spread:
+        hard_keys = tuple(sorted({c.topology_key for c in constraints.spread if c.hard}))
+        soft_keys = tuple(sorted({c.topology_key for c in constraints.spread if not c.hard}))
+        for constraint in constraints.spread:
+            keys = hard_keys if constraint.hard else soft_keys
+            spread = _spread_state(snapshot, constraint, keys, node_constraints, namespace, labels)
+            (hard if constraint.hard else soft).append(spread)
+    return MemberCheck(
+        affinity=tuple(affinity),
+        anti_affinity=anti,
+        existing=tuple(sorted(existing, key=lambda pair: str(pair[0]))),  # stable messages
+        hard=tuple(hard),
+        soft=tuple(soft),
+        spread_keys=tuple(sorted({c.topology_key for c in constraints.spread})),
+        ports=constraints.ports,
+        claims=tuple(claims),
+        claim_classes=tuple(sorted({c.storage_class for c in claims if c.volume is None})),
+        snapshot=snapshot,
+    )
+
+
+def claims_problem(
+    snapshot: Snapshot,
+    namespace: str,
+    names: Sequence[str],
+    known: Mapping[tuple[str, str], VolumeClaim],
+) -> tuple[str | None, tuple[VolumeClaim, ...]]:
+    """The pod-level volume refusal (or None) and the pod's resolved claims."""
+    problem = pod_level_problem(names, namespace, known, snapshot.volumes)
+    if problem is not None:
+        return problem, ()
+    return None, tuple(known[(namespace, name)] for name in names)

@@ -1,0 +1,686 @@
+"""Gang preemption: which lower-priority gangs to evict so that a waiting gang fits.
+
+kube-scheduler preempts pod by pod: per node it removes every lower-priority pod, checks the
+preemptor fits, gives back ("reprieves") what it can, and picks the cheapest node. A gang needs
+room on many nodes at once, and its victims are gangs too: evicting part of a running gang
+wastes the rest of it, so a victim gang is always evicted whole (a pod outside any gang is a gang
+of one). `plan_preemption` therefore works on whole gangs, as a what-if on the snapshot: it takes
+victims out with `Snapshot.simulate_removal`, asks `try_place` whether the gang fits, and puts
+everything back before returning. The snapshot is unchanged afterwards.
+
+Rules:
+
+- Only gangs whose every pod has a priority strictly below the preemptor's are victims; pods of
+  other schedulers count by their `spec.priority` like ours. For a gang group the preemptor's
+  priority is the lowest of its gangs'.
+- A preemptor with `preemptionPolicy: Never` never preempts; a gang that fits already gets an
+  empty plan (no victims) with its nominations.
+- Pods already terminating are on their way out: they are removed in the what-if for free and
+  never listed as victims (the plan says how many it waits for).
+- PodDisruptionBudgets are honoured where possible: a victim pod matching a budget with no
+  disruptions left is a violation, and plans with fewer violations are preferred.
+
+Cheapest, in this order (kube-scheduler's candidate ordering, with the priority first because
+a gang's victims span nodes): the lowest highest-victim priority, then the fewest PDB
+violations, then the fewest victim pods per member the freed room holds. Finding the true
+optimum is a set-cover problem; the planner is greedy over nodes, in that order:
+
+1. Every node the gang may use (static filters) that could gain room for a member gets a lower
+   bound of its key from the snapshot's per-node priority counts alone, without reading pods:
+   (highest lower-priority pod priority, 0, its lower-priority pods / the most members it could
+   gain, name).
+2. Nodes are evaluated exactly in bound order: the victim gangs on the node (whole gangs, so
+   their pods on other nodes count too), their PDB violations, and the members gained. Up to
+   `WINDOW` (32) are evaluated before the cheapest evaluated node is freed (at once when it is
+   cheaper than every remaining bound): its victim gangs are removed everywhere, and the nodes
+   they touched are evaluated again, so a partly freed neighbour competes with its true cost.
+3. When the room counted on usable nodes covers the gang, placement is tried for real (again
+   each time the room doubles, so a failing estimate costs O(log n) attempts); the first
+   success ends the search.
+4. Reprieve: victim gangs are given back, most expensive first, when the gang still fits
+   without evicting them (upstream's reprieve step; for gangs without pod-to-pod constraints
+   this is checked as arithmetic on the nodes of the placement found); the nominations come
+   from a final placement attempt without the remaining victims.
+
+The cost is one pass over the usable nodes' priority counts, a few dozen exact node evaluations,
+and a few placement attempts; never a search over subsets of gangs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from podgroup_operator.scheduling.filters import UNSCHEDULABLE_TAINT_KEY, Taint, pod_constraints
+from podgroup_operator.scheduling.gang import Binding, GangKey, GangRequest, PreemptionPolicy
+from podgroup_operator.scheduling.placement import shape_groups, try_place
+from podgroup_operator.scheduling.podinfo import PodInfo
+from podgroup_operator.scheduling.resources import Resources, copies_that_fit, pod_requests
+from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
+from podgroup_operator.scheduling.snapshot import Snapshot, Undo, pod_uid
+
+Unit = tuple[str, str, str]
+"""("gang", namespace, name) or ("pod", namespace, uid): what is evicted together."""
+
+_MESSAGE_VICTIMS = 10
+"""Victim gangs named in a message before "and N more"."""
+CORDON_TAINT = Taint(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
+WINDOW = 32
+"""Nodes evaluated exactly (in lower-bound order) before the cheapest of them is freed."""
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget: pods it selects, and how many may go now."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+    """`status.disruptionsAllowed`."""
+
+    def covers(self, info: PodInfo) -> bool:
+        return info.namespace == self.namespace and self.selector.matches(info.labels)
+
+
+def disruption_budget(raw: Mapping[str, Any]) -> DisruptionBudget:
+    """A raw policy/v1 PodDisruptionBudget as the model (an unreadable selector selects all,
+    which only makes the planner more careful)."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    return DisruptionBudget(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        selector=parse_selector(spec.get("selector"), "spec.selector", strict=False),
+        disruptions_allowed=int((raw.get("status") or {}).get("disruptionsAllowed") or 0),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class VictimGang:
+    """A gang (or lone pod) to evict, with all of its pods."""
+
+    gang: GangKey | None
+    """The PodGroup, or None for a pod outside any gang."""
+    priority: int
+    """The highest priority among its pods."""
+    pods: tuple[Victim, ...]
+    budget_violations: int = 0
+    """Its pods that the PodDisruptionBudgets do not allow to be disrupted now."""
+
+    @property
+    def label(self) -> str:
+        if self.gang is not None:
+            return f"{self.gang[0]}/{self.gang[1]}"
+        pod = self.pods[0]
+        return f"{pod.namespace}/{pod.name}"
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """Evict `victims`, then the gang fits as `nominations` say (one binding per member).
+
+    The controller deletes every victim pod (all pods of each victim gang), records the
+    nominations so that lower-priority gangs do not take the room meanwhile, and places the gang
+    again once the victims are gone. `waiting_for` counts terminating pods the plan relies on.
+    """
+
+    gangs: tuple[GangKey, ...]
+    victims: tuple[VictimGang, ...]
+    nominations: tuple[Binding, ...]
+    message: str
+    waiting_for: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.victims
+
+    @property
+    def victim_pods(self) -> tuple[Victim, ...]:
+        return tuple(p for v in self.victims for p in v.pods)
+
+    @property
+    def budget_violations(self) -> int:
+        return sum(v.budget_violations for v in self.victims)
+
+
+@dataclass(frozen=True)
+class PreemptionRefusal:
+    """Preemption cannot help (or is not allowed); `message` says why."""
+
+    gangs: tuple[GangKey, ...]
+    message: str
+
+
+@dataclass
+class _Candidate:
+    """A victim unit: its pods, priority, and the budgets it would spend."""
+
+    unit: Unit
+    pods: list[PodInfo]
+    nodes: set[str]
+    priority: int
+    where: dict[str, str] = field(default_factory=dict)
+    """Pod UID -> its node (kept, since chosen victims leave the snapshot)."""
+    budgets: dict[int, int] = field(default_factory=dict)
+    """Budget index -> how many of its pods that budget covers."""
+
+
+_Key = tuple[int, int, float, str]
+
+
+def _label(gangs: Sequence[GangRequest]) -> str:
+    return ", ".join(g.label for g in gangs)
+
+
+class _Planner:
+    """One planning run: the greedy search of the module docstring, as a what-if."""
+
+    def __init__(
+        self,
+        gangs: Sequence[GangRequest],
+        snapshot: Snapshot,
+        budgets: Sequence[DisruptionBudget],
+    ) -> None:
+        self.gangs = gangs
+        self.snapshot = snapshot
+        self.budgets = budgets
+        self.priority = min(g.priority for g in gangs)
+        self.own = {("gang", *g.key) for g in gangs}
+        self.undos: list[Undo] = []
+        self.chosen: dict[Unit, Undo] = {}
+        self.order: list[Unit] = []
+        self.remaining = [b.disruptions_allowed for b in budgets]
+        self.shapes: list[tuple[tuple[tuple[str, int], ...], int]] = []
+        self.needed = 0
+        self.feasible: list[str] = []
+        self.units: dict[Unit, _Candidate | None] = {}
+        self.slots: dict[str, list[int]] = {}
+        """Feasible node -> copies of each shape that fit now."""
+        self.room: list[int] = []
+        self.version: dict[str, int] = {}
+        self.bounds: list[tuple[_Key, int]] = []
+        """(lower bound of a node's key, version) for every node worth freeing."""
+        self.leaving: dict[str, str] = {}
+        """Terminating pods (UID -> node), taken out of the what-if for free."""
+
+    # --- setup -----------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        snapshot = self.snapshot
+        wanted: dict[tuple[tuple[str, int], ...], int] = {}
+        feasible: set[str] = set()
+        for gang in self.gangs:
+            for shape, count in shape_groups(gang):
+                if shape.unsupported is not None:
+                    continue
+                wanted[shape.request] = wanted.get(shape.request, 0) + count
+                feasibility = snapshot.feasibility(shape.constraints)
+                allowed = feasibility.allowed
+                for node_class in feasibility.classes:
+                    feasible.update(
+                        name for _, name in node_class.order if allowed is None or name in allowed
+                    )
+            self.needed += max(
+                1 if gang.satisfied_before else gang.min_member - gang.already_bound, 0
+            )
+        self.shapes = sorted(wanted.items())
+        self.needed = min(self.needed, sum(c for _, c in self.shapes))
+        self.feasible = sorted(feasible)
+        leaving = snapshot.terminating()
+        if leaving:
+            for uid in leaving:
+                entry = snapshot.pod(uid)
+                if entry is not None:
+                    self.leaving[uid] = entry.node
+            self.undos.append(snapshot.simulate_removal(leaving))
+        # One tight pass over the feasible nodes: the room each has now, and the lower bound of
+        # what freeing it would cost, from its priority counts alone (no pod is read): its
+        # victims include its own lower-priority pods, and it gains at most what an empty node
+        # holds.
+        nodes = snapshot.nodes
+        requests = [request for request, _ in self.shapes]
+        room = [0] * len(requests)
+        priority = self.priority
+        empty: dict[int, tuple[Mapping[str, int], int]] = {}
+        bounds = self.bounds
+        single = requests[0] if len(requests) == 1 else None
+        first, least = single[0] if single else ("", 0)
+        for name in self.feasible:
+            state = nodes[name]
+            free = state.free
+            if single is not None:
+                # One shape (the usual gang): most nodes are full and fail on the first resource.
+                held = 0 if free.get(first, 0) < least else copies_that_fit(single, free)
+                self.slots[name] = [held]
+                room[0] += held
+            else:
+                slots = [copies_that_fit(request, free) for request in requests]
+                self.slots[name] = slots
+                held = 0
+                for index, copies in enumerate(slots):
+                    room[index] += copies
+                    held += copies
+            pods = 0
+            highest = None
+            for level, count in state.priorities.items():
+                if level < priority:
+                    pods += count
+                    if highest is None or level > highest:
+                        highest = level
+            if highest is None:
+                continue
+            # Nodes of one class usually share their allocatable: compute "an empty node holds"
+            # once per class, checking equality (cheap) rather than trusting it.
+            assert state.node_class is not None
+            memo = empty.get(state.node_class.id)
+            if memo is not None and memo[0] == state.allocatable:
+                most = memo[1]
+            else:
+                most = sum(copies_that_fit(request, state.allocatable) for request in requests)
+                empty[state.node_class.id] = (state.allocatable, most)
+            if most > held:
+                self.version[name] = 0
+                bounds.append(((highest, 0, pods / (most - held), name), 0))
+        self.room = room
+
+    def _candidate(self, unit: Unit) -> _Candidate | None:
+        """The unit as a victim, or None when it may not be evicted (cached per run)."""
+        if unit in self.units:
+            return self.units[unit]
+        candidate: _Candidate | None = None
+        if unit not in self.own:
+            snapshot = self.snapshot
+            infos = []
+            where: dict[str, str] = {}
+            for uid in snapshot.units().get(unit, ()):
+                entry = snapshot.pod(uid)
+                if entry is not None:
+                    infos.append(entry.info)
+                    where[uid] = entry.node
+            priority = max((i.priority for i in infos), default=self.priority)
+            if infos and priority < self.priority:
+                candidate = _Candidate(unit, infos, set(where.values()), priority, where)
+                for index, budget in enumerate(self.budgets):
+                    covered = sum(1 for i in infos if budget.covers(i))
+                    if covered:
+                        candidate.budgets[index] = covered
+        self.units[unit] = candidate
+        return candidate
+
+    # --- room accounting -------------------------------------------------------------------------
+    def _copies(self, free: Mapping[str, int]) -> list[int]:
+        return [copies_that_fit(request, free) for request, _ in self.shapes]
+
+    def _estimate(self) -> int:
+        """Members the free room on feasible nodes could hold (optimistic, per shape)."""
+        return sum(
+            min(room, count) for room, (_, count) in zip(self.room, self.shapes, strict=True)
+        )
+
+    def _violations(self, units: Iterable[_Candidate]) -> int:
+        remaining = list(self.remaining)
+        count = 0
+        for candidate in units:
+            for index, covered in candidate.budgets.items():
+                before = remaining[index]
+                remaining[index] -= covered
+                count += min(covered, max(0, covered - max(before, 0)))
+        return count
+
+    def _key(self, name: str) -> tuple[_Key, list[_Candidate]] | None:
+        """What freeing the node would add to the plan, or None when it gains no member."""
+        state = self.snapshot.nodes[name]
+        seen: set[Unit] = set()
+        new: list[_Candidate] = []
+        free = dict(state.free)
+        for info in self.snapshot.node_pods(name):
+            unit = info.unit
+            candidate = self.units[unit] if unit in self.units else self._candidate(unit)
+            if candidate is None:
+                continue
+            if unit not in seen:
+                seen.add(unit)
+                new.append(candidate)
+            for resource, amount in info.request.items():
+                if resource in free:
+                    free[resource] += amount
+        if not new:
+            return None
+        gain = sum(self._copies(free)) - sum(self.slots[name])
+        if gain <= 0:
+            return None
+        pods = sum(len(c.pods) for c in new)
+        key = (max(c.priority for c in new), self._violations(new), pods / gain, name)
+        return key, new
+
+    def _choose(self, candidate: _Candidate) -> None:
+        snapshot = self.snapshot
+        self.chosen[candidate.unit] = snapshot.simulate_removal(i.uid for i in candidate.pods)
+        self.order.append(candidate.unit)
+        for index, covered in candidate.budgets.items():
+            self.remaining[index] -= covered
+        nodes = snapshot.nodes
+        for name in candidate.nodes:
+            old = self.slots.get(name)
+            if old is None or name not in nodes:
+                continue
+            slots = self._copies(nodes[name].free)
+            self.slots[name] = slots
+            for index, copies in enumerate(slots):
+                self.room[index] += copies - old[index]
+
+    # --- the search ------------------------------------------------------------------------------
+    def search(self) -> tuple[Binding, ...] | None:
+        """Greedy with a window: nodes wait in `bounds` under a lower bound of their key; up to
+        `WINDOW` of the lowest are evaluated exactly into `exact` before the cheapest exact one
+        is freed (at once when its key is below every remaining bound). Nodes touched by a freed
+        victim are re-evaluated, so a partly freed neighbour competes with its true cost."""
+        bounds = self.bounds
+        exact: list[tuple[_Key, int]] = []
+        heapq.heapify(bounds)
+        evaluated = 0
+        next_try = 0
+        if self.leaving and self._estimate() >= self.needed:
+            # Terminating pods alone may make room: then nobody needs to be evicted.
+            placed = try_place(self.gangs, self.snapshot)
+            if placed is not None:
+                return placed
+        while True:
+            while bounds and self.version.get(bounds[0][0][3]) != bounds[0][1]:
+                heapq.heappop(bounds)
+            while exact and self.version.get(exact[0][0][3]) != exact[0][1]:
+                heapq.heappop(exact)
+            if exact and (not bounds or exact[0][0] <= bounds[0][0] or evaluated >= WINDOW):
+                key, version = heapq.heappop(exact)
+                name = key[3]
+                found = self._key(name)  # freed victims may have changed it
+                if found is None:
+                    self.version.pop(name, None)
+                    continue
+                if found[0] != key:
+                    heapq.heappush(exact, (found[0], version))
+                    continue
+                self.version.pop(name, None)
+                evaluated = 0
+                touched: set[str] = set()
+                for candidate in found[1]:
+                    if candidate.unit not in self.chosen:
+                        self._choose(candidate)
+                        touched |= candidate.nodes
+                for other in sorted(touched):
+                    if other not in self.version:
+                        continue
+                    stamp = self.version[other] + 1
+                    fresh = self._key(other)
+                    if fresh is None:
+                        del self.version[other]
+                    else:
+                        self.version[other] = stamp
+                        heapq.heappush(exact, (fresh[0], stamp))
+                estimate = self._estimate()
+                if estimate >= self.needed and (estimate >= next_try or not (bounds or exact)):
+                    placed = try_place(self.gangs, self.snapshot)
+                    if placed is not None:
+                        return placed
+                    next_try = max(estimate * 2, estimate + 1)
+            elif bounds:
+                key, version = heapq.heappop(bounds)
+                name = key[3]
+                found = self._key(name)
+                evaluated += 1
+                if found is None:
+                    self.version.pop(name, None)
+                else:
+                    heapq.heappush(exact, (found[0], version))
+            else:
+                break
+        if self.chosen:
+            return try_place(self.gangs, self.snapshot)
+        return None
+
+    def reprieve(self, placed: tuple[Binding, ...]) -> tuple[Binding, ...]:
+        """Give back victim gangs, most expensive first, when the planned placement still fits
+        without evicting them.
+
+        The placement stays fixed, so for gangs without pod-to-pod constraints the test is
+        exact arithmetic on the nodes the placement uses; otherwise (or when the victim has
+        anti-affinity of its own) placement is tried again with the victim back.
+        """
+        ranked = sorted(
+            self.order,
+            key=lambda u: (
+                -self._known(u).priority,
+                -sum(self._known(u).budgets.values()),
+                -len(self._known(u).pods),
+                u,
+            ),
+        )
+        simple = all(
+            shape.inter_pod.empty and shape.unsupported is None
+            for gang in self.gangs
+            for shape, _ in shape_groups(gang)
+        )
+        requests = {pod_uid(pod): pod_requests(pod) for gang in self.gangs for pod in gang.pending}
+        given_back = False
+        for unit in ranked:
+            candidate = self._known(unit)
+            if simple and not any(i.anti_affinity for i in candidate.pods):
+                # Exact for resources with the placement fixed; no snapshot change needed.
+                if self._still_fits(placed, requests, candidate):
+                    self.chosen.pop(unit)()
+                    given_back = True
+                continue
+            self.chosen.pop(unit)()
+            again = try_place(self.gangs, self.snapshot)
+            if again is None:
+                self.chosen[unit] = self.snapshot.simulate_removal(i.uid for i in candidate.pods)
+            else:
+                placed = again
+                given_back = True
+        if not given_back:
+            return placed
+        final = try_place(self.gangs, self.snapshot)
+        return final if final is not None else placed
+
+    def _still_fits(
+        self,
+        placed: Sequence[Binding],
+        requests: Mapping[str, Resources],
+        candidate: _Candidate,
+    ) -> bool:
+        """Would the placed members still fit if this victim stayed (placement fixed)?"""
+        back: dict[str, Resources] = {}
+        nodes = self.snapshot.nodes
+        for info in candidate.pods:
+            node = candidate.where.get(info.uid)
+            if node is None or node not in nodes:
+                continue
+            per_node = back.setdefault(node, {})
+            for resource, amount in info.request.items():
+                per_node[resource] = per_node.get(resource, 0) + amount
+        need: dict[str, Resources] = {}
+        for binding in placed:
+            if binding.node in back:
+                per_node = need.setdefault(binding.node, {})
+                for resource, amount in requests.get(binding.pod_uid, {}).items():
+                    per_node[resource] = per_node.get(resource, 0) + amount
+        for name, per_node in need.items():
+            free = nodes[name].free
+            returned = back[name]
+            for resource, amount in per_node.items():
+                if resource in free and free[resource] - returned.get(resource, 0) < amount:
+                    return False
+        return True
+
+    def _known(self, unit: Unit) -> _Candidate:
+        candidate = self.units[unit]
+        assert candidate is not None
+        return candidate
+
+    def restore(self) -> None:
+        for undo in self.chosen.values():
+            undo()
+        self.chosen.clear()
+        for undo in reversed(self.undos):
+            undo()
+        self.undos.clear()
+
+    # --- the answer ------------------------------------------------------------------------------
+    def victims(self) -> tuple[VictimGang, ...]:
+        remaining = [b.disruptions_allowed for b in self.budgets]
+        out: list[VictimGang] = []
+        units = sorted(self.chosen, key=lambda u: (self._known(u).priority, u))
+        for unit in units:
+            candidate = self._known(unit)
+            violations = 0
+            for index, covered in candidate.budgets.items():
+                before = remaining[index]
+                remaining[index] -= covered
+                violations += min(covered, max(0, covered - max(before, 0)))
+            pods = tuple(
+                sorted(
+                    (
+                        Victim(i.namespace, i.name, i.uid, candidate.where.get(i.uid, ""))
+                        for i in candidate.pods
+                    ),
+                    key=lambda v: (v.namespace, v.name, v.uid),
+                )
+            )
+            gang = (unit[1], unit[2]) if unit[0] == "gang" else None
+            out.append(VictimGang(gang, candidate.priority, pods, violations))
+        return tuple(out)
+
+
+def _message(
+    gangs: Sequence[GangRequest], victims: Sequence[VictimGang], nominations: Sequence[Binding]
+) -> str:
+    pods = sum(len(v.pods) for v in victims)
+    nodes = len({b.node for b in nominations})
+    names = [f"{v.label} ({len(v.pods)} pod(s), priority {v.priority})" for v in victims]
+    if len(names) > _MESSAGE_VICTIMS:
+        names = [*names[:_MESSAGE_VICTIMS], f"and {len(names) - _MESSAGE_VICTIMS} more"]
+    violations = sum(v.budget_violations for v in victims)
+    if not victims:
+        return f"{_label(gangs)} fits on {nodes} node(s) once terminating pods are gone"
+    text = (
+        f"preempting {len(victims)} lower-priority gang(s) ({pods} pod(s)) to place "
+        f"{_label(gangs)} on {nodes} node(s): {', '.join(names)}"
+    )
+    if violations:
+        text += f"; {violations} eviction(s) exceed a PodDisruptionBudget (no cheaper plan)"
+    return text
+
+
+def _may_fit_now(gangs: Sequence[GangRequest], snapshot: Snapshot) -> bool:
+    """False when the cluster's free capacity cannot cover the smallest members needed, which
+    spares a placement attempt that walks every node when the cluster is full."""
+    need: dict[str, int] = {}
+    for gang in gangs:
+        count = 1 if gang.satisfied_before else gang.min_member - gang.already_bound
+        if count <= 0 or not gang.pending:
+            continue
+        smallest: dict[str, int] = {}
+        for index, pod in enumerate(gang.pending):
+            request = pod_requests(pod)
+            if index == 0:
+                smallest = request
+            else:
+                smallest = {r: min(a, request.get(r, 0)) for r, a in smallest.items()}
+        for resource, amount in smallest.items():
+            need[resource] = need.get(resource, 0) + amount * count
+    free = snapshot.total_free()
+    return all(free.get(resource, 0) >= amount for resource, amount in need.items())
+
+
+def _may_use_cordoned(gangs: Sequence[GangRequest]) -> bool:
+    """Members tolerating the cordon taint may use room `total_free` does not count."""
+    return any(
+        t.tolerates(CORDON_TAINT)
+        for g in gangs
+        for p in g.pending
+        for t in pod_constraints(p).tolerations
+    )
+
+
+def plan_preemption(
+    gangs: GangRequest | Sequence[GangRequest],
+    snapshot: Snapshot,
+    budgets: Sequence[DisruptionBudget] = (),
+) -> PreemptionPlan | PreemptionRefusal:
+    """Plan the cheapest whole-gang preemption that lets `gangs` (one gang, or a gang group
+    that must fit together) reach minMember; the snapshot is left exactly as it was.
+
+    `budgets` are the cluster's PodDisruptionBudgets (`disruption_budget(raw)` each). The
+    snapshot must have been built with `gang_of`, or gangs could not be evicted whole.
+    Returns a `PreemptionPlan` (empty when the gangs fit without preemption) or a
+    `PreemptionRefusal` when preemption is not allowed or cannot make room.
+    """
+    group = [gangs] if isinstance(gangs, GangRequest) else list(gangs)
+    keys = tuple(g.key for g in group)
+    if not group:
+        raise ValueError("plan_preemption needs at least one gang")
+    if snapshot.gang_of is None:
+        raise ValueError(
+            "plan_preemption needs a Snapshot built with gang_of (which gang a pod belongs "
+            "to); without it a victim gang could be evicted in part"
+        )
+    may_fit = _may_use_cordoned(group) or _may_fit_now(group, snapshot)
+    placed = try_place(group, snapshot) if may_fit else None
+    if placed is not None:
+        return PreemptionPlan(keys, (), placed, f"{_label(group)} fits without preemption")
+    never = [g.label for g in group if g.preemption_policy is PreemptionPolicy.NEVER]
+    if never:
+        return PreemptionRefusal(
+            keys, f"{', '.join(never)}: preemptionPolicy is Never; waiting for room instead"
+        )
+    for gang in group:
+        if gang.satisfied_before:
+            continue
+        if len(gang.pending) + gang.already_bound < gang.min_member:
+            return PreemptionRefusal(
+                keys, f"{gang.label}: fewer member pods than minMember; preemption cannot help"
+            )
+        shapes = shape_groups(gang)
+        usable = sum(count for shape, count in shapes if shape.unsupported is None)
+        if usable + gang.already_bound < gang.min_member:
+            problem = next(s.unsupported for s, _ in shapes if s.unsupported is not None)
+            return PreemptionRefusal(keys, f"{gang.label}: preemption cannot help: {problem}")
+    planner = _Planner(group, snapshot, budgets)
+    try:
+        planner.prepare()
+        found = planner.search()
+        if found is None:
+            return PreemptionRefusal(
+                keys,
+                f"{_label(group)}: evicting every gang of priority below {planner.priority} "
+                f"from the {len(planner.feasible)} node(s) the gang may use would still not "
+                "make room",
+            )
+        found = planner.reprieve(found)
+        victims = planner.victims()
+        used = {b.node for b in found}
+        waiting = sum(1 for node in planner.leaving.values() if node in used)
+        return PreemptionPlan(keys, victims, found, _message(group, victims, found), waiting)
+    finally:
+        planner.restore()
+
+
+__all__ = [
+    "DisruptionBudget",
+    "PreemptionPlan",
+    "PreemptionRefusal",
+    "Victim",
+    "VictimGang",
+    "disruption_budget",
+    "plan_preemption",
+]

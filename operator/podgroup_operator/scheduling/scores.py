@@ -1,0 +1,135 @@
+"""Node scores: which of the nodes that pass every filter a member should go to.
+
+kube-scheduler sums plugin scores (each 0..100) times plugin weights. We keep its default weights
+for the plugins we score, and our packing score in place of its spreading NodeResourcesFit:
+
+| score | weight | 0..100 |
+| --- | --- | --- |
+| packing | 1 | how full the node is: 100 x (1 - free share of its scarcest resource) |
+| preferred node affinity | 2 | 100 x weight of matching preferred terms / weight of all |
+| PreferNoSchedule taints | 3 | 100 / (1 + untolerated PreferNoSchedule taints) |
+| topology spread, ScheduleAnyway | 2 | see `interpod.SpreadState.score` |
+
+Upstream normalises each plugin's raw scores over the nodes of one cycle (the best node gets
+100). That needs every feasible node scored for every pod, which a 5,000-node gang decision
+cannot afford; our scores are fixed-scale instead, so each ranks nodes the way the upstream plugin
+does on its own, and nodes of one class share all but the packing score. Placement then walks
+nodes in descending score and stops at the first one that passes (see `placement`). Ties go to
+the node name, so decisions are deterministic.
+
+Not scored: preferred inter-pod (anti-)affinity, image locality, balanced allocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from podgroup_operator.scheduling.filters import (
+    HOSTNAME_LABEL,
+    NodeFacts,
+    Term,
+    Toleration,
+    pod_constraints,
+)
+
+WEIGHT_PACK = 1.0
+WEIGHT_NODE_AFFINITY = 2.0
+WEIGHT_TAINT = 3.0
+WEIGHT_SPREAD = 2.0
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Preferences:
+    """The static preferences of a pod: preferred node affinity terms and its tolerations."""
+
+    terms: tuple[tuple[int, Term], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def uses_node_identity(self) -> bool:
+        """True when a preferred term names nodes (hostname or metadata.name): per-node scores."""
+        return any(
+            term.fields or any(r.key == HOSTNAME_LABEL for r in term.expressions)
+            for _, term in self.terms
+        )
+
+
+NO_PREFERENCES = Preferences()
+
+
+def pod_preferences(
+    pod: Mapping[str, Any], tolerations: tuple[Toleration, ...] | None = None
+) -> Preferences:
+    """Preferred node affinity (weight, term) pairs and the tolerations of a raw pod
+    (`tolerations` when the caller has parsed them already)."""
+    spec = pod.get("spec") or {}
+    preferred = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or ()
+    if not preferred and not tolerations and not spec.get("tolerations"):
+        return NO_PREFERENCES
+    terms: list[tuple[int, Term]] = []
+    for item in preferred:
+        weight = int(item.get("weight") or 0)
+        raw = item.get("preference") or {}
+        # Reuse the required-affinity parser by wrapping the one term.
+        parsed = pod_constraints(
+            {
+                "spec": {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [raw]
+                            }
+                        }
+                    }
+                }
+            }
+        )
+        if weight > 0 and parsed.terms:
+            terms.append((weight, parsed.terms[0]))
+    if tolerations is None:
+        tolerations = pod_constraints(
+            {"spec": {"tolerations": spec.get("tolerations") or []}}
+        ).tolerations
+    if not terms and not tolerations:
+        return NO_PREFERENCES
+    return Preferences(tuple(terms), tolerations)
+
+
+def node_affinity_score(preferences: Preferences, facts: NodeFacts) -> float:
+    """0..100: the share of preferred-term weight the node matches."""
+    if not preferences.terms:
+        return 0.0
+    total = matched = 0
+    for weight, term in preferences.terms:
+        total += weight
+        if term.matches(facts.name, facts.labels):
+            matched += weight
+    return 100.0 * matched / total
+
+
+def taint_score(preferences: Preferences, facts: NodeFacts) -> float:
+    """0..100: 100 without untolerated PreferNoSchedule taints, less with each one."""
+    count = 0
+    for taint in facts.taints:
+        if taint.effect == PREFER_NO_SCHEDULE and not any(
+            t.tolerates(taint) for t in preferences.tolerations
+        ):
+            count += 1
+    return 100.0 / (1 + count)
+
+
+def static_score(preferences: Preferences, facts: NodeFacts) -> float:
+    """The weighted scores that depend only on the node's labels and taints."""
+    return WEIGHT_NODE_AFFINITY * node_affinity_score(
+        preferences, facts
+    ) + WEIGHT_TAINT * taint_score(preferences, facts)
+
+
+def pack_score(free_share: float) -> float:
+    """Weighted packing score of a node whose scarcest resource has `free_share` free."""
+    return WEIGHT_PACK * 100.0 * (1.0 - free_share)

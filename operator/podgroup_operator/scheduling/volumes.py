@@ -1,0 +1,342 @@
+"""PersistentVolumeClaims as kube-scheduler's VolumeBinding plugin sees them, without the API.
+
+A pod with a claim can only run where its volume can be attached, and a claim that waits for its
+first consumer (`volumeBindingMode: WaitForFirstConsumer`) is bound by the scheduler itself, to a
+static PV reachable from the chosen node or to one provisioned there. So the decision for a gang
+member is not only "this node" but also "and these volumes": `Binding.volumes` carries them, and
+the controller must carry them out before it binds the pod (see `VolumeDecision`).
+
+The caller resolves what the pod mounts into small models: each claim with its StorageClass
+facts (`VolumeClaim`, passed with the `GangRequest`) and every PersistentVolume (`PersistentVolume`,
+kept in the snapshot with `Snapshot.set_volume`). The rules, per claim:
+
+- bound (`spec.volumeName` set): the PV's node affinity must accept the node
+  (`node(s) had volume node affinity conflict`);
+- unbound, `Immediate` binding: the PV controller binds it, not the scheduler, so the pod waits
+  ("waiting for PVC X to be bound") whatever the node;
+- unbound, `WaitForFirstConsumer`: per node, the smallest available static PV that fits (same
+  class, enough capacity, the access modes, the volume mode, the claim's selector, node
+  affinity accepting the node; a PV pre-bound to this claim first), else dynamic provisioning if
+  the class has a provisioner and its allowedTopologies accept the node, else the node is out
+  (`node(s) didn't find available persistent volumes to bind`).
+
+A static PV chosen for one member is held in the snapshot (with the member's assumption, and
+released by the same undo), so a second member, or a second claim of the same pod, never gets
+the same PV. Not modelled: CSI storage capacity, attach limits per node, ReadWriteOncePod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from podgroup_operator.api.quantity import to_milli
+from podgroup_operator.scheduling.filters import (
+    HOSTNAME_LABEL,
+    Exclusion,
+    Requirement,
+    Term,
+    Verdict,
+)
+from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
+
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+"""The provisioner of classes that only bind static PVs."""
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
+"""Set on a claim to ask its provisioner for a volume reachable from that node."""
+FILESYSTEM = "Filesystem"
+
+
+class BindingMode(StrEnum):
+    IMMEDIATE = "Immediate"
+    WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+class VolumeAction(StrEnum):
+    BIND = "Bind"
+    """Set the PV's `spec.claimRef` to the claim (the PV controller completes the binding)."""
+    PROVISION = "Provision"
+    """Annotate the claim with `volume.kubernetes.io/selected-node: <node>`."""
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    """The facts of a PV that decide which claims and nodes it can serve."""
+
+    name: str
+    storage_class: str
+    capacity: int
+    """Bytes."""
+    access_modes: frozenset[str] = frozenset()
+    volume_mode: str = FILESYSTEM
+    node_affinity: tuple[Term, ...] | None = None
+    """Required node affinity terms (ORed); None when the PV is reachable from every node."""
+    claim: tuple[str, str] | None = None
+    """`spec.claimRef` (namespace, name): bound or pre-bound to that claim only."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    available: bool = True
+    """False when Released/Failed or being deleted: never offered to a new claim."""
+
+    def reachable_from(self, name: str, labels: Mapping[str, str]) -> bool:
+        if self.node_affinity is None:
+            return True
+        return any(term.matches(name, labels) for term in self.node_affinity)
+
+    @property
+    def pinned_host(self) -> str | None:
+        """The one hostname a local PV is tied to, so lookups per node can skip the rest."""
+        if self.node_affinity is None or len(self.node_affinity) != 1:
+            return None
+        term = self.node_affinity[0]
+        if term.fields or len(term.expressions) != 1:
+            return None
+        req = term.expressions[0]
+        if req.key == HOSTNAME_LABEL and req.operator == "In" and len(req.values) == 1:
+            return req.values[0]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeClaim:
+    """A PVC with the StorageClass facts that decide how it gets a volume."""
+
+    namespace: str
+    name: str
+    volume: str | None = None
+    """`spec.volumeName`: the PV it is bound (or pre-bound) to."""
+    storage_class: str = ""
+    binding_mode: BindingMode = BindingMode.IMMEDIATE
+    request: int = 0
+    """Bytes requested (`spec.resources.requests.storage`)."""
+    access_modes: frozenset[str] = frozenset()
+    volume_mode: str = FILESYSTEM
+    selector: LabelSelector | None = None
+    """`spec.selector` over PV labels; a claim with one is never provisioned dynamically."""
+    provisioner: str = ""
+    """The class's provisioner; empty or `kubernetes.io/no-provisioner` means static PVs only."""
+    allowed_topologies: tuple[Term, ...] | None = None
+    """The class's allowedTopologies as node selector terms; None allows every node."""
+    deleting: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def can_provision(self) -> bool:
+        return bool(self.provisioner) and self.provisioner != NO_PROVISIONER and not self.selector
+
+    def accepts(self, pv: PersistentVolume) -> bool:
+        """Static matching without node: class, claimRef, capacity, modes and selector."""
+        if not pv.available or pv.storage_class != self.storage_class:
+            return False
+        if pv.claim is not None and pv.claim != self.key:
+            return False
+        if pv.capacity < self.request or not self.access_modes <= pv.access_modes:
+            return False
+        if pv.volume_mode != self.volume_mode:
+            return False
+        return self.selector is None or self.selector.matches(pv.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeDecision:
+    """What the controller must do for one claim before binding the pod to `node`.
+
+    BIND: update PV `volume` with `spec.claimRef` = the claim (namespace, name, uid), as the
+    volume binder does; PROVISION: annotate the claim with `volume.kubernetes.io/selected-node`.
+    Then wait for the claim to be Bound before binding the pod. A claim shared by several
+    members is decided once, on the first member's binding; the others only wait for it.
+    """
+
+    namespace: str
+    claim: str
+    action: VolumeAction
+    node: str
+    volume: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.claim)
+
+
+def pod_level_problem(
+    claims: Sequence[str],
+    namespace: str,
+    known: Mapping[tuple[str, str], VolumeClaim],
+    volumes: Mapping[str, PersistentVolume],
+) -> str | None:
+    """Why no node can take the pod because of its claims, or None (VolumeBinding PreFilter)."""
+    for name in claims:
+        claim = known.get((namespace, name))
+        if claim is None:
+            return f"persistentvolumeclaim {name!r} not found"
+        if claim.deleting:
+            return f"persistentvolumeclaim {name!r} is being deleted"
+        if claim.volume is not None:
+            if claim.volume not in volumes:
+                return f"waiting for PV {claim.volume!r} of PVC {name!r}"
+            continue
+        if claim.binding_mode is BindingMode.IMMEDIATE:
+            return f"waiting for PVC {name!r} to be bound (volumeBindingMode Immediate)"
+    return None
+
+
+def choose_volumes(
+    claims: Iterable[VolumeClaim],
+    node_name: str,
+    node_labels: Mapping[str, str],
+    candidates: Mapping[str, Sequence[PersistentVolume]],
+    volumes: Mapping[str, PersistentVolume],
+    held: Mapping[str, str],
+    decided: Mapping[tuple[str, str], VolumeDecision] | None = None,
+) -> tuple[Verdict | None, tuple[VolumeDecision, ...]]:
+    """The volume part of the node filter for one pod: a rejection, or what to do per claim.
+
+    `candidates` are the available PVs per storage class reachable from this node (any order);
+    `held` maps PVs already promised to an assumed pod to that pod's UID; `decided` holds the
+    decisions assumed pods made for claims (a claim shared by gang members is decided once: the
+    next member must reach the same PV, or go to the node the volume is provisioned for).
+    """
+    decisions: list[VolumeDecision] = []
+    taken: set[str] = set()
+    for claim in claims:
+        earlier = decided.get(claim.key) if decided else None
+        volume = claim.volume
+        if volume is None and earlier is not None:
+            if earlier.action is VolumeAction.PROVISION:
+                if earlier.node != node_name:
+                    return (
+                        Verdict(
+                            Exclusion.VOLUME_BINDING,
+                            f"(PVC {claim.name} is provisioned for node {earlier.node})",
+                        ),
+                        (),
+                    )
+                continue
+            volume = earlier.volume
+        if volume is not None:
+            pv = volumes.get(volume)
+            if pv is None or not pv.reachable_from(node_name, node_labels):
+                return Verdict(Exclusion.VOLUME_NODE_AFFINITY, f"(PV {volume})"), ()
+            continue
+        best: PersistentVolume | None = None
+        for pv in candidates.get(claim.storage_class, ()):
+            if pv.name in held or pv.name in taken or not claim.accepts(pv):
+                continue
+            if not pv.reachable_from(node_name, node_labels):
+                continue
+            rank = (pv.claim is None, pv.capacity, pv.name)
+            if best is None or rank < (best.claim is None, best.capacity, best.name):
+                best = pv
+        if best is not None:
+            taken.add(best.name)
+            decisions.append(
+                VolumeDecision(claim.namespace, claim.name, VolumeAction.BIND, node_name, best.name)
+            )
+        elif claim.can_provision and (
+            claim.allowed_topologies is None
+            or any(t.matches(node_name, node_labels) for t in claim.allowed_topologies)
+        ):
+            decisions.append(
+                VolumeDecision(claim.namespace, claim.name, VolumeAction.PROVISION, node_name)
+            )
+        else:
+            return Verdict(Exclusion.VOLUME_BINDING, f"(PVC {claim.name})"), ()
+    return None, tuple(decisions)
+
+
+# --- parsing raw objects (for the controller) ----------------------------------------------------
+def _terms(raw: Any) -> tuple[Term, ...]:
+    out: list[Term] = []
+    for term in raw or ():
+        expressions = tuple(
+            Requirement(
+                str(e.get("key", "")),
+                str(e.get("operator", "")),
+                tuple(str(v) for v in e.get("values") or ()),
+            )
+            for e in term.get("matchExpressions") or ()
+        )
+        fields = tuple(
+            Requirement(
+                str(e.get("key", "")),
+                str(e.get("operator", "")),
+                tuple(str(v) for v in e.get("values") or ()),
+            )
+            for e in term.get("matchFields") or ()
+        )
+        out.append(Term(expressions, fields))
+    return tuple(out)
+
+
+def _bytes(value: Any) -> int:
+    return to_milli(value) // 1000 if value is not None else 0
+
+
+_MODES = frozenset(m.value for m in BindingMode)
+
+
+def persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
+    """A raw PersistentVolume as the model the snapshot keeps."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    ref = spec.get("claimRef")
+    affinity = (spec.get("nodeAffinity") or {}).get("required")
+    phase = (raw.get("status") or {}).get("phase")
+    return PersistentVolume(
+        name=str(meta.get("name", "")),
+        storage_class=str(spec.get("storageClassName") or ""),
+        capacity=_bytes((spec.get("capacity") or {}).get("storage")),
+        access_modes=frozenset(spec.get("accessModes") or ()),
+        volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
+        node_affinity=_terms(affinity.get("nodeSelectorTerms")) if affinity else None,
+        claim=(str(ref.get("namespace", "")), str(ref.get("name", ""))) if ref else None,
+        labels=dict(meta.get("labels") or {}),
+        available=phase not in ("Released", "Failed") and not meta.get("deletionTimestamp"),
+    )
+
+
+def volume_claim(
+    raw: Mapping[str, Any], storage_class: Mapping[str, Any] | None = None
+) -> VolumeClaim:
+    """A raw PVC and its raw StorageClass (None when the class does not exist) as the model.
+
+    A claim whose class is missing gets the Immediate mode: it waits, as it would upstream.
+    """
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    klass = storage_class or {}
+    topologies = klass.get("allowedTopologies")
+    allowed: tuple[Term, ...] | None = None
+    if topologies:
+        allowed = tuple(
+            Term(
+                tuple(
+                    Requirement(
+                        str(e.get("key", "")), "In", tuple(str(v) for v in e.get("values") or ())
+                    )
+                    for e in t.get("matchLabelExpressions") or ()
+                ),
+                (),
+            )
+            for t in topologies
+        )
+    selector = spec.get("selector")
+    mode = klass.get("volumeBindingMode") or BindingMode.IMMEDIATE.value
+    return VolumeClaim(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name", "")),
+        volume=spec.get("volumeName") or None,
+        storage_class=str(spec.get("storageClassName") or ""),
+        binding_mode=BindingMode(mode) if mode in _MODES else BindingMode.IMMEDIATE,
+        request=_bytes(((spec.get("resources") or {}).get("requests") or {}).get("storage")),
+        access_modes=frozenset(spec.get("accessModes") or ()),
+        volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
+        selector=parse_selector(selector, "spec.selector", strict=False) if selector else None,
+        provisioner=str(klass.get("provisioner") or ""),
+        allowed_topologies=allowed,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
