@@ -220,7 +220,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return nodes, pods
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     clusters(),
     st.integers(1, 3),

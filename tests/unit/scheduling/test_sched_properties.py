@@ -200,7 +200,7 @@ def constrained(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[tuple[str, 
     return nodes, requests
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(constrained())
 def test_pod_to_pod_constraints_hold_between_every_kept_member(
     scenario: tuple[list[dict[str, Any]], list[tuple[str, GangRequest]]],
