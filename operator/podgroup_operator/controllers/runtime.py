@@ -146,7 +146,7 @@ class Leading:
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
-        self.scheduler.on_node(kind, node)
+        self.scheduler.on_node(kind, node, old)
 
     def on_pod(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
         self.scheduler.on_pod(kind, pod)

@@ -120,7 +120,16 @@ class GangScheduler:
         self._task: asyncio.Task[None] | None = None
 
     # --- events ---------------------------------------------------------------------------------
-    def on_node(self, event_type: str | None, node: JSON) -> None:
+    def on_node(self, event_type: str | None, node: JSON, old: JSON | None = None) -> None:
+        """Nodes heartbeat every few seconds; only a change placement reads (labels, taints,
+        capacity, readiness: what the slim node keeps) refreshes the snapshot, wakes the loop
+        and lets waiting gangs retry before their backoff ends."""
+        if (
+            event_type == c.WatchEventType.MODIFIED
+            and old is not None
+            and _placement_facts(old) == _placement_facts(node)
+        ):
+            return
         if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_node(node["metadata"]["name"])
         else:
@@ -129,6 +138,13 @@ class GangScheduler:
         self.wake()
 
     def on_pod(self, event_type: str | None, pod: JSON) -> None:
+        """Keep the snapshot and the pending buckets current; wake the loop only when a
+        decision may change: a pod to place, or capacity that came back.
+
+        Most pod events under a backlog are our own binds coming back and pods turning
+        Running; waking a cycle for each of them rebuilt every waiting gang's request dozens
+        of times a second for nothing (a bound pod taking capacity never makes a waiting gang
+        fit)."""
         uid = pod_uid(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         if node or event_type == c.WatchEventType.DELETED:
@@ -137,18 +153,22 @@ class GangScheduler:
             self.snapshot.remove_pod(uid)
             self._drop_pending(uid)
             self._retry_all()
+            self.wake()
+            return
+        if node or not self.snapshot.is_assumed(uid):
+            # An unbound version (often older than our bind) never erases an assumption,
+            # as kube-scheduler's cache ignores updates of unassigned pods.
+            self.snapshot.add_pod(pod)
+        if not holds_node(pod) and node:
+            self._retry_all()  # a bound pod finished: capacity came back
+            self.wake()
+        if self._wants_us(pod) and uid not in self.bound:
+            key = self._queue_key(pod)
+            if self.pending_key.get(uid) != key:
+                self.wake()  # a new pod to place, or one that changed group
+            self._add_pending(uid, key, pod)
         else:
-            if node or not self.snapshot.is_assumed(uid):
-                # An unbound version (often older than our bind) never erases an assumption,
-                # as kube-scheduler's cache ignores updates of unassigned pods.
-                self.snapshot.add_pod(pod)
-            if not holds_node(pod) and node:
-                self._retry_all()  # a bound pod finished: capacity came back
-            if self._wants_us(pod) and uid not in self.bound:
-                self._add_pending(uid, self._queue_key(pod), pod)
-            else:
-                self._drop_pending(uid)
-        self.wake()
+            self._drop_pending(uid)
 
     def on_group(self, key: GroupKey) -> None:
         self._parsed.pop(key, None)
@@ -295,9 +315,12 @@ class GangScheduler:
         loop = asyncio.get_running_loop()
         requests: dict[GroupKey, GangRequest] = {}
         for key, bucket in list(self.pending.items()):
-            waiting = [p for uid, p in bucket.items() if uid not in self.in_flight]
-            if not waiting:
+            # Under a backlog most buckets are wholly in flight: find that with one set
+            # intersection instead of a Python-level scan of every pending pod per cycle.
+            flying = bucket.keys() & self.in_flight
+            if len(flying) == len(bucket):
                 continue
+            waiting = [p for uid, p in bucket.items() if uid not in flying]
             try:
                 request = self._request(key, waiting, now)
             except Exception as exc:
@@ -587,6 +610,12 @@ class GangScheduler:
                     self.in_flight.discard(binding.pod_uid)
 
         await asyncio.gather(*(bind(b) for b in bindings))
+
+
+def _placement_facts(node: JSON) -> tuple[Any, ...]:
+    """The slim node without its resourceVersion (which every heartbeat bumps)."""
+    meta = node.get("metadata") or {}
+    return (meta.get("labels"), node.get("spec"), node.get("status"))
 
 
 def _terminal(group: PodGroup) -> bool:
