@@ -30,6 +30,15 @@ def test_a_tiny_backlog_is_bound_and_reported() -> None:
         assert isinstance(ours[key], int | float), key
     assert set(ours["convergence_ms"]) == {"p50", "p99", "max"}
     assert ours["status_patches_per_group"]["max"] >= 1
+    cpu = ours["cpu_seconds"]
+    assert set(cpu) == {
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "sim-nodes",
+        "scheduler",
+    }
+    assert cpu["kube-apiserver"] > 0 and cpu["scheduler"] > 0
 
 
 def test_versus_without_a_built_kube_scheduler_says_so_and_exits_2(tmp_path: Path) -> None:

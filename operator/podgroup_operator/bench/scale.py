@@ -12,8 +12,11 @@ the first and last bind, each pod turning Running, each group turning Running. I
 JSON object: first bind and last bind (seconds from the start), pods bound per second between
 them, status convergence (per group: from its last member Running to the group's phase Running)
 p50/p99/max, status changes per group (the watch's MODIFIED events that changed `status`: the
-status PATCHes the operator sent, since nothing else writes PodGroup status), and the
-operator's peak RSS (VmHWM from /proc).
+status PATCHes the operator sent, since nothing else writes PodGroup status), the operator's
+peak RSS (VmHWM from /proc), and the CPU seconds each process of the side (etcd,
+kube-apiserver, kube-controller-manager, sim-nodes, the scheduler) spent from the scheduler's
+start to the end: on a small machine they share the same cores, so they show where the time of
+a run went.
 
 `--versus kube-scheduler` runs the same backlog on a second fresh cluster with kube-scheduler
 built from the same Debian source (`dev-cluster build --with-scheduler`; client QPS and burst
@@ -29,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -200,6 +204,29 @@ def _peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time the process has used so far (/proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_usage(pids: dict[str, int]) -> dict[str, float | None]:
+    return {name: _cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def _cpu_spent(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float]:
+    """CPU seconds each process spent between two readings (both needed)."""
+    spent = {}
+    for name, end in after.items():
+        start = before.get(name, 0.0)
+        if end is not None and start is not None:
+            spent[name] = round(end - start, 1)
+    return spent
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
@@ -297,6 +324,12 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             )
         seen.start = time.monotonic()
         process = _start_scheduler(scheduler, state, state_dir)
+        watched = {**state.pids, "sim-nodes": sim.pid}
+        scheduler_pid = _pid_of(process)
+        if scheduler_pid is not None:
+            watched["scheduler"] = scheduler_pid
+        cpu_before = _cpu_usage(watched)
+        cpu_before["scheduler"] = 0.0  # it just started: all its time counts
         if plan.mode == "arrival":
             if isinstance(process, OperatorProcess):
                 await asyncio.to_thread(process.wait_ready)
@@ -317,13 +350,10 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
                 break
             await asyncio.sleep(0.5)
         result = _summary(seen, total, plan.gangs)
+        result["cpu_seconds"] = _cpu_spent(cpu_before, _cpu_usage(watched))
         result["create_errors"] = errors
         result["timed_out"] = time.monotonic() >= deadline
-        pid = (
-            process.process.pid
-            if isinstance(process, OperatorProcess) and process.process
-            else (process.pid if isinstance(process, subprocess.Popen) else None)
-        )
+        pid = _pid_of(process)
         if pid is not None:
             result["peak_rss_mb"] = _peak_rss_mb(pid)
         if scheduler != c.OPERATOR_NAME:
@@ -345,6 +375,12 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         with contextlib.suppress(subprocess.TimeoutExpired):
             sim.wait(timeout=10)
         devcluster.down(state_dir)
+
+
+def _pid_of(process: OperatorProcess | subprocess.Popen[bytes]) -> int | None:
+    if isinstance(process, OperatorProcess):
+        return process.process.pid if process.process else None
+    return process.pid
 
 
 def _start_scheduler(
