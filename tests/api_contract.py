@@ -211,6 +211,7 @@ class ApiContract:
         await api.pod("p")
         error = await api_error(api.pod("p"))
         assert (error.status, error.reason) == (409, "AlreadyExists")
+        assert error.conflict and error.already_exists and not error.namespace_terminating
         assert error.body["kind"] == "Status" and error.body["status"] == "Failure"
         assert error.body["code"] == 409
         assert error.message == 'pods "p" already exists'
@@ -529,6 +530,7 @@ class ApiContract:
         await api.kube.bind(api.namespace, "p", "n1", uid=created["metadata"]["uid"])
         error = await api_error(api.kube.bind(api.namespace, "p", "n2"))
         assert (error.status, error.reason) == (409, "Conflict")
+        assert error.conflict and not error.already_exists
         assert error.message.endswith('pod p is already assigned to node "n1"')
 
     async def test_binding_a_missing_pod_is_404(self, api: Backend) -> None:

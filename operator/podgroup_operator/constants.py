@@ -183,6 +183,27 @@ class WatchEventType(StrEnum):
     """The object is a Status; 410 means the resourceVersion is too old: list again."""
 
 
+class StatusReason(StrEnum):
+    """The `reason` of the apiserver's Status answers (metav1.StatusReason) that code acts on:
+    errors are told apart by these, never by their message text."""
+
+    NOT_FOUND = "NotFound"
+    ALREADY_EXISTS = "AlreadyExists"
+    CONFLICT = "Conflict"
+    EXPIRED = "Expired"
+    """A watch or a continue token whose resourceVersion is too old (HTTP 410)."""
+    GONE = "Gone"
+    FORBIDDEN = "Forbidden"
+    INVALID = "Invalid"
+
+
+class StatusCause(StrEnum):
+    """`details.causes[].reason` values of a Status (metav1.CauseType) that code acts on."""
+
+    NAMESPACE_TERMINATING = "NamespaceTerminating"
+    """NamespaceLifecycle admission refusing new objects in a namespace being deleted (403)."""
+
+
 # --- Quota reservation record --------------------------------------------------------------------
 QUOTA_LEDGER_CONFIG_MAP = "podgroup-quota-ledger"
 """ConfigMap in each opted-in namespace holding the durable record of admitted reservations."""

@@ -232,7 +232,7 @@ class Informer:
                     self.kind, self.namespace, limit=self.page_size, continue_token=continue_token
                 )
             except ApiError as exc:
-                if exc.status == 410 and continue_token:
+                if exc.gone and continue_token:
                     fresh.clear()  # the snapshot the token pointed into is gone: start over
                     continue_token = None
                     continue
@@ -275,7 +275,7 @@ class Informer:
             ):
                 self._on_event(event_type, raw)
         except ApiError as exc:
-            if exc.status == 410:
+            if exc.gone:
                 raise ResourceVersionGoneError() from exc
             raise
 

@@ -51,11 +51,33 @@ class ApiError(Exception):
 
     @property
     def not_found(self) -> bool:
-        return self.status == 404
+        return self.status == 404 or self.reason == c.StatusReason.NOT_FOUND
 
     @property
     def conflict(self) -> bool:
+        """409: a precondition or resourceVersion that no longer holds, a pod already bound
+        (the binding subresource), or a name taken (`already_exists`)."""
         return self.status == 409
+
+    @property
+    def already_exists(self) -> bool:
+        return self.reason == c.StatusReason.ALREADY_EXISTS
+
+    @property
+    def gone(self) -> bool:
+        """410: the resourceVersion (of a watch, or of a list's continue token) is too old."""
+        return self.status == 410 or self.reason in (c.StatusReason.EXPIRED, c.StatusReason.GONE)
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """The namespace is being deleted and refuses new objects (nothing left to do there)."""
+        details = self.body.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        return any(
+            # metav1.StatusCause's Go field `Type` travels as "reason" in JSON.
+            isinstance(cause, dict) and cause.get("reason") == c.StatusCause.NAMESPACE_TERMINATING
+            for cause in causes or ()
+        )
 
 
 @dataclass(frozen=True)

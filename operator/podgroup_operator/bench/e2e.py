@@ -97,7 +97,7 @@ async def _wait_all_bound(kube: KubeClient, namespace: str, total: int, timeout:
         async for kind, pod in kube.watch(
             PODS, namespace, resource_version=version, timeout_seconds=30
         ):
-            if kind == "BOOKMARK":
+            if kind == c.WatchEventType.BOOKMARK:
                 version = pod["metadata"]["resourceVersion"]
                 continue
             version = pod["metadata"].get("resourceVersion", version)

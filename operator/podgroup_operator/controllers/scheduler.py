@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import ApiError, KubeClient
+from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
@@ -591,8 +591,8 @@ class GangScheduler:
                     metrics.BINDS.labels("bound").inc()
                     self._bound(binding)
                 except ApiError as exc:
-                    if exc.conflict and "already assigned" in exc.message:
-                        self._bound(binding)  # bound meanwhile (by us or anyone): it is placed
+                    if exc.conflict and await self._bound_meanwhile(binding):
+                        self._bound(binding)  # by us (a retried request) or anyone: placed
                         return
                     # Node gone, pod deleted or bound meanwhile: release what we assumed and let
                     # the next cycle (fed by the watch) decide again.
@@ -610,6 +610,18 @@ class GangScheduler:
                     self.in_flight.discard(binding.pod_uid)
 
         await asyncio.gather(*(bind(b) for b in bindings))
+
+    async def _bound_meanwhile(self, binding: Binding) -> bool:
+        """After a 409 on the binding: is this pod (same UID) on a node now?
+
+        The apiserver answers 409 Conflict both for a pod already assigned and for a failed
+        UID precondition, with nothing but the message text to tell them apart; the pod
+        itself does."""
+        try:
+            pod = await self.kube.get(PODS, binding.pod, binding.namespace)
+        except ApiError:
+            return False
+        return pod_uid(pod) == binding.pod_uid and bool((pod.get("spec") or {}).get("nodeName"))
 
 
 def _placement_facts(node: JSON) -> tuple[Any, ...]:

@@ -70,11 +70,6 @@ class Index(Protocol):
     def get(self, key: GroupKey, default: Any = None) -> Any: ...
 
 
-def _namespace_terminating(exc: ApiError) -> bool:
-    """A namespace being deleted refuses new objects with 403; there is nothing left to do."""
-    return exc.status == 403 and "being terminated" in exc.message
-
-
 def _resource_version(body: dict[str, Any] | None) -> int:
     try:
         return int((body or {}).get("metadata", {}).get("resourceVersion", 0))
@@ -362,7 +357,7 @@ class StatusReconciler:
             try:
                 await self.kube.create(PODS, pod, pod["metadata"]["namespace"])
             except ApiError as exc:
-                if not (exc.conflict or _namespace_terminating(exc)):
+                if not (exc.conflict or exc.namespace_terminating):
                     raise
         return patch is not None
 
@@ -450,7 +445,7 @@ class StatusReconciler:
         except ApiError as exc:
             if exc.conflict:
                 return  # created meanwhile
-            if _namespace_terminating(exc):
+            if exc.namespace_terminating:
                 return  # the namespace is going away with its pods
             if exc.status in (400, 422):
                 # Refused as invalid by a rule we do not know: retrying cannot help; say it once.

@@ -636,7 +636,7 @@ class SimCluster:
                 async for event, obj in self.kube.watch(
                     PODS, field_selector=selector, resource_version=resource_version
                 ):
-                    if event == "ERROR":
+                    if event == c.WatchEventType.ERROR:
                         if obj.get("code") == 410:
                             resource_version = None
                             break
@@ -644,16 +644,16 @@ class SimCluster:
                     new_version = (obj.get("metadata") or {}).get("resourceVersion")
                     if new_version:
                         resource_version = str(new_version)
-                    if event == "BOOKMARK":
+                    if event == c.WatchEventType.BOOKMARK:
                         continue
-                    if event == "DELETED":
+                    if event == c.WatchEventType.DELETED:
                         self._forget(obj)
                     else:
                         self._observe(obj)
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
-                if exc.status == 410:
+                if exc.gone:
                     resource_version = None
                     continue
                 logger.warning("pod watch failed, re-listing: %s", exc)

@@ -318,19 +318,16 @@ async def test_already_assigned_is_treated_as_placed_and_never_bound_again() -> 
     assert h.verdicts_for("gang") == [Verdict(placed=True)]
 
 
-async def test_an_injected_already_assigned_conflict_keeps_the_assumption() -> None:
+async def test_a_conflict_on_a_pod_already_on_our_node_keeps_the_assumption() -> None:
+    """A bind whose first answer was lost: the pod is on the node we chose, the retry gets 409.
+    The pod itself (not the message) says it is placed."""
     h = Harness()
     h.add_node("n1", cpu=8)
     h.add_group("gang", min_member=2)
     _, g1 = h.add_pods("gang", 2, cpu=2)
-    h.fake.inject_error(
-        "POST",
-        binding_path("gang-1"),
-        409,
-        "Conflict",
-        'Operation cannot be fulfilled on pods/binding "gang-1": pod gang-1 is already '
-        'assigned to node "n1"',
-    )
+    landed = copy.deepcopy(g1)
+    landed["spec"]["nodeName"] = "n1"
+    h.fake.seed(landed)
 
     await h.scheduler.cycle()
     await h.scheduler.cycle()
