@@ -58,6 +58,7 @@ from typing import Any, Protocol
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, RESOURCE_QUOTAS, ApiError, KubeClient
 from podgroup_operator.adapters.quota_record import Record, RecordConflictError, RecordStore
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import Condition
 from podgroup_operator.api.quantity import QuantityError
 from podgroup_operator.controllers.isolation import Failures
@@ -93,7 +94,6 @@ SWEEP_INTERVAL = 2.0
 RECORD_RESYNC = 6.0
 """Seconds between re-reads of each namespace's record (entries of other replicas)."""
 
-GroupKey = tuple[str, str]
 Clock = Callable[[], dt.datetime]
 JSON = dict[str, Any]
 

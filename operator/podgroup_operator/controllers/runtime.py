@@ -33,12 +33,13 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import IndexView, Informer
 from podgroup_operator.adapters.kube import NODES, PODGROUPS, PODS, RESOURCE_QUOTAS, KubeClient
 from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed_fields
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.quota import QuotaService
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
-from podgroup_operator.domain.membership import GroupKey, group_key_of
+from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
@@ -45,7 +46,6 @@ from podgroup_operator.scheduling.snapshot import Snapshot, holds_node, pod_uid
 
 logger = logging.getLogger(__name__)
 
-GroupKey = tuple[str, str]
 JSON = dict[str, Any]
 
 BIND_CONCURRENCY = 32

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroup, PodGroupStatus
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
@@ -46,8 +47,6 @@ from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
 from podgroup_operator.logs import truncate
 
 logger = logging.getLogger(__name__)
-
-GroupKey = tuple[str, str]
 
 URGENT, ROUTINE = 0, 1
 """Lanes of the dirty queue (lower first); see `StatusReconciler.touch`."""

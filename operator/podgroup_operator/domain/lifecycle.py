@@ -56,6 +56,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import Condition, PodGroup, PodGroupStatus
 from podgroup_operator.constants import (
     ConditionStatus,
@@ -67,7 +68,7 @@ from podgroup_operator.constants import (
     Reason,
 )
 from podgroup_operator.domain.conditions import find_condition, set_condition
-from podgroup_operator.domain.membership import GroupKey, Pod, group_key_of
+from podgroup_operator.domain.membership import Pod, group_key_of
 
 _LIFECYCLE_REASONS = frozenset(
     {

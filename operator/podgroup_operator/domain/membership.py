@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from podgroup_operator import constants as c
+from podgroup_operator.api.keys import GroupKey
 
 Pod = Mapping[str, Any]
 """A raw pod as the apiserver sends it (a JSON object)."""
-
-GroupKey = tuple[str, str]
-"""(namespace, name) of a PodGroup."""
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroupStatus, Reservation
 from podgroup_operator.api.quantity import QuantityError, format_milli, parse_quantity, to_milli
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, PodPhase, Reason
 from podgroup_operator.domain.conditions import set_condition
-
-GroupKey = tuple[str, str]
-"""(namespace, name) of a PodGroup, as `PodGroup.key`."""
 
 PODS = "pods"
 """The pod-count resource: every live pod uses one."""

@@ -20,7 +20,6 @@ unit test or a benchmark from raw Node and Pod dicts. How the live scheduler use
 from podgroup_operator.scheduling.gang import (
     Binding,
     GangGroupPlacement,
-    GangKey,
     GangRequest,
     Placement,
     PreemptionPolicy,
@@ -50,7 +49,6 @@ __all__ = [
     "Binding",
     "DisruptionBudget",
     "GangGroupPlacement",
-    "GangKey",
     "GangRequest",
     "PersistentVolume",
     "Placement",

@@ -14,12 +14,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
 from podgroup_operator.scheduling.volumes import VolumeClaim, VolumeDecision
-
-GangKey = tuple[str, str]
-"""(namespace, name) of a PodGroup."""
 
 
 class PreemptionPolicy(StrEnum):
@@ -62,7 +60,7 @@ class GangRequest:
     """The members' `spec.preemptionPolicy`; Never means the gang waits instead of evicting."""
 
     @property
-    def key(self) -> GangKey:
+    def key(self) -> GroupKey:
         return (self.namespace, self.name)
 
     @property
@@ -92,7 +90,7 @@ class Placement:
     members beyond minMember that did not fit this time.
     """
 
-    gang: GangKey
+    gang: GroupKey
     bindings: tuple[Binding, ...]
     unplaced: tuple[str, ...] = ()
     undo: Undo = field(default=NO_UNDO, compare=False, repr=False)
@@ -106,7 +104,7 @@ class Refusal:
     the snapshot (bind them, and they count as `already_bound` next cycle); `undo` releases them.
     """
 
-    gang: GangKey
+    gang: GroupKey
     reason: Reason
     message: str
     partial: tuple[Binding, ...] = ()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.scheduling.resources import Resources
 from podgroup_operator.scheduling.selectors import (
     AffinityTerm,
@@ -29,10 +30,7 @@ from podgroup_operator.scheduling.selectors import (
     parse_selector,
 )
 
-GangKey = tuple[str, str]
-"""(namespace, name) of a PodGroup (the same alias as `gang.GangKey`)."""
-
-GangOf = Callable[[Mapping[str, Any]], GangKey | None]
+GangOf = Callable[[Mapping[str, Any]], GroupKey | None]
 """Which gang a raw pod belongs to; the controller passes `domain.membership.group_key_of`."""
 
 ANY_IP = "0.0.0.0"
@@ -277,7 +275,7 @@ class PodInfo:
     priority: int = 0
     ports: tuple[HostPort, ...] = ()
     anti_affinity: tuple[AffinityTerm, ...] = ()
-    gang: GangKey | None = None
+    gang: GroupKey | None = None
     """The pod's gang; None for a pod outside any gang (a gang of one when preempting)."""
     terminating: bool = False
     """Has a deletionTimestamp: still holds its room, but is on its way out."""

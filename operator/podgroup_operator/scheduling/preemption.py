@@ -53,8 +53,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.scheduling.filters import UNSCHEDULABLE_TAINT_KEY, Taint, pod_constraints
-from podgroup_operator.scheduling.gang import Binding, GangKey, GangRequest, PreemptionPolicy
+from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
 from podgroup_operator.scheduling.placement import shape_groups, try_place
 from podgroup_operator.scheduling.podinfo import PodInfo
 from podgroup_operator.scheduling.resources import Resources, copies_that_fit, pod_requests
@@ -110,7 +111,7 @@ class Victim:
 class VictimGang:
     """A gang (or lone pod) to evict, with all of its pods."""
 
-    gang: GangKey | None
+    gang: GroupKey | None
     """The PodGroup, or None for a pod outside any gang."""
     priority: int
     """The highest priority among its pods."""
@@ -135,7 +136,7 @@ class PreemptionPlan:
     again once the victims are gone. `waiting_for` counts terminating pods the plan relies on.
     """
 
-    gangs: tuple[GangKey, ...]
+    gangs: tuple[GroupKey, ...]
     victims: tuple[VictimGang, ...]
     nominations: tuple[Binding, ...]
     message: str
@@ -158,7 +159,7 @@ class PreemptionPlan:
 class PreemptionRefusal:
     """Preemption cannot help (or is not allowed); `message` says why."""
 
-    gangs: tuple[GangKey, ...]
+    gangs: tuple[GroupKey, ...]
     message: str
 
 
