@@ -48,7 +48,7 @@ class Exclusion(StrEnum):
     VOLUME_BINDING = "node(s) didn't find available persistent volumes to bind"
 
 
-class Verdict(NamedTuple):
+class Rejection(NamedTuple):
     """A node's rejection: the filter that failed and, for taints/resources, which one."""
 
     exclusion: Exclusion
@@ -248,28 +248,28 @@ def untolerated_taint(
 _UNSCHEDULABLE_TAINT = Taint(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
 
 
-def check_node(constraints: Constraints, node: NodeFacts) -> Verdict | None:
+def check_node(constraints: Constraints, node: NodeFacts) -> Rejection | None:
     """None if the pod may go to the node as far as static filters go, else why not.
 
     Checked in kube-scheduler's plugin order so the first failure is the one it would report.
     """
     if not node.ready:
-        return Verdict(Exclusion.NOT_READY)
+        return Rejection(Exclusion.NOT_READY)
     if node.unschedulable and not any(
         t.tolerates(_UNSCHEDULABLE_TAINT) for t in constraints.tolerations
     ):
-        return Verdict(Exclusion.UNSCHEDULABLE)
+        return Rejection(Exclusion.UNSCHEDULABLE)
     taint = untolerated_taint(constraints.tolerations, node.taints)
     if taint is not None:
-        return Verdict(Exclusion.TAINT, str(taint))
+        return Rejection(Exclusion.TAINT, str(taint))
     labels = node.labels
     for key, value in constraints.node_selector:
         if labels.get(key) != value:
-            return Verdict(Exclusion.NODE_SELECTOR)
+            return Rejection(Exclusion.NODE_SELECTOR)
     if constraints.terms is not None and not any(
         term.matches(node.name, labels) for term in constraints.terms
     ):
-        return Verdict(Exclusion.NODE_AFFINITY)
+        return Rejection(Exclusion.NODE_AFFINITY)
     return None
 
 
@@ -284,9 +284,9 @@ def matches_node_selection(constraints: Constraints, node: NodeFacts) -> bool:
     )
 
 
-def insufficient(request: Iterable[tuple[str, int]], free: Mapping[str, int]) -> Verdict | None:
+def insufficient(request: Iterable[tuple[str, int]], free: Mapping[str, int]) -> Rejection | None:
     """NodeResourcesFit: the first resource the node lacks for one pod (in `request` order)."""
     for name, amount in request:
         if amount > free.get(name, 0):
-            return Verdict(Exclusion.INSUFFICIENT, name)
+            return Rejection(Exclusion.INSUFFICIENT, name)
     return None

@@ -36,7 +36,7 @@ from podgroup_operator.scheduling.filters import (
     Constraints,
     Exclusion,
     NodeFacts,
-    Verdict,
+    Rejection,
     matches_node_selection,
     untolerated_taint,
 )
@@ -99,7 +99,7 @@ class MemberCheck:
         """True when the spread score differs between nodes of one class (hostname domains)."""
         return any(s.constraint.topology_key == HOSTNAME_LABEL for s in self.soft)
 
-    def verdict(self, node: NodeState) -> Verdict | None:
+    def verdict(self, node: NodeState) -> Rejection | None:
         """None when the node passes every filter here, else the first failure (upstream order:
         NodePorts, VolumeBinding, PodTopologySpread, InterPodAffinity)."""
         if self.ports:
@@ -108,7 +108,7 @@ class MemberCheck:
                 for want in self.ports:
                     for have in used:
                         if want.conflicts(have):
-                            return Verdict(Exclusion.PORTS, f"({want})")
+                            return Rejection(Exclusion.PORTS, f"({want})")
         if self.claims:
             verdict, _ = self.volumes(node)
             if verdict is not None:
@@ -118,24 +118,24 @@ class MemberCheck:
             constraint = state.constraint
             value = labels.get(constraint.topology_key)
             if value is None:
-                return Verdict(Exclusion.SPREAD_LABEL, f"({constraint.topology_key})")
+                return Rejection(Exclusion.SPREAD_LABEL, f"({constraint.topology_key})")
             if state.counts.get(value, 0) + state.self_match - state.minimum > constraint.max_skew:
-                return Verdict(Exclusion.SPREAD, f"({constraint})")
+                return Rejection(Exclusion.SPREAD, f"({constraint})")
         for term, allowed in self.affinity:
             value = labels.get(term.topology_key)
             if value is None or (allowed is not None and value not in allowed):
-                return Verdict(Exclusion.POD_AFFINITY, f"({term})")
+                return Rejection(Exclusion.POD_AFFINITY, f"({term})")
         for term, closed in self.anti_affinity:
             value = labels.get(term.topology_key)
             if value is not None and value in closed:
-                return Verdict(Exclusion.POD_ANTI_AFFINITY, f"({term})")
+                return Rejection(Exclusion.POD_ANTI_AFFINITY, f"({term})")
         for term, closed in self.existing:
             value = labels.get(term.topology_key)
             if value is not None and value in closed:
-                return Verdict(Exclusion.EXISTING_ANTI_AFFINITY, f"({term})")
+                return Rejection(Exclusion.EXISTING_ANTI_AFFINITY, f"({term})")
         return None
 
-    def volumes(self, node: NodeState) -> tuple[Verdict | None, tuple[VolumeDecision, ...]]:
+    def volumes(self, node: NodeState) -> tuple[Rejection | None, tuple[VolumeDecision, ...]]:
         """The volume filter for the node and, when it passes, what to do per claim."""
         if not self.claims:
             return None, ()

@@ -26,7 +26,7 @@ from podgroup_operator.api.limits import summarize
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.filters import (
     Constraints,
-    Verdict,
+    Rejection,
     insufficient,
     pod_constraints,
 )
@@ -514,7 +514,7 @@ def _node_breakdown(
 ) -> str:
     """`0/10 nodes can take another: 3 Insufficient nvidia.com/gpu, 2 node(s) were not Ready`."""
     assert group.feasibility is not None
-    counts: Counter[Verdict] = snapshot.exclusions(group.feasibility)
+    counts: Counter[Rejection] = snapshot.exclusions(group.feasibility)
     request = group.shape.request
     available = 0
     for node in snapshot.best_fit_order(group.feasibility):

@@ -38,8 +38,8 @@ from podgroup_operator.scheduling.filters import (
     HOSTNAME_LABEL,
     Constraints,
     NodeFacts,
+    Rejection,
     Taint,
-    Verdict,
     check_node,
     node_facts,
 )
@@ -158,8 +158,8 @@ class Feasibility(NamedTuple):
 
     classes: tuple[NodeClass, ...]
     allowed: frozenset[str] | None
-    class_verdicts: Mapping[int, Verdict | None]
-    node_verdicts: Mapping[str, Verdict | None] | None
+    class_verdicts: Mapping[int, Rejection | None]
+    node_verdicts: Mapping[str, Rejection | None] | None
 
 
 class PodEntry:
@@ -195,8 +195,8 @@ class Snapshot:
         self._total_free: Resources = {}
         self._order: list[tuple[float, str]] = []
         """Every node as (score, name), fullest first; each class keeps its own slice too."""
-        self._verdicts: dict[Constraints, tuple[int, dict[int, Verdict | None]]] = {}
-        self._identity_verdicts: dict[Constraints, tuple[int, dict[str, Verdict | None]]] = {}
+        self._verdicts: dict[Constraints, tuple[int, dict[int, Rejection | None]]] = {}
+        self._identity_verdicts: dict[Constraints, tuple[int, dict[str, Rejection | None]]] = {}
         # Pod indexes (every pod in `_pods`, orphans included; queries skip unknown nodes).
         self._by_label: dict[str, dict[str, set[str]]] = {}
         self._by_namespace: dict[str, set[str]] = {}
@@ -639,9 +639,9 @@ class Snapshot:
         )
         return Feasibility(classes, allowed, verdicts, node_verdicts)
 
-    def exclusions(self, feasibility: Feasibility) -> Counter[Verdict]:
+    def exclusions(self, feasibility: Feasibility) -> Counter[Rejection]:
         """How many nodes each static filter rejected (for refusal messages)."""
-        counts: Counter[Verdict] = Counter()
+        counts: Counter[Rejection] = Counter()
         if feasibility.node_verdicts is not None:
             for verdict in feasibility.node_verdicts.values():
                 if verdict is not None:
@@ -676,11 +676,11 @@ class Snapshot:
             if node.node_class.id in wanted and (allowed is None or name in allowed):
                 yield node
 
-    def _class_verdicts(self, constraints: Constraints) -> dict[int, Verdict | None]:
+    def _class_verdicts(self, constraints: Constraints) -> dict[int, Rejection | None]:
         cached = self._verdicts.get(constraints)
         if cached is not None and cached[0] == self._class_epoch:
             return cached[1]
-        verdicts: dict[int, Verdict | None] = {}
+        verdicts: dict[int, Rejection | None] = {}
         previous = cached[1] if cached is not None else {}
         for cid, node_class in self._classes_by_id.items():
             verdicts[cid] = (
@@ -691,7 +691,7 @@ class Snapshot:
         self._verdicts[constraints] = (self._class_epoch, verdicts)
         return verdicts
 
-    def _node_verdicts(self, constraints: Constraints) -> dict[str, Verdict | None]:
+    def _node_verdicts(self, constraints: Constraints) -> dict[str, Rejection | None]:
         cached = self._identity_verdicts.get(constraints)
         if cached is not None and cached[0] == self._node_epoch:
             return cached[1]

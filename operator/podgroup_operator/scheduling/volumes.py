@@ -36,9 +36,9 @@ from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.scheduling.filters import (
     HOSTNAME_LABEL,
     Exclusion,
+    Rejection,
     Requirement,
     Term,
-    Verdict,
 )
 from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
 
@@ -192,7 +192,7 @@ def choose_volumes(
     volumes: Mapping[str, PersistentVolume],
     held: Mapping[str, str],
     decided: Mapping[tuple[str, str], VolumeDecision] | None = None,
-) -> tuple[Verdict | None, tuple[VolumeDecision, ...]]:
+) -> tuple[Rejection | None, tuple[VolumeDecision, ...]]:
     """The volume part of the node filter for one pod: a rejection, or what to do per claim.
 
     `candidates` are the available PVs per storage class reachable from this node (any order);
@@ -209,7 +209,7 @@ def choose_volumes(
             if earlier.action is VolumeAction.PROVISION:
                 if earlier.node != node_name:
                     return (
-                        Verdict(
+                        Rejection(
                             Exclusion.VOLUME_BINDING,
                             f"(PVC {claim.name} is provisioned for node {earlier.node})",
                         ),
@@ -220,7 +220,7 @@ def choose_volumes(
         if volume is not None:
             pv = volumes.get(volume)
             if pv is None or not pv.reachable_from(node_name, node_labels):
-                return Verdict(Exclusion.VOLUME_NODE_AFFINITY, f"(PV {volume})"), ()
+                return Rejection(Exclusion.VOLUME_NODE_AFFINITY, f"(PV {volume})"), ()
             continue
         best: PersistentVolume | None = None
         for pv in candidates.get(claim.storage_class, ()):
@@ -244,7 +244,7 @@ def choose_volumes(
                 VolumeDecision(claim.namespace, claim.name, VolumeAction.PROVISION, node_name)
             )
         else:
-            return Verdict(Exclusion.VOLUME_BINDING, f"(PVC {claim.name})"), ()
+            return Rejection(Exclusion.VOLUME_BINDING, f"(PVC {claim.name})"), ()
     return None, tuple(decisions)
 
 
