@@ -4,5 +4,25 @@ It lives in `api/`, the layer every other one may import, so that the pure core 
 `domain/`), the controllers and the adapters' indexes all key groups by the same type.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 GroupKey = tuple[str, str]
 """(namespace, name) of a PodGroup."""
+
+
+def server_uid(obj: Mapping[str, Any]) -> str | None:
+    """The UID the apiserver assigned, or None for an object built by hand that has none yet.
+
+    What a UID precondition (a delete, a binding) and a restart's record of the members it
+    replaced need: a made-up identity there would match nothing, or the wrong object."""
+    uid = (obj.get("metadata") or {}).get("uid")
+    return str(uid) if uid else None
+
+
+def pod_uid(obj: Mapping[str, Any]) -> str:
+    """The object's identity across its versions: its UID, or namespace/name for an object
+    built by hand (tests, benchmarks) that has none yet. Pods are what it names most, but the
+    quota cache keys PodGroups and ResourceQuotas by it too."""
+    meta = obj.get("metadata") or {}
+    return server_uid(obj) or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"

@@ -58,7 +58,7 @@ from typing import Any, Protocol
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, RESOURCE_QUOTAS, ApiError, KubeClient
 from podgroup_operator.adapters.quota_record import Record, RecordConflictError, RecordStore
-from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition
 from podgroup_operator.api.quantity import QuantityError
 from podgroup_operator.controllers.isolation import Failures
@@ -114,11 +114,6 @@ def _rv(body: Mapping[str, Any]) -> int:
         return 0
 
 
-def _uid(body: Mapping[str, Any]) -> str:
-    metadata = body.get("metadata") or {}
-    return str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}")
-
-
 class NamespaceQuota:
     """Everything the webhook knows about one namespace, kept in memory (see module docstring)."""
 
@@ -155,7 +150,7 @@ class NamespaceQuota:
 
     def apply_pod(self, body: Mapping[str, Any], deleted: bool) -> GroupKey | None:
         """Record a pod's usage; returns its group's key (for status), if any."""
-        uid = _uid(body)
+        uid = pod_uid(body)
         if not self._newer(uid, _rv(body), deleted):
             return None
         self.pending.pop(uid, None)
@@ -173,7 +168,7 @@ class NamespaceQuota:
     def apply_group(self, body: Mapping[str, Any], deleted: bool) -> str | None:
         """Record a PodGroup; returns its name when it was newer than what we had."""
         name = str((body.get("metadata") or {}).get("name", ""))
-        if not self._newer(_uid(body), _rv(body), deleted):
+        if not self._newer(pod_uid(body), _rv(body), deleted):
             return None
         observed = ObservedGroup.from_podgroup(body, deleted=deleted)
         entry = self.record.entries.get(name)
@@ -185,7 +180,7 @@ class NamespaceQuota:
         return name
 
     def apply_quota(self, body: Mapping[str, Any], deleted: bool) -> None:
-        uid = _uid(body)
+        uid = pod_uid(body)
         if not self._newer(uid, _rv(body), deleted):
             return
         if deleted:

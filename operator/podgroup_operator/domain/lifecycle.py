@@ -56,7 +56,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition, PodGroup, PodGroupStatus
 from podgroup_operator.constants import (
     ConditionStatus,
@@ -126,14 +126,6 @@ def is_bound(pod: Pod) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName"))
 
 
-def _identity(pod: Pod) -> tuple[str, ...]:
-    metadata = pod.get("metadata") or {}
-    uid = metadata.get("uid")
-    if uid:
-        return ("uid", uid)
-    return ("name", metadata.get("namespace", ""), metadata.get("name", ""))
-
-
 def members_of(group: GroupKey, pods: Iterable[Pod]) -> list[Pod]:
     """The pods that are members of the group, each once, in first-seen order.
 
@@ -141,11 +133,11 @@ def members_of(group: GroupKey, pods: Iterable[Pod]) -> list[Pod]:
     is kept (see `_PROGRESS`, then bound over unbound), so the result does not depend on the
     order in which a cache happened to list them.
     """
-    chosen: dict[tuple[str, ...], Pod] = {}
+    chosen: dict[str, Pod] = {}
     for pod in pods:
         if group_key_of(pod) != group:
             continue
-        identity = _identity(pod)
+        identity = pod_uid(pod)
         seen = chosen.get(identity)
         if seen is None or _advancement(pod) > _advancement(seen):
             chosen[identity] = pod

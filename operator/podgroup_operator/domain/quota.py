@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroupStatus, Reservation
 from podgroup_operator.api.quantity import QuantityError, format_milli, parse_quantity, to_milli
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, PodPhase, Reason
@@ -174,11 +174,8 @@ class PodUsage:
         cls, pod: Mapping[str, Any], group_key: GroupKey | None, requests: Mapping[str, int]
     ) -> PodUsage:
         """Read identity and liveness from a raw pod; requests and membership come from callers."""
-        metadata = pod.get("metadata") or {}
         phase = (pod.get("status") or {}).get("phase")
-        uid = (
-            metadata.get("uid") or f"{metadata.get('namespace', 'default')}/{metadata.get('name')}"
-        )
+        uid = pod_uid(pod)
         return cls(
             uid=str(uid),
             group_key=group_key,

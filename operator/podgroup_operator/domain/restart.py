@@ -69,6 +69,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from podgroup_operator.api.keys import server_uid
 from podgroup_operator.api.limits import clamp_seconds
 from podgroup_operator.api.models import PodGroup, PodGroupStatus, RestartPolicy
 from podgroup_operator.constants import (
@@ -215,7 +216,7 @@ def current_incarnation(status: PodGroupStatus, pods: Iterable[Pod]) -> list[Pod
     counted they would make the restarted gang look failed (or give it back its old live count).
     """
     old = restart_progress(status).uids
-    return [pod for pod in pods if _uid(pod) not in old]
+    return [pod for pod in pods if server_uid(pod) not in old]
 
 
 def backoff_delay(policy: RestartPolicy, restarts: int) -> timedelta:
@@ -248,7 +249,7 @@ def plan_restart(group: PodGroup, member_pods: Iterable[Pod], now: datetime) -> 
     pods = list(member_pods)
     progress = restart_progress(status)
     members = members_of(group.key, pods)
-    counts = count_members(m for m in members if _uid(m) not in progress.uids)
+    counts = count_members(m for m in members if server_uid(m) not in progress.uids)
     min_member = group.spec.min_member
     policy = group.spec.policy
     acting = policy is not None and policy.action is not PolicyAction.NONE
@@ -357,7 +358,7 @@ def _resume(
     """The outstanding work of the restart in progress, or None when there is none."""
     if not progress.active:
         return None
-    old = [pod for pod in members if _uid(pod) in progress.uids]
+    old = [pod for pod in members if server_uid(pod) in progress.uids]
     delete = tuple(_ref(pod) for pod in old if not _deleting(pod))
     taken = {_name_key(pod) for pod in pods}
     recreate = tuple(
@@ -386,7 +387,7 @@ def _restart(
         {_name_key(pod): recreation_body(pod) for pod in members if not has_controller(pod)}
     )
     taken = {_name_key(pod) for pod in pods}
-    uids = sorted({uid for pod in members if (uid := _uid(pod))})
+    uids = sorted({uid for pod in members if (uid := server_uid(pod))})
     new_status = status.model_copy(
         update={
             "phase": Phase.PENDING,
@@ -397,7 +398,7 @@ def _restart(
     patch = status_patch(status, new_status) or {"status": {}}
     patch["status"][RESTARTING_UIDS] = uids
     patch["status"][RESTART_PODS] = [bodies[key] for key in sorted(bodies)]
-    delete = tuple(_ref(pod) for pod in members if _uid(pod) and not _deleting(pod))
+    delete = tuple(_ref(pod) for pod in members if server_uid(pod) and not _deleting(pod))
     event = LifecycleEvent(
         type=EventType.WARNING,
         reason=Reason.GANG_RESTARTED,
@@ -438,7 +439,7 @@ def _fail(
     delete = tuple(
         _ref(pod)
         for pod in members
-        if _uid(pod) and member_state(pod) in (MemberState.PENDING, MemberState.RUNNING)
+        if server_uid(pod) and member_state(pod) in (MemberState.PENDING, MemberState.RUNNING)
     )
     event = LifecycleEvent(type=EventType.WARNING, reason=reason, message=message)
     return Fail(delete=delete, status_patch=patch, event=event)
@@ -454,7 +455,7 @@ def _cause(
     """The lost members by name and why, then the live count, for Events and messages."""
     losses = []
     for pod in sorted(members, key=lambda p: (p.get("metadata") or {}).get("name", "")):
-        if _uid(pod) in progress.uids:
+        if server_uid(pod) in progress.uids:
             continue
         name = (pod.get("metadata") or {}).get("name", "?")
         state = member_state(pod)
@@ -477,10 +478,6 @@ def _seconds(delay: timedelta) -> int:
     return int(delay.total_seconds())
 
 
-def _uid(pod: Pod) -> str | None:
-    return (pod.get("metadata") or {}).get("uid") or None
-
-
 def _deleting(pod: Pod) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
@@ -492,4 +489,4 @@ def _name_key(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 def _ref(pod: Pod) -> MemberRef:
     namespace, name = _name_key(pod)
-    return MemberRef(namespace, name, _uid(pod) or "")
+    return MemberRef(namespace, name, server_uid(pod) or "")

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.api.limits import summarize
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.filters import (
@@ -64,7 +65,7 @@ from podgroup_operator.scheduling.scores import (
     static_score,
 )
 from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
-from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo, pod_uid
+from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo
 
 __all__ = [
     "MemberShape",

@@ -53,14 +53,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.scheduling.filters import UNSCHEDULABLE_TAINT_KEY, Taint, pod_constraints
 from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
 from podgroup_operator.scheduling.placement import shape_groups, try_place
 from podgroup_operator.scheduling.podinfo import PodInfo
 from podgroup_operator.scheduling.resources import Resources, copies_that_fit, pod_requests
 from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
-from podgroup_operator.scheduling.snapshot import Snapshot, Undo, pod_uid
+from podgroup_operator.scheduling.snapshot import Snapshot, Undo
 
 Unit = tuple[str, str, str]
 """("gang", namespace, name) or ("pod", namespace, uid): what is evicted together."""

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
+from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.constants import PodPhase
 from podgroup_operator.scheduling.filters import (
     HOSTNAME_LABEL,
@@ -60,12 +61,6 @@ def _noop() -> None:
 
 
 NO_UNDO: Undo = _noop
-
-
-def pod_uid(pod: Mapping[str, Any]) -> str:
-    """The pod's UID, or namespace/name for hand-built pods without one."""
-    meta = pod.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}")
 
 
 def holds_node(pod: Mapping[str, Any]) -> bool:

@@ -17,9 +17,9 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS, KubeClient
+from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.domain.scheduling_status import Verdict
-from podgroup_operator.scheduling.snapshot import pod_uid
 from tests.builders import node, pod, podgroup
 from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer, FakeIndex
