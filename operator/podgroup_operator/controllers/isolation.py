@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from podgroup_operator import metrics
-from podgroup_operator.scheduling.queue import Backoff
+from podgroup_operator.api.backoff import Backoff
 
 CAUSE_LIMIT = 400
 """Characters of an exception's text kept in reports and log lines."""

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
@@ -41,7 +42,7 @@ from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
-from podgroup_operator.scheduling.queue import Backoff, decide_wait, order_gangs
+from podgroup_operator.scheduling.queue import decide_wait, order_gangs
 from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
 
 logger = logging.getLogger(__name__)

@@ -69,8 +69,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import server_uid
-from podgroup_operator.api.limits import clamp_seconds
 from podgroup_operator.api.models import PodGroup, PodGroupStatus, RestartPolicy
 from podgroup_operator.constants import (
     ConditionStatus,
@@ -225,12 +225,10 @@ def backoff_delay(policy: RestartPolicy, restarts: int) -> timedelta:
     Both are clamped to one year (MAX_SECONDS) first: a policy stored before the CRD had bounds
     (`maxBackoffSeconds: 1000000000000`) once made `now + delay` overflow on every reconcile.
     """
-    base, cap = clamp_seconds(policy.backoff_seconds), clamp_seconds(policy.max_backoff_seconds)
-    if base == 0:
-        return timedelta(0)
-    restarts = max(0, restarts)
-    # The shift is bounded so that a huge restart count cannot build a huge integer.
-    return timedelta(seconds=cap if restarts >= 64 else min(base * 2**restarts, cap))
+    backoff = Backoff(
+        initial_seconds=policy.backoff_seconds, max_seconds=policy.max_backoff_seconds
+    )
+    return backoff.delay(max(0, restarts) + 1)
 
 
 def plan_restart(group: PodGroup, member_pods: Iterable[Pod], now: datetime) -> RestartPlan:

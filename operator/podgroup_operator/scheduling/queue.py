@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.limits import clamp_seconds
 from podgroup_operator.scheduling.gang import GangRequest
 
@@ -68,23 +69,6 @@ def members_in_order(
 
 
 # --- timeout and backoff -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff between failed attempts: initial, doubling, capped."""
-
-    initial_seconds: float = 1.0
-    max_seconds: float = 300.0
-
-    def delay(self, failed_attempts: int) -> timedelta:
-        """No delay before the first attempt; then initial * 2**(failures-1), at most the cap."""
-        if failed_attempts <= 0:
-            return timedelta(0)
-        # Cap the exponent too, so a gang that failed a million times does not overflow.
-        exponent = min(failed_attempts - 1, 62)
-        seconds = min(self.initial_seconds * (2**exponent), self.max_seconds)
-        return timedelta(seconds=clamp_seconds(seconds))
-
-
 def schedule_deadline(
     wait_started: datetime, timeout_seconds: int | None, default_timeout_seconds: int
 ) -> datetime:

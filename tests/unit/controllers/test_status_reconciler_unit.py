@@ -15,8 +15,8 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
-from podgroup_operator.scheduling.queue import Backoff
 from tests.builders import pod, podgroup
 from tests.clock import Clock
 from tests.fakes import FakeApiServer, FakeIndex
