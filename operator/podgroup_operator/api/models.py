@@ -36,9 +36,11 @@ from podgroup_operator.api.limits import (
     MAX_SECONDS,
 )
 from podgroup_operator.api.quantity import (
+    COVERAGE_ERRORS_JOIN,
     NON_NEGATIVE_QUANTITY_PATTERN,
     TOO_LARGE_HINT,
     QuantityError,
+    coverage_errors,
     parse_quantity,
 )
 from podgroup_operator.constants import (
@@ -225,20 +227,9 @@ class PodGroupSpec(_Model):
 
     @model_validator(mode="after")
     def _total_covers_minimum(self) -> "PodGroupSpec":
-        if self.total_resources is None or self.min_resources is None:
-            return self
-        total = resource_amounts(self.total_resources)
-        short = [
-            f"{name} {self.total_resources.get(name, 0)} < {value} in minResources"
-            for name, value in self.min_resources.items()
-            if total.get(name, Decimal(0)) < parse_quantity(value)
-        ]
-        if short:
-            raise ValueError(
-                "totalResources: must cover minResources ("
-                + "; ".join(short)
-                + "); raise totalResources or lower minResources"
-            )
+        errors = coverage_errors(self.total_resources, self.min_resources)
+        if errors:
+            raise ValueError(COVERAGE_ERRORS_JOIN.join(errors))
         return self
 
 

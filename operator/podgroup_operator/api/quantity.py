@@ -8,6 +8,7 @@ happens (kube-scheduler does the same with MilliValue), so sums never drift.
 import math
 import re
 from decimal import Decimal, InvalidOperation, Overflow
+from typing import Any
 
 from podgroup_operator.api.limits import MAX_MILLI, MAX_QUANTITY
 
@@ -118,3 +119,30 @@ def format_milli(milli: int, resource: str = "") -> str:
             if whole >= factor and whole % factor == 0:
                 return f"{whole // factor}{suffix}"
     return str(whole)
+
+
+COVERAGE_ERRORS_JOIN = "; and "
+"""How the model joins several coverage errors into the one message pydantic carries."""
+
+
+def coverage_errors(total: Any, minimum: Any) -> list[str]:
+    """The rule "totalResources covers minResources", with its one message per resource.
+
+    A gang that may reserve less than it needs to start could never run: the webhook, the
+    model and the quota ledger all ask this function. Values that do not parse are the fields'
+    own errors and are skipped here, as is anything that is not a map."""
+    if not isinstance(total, dict) or not isinstance(minimum, dict):
+        return []
+    errors = []
+    for name, value in minimum.items():
+        try:
+            need = parse_quantity(value)
+            have = parse_quantity(total.get(name, 0))
+        except (QuantityError, TypeError):
+            continue
+        if have < need:
+            errors.append(
+                f"spec.totalResources.{name}: {total.get(name, 0)} is below "
+                f"spec.minResources.{name} {value}; raise totalResources or lower minResources"
+            )
+    return errors

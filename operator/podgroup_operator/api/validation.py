@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from podgroup_operator.api.models import PodGroupSpec
+from podgroup_operator.api.quantity import coverage_errors
 
 _ONE_YEAR = "one year; use a shorter duration"
 LIMIT_REASONS: dict[str, str] = {
@@ -117,14 +118,15 @@ def spec_errors(spec: Any) -> list[str]:
         errors = []
         for error in exc.errors(include_url=False):
             loc = tuple(error["loc"])
+            if not loc and error["type"] == "value_error":
+                continue  # the cross-field rule: reported below, even when other fields fail
             message = _message(error, PodGroupSpec)
             field, sep, rest = message.partition(": ")
             if not loc and sep and field in _API_FIELDS:
                 # A cross-field rule names its own field first ("totalResources: ...").
                 loc, message = (field,), rest
             errors.append(f"{_path(loc, 'spec')}: {message}")
-        if not any(e.startswith("spec.totalResources: must cover") for e in errors):
-            errors.extend(_cross_field_errors(spec))
+        errors.extend(coverage_errors(spec.get("totalResources"), spec.get("minResources")))
         # pydantic may report one field through several union branches; keep each once.
         return _bounded(list(dict.fromkeys(errors)))
     return []
@@ -138,24 +140,6 @@ def _bounded(errors: list[str]) -> list[str]:
     if len(errors) <= MAX_ERRORS:
         return errors
     return [*errors[:MAX_ERRORS], f"... and {len(errors) - MAX_ERRORS} more errors"]
-
-
-def _cross_field_errors(spec: dict[str, Any]) -> list[str]:
-    """Rules between fields, checked even when other fields failed (pydantic skips them then)."""
-    try:
-        PodGroupSpec.model_validate(
-            {
-                "minMember": 1,
-                **{k: spec[k] for k in ("minResources", "totalResources") if k in spec},
-            }
-        )
-    except ValidationError as exc:
-        return [
-            "spec." + str(e["ctx"]["error"])
-            for e in exc.errors(include_url=False)
-            if e["type"] == "value_error" and not e["loc"]
-        ]
-    return []
 
 
 def podgroup_errors(body: dict[str, Any]) -> list[str]:

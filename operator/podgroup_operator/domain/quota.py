@@ -52,7 +52,13 @@ from typing import Any
 
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroupStatus, Reservation
-from podgroup_operator.api.quantity import QuantityError, format_milli, parse_quantity, to_milli
+from podgroup_operator.api.quantity import (
+    QuantityError,
+    coverage_errors,
+    format_milli,
+    parse_quantity,
+    to_milli,
+)
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, PodPhase, Reason
 from podgroup_operator.domain.conditions import set_condition
 
@@ -388,18 +394,11 @@ def validate_total_resources(
                 f"{path}: unknown resource {name!r}; use cpu, memory, ephemeral-storage, pods, "
                 "hugepages-<size> or a qualified extended resource such as 'nvidia.com/gpu'"
             )
-    for name, value in (min_resources or {}).items():
-        try:
-            minimum = parse_quantity(value)
-        except QuantityError:
-            continue  # minResources is validated by its own field
-        if name in spec_total and name not in amounts:
-            continue  # already reported as malformed
-        if amounts.get(name, 0) < minimum:
-            errors.append(
-                f"spec.totalResources.{name}: {spec_total.get(name, 0)} is below "
-                f"spec.minResources.{name} {value}; raise totalResources or lower minResources"
-            )
+    # Names already reported as malformed or negative are not reported again as too small.
+    minimum = {
+        n: v for n, v in (min_resources or {}).items() if n in amounts or n not in spec_total
+    }
+    errors.extend(coverage_errors({n: spec_total[n] for n in amounts}, minimum))
     return errors
 
 

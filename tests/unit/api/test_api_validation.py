@@ -75,14 +75,14 @@ BAD_SPECS: list[tuple[str, Any, str, str]] = [
     (
         "total below minimum",
         {"minMember": 1, "minResources": {"cpu": "2"}, "totalResources": {"cpu": "1"}},
-        "spec.totalResources",
-        "must cover minResources (cpu 1 < 2 in minResources)",
+        "spec.totalResources.cpu",
+        "1 is below spec.minResources.cpu 2; raise totalResources or lower minResources",
     ),
     (
         "total lacks a resource",
         {"minMember": 1, "minResources": {"nvidia.com/gpu": 1}, "totalResources": {"cpu": "1"}},
-        "spec.totalResources",
-        "nvidia.com/gpu 0 < 1",
+        "spec.totalResources.nvidia.com/gpu",
+        "0 is below spec.minResources.nvidia.com/gpu 1",
     ),
     (
         "unknown action",
@@ -144,7 +144,7 @@ def test_every_problem_is_reported_at_once() -> None:
     assert sorted(paths) == sorted(
         [
             "spec.minMember",
-            "spec.totalResources",
+            "spec.totalResources.cpu",
             "spec.policy.action",
             "spec.policy.maxRestarts",
             "spec.extra",
@@ -155,7 +155,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_the_cross_field_rule_is_reported_once_when_it_alone_fails() -> None:
     errors = spec_errors({"minMember": 1, "minResources": {"cpu": 2}, "totalResources": {"cpu": 1}})
-    assert [e for e in errors if "must cover" in e] == errors
+    assert [e for e in errors if "is below spec.minResources.cpu 2" in e] == errors
     assert len(errors) == 1
 
 

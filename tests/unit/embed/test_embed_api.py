@@ -84,7 +84,7 @@ def test_policy_may_be_given_as_a_mapping_and_is_left_out_when_unset() -> None:
         ({"min_member": 1, "total_resources": {"cpu": "-1"}}, "negative"),
         (
             {"min_member": 1, "min_resources": {"cpu": "8"}, "total_resources": {"cpu": "4"}},
-            "must cover minResources",
+            "is below spec.minResources.cpu 8",
         ),
         ({"min_member": 1, "policy": {"action": "Reboot"}}, "action"),
         ({"min_member": 1, "schedule_timeout_seconds": 0}, "schedule_timeout_seconds"),
