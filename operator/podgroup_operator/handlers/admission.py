@@ -6,15 +6,11 @@ from typing import Any
 
 import kopf
 
-from podgroup_operator import constants as c
 from podgroup_operator.api.validation import podgroup_errors
-from podgroup_operator.handlers.instrument import timed
+from podgroup_operator.handlers.webhooks import WebhookId, serve
 
 
-@kopf.on.validate(
-    c.GROUP, c.VERSION, c.PLURAL, id="validate-podgroup", operations=["CREATE", "UPDATE"]
-)
-@timed("validate-podgroup")
+@serve(WebhookId.VALIDATE_PODGROUP)
 def validate_podgroup(body: kopf.Body, **_: Any) -> None:
     """Refuse a PodGroup with every problem listed, each naming its field and the fix."""
     errors = podgroup_errors(dict(body))

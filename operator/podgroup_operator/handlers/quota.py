@@ -25,9 +25,8 @@ from typing import Any
 
 import kopf
 
-from podgroup_operator import constants as c
 from podgroup_operator.domain.quota import Decision
-from podgroup_operator.handlers.instrument import timed
+from podgroup_operator.handlers.webhooks import WebhookId, serve
 
 
 def _answer(decision: Decision, warnings: list[str]) -> None:
@@ -36,10 +35,7 @@ def _answer(decision: Decision, warnings: list[str]) -> None:
         raise kopf.AdmissionError("; ".join(decision.errors), code=403)
 
 
-@kopf.on.validate(
-    c.GROUP, c.VERSION, c.PLURAL, id="quota-podgroup", operations=["CREATE", "UPDATE"]
-)
-@timed("quota-podgroup")
+@serve(WebhookId.QUOTA_PODGROUP)
 async def validate_podgroup_quota(
     body: kopf.Body, dryrun: bool, warnings: list[str], memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -50,8 +46,7 @@ async def validate_podgroup_quota(
     _answer(decision, warnings)
 
 
-@kopf.on.validate("", "v1", "pods", id="quota-pod", operations=["CREATE"])
-@timed("quota-pod")
+@serve(WebhookId.QUOTA_POD)
 async def validate_pod_quota(
     body: kopf.Body, dryrun: bool, warnings: list[str], memo: kopf.Memo, **_: Any
 ) -> None:

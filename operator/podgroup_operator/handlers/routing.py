@@ -14,11 +14,10 @@ import kopf
 
 from podgroup_operator import constants as c
 from podgroup_operator.domain.membership import declares_membership
-from podgroup_operator.handlers.instrument import timed
+from podgroup_operator.handlers.webhooks import WebhookId, serve
 
 
-@kopf.on.mutate("", "v1", "pods", id="route-gang-pods", operations=["CREATE"])
-@timed("route-gang-pods")
+@serve(WebhookId.ROUTE_GANG_PODS)
 def route_gang_pods(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     scheduler = (body.get("spec") or {}).get("schedulerName")
     if declares_membership(dict(body)) and scheduler in (None, "", c.DEFAULT_SCHEDULER_NAME):

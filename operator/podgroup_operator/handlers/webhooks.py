@@ -3,20 +3,40 @@
 Kopf can manage webhook configurations itself, but not `namespaceSelector`, which we need to
 intercept only opted-in namespaces and never kube-system or our own namespace. So Kopf serves
 (one route per handler id) and we write the configurations, pointing each at its route.
+
+`WEBHOOKS` is the one declaration: `serve` builds each handler's Kopf decorator from its entry
+(kind, resource, operations, id), so the route Kopf serves and the configuration that points at
+it cannot drift apart; an entry without a handler fails `tests/unit/test_webhook_table.py`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
+
+import kopf
 
 from podgroup_operator import constants as c
+from podgroup_operator.handlers.instrument import Handler, timed
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+"""An admission operation, as Kopf's decorators and the configurations spell it."""
 
 
 class WebhookKind(StrEnum):
     VALIDATING = "validating"
     MUTATING = "mutating"
+
+
+class WebhookId(StrEnum):
+    """Kopf handler ids, which are also the webhooks' URL paths."""
+
+    VALIDATE_PODGROUP = "validate-podgroup"
+    ROUTE_GANG_PODS = "route-gang-pods"
+    QUOTA_PODGROUP = "quota-podgroup"
+    QUOTA_POD = "quota-pod"
 
 
 class FailurePolicy(StrEnum):
@@ -28,11 +48,11 @@ class FailurePolicy(StrEnum):
 class WebhookSpec:
     """One webhook: which Kopf handler id serves it, what it intercepts, and how it fails."""
 
-    handler_id: str
+    handler_id: WebhookId
     kind: WebhookKind
     api_group: str
     resource: str
-    operations: tuple[str, ...]
+    operations: tuple[Operation, ...]
     failure_policy: FailurePolicy
     why: str
     """Why this failure policy: written into the docs and kept next to the decision."""
@@ -46,7 +66,7 @@ MUTATING_CONFIG_NAME = f"{c.OPERATOR_NAME}.{c.GROUP}"
 
 WEBHOOKS: list[WebhookSpec] = [
     WebhookSpec(
-        handler_id="validate-podgroup",
+        handler_id=WebhookId.VALIDATE_PODGROUP,
         kind=WebhookKind.VALIDATING,
         api_group=c.GROUP,
         resource=c.PLURAL,
@@ -56,7 +76,7 @@ WEBHOOKS: list[WebhookSpec] = [
         "refusing writes for that time is the smaller harm (the CRD schema still covers most).",
     ),
     WebhookSpec(
-        handler_id="route-gang-pods",
+        handler_id=WebhookId.ROUTE_GANG_PODS,
         kind=WebhookKind.MUTATING,
         api_group="",
         resource="pods",
@@ -68,7 +88,7 @@ WEBHOOKS: list[WebhookSpec] = [
         "namespace opted out of. Refusing pod creation while the operator is down is safer.",
     ),
     WebhookSpec(
-        handler_id="quota-podgroup",
+        handler_id=WebhookId.QUOTA_PODGROUP,
         kind=WebhookKind.VALIDATING,
         api_group=c.GROUP,
         resource=c.PLURAL,
@@ -82,7 +102,7 @@ WEBHOOKS: list[WebhookSpec] = [
         extra={"sideEffects": "NoneOnDryRun"},
     ),
     WebhookSpec(
-        handler_id="quota-pod",
+        handler_id=WebhookId.QUOTA_POD,
         kind=WebhookKind.VALIDATING,
         api_group="",
         resource="pods",
@@ -94,6 +114,22 @@ WEBHOOKS: list[WebhookSpec] = [
         "Only opted-in namespaces are intercepted, never kube-system or the operator's own.",
     ),
 ]
+
+
+def serve(handler_id: WebhookId) -> Callable[[Handler], Any]:
+    """The Kopf decorator for the webhook `WEBHOOKS` declares under `handler_id`, with every
+    answer timed (handlers/instrument.py)."""
+    spec = next(w for w in WEBHOOKS if w.handler_id is handler_id)
+    on = kopf.on.validate if spec.kind is WebhookKind.VALIDATING else kopf.on.mutate
+    version = c.VERSION if spec.api_group else "v1"
+    register = on(
+        spec.api_group, version, spec.resource, id=handler_id, operations=list(spec.operations)
+    )
+
+    def decorate(handler: Handler) -> Any:
+        return register(timed(handler_id)(handler))
+
+    return decorate
 
 
 def _namespace_selector(spec: WebhookSpec, protected: list[str]) -> dict[str, Any]:
