@@ -272,6 +272,15 @@ def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterSta
         ],
         state_dir,
     )
+    # The controller manager gives up when the apiserver is not healthy to it within seconds,
+    # and its RBAC roles exist only once the apiserver has bootstrapped them: on a busy machine
+    # that took longer ("cannot get path /healthz"). Start it once /readyz answers.
+    _state_file(state_dir).write_text(json.dumps(asdict(state), indent=2))
+    try:
+        _wait_ready(state, timeout)
+    except Exception:
+        down(state_dir)
+        raise
     cm_kubeconfig = state.kubeconfig_for("system:kube-controller-manager")
     state.pids["kube-controller-manager"] = _spawn(
         "kube-controller-manager",
