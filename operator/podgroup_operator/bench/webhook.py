@@ -1,8 +1,8 @@
 """Latency of the quota admission webhooks, measured where the apiserver calls them.
 
-The issue asks for p50/p99 under 200 concurrent requests. The apiserver adds its own queueing
-and TLS on top, and its webhook client is not ours to tune, so this benchmark plays the
-apiserver: it reads the running operator's webhook URL and CA from the
+It prints p50/p99 under 200 concurrent requests (a burst of gang pods). The apiserver adds
+its own queueing and TLS on top, and its webhook client is not ours to tune, so this benchmark
+plays the apiserver: it reads the running operator's webhook URL and CA from the
 ValidatingWebhookConfiguration, then POSTs N AdmissionReview requests at once over HTTPS (one
 connection each) and times every answer.
 

@@ -39,6 +39,7 @@ from podgroup_operator.domain.restart import (
     Fail,
     Nothing,
     Restart,
+    Resume,
     Wait,
     current_incarnation,
     plan_restart,
@@ -334,7 +335,7 @@ class StatusReconciler:
             self._retry_at(key, plan.until, now)
             if plan.status_patch is None:
                 return False
-        patch = getattr(plan, "status_patch", None)
+        patch = plan.status_patch  # every plan but Nothing has one (maybe None)
         updated = body
         if patch is not None:
             written = await self._write_status(key, body, patch)
@@ -346,13 +347,15 @@ class StatusReconciler:
         if isinstance(plan, Restart | Fail) and plan.event is not None:
             self._narrate(updated, plan.event.type, plan.event.reason, plan.event.message)
             logger.info("PodGroup %s/%s: %s", *key, plan.event.message)
-        for member in getattr(plan, "delete", ()):
+        delete = () if isinstance(plan, Wait) else plan.delete
+        recreate = plan.recreate if isinstance(plan, Restart | Resume) else ()
+        for member in delete:
             try:
                 await self.kube.delete(PODS, member.name, member.namespace, uid=member.uid)
             except ApiError as exc:
                 if not (exc.not_found or exc.conflict):
                     raise
-        for pod in getattr(plan, "recreate", ()):
+        for pod in recreate:
             try:
                 await self.kube.create(PODS, pod, pod["metadata"]["namespace"])
             except ApiError as exc:

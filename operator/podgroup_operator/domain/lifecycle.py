@@ -1,10 +1,10 @@
 """A PodGroup's status as a pure function of its spec, its member pods and its previous status.
 
-The phase table lives here and nowhere else, so that the handler stays three lines (read, call
-`compute_status`, patch) and every transition can be tested without a cluster. The function
-reads no clock (`now` is an argument), so it is repeatable: fed its own result as `previous`
-it returns the same status, and `status_patch` then returns None, so a quiet gang causes no
-writes and no flapping transition IDs or times.
+The phase table lives here and nowhere else, so that the status reconciler
+(controllers/status.py) only reads, calls `compute_status` and patches, and every transition
+can be tested without a cluster. The function reads no clock (`now` is an argument), so it is
+repeatable: fed its own result as `previous` it returns the same status, and `status_patch`
+then returns None, so a quiet gang causes no writes and no flapping transition IDs or times.
 
 How members count (user documentation):
 
@@ -208,7 +208,7 @@ def count_members(members: Iterable[Pod]) -> MemberCounts:
 
 @dataclass(frozen=True)
 class LifecycleEvent:
-    """A Kubernetes Event the handler should emit on the PodGroup."""
+    """A Kubernetes Event the status reconciler posts on the PodGroup with the status."""
 
     type: EventType
     reason: Reason

@@ -9,7 +9,8 @@ operator crash at any point, so they are taken here, from the group's status as 
 the pods as they are now, and nothing else: no clock (`now` is an argument), no memory between
 calls, no I/O. The same inputs always give the same plan.
 
-How the handler carries out a plan (the order is what makes a crash harmless):
+How the status reconciler (controllers/status.py) carries out a plan (the order is what makes
+a crash harmless):
 
 * `Nothing`: nothing to do.
 * `Wait`: write `status_patch` if there is one (it starts the backoff clock), then come back at
@@ -203,10 +204,7 @@ class RestartProgress:
 
 def restart_progress(status: PodGroupStatus) -> RestartProgress:
     """The restart in progress recorded in the status (`restartingUIDs`, `restartPods`)."""
-    # Read by name so that a status model without these fields reads as "no restart in progress".
-    uids = getattr(status, "restarting_uids", None) or ()
-    pods = getattr(status, "restart_pods", None) or ()
-    return RestartProgress(frozenset(uids), tuple(pods))
+    return RestartProgress(frozenset(status.restarting_uids), tuple(status.restart_pods))
 
 
 def current_incarnation(status: PodGroupStatus, pods: Iterable[Pod]) -> list[Pod]:
