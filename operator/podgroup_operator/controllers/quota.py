@@ -408,12 +408,8 @@ class QuotaService:
                 entries = self._entries_after(state, name, uid, total, creating=old is None)
                 if entries is None:
                     return decision
-                try:
-                    record = await self.store.write(ns, state.record, entries)
-                except RecordConflictError:
-                    state.record_stale = True
-                    continue
-                state.set_record(record)
+                if not await self._write_record(ns, state, entries):
+                    continue  # another replica wrote first: reload and decide again
                 if total is None:
                     state.released[name] = f"PodGroup {name} no longer sets totalResources"
                     self.touch(key)
@@ -427,6 +423,19 @@ class QuotaService:
                 f"{WRITE_ATTEMPTS} times while deciding (other replicas are admitting); retry",
             )
         )
+
+    async def _write_record(
+        self, ns: str, state: NamespaceQuota, entries: Mapping[str, RecordEntry]
+    ) -> bool:
+        """Write the namespace's record over the version we read; False when another writer
+        changed it first (the record is then reloaded before the next decision)."""
+        try:
+            record = await self.store.write(ns, state.record, entries)
+        except RecordConflictError:
+            state.record_stale = True
+            return False
+        state.set_record(record)
+        return True
 
     def _entries_after(
         self,
@@ -569,12 +578,8 @@ class QuotaService:
                             if reason is None:
                                 return
                 entries = {k: v for k, v in state.record.entries.items() if k != name}
-                try:
-                    record = await self.store.write(ns, state.record, entries)
-                except RecordConflictError:
-                    state.record_stale = True
-                    continue
-                state.set_record(record)
+                if not await self._write_record(ns, state, entries):
+                    continue  # another replica wrote first: reload and decide again
                 state.released[name] = reason
                 logger.info("quota of PodGroup %s/%s released: %s", ns, name, reason)
                 return

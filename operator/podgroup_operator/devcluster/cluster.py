@@ -191,6 +191,16 @@ def _wait_ready(state: ClusterState, timeout: float) -> None:
     raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f}s: {last_error}")
 
 
+def _record_and_wait(state: ClusterState, state_dir: Path, timeout: float) -> None:
+    """Save what runs (so `down` finds it), then wait for /readyz; on failure stop it all."""
+    _state_file(state_dir).write_text(json.dumps(asdict(state), indent=2))
+    try:
+        _wait_ready(state, timeout)
+    except Exception:
+        down(state_dir)
+        raise
+
+
 def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterState:
     """Start etcd, kube-apiserver and kube-controller-manager; return once /readyz answers."""
     existing = load_state(state_dir)
@@ -275,12 +285,7 @@ def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterSta
     # The controller manager gives up when the apiserver is not healthy to it within seconds,
     # and its RBAC roles exist only once the apiserver has bootstrapped them: on a busy machine
     # that took longer ("cannot get path /healthz"). Start it once /readyz answers.
-    _state_file(state_dir).write_text(json.dumps(asdict(state), indent=2))
-    try:
-        _wait_ready(state, timeout)
-    except Exception:
-        down(state_dir)
-        raise
+    _record_and_wait(state, state_dir, timeout)
     cm_kubeconfig = state.kubeconfig_for("system:kube-controller-manager")
     state.pids["kube-controller-manager"] = _spawn(
         "kube-controller-manager",
@@ -307,12 +312,7 @@ def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterSta
         ],
         state_dir,
     )
-    _state_file(state_dir).write_text(json.dumps(asdict(state), indent=2))
-    try:
-        _wait_ready(state, timeout)
-    except Exception:
-        down(state_dir)
-        raise
+    _record_and_wait(state, state_dir, timeout)
     return state
 
 
