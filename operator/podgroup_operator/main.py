@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 import kopf
 
 from podgroup_operator import logs
 from podgroup_operator.local import is_dev_cluster_kubeconfig
-from podgroup_operator.settings import OperatorSettings, WebhookMode
+from podgroup_operator.settings import OperatorSettings, WebhookCerts, WebhookMode
 
 
 def resolve_webhook_mode(mode: WebhookMode) -> WebhookMode:
@@ -53,6 +54,8 @@ def run(
     leader_election: bool = True,
     lease_namespace: str | None = None,
     metrics_address: str = "0.0.0.0:8081",
+    webhook_certs: str = "mounted",
+    cluster_cert_dir: str | None = None,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -61,7 +64,10 @@ def run(
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,
         webhook_port=webhook_port,
+        webhook_certs=WebhookCerts(webhook_certs),
     )
+    if cluster_cert_dir:
+        settings.cluster_cert_dir = Path(cluster_cert_dir)
     if lease_namespace:
         settings.lease_namespace = lease_namespace
     logs.configure(logging.INFO)  # every line bounded: no object can flood the log

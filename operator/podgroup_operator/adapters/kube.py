@@ -208,19 +208,30 @@ class KubeClient:
         self.field_manager = field_manager
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None, *, limit: int = 128) -> KubeClient:
-        """Credentials from a kubeconfig (or in-cluster when none is found)."""
+    def from_kubeconfig(
+        cls, path: str | None = None, *, context: str | None = None, limit: int = 128
+    ) -> KubeClient:
+        """Credentials from a kubeconfig (or in-cluster when none is found).
+
+        `path` None means kubectl's search: $KUBECONFIG (several files joined by the path
+        separator are merged) or ~/.kube/config. `context` None means its current-context; a
+        named context that does not exist is an error, never a silent in-cluster fallback.
+        """
         from kubernetes import client as k8s_client  # only for reading credentials
         from kubernetes import config as k8s_config
 
         configuration = k8s_client.Configuration()
         try:
-            k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+            k8s_config.load_kube_config(
+                config_file=path, context=context, client_configuration=configuration
+            )
         except k8s_config.ConfigException as outside:
+            where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            if context is not None:
+                raise KubeconfigError(f"kubeconfig {where}: {outside}") from outside
             try:
                 k8s_config.load_incluster_config(client_configuration=configuration)
             except k8s_config.ConfigException:
-                where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
                 raise KubeconfigError(
                     f"no usable credentials: kubeconfig {where}: {outside}; and not running "
                     "in a cluster. Set KUBECONFIG to a valid kubeconfig."
@@ -235,16 +246,14 @@ class KubeClient:
         )
         if auth:
             token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
-        context: ssl.SSLContext | bool
+        tls: ssl.SSLContext | bool
         if configuration.verify_ssl:
-            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+            tls = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
             if configuration.cert_file:
-                context.load_cert_chain(configuration.cert_file, configuration.key_file)
+                tls.load_cert_chain(configuration.cert_file, configuration.key_file)
         else:
-            context = False
-        return cls(
-            AiohttpTransport(configuration.host, token=token, ssl_context=context, limit=limit)
-        )
+            tls = False
+        return cls(AiohttpTransport(configuration.host, token=token, ssl_context=tls, limit=limit))
 
     async def close(self) -> None:
         await self.transport.close()
