@@ -154,3 +154,36 @@ async def test_set_ca_bundle_retries_a_conflicting_write() -> None:
     assert {h["clientConfig"]["caBundle"] for h in body["webhooks"]} == {
         base64.b64encode(CA).decode()
     }
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--ca-file", "x"], "error: webhooks install needs --url https://HOST:PORT"),
+        (
+            ["--url", "https://127.0.0.1:1"],
+            "error: webhooks install needs --ca-file PATH or --cert-dir DIR "
+            "(the CA the apiserver must trust for --url)",
+        ),
+        (
+            ["--url", "https://127.0.0.1:1", "--ca-file", "/nonexistent/ca.crt"],
+            "error: --ca-file: cannot read /nonexistent/ca.crt: No such file or directory",
+        ),
+    ],
+)
+def test_webhooks_install_names_what_is_missing_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["webhooks", "install", *argv]) == 1
+    assert capsys.readouterr().err.strip() == message
+
+
+def test_webhooks_install_refuses_a_file_that_is_no_certificate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ca.crt").write_text("hello")
+    argv = ["webhooks", "install", "--url", "https://127.0.0.1:1", "--ca-file"]
+    assert cli_main([*argv, str(tmp_path / "ca.crt")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: --ca-file: {tmp_path / 'ca.crt'} holds no PEM certificate"
+    )
