@@ -20,7 +20,9 @@ configurations that existed before (the session operator's, when one runs).
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
 from podgroup_operator.handlers.webhooks import WEBHOOKS
 from podgroup_operator.manifests import CONFIG_NAMES, OPERATOR_NAMESPACE, WEBHOOK_SERVICE
 from tests.builders import podgroup
-from tests.conftest import CRD_FILE
+from tests.conftest import CRD_FILE, REPO
 from tests.deploy_helpers import (
     DEPLOY,
     find,
@@ -248,6 +250,34 @@ def test_self_managed_overlay_lets_the_operator_keep_its_secret_and_write_its_fi
     binding = find(documents, "RoleBinding", "podgroup-operator-webhook-tls")
     assert binding["roleRef"]["name"] == secret_role["metadata"]["name"]
     assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+
+
+def test_the_image_matches_what_the_deployment_expects() -> None:
+    """Dockerfile and Deployment agree: user, ports, arguments; the base image is pinned."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    documents = render(BASE)
+    pod = find(documents, "Deployment")["spec"]["template"]["spec"]
+    operator = container(documents)
+    (user,) = re.findall(r"^USER (\d+):(\d+)$", dockerfile, re.M)
+    assert (int(user[0]), int(user[1])) == (
+        pod["securityContext"]["runAsUser"],
+        pod["securityContext"]["runAsGroup"],
+    )
+    (exposed,) = re.findall(r"^EXPOSE (.+)$", dockerfile, re.M)
+    assert sorted(int(p) for p in exposed.split()) == sorted(
+        p["containerPort"] for p in operator["ports"]
+    )
+    (cmd,) = re.findall(r"^CMD (.+)$", dockerfile, re.M)
+    assert json.loads(cmd) == operator["args"]
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim@sha256:[0-9a-f]{64}$", dockerfile, re.M)
+    assert all(
+        line in {"FROM ${PYTHON_IMAGE}", "FROM ${PYTHON_IMAGE} AS build"}
+        for line in re.findall(r"^FROM .+$", dockerfile, re.M)
+    )
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert f"ARG VERSION={version}\n" in dockerfile
+    for label in ("title", "description", "licenses", "version", "revision", "source"):
+        assert f"org.opencontainers.image.{label}=" in dockerfile, label
 
 
 # --- on the dev cluster --------------------------------------------------------------------------
