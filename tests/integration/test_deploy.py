@@ -116,7 +116,9 @@ def test_the_deployment_runs_two_restricted_replicas_probed_on_kopfs_endpoint() 
 
     # The probes hit the port and path given to Kopf as --liveness.
     liveness_url = operator["args"][operator["args"].index("--liveness") + 1]
-    port, path = re.fullmatch(r"http://0\.0\.0\.0:(\d+)(/\S+)", liveness_url).groups()  # type: ignore[union-attr]
+    parsed = re.fullmatch(r"http://0\.0\.0\.0:(\d+)(/\S+)", liveness_url)
+    assert parsed, liveness_url
+    port, path = parsed.groups()
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
     for probe in ("readinessProbe", "livenessProbe"):
         assert operator[probe]["httpGet"]["path"] == path

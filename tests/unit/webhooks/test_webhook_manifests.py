@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,7 +32,8 @@ REGENERATE = f"run `podgroup-operator manifests webhooks -o {WEBHOOKS_FILE}`"
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 
-def hooks(bodies: list[dict]) -> dict[str, dict]:  # type: ignore[type-arg]
+def hooks(bodies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every webhook of the configurations, by handler id."""
     return {hook["name"].split(".")[0]: hook for body in bodies for hook in body["webhooks"]}
 
 
