@@ -37,9 +37,10 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/* && rm -rf /wheels
 # numeric, so that Kubernetes can verify runAsNonRoot (deploy/base/deployment.yaml)
 USER 10001:10001
-EXPOSE 8080 9443
+EXPOSE 8080 8081 9443
 # In a cluster: webhooks served on :9443 with the certificate in /etc/podgroup-operator/tls
 # (mounted from a Secret, or written by the operator with deploy/overlays/self-managed),
-# Kopf's liveness endpoint on :8080/healthz (the Deployment's readiness and liveness probes).
+# Kopf's liveness endpoint on :8080/healthz, and /metrics, /readyz, /livez on :8081 (the
+# Deployment's readiness and liveness probes).
 ENTRYPOINT ["podgroup-operator", "run"]
-CMD ["--webhooks", "cluster", "--liveness", "http://0.0.0.0:8080/healthz"]
+CMD ["--webhooks", "cluster", "--liveness", "http://0.0.0.0:8080/healthz", "--metrics-address", "0.0.0.0:8081"]

@@ -127,7 +127,10 @@ def operator(
     process.start()
     try:
         process.wait_ready()
+        # Installed by the tooling, as `make demo` does: the operator never writes them.
+        process.install_webhooks()
         yield process
     finally:
+        process.uninstall_webhooks()
         process.stop()
         print(f"\noperator log: {log}")

@@ -105,7 +105,7 @@ def test_the_base_holds_the_whole_install() -> None:
             assert document["metadata"]["namespace"] == OPERATOR_NAMESPACE, document["kind"]
 
 
-def test_the_deployment_runs_two_restricted_replicas_probed_on_kopfs_endpoint() -> None:
+def test_the_deployment_runs_two_restricted_replicas_with_probes() -> None:
     documents = render(BASE)
     deployment = find(documents, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
@@ -114,15 +114,14 @@ def test_the_deployment_runs_two_restricted_replicas_probed_on_kopfs_endpoint() 
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in operator["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
 
-    # The probes hit the port and path given to Kopf as --liveness.
-    liveness_url = operator["args"][operator["args"].index("--liveness") + 1]
-    parsed = re.fullmatch(r"http://0\.0\.0\.0:(\d+)(/\S+)", liveness_url)
-    assert parsed, liveness_url
-    port, path = parsed.groups()
+    # The probes hit the operator's own /readyz and /livez on --metrics-address's port.
+    metrics_address = operator["args"][operator["args"].index("--metrics-address") + 1]
+    parsed = re.fullmatch(r"0\.0\.0\.0:(\d+)", metrics_address)
+    assert parsed, metrics_address
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/livez")):
         assert operator[probe]["httpGet"]["path"] == path
-        assert ports[operator[probe]["httpGet"]["port"]] == int(port)
+        assert ports[operator[probe]["httpGet"]["port"]] == int(parsed.group(1))
     assert operator["args"][:2] == ["--webhooks", "cluster"]
     assert ports["webhook"] == 9443
 
