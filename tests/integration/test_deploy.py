@@ -188,7 +188,7 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     assert verbs(cluster_role, "podgroups/status") == {"patch"}
     assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete"}
     assert verbs(cluster_role, "pods/binding") == {"create"}
-    assert verbs(cluster_role, "pods/status") == {"patch"}
+    assert verbs(cluster_role, "pods/status") == set()
     assert (
         verbs(cluster_role, "nodes") == verbs(cluster_role, "resourcequotas") == {"list", "watch"}
     )
