@@ -135,6 +135,8 @@ def _run(args: argparse.Namespace) -> int:
         metrics_address=args.metrics_address,
         webhook_certs=args.webhook_certs,
         cluster_cert_dir=args.cluster_cert_dir,
+        log_level=args.log_level,
+        log_format=args.log_format,
     )
 
 
@@ -163,7 +165,11 @@ def _bench(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from podgroup_operator import __version__
+    from podgroup_operator.logs import LEVELS, LogFormat
+
     parser = argparse.ArgumentParser(prog="podgroup-operator", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"podgroup-operator {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the operator on the current KUBECONFIG")
@@ -200,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-address",
         default="0.0.0.0:8081",
         help="host:port of /metrics, /readyz and /livez; '' to serve none",
+    )
+    run.add_argument("--log-level", choices=LEVELS, default="info")
+    run.add_argument(
+        "--log-format",
+        choices=[f.value for f in LogFormat],
+        default=LogFormat.TEXT.value,
+        help="text: one line per record; json: one JSON object per line",
     )
     run.add_argument(
         "--leader-elect",

@@ -56,6 +56,8 @@ def run(
     metrics_address: str = "0.0.0.0:8081",
     webhook_certs: str = "mounted",
     cluster_cert_dir: str | None = None,
+    log_level: str = "info",
+    log_format: str = "text",
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -70,7 +72,9 @@ def run(
         settings.cluster_cert_dir = Path(cluster_cert_dir)
     if lease_namespace:
         settings.lease_namespace = lease_namespace
-    logs.configure(logging.INFO)  # every line bounded: no object can flood the log
+    level = logging.getLevelNamesMapping()[log_level.upper()]
+    # Every line bounded: no object can flood the log.
+    logs.configure(level, log_format=logs.LogFormat(log_format))
     problem = credentials_problem()
     if problem is not None:
         # One line and a distinct exit code, not Kopf retrying a login for ever.
@@ -88,7 +92,7 @@ def run(
         from podgroup_operator.handlers import admission, quota, routing  # noqa: F401
     # One line per handled event drowns what matters; our own modules log decisions at INFO.
     for noisy in ("kopf.objects", "aiohttp.access"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     kopf.run(
         clusterwide=not namespaces,
         namespaces=namespaces,
