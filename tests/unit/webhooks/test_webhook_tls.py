@@ -12,11 +12,17 @@ import base64
 import datetime as dt
 import ssl
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
 
-from podgroup_operator.adapters.kube import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, KubeClient
+from podgroup_operator.adapters.kube import (
+    MUTATING_WEBHOOKS,
+    VALIDATING_WEBHOOKS,
+    KubeClient,
+    Request,
+)
 from podgroup_operator.adapters.webhook_tls import (
     SECRETS,
     bundle_from_secret,
@@ -32,6 +38,7 @@ from podgroup_operator.tls import (
     service_hosts,
 )
 from tests.fakes import FakeApiServer
+from tests.waiting import wait_for
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 NS = "podgroup-operator"
@@ -247,3 +254,42 @@ async def test_configurations_that_do_not_exist_are_left_alone(tmp_path: Path) -
     await ensure(fake, tmp_path, Clock())
     assert fake.get_object(VALIDATING_WEBHOOKS, CONFIG_NAMES[0]) is None
     assert fake.get_object(SECRETS, SECRET, NS) is not None
+
+
+async def test_the_running_operator_rechecks_its_secret_and_survives_a_failed_check(
+    tmp_path: Path,
+) -> None:
+    """The periodic check of a self-managed operator: a Secret deleted (or rotated by another
+    replica) is found on the next check and the files follow; a check that fails is retried."""
+    from podgroup_operator.handlers.startup import _rotate_periodically
+    from podgroup_operator.settings import OperatorSettings
+
+    settings = OperatorSettings(
+        webhook_cert_check_seconds=0.01, cluster_cert_dir=tmp_path, service_namespace=NS
+    )
+
+    class FirstCallFails(FakeApiServer):
+        """The fake, but the first request meets a reset connection."""
+
+        calls = 0
+
+        async def send(self, request: Request) -> tuple[int, Any]:
+            self.calls += 1
+            if self.calls == 1:
+                raise OSError("connection reset")
+            return await super().send(request)
+
+    flaky = FirstCallFails(clock=lambda: T0)
+    flaky.seed(*cluster_webhooks())
+    task = asyncio.create_task(_rotate_periodically(KubeClient(flaky), settings))
+    try:
+
+        async def files_match_the_secret() -> bool:
+            stored = bundle_from_secret(flaky.get_object(SECRETS, SECRET, NS))
+            cert = tmp_path / "tls.crt"
+            return stored is not None and cert.exists() and cert.read_bytes() == stored.cert
+
+        await wait_for(files_match_the_secret, 5, "the Secret made and its files written")
+        assert flaky.calls > 1
+    finally:
+        task.cancel()
