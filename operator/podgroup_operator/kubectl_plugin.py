@@ -24,7 +24,14 @@ from typing import Any, NoReturn
 import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import EVENTS, PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import (
+    EVENTS,
+    PODGROUPS,
+    PODS,
+    ApiError,
+    KubeClient,
+    KubeconfigError,
+)
 from podgroup_operator.domain.membership import group_name_of
 
 JSON = dict[str, Any]
@@ -508,6 +515,9 @@ def main(argv: list[str]) -> int:
         return 1
     except ConfigException as exc:
         print(f"error: {_config_error(exc)}", file=sys.stderr)
+        return 1
+    except KubeconfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     except ApiError as exc:
         print(server_error(exc), file=sys.stderr)
