@@ -7,12 +7,19 @@ afterwards so that nothing keeps calling a port nobody serves.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import subprocess
 import sys
 from pathlib import Path
 
-from podgroup_operator.adapters.kube import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, KubeClient
+from podgroup_operator.adapters.kube import (
+    MUTATING_WEBHOOKS,
+    VALIDATING_WEBHOOKS,
+    ApiError,
+    KubeClient,
+)
+from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.manifests import CONFIG_NAMES
 from tests.deploy_helpers import webhook_configurations_restored
 
@@ -71,3 +78,39 @@ async def test_install_points_both_configurations_at_the_url_and_uninstall_remov
             f"validatingwebhookconfiguration/{NAME} not found",
             f"mutatingwebhookconfiguration/{NAME} not found",
         ]
+
+
+async def _resource_versions(kube: KubeClient) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for kind in (VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS):
+        try:
+            found[kind.plural] = (await kube.get(kind, NAME))["metadata"]["resourceVersion"]
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            found[kind.plural] = None
+    return found
+
+
+async def test_starting_and_stopping_an_operator_never_writes_configurations(
+    kube: KubeClient, kubeconfig: Path, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    """Absent ones are not created by a start; installed ones survive a graceful stop
+    untouched (their resourceVersion unchanged), so a stop never switches admission off."""
+    async with webhook_configurations_restored(kube):
+        assert run("uninstall", kubeconfig=kubeconfig).returncode == 0
+        replica = OperatorProcess(kubeconfig, tmp_path / "op.log", ["--webhooks", "local"])
+        replica.start()
+        try:
+            await asyncio.to_thread(replica.wait_ready)  # webhook server up, informers synced
+            assert await _resource_versions(kube) == {
+                VALIDATING_WEBHOOKS.plural: None,
+                MUTATING_WEBHOOKS.plural: None,
+            }
+            await asyncio.to_thread(replica.install_webhooks)
+            installed = await _resource_versions(kube)
+            assert None not in installed.values()
+        finally:
+            replica.stop()  # SIGTERM: Kopf's cleanup handlers run
+        assert replica.process is not None and replica.process.returncode == 0, replica.log_tail()
+        assert await _resource_versions(kube) == installed
