@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from podgroup_operator.adapters.kube import ApiError, KubeClient
+from podgroup_operator.adapters.kube import ApiError, Kind, KubeClient
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
 from podgroup_operator.manifests import CONFIG_NAMES
 from tests.conftest import REPO
@@ -117,6 +117,59 @@ async def webhook_configurations_restored(kube: KubeClient) -> AsyncIterator[Non
                 continue
             try:
                 await kube.delete(kind, name)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+RBAC = "rbac.authorization.k8s.io"
+RBAC_KINDS = {
+    kind: Kind(RBAC, "v1", plural)
+    for kind, plural in (
+        ("ClusterRole", "clusterroles"),
+        ("ClusterRoleBinding", "clusterrolebindings"),
+        ("Role", "roles"),
+        ("RoleBinding", "rolebindings"),
+    )
+}
+
+
+def binding_to_user(role: dict[str, Any], user: str, name: str) -> dict[str, Any]:
+    """A binding of `role` to a dev cluster identity (instead of the install's ServiceAccount)."""
+    kind = "ClusterRoleBinding" if role["kind"] == "ClusterRole" else "RoleBinding"
+    body: dict[str, Any] = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": role["kind"], "name": role["metadata"]["name"]},
+        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": user}],
+    }
+    if "namespace" in role["metadata"]:
+        body["metadata"]["namespace"] = role["metadata"]["namespace"]
+    return body
+
+
+@asynccontextmanager
+async def roles_bound_to_user(
+    kube: KubeClient, documents: Sequence[dict[str, Any]], user: str
+) -> AsyncIterator[None]:
+    """Every ClusterRole and Role of a rendered install, applied and bound to `user`; the
+    bindings are removed afterwards (the roles stay, as harmless as unbound roles are)."""
+    name = f"{user}-test-user"
+    roles = [d for d in documents if d["kind"] in ("ClusterRole", "Role")]
+    bindings = [binding_to_user(role, user, f"{name}-{role['metadata']['name']}") for role in roles]
+    for body in [*roles, *bindings]:
+        await kube.apply_json(RBAC_KINDS[body["kind"]], body, body["metadata"].get("namespace"))
+    try:
+        yield
+    finally:
+        for body in bindings:
+            try:
+                await kube.delete(
+                    RBAC_KINDS[body["kind"]],
+                    body["metadata"]["name"],
+                    body["metadata"].get("namespace"),
+                )
             except ApiError as exc:
                 if not exc.not_found:
                     raise

@@ -15,52 +15,29 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, ApiError, KubeClient
 from podgroup_operator.local import free_port
 from podgroup_operator.manifests import OPERATOR_NAMESPACE, install_local
 from podgroup_operator.settings import OperatorSettings
 from podgroup_operator.tls import ensure_ca
 from tests.builders import podgroup
 from tests.conftest import ClusterUnderTest, OperatorProcess
-from tests.deploy_helpers import DEPLOY, find, render, webhook_configurations_restored
+from tests.deploy_helpers import (
+    DEPLOY,
+    find,
+    render,
+    roles_bound_to_user,
+    webhook_configurations_restored,
+)
 from tests.kube_helpers import gang_pods, pool
 from tests.waiting import wait_for
 
-CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
-CLUSTER_ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
-ROLES = Kind("rbac.authorization.k8s.io", "v1", "roles")
-ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "rolebindings")
 USER = "podgroup-operator"
-BINDING = "podgroup-operator-test-user"
-
-
-def deploy_roles() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The ClusterRole and the (operator namespace) Role of the rendered install."""
-    documents = render(DEPLOY)
-    return find(documents, "ClusterRole"), find(documents, "Role")
-
-
-def binding(kind: str, role: dict[str, Any]) -> dict[str, Any]:
-    """A binding of `role` to the dev cluster's non-admin user (instead of the ServiceAccount)."""
-    body: dict[str, Any] = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": kind,
-        "metadata": {"name": BINDING},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": role["kind"],
-            "name": role["metadata"]["name"],
-        },
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
-    }
-    if "namespace" in role["metadata"]:
-        body["metadata"]["namespace"] = role["metadata"]["namespace"]
-    return body
 
 
 class Restricted(NamedTuple):
@@ -102,8 +79,8 @@ def non_admin_operator(
 async def test_operator_runs_with_the_deploy_cluster_role(
     kube: KubeClient, non_admin_operator: Restricted, namespace: str
 ) -> None:
-    cluster_role, role = deploy_roles()
-    assert role["metadata"]["namespace"] == OPERATOR_NAMESPACE
+    documents = render(DEPLOY)
+    assert find(documents, "Role")["metadata"]["namespace"] == OPERATOR_NAMESPACE
     try:
         await kube.create(
             NAMESPACES,
@@ -112,19 +89,16 @@ async def test_operator_runs_with_the_deploy_cluster_role(
     except ApiError as exc:
         if not exc.conflict:
             raise
-    await kube.apply_json(CLUSTER_ROLES, cluster_role)
-    await kube.apply_json(CLUSTER_ROLE_BINDINGS, binding("ClusterRoleBinding", cluster_role))
-    await kube.apply_json(ROLES, role, OPERATOR_NAMESPACE)
-    await kube.apply_json(ROLE_BINDINGS, binding("RoleBinding", role), OPERATOR_NAMESPACE)
-    async with webhook_configurations_restored(kube):
+    async with (
+        roles_bound_to_user(kube, documents, USER),
+        webhook_configurations_restored(kube),
+    ):
         # Installed by an admin, as deploy/ does; the CA is the one the local operator signs with.
         ca = ensure_ca(OperatorSettings().webhook_cert_dir).read_bytes()
         await install_local(kube, non_admin_operator.webhook_url, ca)
         non_admin_operator.process.start()
         await asyncio.to_thread(non_admin_operator.process.wait_ready)
         await _runs_a_gang_and_answers_webhooks(kube, non_admin_operator.process, namespace)
-    await kube.delete(CLUSTER_ROLE_BINDINGS, BINDING)
-    await kube.delete(ROLE_BINDINGS, BINDING, OPERATOR_NAMESPACE)
 
 
 async def _runs_a_gang_and_answers_webhooks(

@@ -1,10 +1,12 @@
 """deploy/overlays/self-managed on a real apiserver: the operator keeps its webhook certificate.
 
 `run --webhooks cluster --webhook-certs self-managed` (what the overlay adds) is started here
-against the dev cluster as a standby replica (the session operator holds the Lease). At start-up
-it must make the Secret, serve the certificate it holds, and write the Secret's CA into the
-caBundle of the installed webhook configurations; restarted with a certificate that is due, it
-must rotate the serving certificate and keep the CA (so caBundle stays valid).
+against the dev cluster in the session operator's place, as the non-admin identity
+`podgroup-operator` bound to exactly the roles the rendered overlay grants (so the Secret and
+caBundle writes are proven to need nothing more). At start-up it must make the Secret, serve the
+certificate it holds, and write the Secret's CA into the caBundle of the installed webhook
+configurations; restarted with a certificate that is due, it must rotate the serving certificate
+and keep the CA (so caBundle stays valid).
 
 The configurations installed here are the base's (they call a Service no pod backs), so PodGroup
 writes are refused meanwhile; `webhook_configurations_restored` puts the session's back.
@@ -19,6 +21,7 @@ import socket
 import ssl
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
@@ -33,9 +36,18 @@ from podgroup_operator.manifests import (
 )
 from podgroup_operator.settings import OperatorSettings
 from podgroup_operator.tls import SERVING_VALIDITY, TlsBundle, plan_webhook_tls, service_hosts
-from tests.deploy_helpers import webhook_configurations_restored
+from tests.conftest import ClusterUnderTest
+from tests.deploy_helpers import (
+    DEPLOY,
+    render,
+    roles_bound_to_user,
+    webhook_configurations_restored,
+)
 
 SECRET = OperatorSettings().webhook_secret_name
+SELF_MANAGED = DEPLOY / "overlays" / "self-managed"
+USER = "podgroup-operator"
+"""The dev cluster's non-admin identity, standing in for the install's ServiceAccount."""
 HOSTS = service_hosts(WEBHOOK_SERVICE, OPERATOR_NAMESPACE)
 
 
@@ -72,8 +84,10 @@ def _same_certificate(a: bytes, b: bytes) -> bool:
 
 
 async def test_the_operator_makes_serves_trusts_and_rotates_its_certificate(
-    kube: KubeClient, kubeconfig: Path, operator: OperatorProcess, tmp_path: Path
+    kube: KubeClient, cluster: ClusterUnderTest, operator: OperatorProcess, tmp_path: Path
 ) -> None:
+    if cluster.state is None:
+        pytest.fail("needs the dev cluster's static identities (PODGROUP_TEST_KUBECONFIG set)")
     try:
         await kube.create(
             NAMESPACES,
@@ -89,13 +103,29 @@ async def test_the_operator_makes_serves_trusts_and_rotates_its_certificate(
             raise
     cert_dir = tmp_path / "tls"
     replica = OperatorProcess(
-        kubeconfig,
+        cluster.state.kubeconfig_for(USER),
         tmp_path / "op.log",
         [
             *("--webhooks", "cluster", "--webhook-certs", "self-managed"),
             *("--cluster-cert-dir", str(cert_dir)),
+            *("--leader-elect-namespace", OPERATOR_NAMESPACE),
         ],
     )
+    operator.stop()  # one leader at a time; restarted below
+    try:
+        async with roles_bound_to_user(kube, render(SELF_MANAGED), USER):
+            await _makes_serves_trusts_and_rotates(kube, replica, cert_dir)
+    finally:
+        replica.stop()
+        operator.start()
+        await asyncio.to_thread(operator.wait_ready)
+    log = replica.log_path.read_text()
+    assert f'User "{USER}" cannot' not in log, replica.log_tail()
+
+
+async def _makes_serves_trusts_and_rotates(
+    kube: KubeClient, replica: OperatorProcess, cert_dir: Path
+) -> None:
     async with webhook_configurations_restored(kube):
         for body in cluster_webhooks():  # as `kubectl apply -k deploy/...` installs them
             await kube.apply_json(kind_of(body), body)
