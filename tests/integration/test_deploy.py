@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,12 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import CRDS, PODGROUPS, ApiError, Kind, KubeClient
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
 from podgroup_operator.handlers.webhooks import WEBHOOKS
-from podgroup_operator.manifests import CONFIG_NAMES, OPERATOR_NAMESPACE, WEBHOOK_SERVICE
+from podgroup_operator.manifests import (
+    CONFIG_NAMES,
+    OPERATOR_NAMESPACE,
+    WEBHOOK_SERVICE,
+    uninstall_local,
+)
 from tests.builders import podgroup
 from tests.conftest import CRD_FILE, REPO
 from tests.deploy_helpers import (
@@ -292,9 +298,25 @@ def operator_namespace(kubeconfig: Path) -> None:
         kubectl("create", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig)
 
 
+@pytest.fixture
+async def fresh_configurations(kube: KubeClient) -> AsyncIterator[None]:
+    """No webhook configurations of ours, as on a cluster we were never installed on.
+
+    The session operator's (on the dev cluster: pointing at a URL, written by `webhooks
+    install`) would otherwise be patched by `kubectl apply`, which keeps their `url` next to the
+    install's `service` (invalid: exactly one is allowed). They are put back afterwards."""
+    async with webhook_configurations_restored(kube):
+        await uninstall_local(kube)
+        yield
+
+
 @pytest.mark.parametrize("target", [BASE, SELF_MANAGED], ids=["base", "self-managed"])
 async def test_server_dry_run_accepts_the_install(
-    target: Path, kubeconfig: Path, operator_namespace: None, tmp_path: Path
+    target: Path,
+    kubeconfig: Path,
+    operator_namespace: None,
+    fresh_configurations: None,
+    tmp_path: Path,
 ) -> None:
     applied = for_this_server(target, kubeconfig, tmp_path / "k")
     result = kubectl("apply", "--dry-run=server", "-k", str(applied), kubeconfig=kubeconfig)
@@ -304,7 +326,7 @@ async def test_server_dry_run_accepts_the_install(
 
 
 async def test_server_dry_run_accepts_the_cert_manager_overlay_but_its_own_kinds(
-    kubeconfig: Path, operator_namespace: None, tmp_path: Path
+    kubeconfig: Path, operator_namespace: None, fresh_configurations: None, tmp_path: Path
 ) -> None:
     documents = render(for_this_server(CERT_MANAGER, kubeconfig, tmp_path / "k"))
     ours = [d for d in documents if not d["apiVersion"].startswith("cert-manager.io/")]
@@ -349,6 +371,7 @@ async def test_install_then_uninstall_leaves_nothing_that_blocks_writes(
 ) -> None:
     target = for_this_server(BASE, kubeconfig, tmp_path / "k")
     async with webhook_configurations_restored(kube):
+        await uninstall_local(kube)  # see fresh_configurations
         kubectl("apply", "-k", str(target), kubeconfig=kubeconfig)
         try:
             await wait_for(lambda: _crd_established(kube), 30, "the installed CRD")
