@@ -20,7 +20,19 @@ stop_pid() {
   rm -f "$file"
 }
 
+# The operator serves admission webhooks here; the apiserver calls them through the webhook
+# configurations that `podgroup-operator webhooks install` writes, trusting the CA of the
+# directory where `run --webhooks local` keeps its certificates.
+webhook_port=18443
+webhook_certs=$HOME/.cache/podgroup-operator/webhook-certs
+
 if [[ $action == down ]]; then
+  # First the webhook configurations: left behind, they would make the apiserver call a port
+  # nobody serves, and every PodGroup write would fail until they are removed.
+  if podgroup-operator dev-cluster status --state-dir "$state/cluster" >/dev/null 2>&1; then
+    eval "$(podgroup-operator dev-cluster env --state-dir "$state/cluster")"
+    podgroup-operator webhooks uninstall || echo "warning: webhook configurations not removed" >&2
+  fi
   stop_pid "$state/operator.pid"
   stop_pid "$state/sim-nodes.pid"
   podgroup-operator dev-cluster down --state-dir "$state/cluster"
@@ -38,9 +50,10 @@ setsid podgroup-operator sim-nodes --count 4 --cpu 8 --memory 32Gi --gpu 2 --nam
   --start-delay 1 >"$state/sim-nodes.log" 2>&1 < /dev/null &
 echo $! >"$state/sim-nodes.pid"
 
-echo "==> the operator (podgroup-operator run), webhooks on 127.0.0.1"
+echo "==> the operator (podgroup-operator run), webhooks on 127.0.0.1:$webhook_port"
 stop_pid "$state/operator.pid"
 setsid podgroup-operator run --liveness http://127.0.0.1:18080/healthz \
+  --webhooks local --webhook-port "$webhook_port" \
   --metrics-address 127.0.0.1:18081 >"$state/operator.log" 2>&1 < /dev/null &
 echo $! >"$state/operator.pid"
 # Ready: informers synced and the admission server accepting (/healthz answers before that).
@@ -48,6 +61,7 @@ for _ in $(seq 300); do
   python3 -c 'import urllib.request,sys; urllib.request.urlopen("http://127.0.0.1:18081/readyz", timeout=1)' 2>/dev/null && break
   sleep 0.2
 done
+podgroup-operator webhooks install --url "https://127.0.0.1:$webhook_port" --cert-dir "$webhook_certs"
 for _ in $(seq 100); do
   [[ $(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready') -ge 4 ]] && break
   sleep 0.3

@@ -19,6 +19,7 @@ import pytest
 from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.local import is_dev_cluster_kubeconfig
 
 # The API server contract is a suite in a helper module; its asserts should explain failures.
 pytest.register_assert_rewrite("tests.api_contract")
@@ -124,10 +125,18 @@ def operator(
     """The operator running against the test cluster for the whole session."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     process = OperatorProcess(cluster.kubeconfig, log)
+    # On the dev cluster the operator serves webhooks on 127.0.0.1 (`run` picks local mode from
+    # the kubeconfig), and the tooling installs their configurations, as `make demo` does: the
+    # operator never writes them. Another cluster cannot call us: run without webhooks there.
+    local = is_dev_cluster_kubeconfig(cluster.kubeconfig)
     process.start()
     try:
         process.wait_ready()
+        if local:
+            process.install_webhooks()
         yield process
     finally:
+        if local:
+            process.uninstall_webhooks()
         process.stop()
         print(f"\noperator log: {log}")

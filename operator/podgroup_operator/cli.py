@@ -1,4 +1,4 @@
-"""The `podgroup-operator` command line: run, crd, dev-cluster, sim-nodes, bench.
+"""`podgroup-operator`: run, crd, manifests, webhooks, dev-cluster, sim-nodes, bench.
 
 Sub-commands import their modules lazily, so `dev-cluster status` does not pay for Kopf and
 `run` does not pay for the benchmark code.
@@ -43,12 +43,81 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 def _crd(args: argparse.Namespace) -> int:
     from podgroup_operator.api.crd import render_crd
 
-    text = render_crd()
-    if args.output == "-":
+    _write_output(render_crd(), args.output)
+    return 0
+
+
+def _write_output(text: str, output: str) -> None:
+    if output == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text)
-        print(f"wrote {args.output}", file=sys.stderr)
+        Path(output).write_text(text)
+        print(f"wrote {output}", file=sys.stderr)
+
+
+def _manifests(args: argparse.Namespace) -> int:
+    from podgroup_operator.manifests import render_cluster_webhooks
+
+    _write_output(render_cluster_webhooks(), args.output)
+    return 0
+
+
+def _webhooks(args: argparse.Namespace) -> int:
+    """Install or remove the dev cluster's webhook configurations; one line per object."""
+    import asyncio
+
+    from podgroup_operator.adapters.kube import ApiError, KubeClient, KubeconfigError
+    from podgroup_operator.manifests import install_local, uninstall_local
+
+    ca_pem = b""
+    if args.action == "install":
+        if args.url is None:
+            print("error: webhooks install needs --url https://HOST:PORT", file=sys.stderr)
+            return 1
+        if args.ca_file is not None:
+            ca_path = Path(args.ca_file)
+        elif args.cert_dir is not None:
+            from podgroup_operator.tls import ensure_ca
+
+            ca_path = ensure_ca(Path(args.cert_dir))
+        else:
+            print(
+                "error: webhooks install needs --ca-file PATH or --cert-dir DIR "
+                "(the CA the apiserver must trust for --url)",
+                file=sys.stderr,
+            )
+            return 1
+        try:
+            ca_pem = ca_path.read_bytes()
+        except OSError as exc:
+            print(f"error: --ca-file: cannot read {ca_path}: {exc.strerror}", file=sys.stderr)
+            return 1
+        if b"-----BEGIN CERTIFICATE-----" not in ca_pem:
+            print(f"error: --ca-file: {ca_path} holds no PEM certificate", file=sys.stderr)
+            return 1
+
+    async def act() -> list[str]:
+        async with KubeClient.from_kubeconfig(args.kubeconfig, context=args.context) as kube:
+            if args.action == "install":
+                done = await install_local(kube, args.url, ca_pem)
+                return [f"{written} (-> {args.url})" for written in done]
+            return [str(written) for written in await uninstall_local(kube)]
+
+    try:
+        lines = asyncio.run(act())
+    except KubeconfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ApiError as exc:
+        print(f"Error from server ({exc.reason or exc.status}): {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # aiohttp's connection errors are OSErrors
+        print(f"error: cannot reach the API server: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
     return 0
 
 
@@ -64,6 +133,10 @@ def _run(args: argparse.Namespace) -> int:
         leader_election=args.leader_elect,
         lease_namespace=args.leader_elect_namespace,
         metrics_address=args.metrics_address,
+        webhook_certs=args.webhook_certs,
+        cluster_cert_dir=args.cluster_cert_dir,
+        log_level=args.log_level,
+        log_format=args.log_format,
     )
 
 
@@ -92,7 +165,11 @@ def _bench(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from podgroup_operator import __version__
+    from podgroup_operator.logs import LEVELS, LogFormat
+
     parser = argparse.ArgumentParser(prog="podgroup-operator", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"podgroup-operator {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the operator on the current KUBECONFIG")
@@ -111,11 +188,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--webhook-host", default=None, help="host name the apiserver calls")
     run.add_argument("--webhook-port", type=int, default=None)
+    run.add_argument(
+        "--webhook-certs",
+        choices=["mounted", "self-managed"],
+        default="mounted",
+        help="--webhooks cluster: serve the mounted Secret's certificate, or keep the Secret "
+        "(make, rotate, set caBundle) yourself (deploy/overlays/self-managed)",
+    )
+    run.add_argument(
+        "--cluster-cert-dir",
+        default=None,
+        help="--webhooks cluster: directory of tls.crt, tls.key, ca.crt "
+        "(default: /etc/podgroup-operator/tls)",
+    )
     run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz")
     run.add_argument(
         "--metrics-address",
         default="0.0.0.0:8081",
         help="host:port of /metrics, /readyz and /livez; '' to serve none",
+    )
+    run.add_argument("--log-level", choices=LEVELS, default="info")
+    run.add_argument(
+        "--log-format",
+        choices=[f.value for f in LogFormat],
+        default=LogFormat.TEXT.value,
+        help="text: one line per record; json: one JSON object per line",
     )
     run.add_argument(
         "--leader-elect",
@@ -133,6 +230,30 @@ def build_parser() -> argparse.ArgumentParser:
     crd = sub.add_parser("crd", help="print or write the generated PodGroup CRD")
     crd.add_argument("--output", "-o", default="-")
     crd.set_defaults(func=_crd)
+
+    manifests = sub.add_parser(
+        "manifests", help="print or write generated install manifests (deploy/base/webhooks.yaml)"
+    )
+    manifests.add_argument("what", choices=["webhooks"])
+    manifests.add_argument("--output", "-o", default="-")
+    manifests.set_defaults(func=_manifests)
+
+    webhooks = sub.add_parser(
+        "webhooks",
+        help="install or uninstall the webhook configurations for an operator run outside the "
+        "cluster (the dev cluster: the apiserver calls a URL on 127.0.0.1)",
+    )
+    webhooks.add_argument("action", choices=["install", "uninstall"])
+    webhooks.add_argument("--url", help="where the operator serves, e.g. https://127.0.0.1:9443")
+    ca = webhooks.add_mutually_exclusive_group()
+    ca.add_argument("--ca-file", help="PEM CA that signed the operator's serving certificate")
+    ca.add_argument(
+        "--cert-dir",
+        help="the operator's local certificate directory; its ca.crt is used (made if absent)",
+    )
+    webhooks.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
+    webhooks.add_argument("--context", default=None)
+    webhooks.set_defaults(func=_webhooks)
 
     from podgroup_operator.devcluster.cluster import DEFAULT_STATE_DIR
 

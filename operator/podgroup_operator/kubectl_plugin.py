@@ -1,70 +1,534 @@
-"""`kubectl podgroup`: every gang with its phase and, for the ones that wait, why.
+"""`kubectl podgroup`: PodGroups the way kubectl shows objects, with why each gang waits.
 
 `kubectl get podgroups` shows counters; the question operators actually ask is "why is my gang
-stuck?". This plugin puts the Unschedulable condition's reason and message next to each group.
+stuck?". This plugin puts the Unschedulable condition's reason and message next to each group,
+and `describe` adds the member pods, the nodes they are on, and the group's recent Events.
+
+It keeps kubectl's habits, so that it behaves as people expect a kubectl command to behave:
+--kubeconfig, --context, -n defaulting to the context's namespace, -A, -o wide|json|yaml|name,
+one-line errors (`Error from server (NotFound): ...`) and exit code 1 on any error.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
+import json
 import os
-from typing import Any
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, KubeClient
+from podgroup_operator.adapters.kube import (
+    EVENTS,
+    PODGROUPS,
+    PODS,
+    ApiError,
+    KubeClient,
+    KubeconfigError,
+)
+from podgroup_operator.domain.membership import group_name_of
+
+JSON = dict[str, Any]
+
+OUTPUTS = ("wide", "json", "yaml", "name")
+VERBS = ("get", "describe")
+RESOURCE = f"{c.SINGULAR}.{c.GROUP}"
+"""How `-o name` names a PodGroup, as kubectl does (`podgroup.scheduling.x-k8s.io/train`)."""
+
+EPILOG = """examples:
+  kubectl podgroup                      # PodGroups in the context's namespace, and why they wait
+  kubectl podgroup -A -o wide           # every namespace, with scheduled count, restarts, mode
+  kubectl podgroup train -o yaml        # one PodGroup as YAML (get is the default verb)
+  kubectl podgroup describe train       # members, their nodes, why the gang waits, Events
+  kubectl podgroup get describe         # a PodGroup named "describe"
+"""
 
 
-def _waiting_reason(group: dict[str, Any]) -> str:
-    for condition in group.get("status", {}).get("conditions") or []:
+class PluginError(Exception):
+    """An error shown to the user as one line, exit code 1."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What was asked, after parsing: verb, names, where, how to print."""
+
+    verb: str
+    names: tuple[str, ...]
+    namespace: str | None
+    """None: all namespaces (-A)."""
+    output: str
+    """"" (the table), or one of OUTPUTS."""
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What to print and the exit code; errors are already one line each."""
+
+    stdout: str = ""
+    errors: list[str] = field(default_factory=list)
+    """Lines for stderr that make the exit code 1."""
+    notes: list[str] = field(default_factory=list)
+    """Lines for stderr that do not (`No resources found in default namespace.`)."""
+
+    @property
+    def code(self) -> int:
+        return 1 if self.errors else 0
+
+
+# --- arguments -----------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # kubectl: one line, a pointer to --help, exit code 1.
+        sys.stderr.write(f"error: {message}\nSee '{self.prog} --help' for usage.\n")
+        raise SystemExit(1)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kubectl podgroup",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("words", nargs="*", metavar="[get|describe] NAME", help="PodGroup names")
+    parser.add_argument("-n", "--namespace", help="default: the context's namespace, or default")
+    parser.add_argument("-A", "--all-namespaces", action="store_true")
+    parser.add_argument("-o", "--output", default="", help="one of: " + ", ".join(OUTPUTS))
+    parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, else ~/.kube/config")
+    parser.add_argument("--context", help="default: the kubeconfig's current-context")
+    return parser
+
+
+def parse(
+    argv: Sequence[str], default_namespace: Callable[[str | None, str | None], str]
+) -> Invocation:
+    """The invocation; usage errors raise PluginError with kubectl's wording.
+
+    `default_namespace(kubeconfig, context)` is asked only when neither -n nor -A is given.
+    """
+    args = build_parser().parse_intermixed_args(list(argv))
+    words = list(args.words)
+    verb = words.pop(0) if words and words[0] in VERBS else "get"
+    if args.output and args.output not in OUTPUTS:
+        raise PluginError(
+            f'unable to match a printer suitable for the output format "{args.output}", '
+            f"allowed formats are: {','.join(OUTPUTS)}"
+        )
+    if verb == "describe" and args.output:
+        raise PluginError("describe does not take -o/--output")
+    if args.all_namespaces and words:
+        raise PluginError("a resource cannot be retrieved by name across all namespaces")
+    if args.kubeconfig and not os.path.exists(args.kubeconfig):
+        raise PluginError(f"stat {args.kubeconfig}: no such file or directory")
+    namespace = args.namespace
+    if args.all_namespaces:
+        namespace = None
+    elif not namespace:
+        namespace = default_namespace(args.kubeconfig, args.context)
+    return Invocation(verb, tuple(words), namespace, args.output, args.kubeconfig, args.context)
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the context in use (kubectl's default for -n), else `default`."""
+    from kubernetes import config as k8s_config
+
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
+    except k8s_config.ConfigException:
+        if context is not None or kubeconfig is not None:
+            raise
+        return "default"  # no kubeconfig at all: in-cluster credentials, as kubectl falls back
+    chosen = active
+    if context is not None:
+        chosen = next((ctx for ctx in contexts if ctx.get("name") == context), None)
+        if chosen is None:
+            raise PluginError(f'context "{context}" does not exist')
+    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+async def _get_named(kube: KubeClient, invocation: Invocation, outcome: Outcome) -> list[JSON]:
+    assert invocation.namespace is not None
+    found = []
+    for name in invocation.names:
+        try:
+            found.append(await kube.get(PODGROUPS, name, invocation.namespace))
+        except ApiError as exc:
+            outcome.errors.append(server_error(exc))
+    return found
+
+
+async def _members(kube: KubeClient, group: JSON) -> list[JSON]:
+    meta = group["metadata"]
+    pods = (await kube.list(PODS, meta["namespace"])).get("items") or []
+    return [pod for pod in pods if group_name_of(pod) == meta["name"]]
+
+
+async def _events(kube: KubeClient, group: JSON) -> list[JSON]:
+    meta = group["metadata"]
+    selector = f"involvedObject.kind={c.KIND},involvedObject.name={meta['name']}"
+    if meta.get("uid"):
+        selector += f",involvedObject.uid={meta['uid']}"
+    items = (await kube.list(EVENTS, meta["namespace"], field_selector=selector)).get("items")
+    return sorted(items or [], key=_event_time)
+
+
+async def execute(kube: KubeClient, invocation: Invocation, now: dt.datetime) -> Outcome:
+    """Read what the invocation asks for and render it; API errors become one-line errors."""
+    outcome = Outcome()
+    try:
+        await _execute(kube, invocation, now, outcome)
+    except ApiError as exc:
+        outcome.errors.append(server_error(exc))
+    return outcome
+
+
+async def _execute(
+    kube: KubeClient, invocation: Invocation, now: dt.datetime, outcome: Outcome
+) -> None:
+    if invocation.names:
+        groups = await _get_named(kube, invocation, outcome)
+    else:
+        listed = await kube.list(PODGROUPS, invocation.namespace)
+        groups = list(listed.get("items") or [])
+        if not groups:
+            # As kubectl: said on stderr, and not an error.
+            where = f" in {invocation.namespace} namespace" if invocation.namespace else ""
+            outcome.notes.append(f"No resources found{where}.")
+            return
+    if invocation.verb == "describe":
+        blocks = [
+            describe(group, await _members(kube, group), await _events(kube, group), now)
+            for group in groups
+        ]
+        outcome.stdout = "\n\n".join(blocks)
+    elif groups:
+        outcome.stdout = render(groups, invocation, now, single=len(invocation.names) == 1)
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def server_error(exc: ApiError) -> str:
+    """kubectl's line for an API error: `Error from server (NotFound): podgroups... not found`.
+
+    A 404 without a Status reason is the API path itself missing: the CRD is not installed.
+    """
+    if exc.not_found and not exc.reason:
+        return (
+            f'error: the server doesn\'t have a resource type "{c.PLURAL}" (is the CRD installed?)'
+        )
+    return f"Error from server ({exc.reason or exc.status}): {exc.message}"
+
+
+def _parse_time(value: Any) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+_LONG_AGO = dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
+def _event_time(event: Mapping[str, Any]) -> dt.datetime:
+    """When an Event last happened: core/v1 and events.k8s.io writers fill different fields."""
+    created = (event.get("metadata") or {}).get("creationTimestamp")
+    for value in (
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        created,
+    ):
+        parsed = _parse_time(value)
+        if parsed is not None:
+            return parsed
+    return _LONG_AGO
+
+
+def human_age(since: dt.datetime | None, now: dt.datetime) -> str:
+    """kubectl's short ages: 45s, 3m20s, 25m, 5h10m, 3d4h, 120d, 3y."""
+    if since is None:
+        return "<unknown>"
+    seconds = max(0, int((now - since).total_seconds()))
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y"
+
+
+def waiting_for(group: Mapping[str, Any]) -> str:
+    """`Reason: message` of a True Unschedulable condition: why the gang does not run."""
+    for condition in (group.get("status") or {}).get("conditions") or []:
         if (
             condition.get("type") == c.ConditionType.UNSCHEDULABLE
-            and condition.get("status") == "True"
+            and condition.get("status") == c.ConditionStatus.TRUE
         ):
             return f"{condition.get('reason', '')}: {condition.get('message', '')}"
     return ""
 
 
-def render(groups: list[dict[str, Any]], wide: bool) -> str:
-    header = ["NAMESPACE", "NAME", "PHASE", "MIN", "RUNNING", "SUCCEEDED", "FAILED", "SCHEDULED"]
-    if wide:
-        header.append("WAITING FOR")
-    rows = [header]
-    for group in sorted(groups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"])):
-        status = group.get("status", {})
-        row = [
-            group["metadata"]["namespace"],
-            group["metadata"]["name"],
-            status.get("phase", "") or "-",
-            str(group.get("spec", {}).get("minMember", "")),
-            *(str(status.get(k, 0)) for k in ("running", "succeeded", "failed", "scheduled")),
-        ]
-        if wide:
-            row.append(_waiting_reason(group))
-        rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - (1 if wide else 0))]
+def _table(rows: list[list[str]]) -> str:
+    """kubectl's layout: columns padded to the widest cell, three spaces apart; the last
+    column is not padded (it may be a long message)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[: len(widths)])]
-        lines.append("   ".join([*cells, *row[len(widths) :]]).rstrip())
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        lines.append("   ".join([*cells, row[-1]]).rstrip())
     return "\n".join(lines)
 
 
-async def _list(namespace: str | None, name: str | None) -> list[dict[str, Any]]:
-    async with KubeClient.from_kubeconfig(os.environ.get("KUBECONFIG")) as kube:
-        if name:
-            return [await kube.get(PODGROUPS, name, namespace or "default")]
-        return list((await kube.list(PODGROUPS, namespace)).get("items", []))
+def table(
+    groups: Sequence[Mapping[str, Any]], *, all_namespaces: bool, wide: bool, now: dt.datetime
+) -> str:
+    header = ["NAME", "PHASE", "MIN", "RUNNING", "SUCCEEDED", "FAILED", "AGE"]
+    if wide:
+        header += ["SCHEDULED", "RESTARTS", "MODE"]
+    header.append("WAITING FOR")
+    if all_namespaces:
+        header.insert(0, "NAMESPACE")
+    rows = [header]
+    ordered = sorted(
+        groups, key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"]["name"])
+    )
+    for group in ordered:
+        meta, spec, status = group["metadata"], group.get("spec") or {}, group.get("status") or {}
+        row = [
+            meta["name"],
+            status.get("phase") or "-",
+            str(spec.get("minMember", "")),
+            *(str(status.get(k) or 0) for k in ("running", "succeeded", "failed")),
+            human_age(_parse_time(meta.get("creationTimestamp")), now),
+        ]
+        if wide:
+            row += [
+                str(status.get("scheduled") or 0),
+                str(status.get("restarts") or 0),
+                str(spec.get("mode") or c.GangMode.STRICT),
+            ]
+        row.append(waiting_for(group))
+        if all_namespaces:
+            row.insert(0, meta.get("namespace", ""))
+        rows.append(row)
+    return _table(rows)
+
+
+def render(
+    groups: Sequence[JSON], invocation: Invocation, now: dt.datetime, *, single: bool
+) -> str:
+    """`get` output: the table, or the objects as kubectl prints them for -o json|yaml|name."""
+    if invocation.output == "name":
+        return "\n".join(f"{RESOURCE}/{g['metadata']['name']}" for g in groups)
+    if invocation.output in ("json", "yaml"):
+        document: JSON = (
+            groups[0]
+            if single
+            else {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": list(groups),
+                "metadata": {"resourceVersion": ""},
+            }
+        )
+        if invocation.output == "json":
+            return json.dumps(document, indent=4)
+        return yaml.safe_dump(document, sort_keys=False).rstrip("\n")
+    return table(
+        groups,
+        all_namespaces=invocation.namespace is None,
+        wide=invocation.output == "wide",
+        now=now,
+    )
+
+
+def _quantities(resources: Mapping[str, Any] | None) -> str:
+    if not resources:
+        return "<none>"
+    return ", ".join(f"{k}={v}" for k, v in sorted(resources.items()))
+
+
+def _policy(policy: Mapping[str, Any] | None) -> str:
+    if not policy:
+        return "<none> (the owning controller handles failures)"
+    details = [
+        f"{key} {policy[key]}"
+        for key in ("maxRestarts", "backoffSeconds", "maxBackoffSeconds")
+        if policy.get(key) is not None
+    ]
+    action = str(policy.get("action", ""))
+    return f"{action} ({', '.join(details)})" if details else action
+
+
+def _pod_status(pod: Mapping[str, Any]) -> str:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    status = pod.get("status") or {}
+    return str(status.get("reason") or status.get("phase") or "Unknown")
+
+
+def _indented(rows: list[list[str]]) -> list[str]:
+    return ["  " + line for line in _table(rows).splitlines()]
+
+
+def describe(
+    group: Mapping[str, Any],
+    members: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    now: dt.datetime,
+) -> str:
+    """`kubectl describe`-style text: the spec that matters, counters, why it waits, member pods
+    with their nodes, conditions and the recent Events."""
+    meta, spec, status = group["metadata"], group.get("spec") or {}, group.get("status") or {}
+    timeout = spec.get("scheduleTimeoutSeconds")
+    lines = [
+        f"Name:               {meta['name']}",
+        f"Namespace:          {meta.get('namespace', '')}",
+        f"Created:            {human_age(_parse_time(meta.get('creationTimestamp')), now)} ago",
+        f"Phase:              {status.get('phase') or '-'}",
+        f"Min Member:         {spec.get('minMember', '')}",
+        f"Mode:               {spec.get('mode') or c.GangMode.STRICT}",
+        f"Schedule Timeout:   {f'{timeout}s' if timeout is not None else '<default>'}",
+        f"Min Resources:      {_quantities(spec.get('minResources'))}",
+        f"Total Resources:    {_quantities(spec.get('totalResources'))}",
+        f"Gang Group:         {', '.join(spec.get('gangGroup') or []) or '<none>'}",
+        f"Policy:             {_policy(spec.get('policy'))}",
+        "Members:            "
+        + ", ".join(
+            f"{status.get(k) or 0} {k}" for k in ("running", "succeeded", "failed", "scheduled")
+        ),
+        f"Restarts:           {status.get('restarts') or 0}",
+        f"Waiting For:        {waiting_for(group) or '<nothing>'}",
+    ]
+    conditions = status.get("conditions") or []
+    if conditions:
+        lines.append("Conditions:")
+        rows = [["Type", "Status", "Reason", "Age", "Message"]]
+        for condition in conditions:
+            rows.append(
+                [
+                    str(condition.get("type", "")),
+                    str(condition.get("status", "")),
+                    str(condition.get("reason", "")),
+                    human_age(_parse_time(condition.get("lastTransitionTime")), now),
+                    str(condition.get("message", "")),
+                ]
+            )
+        lines += _indented(rows)
+    else:
+        lines.append("Conditions:         <none>")
+    if members:
+        lines.append("Member Pods:")
+        rows = [["Name", "Status", "Node", "Age"]]
+        for pod in sorted(members, key=lambda p: p["metadata"]["name"]):
+            rows.append(
+                [
+                    pod["metadata"]["name"],
+                    _pod_status(pod),
+                    str((pod.get("spec") or {}).get("nodeName") or "<none>"),
+                    human_age(_parse_time(pod["metadata"].get("creationTimestamp")), now),
+                ]
+            )
+        lines += _indented(rows)
+    else:
+        lines.append("Member Pods:        <none>")
+    if events:
+        lines.append("Events:")
+        rows = [
+            ["Type", "Reason", "Age", "From", "Message"],
+            ["----", "------", "---", "----", "-------"],
+        ]
+        for event in events:
+            source = (event.get("source") or {}).get("component") or event.get("reportingComponent")
+            rows.append(
+                [
+                    str(event.get("type", "")),
+                    str(event.get("reason", "")),
+                    human_age(_event_time(event), now),
+                    str(source or ""),
+                    str(event.get("message", "")),
+                ]
+            )
+        lines += _indented(rows)
+    else:
+        lines.append("Events:             <none>")
+    return "\n".join(lines)
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+
+def _config_error(exc: Exception) -> str:
+    """The kubeconfig problem in one line; the in-cluster fallback's complaint means none found."""
+    if not os.environ.get("KUBERNETES_SERVICE_HOST") and "host/port" in str(exc):
+        return "no kubeconfig found ($KUBECONFIG, ~/.kube/config) and not running in a cluster"
+    return str(exc)
+
+
+def _connection_error(exc: BaseException) -> bool:
+    import aiohttp
+
+    return isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError))
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="kubectl podgroup", description=__doc__)
-    parser.add_argument("name", nargs="?")
-    parser.add_argument("-n", "--namespace", default="default")
-    parser.add_argument("-A", "--all-namespaces", action="store_true")
-    parser.add_argument("--short", action="store_true", help="omit the WAITING FOR column")
-    args = parser.parse_args(argv)
-    namespace = None if args.all_namespaces else args.namespace
-    groups = asyncio.run(_list(namespace, args.name))
-    print(render(groups, wide=not args.short) if groups else "No PodGroups found.")
-    return 0
+    """Parse, read, print; every failure is one line on stderr and exit code 1."""
+    from kubernetes.config import ConfigException
+
+    try:
+        invocation = parse(argv, context_namespace)
+
+        async def run() -> Outcome:
+            kubeconfig, context = invocation.kubeconfig, invocation.context
+            async with KubeClient.from_kubeconfig(kubeconfig, context=context) as kube:
+                return await execute(kube, invocation, dt.datetime.now(dt.UTC))
+
+        outcome = asyncio.run(run())
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ConfigException as exc:
+        print(f"error: {_config_error(exc)}", file=sys.stderr)
+        return 1
+    except KubeconfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ApiError as exc:
+        print(server_error(exc), file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if not _connection_error(exc):
+            raise
+        print(f"Unable to connect to the server: {exc}", file=sys.stderr)
+        return 1
+    if outcome.stdout:
+        print(outcome.stdout)
+    for line in [*outcome.notes, *outcome.errors]:
+        print(line, file=sys.stderr)
+    return outcome.code

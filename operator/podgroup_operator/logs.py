@@ -9,7 +9,9 @@ and its tail (where a traceback names the exception) around a marker saying how 
 
 from __future__ import annotations
 
+import json
 import logging
+from enum import StrEnum
 
 MAX_LINE = 2_000
 """Characters of one formatted record (message and traceback) that reach the log."""
@@ -38,10 +40,51 @@ class BoundedFormatter(logging.Formatter):
         return truncate(super().format(record), self.limit)
 
 
-def configure(level: int = logging.INFO, limit: int = MAX_LINE) -> None:
+class LogFormat(StrEnum):
+    TEXT = "text"
+    """One human line per record (LOG_FORMAT)."""
+    JSON = "json"
+    """One JSON object per line, for log collectors that index fields."""
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message and, if any, exception.
+
+    The message and the traceback are bounded like BoundedFormatter's, each on its own, so the
+    line stays valid JSON (cutting the serialised text could cut a string in half).
+    """
+
+    def __init__(self, limit: int = MAX_LINE) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": truncate(record.getMessage(), self.limit),
+        }
+        if record.exc_info:
+            entry["exception"] = truncate(self.formatException(record.exc_info), self.limit)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+LEVELS = ("debug", "info", "warning", "error")
+"""What `run --log-level` accepts (logging's names, lower case)."""
+
+
+def configure(
+    level: int = logging.INFO, limit: int = MAX_LINE, log_format: LogFormat = LogFormat.TEXT
+) -> None:
     """Root logging to stderr with bounded lines; replaces handlers set up before (basicConfig)."""
     handler = logging.StreamHandler()
-    handler.setFormatter(BoundedFormatter(LOG_FORMAT, limit))
+    formatter: logging.Formatter = (
+        JsonFormatter(limit)
+        if log_format is LogFormat.JSON
+        else BoundedFormatter(LOG_FORMAT, limit)
+    )
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

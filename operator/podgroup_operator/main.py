@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 import kopf
 
 from podgroup_operator import logs
 from podgroup_operator.local import is_dev_cluster_kubeconfig
-from podgroup_operator.settings import OperatorSettings, WebhookMode
+from podgroup_operator.settings import OperatorSettings, WebhookCerts, WebhookMode
 
 
 def resolve_webhook_mode(mode: WebhookMode) -> WebhookMode:
@@ -53,6 +54,10 @@ def run(
     leader_election: bool = True,
     lease_namespace: str | None = None,
     metrics_address: str = "0.0.0.0:8081",
+    webhook_certs: str = "mounted",
+    cluster_cert_dir: str | None = None,
+    log_level: str = "info",
+    log_format: str = "text",
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -61,10 +66,15 @@ def run(
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,
         webhook_port=webhook_port,
+        webhook_certs=WebhookCerts(webhook_certs),
     )
+    if cluster_cert_dir:
+        settings.cluster_cert_dir = Path(cluster_cert_dir)
     if lease_namespace:
         settings.lease_namespace = lease_namespace
-    logs.configure(logging.INFO)  # every line bounded: no object can flood the log
+    level = logging.getLevelNamesMapping()[log_level.upper()]
+    # Every line bounded: no object can flood the log.
+    logs.configure(level, log_format=logs.LogFormat(log_format))
     problem = credentials_problem()
     if problem is not None:
         # One line and a distinct exit code, not Kopf retrying a login for ever.
@@ -82,7 +92,7 @@ def run(
         from podgroup_operator.handlers import admission, quota, routing  # noqa: F401
     # One line per handled event drowns what matters; our own modules log decisions at INFO.
     for noisy in ("kopf.objects", "aiohttp.access"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     kopf.run(
         clusterwide=not namespaces,
         namespaces=namespaces,

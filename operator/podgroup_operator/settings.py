@@ -24,6 +24,16 @@ class WebhookMode(StrEnum):
     """No admission webhooks (validation by the CRD schema only)."""
 
 
+class WebhookCerts(StrEnum):
+    """Where a CLUSTER-mode operator's serving certificate comes from."""
+
+    MOUNTED = "mounted"
+    """Files mounted from a Secret somebody else keeps (cert-manager, or your own CA)."""
+    SELF_MANAGED = "self-managed"
+    """The operator keeps the Secret itself: makes it, rotates it before expiry, and writes
+    the CA into the caBundle of its webhook configurations (deploy/overlays/self-managed)."""
+
+
 @dataclass
 class OperatorSettings:
     namespaces: list[str] = field(default_factory=list)
@@ -31,6 +41,15 @@ class OperatorSettings:
     webhook_host: str | None = None
     webhook_port: int | None = None
     webhook_cert_dir: Path = Path.home() / ".cache" / c.OPERATOR_NAME / "webhook-certs"
+    webhook_certs: WebhookCerts = WebhookCerts.MOUNTED
+    cluster_cert_dir: Path = Path("/etc/podgroup-operator/tls")
+    """CLUSTER mode's certificate files: where deploy/ mounts the Secret (tls.crt, tls.key,
+    ca.crt), or, self-managed, an emptyDir the operator writes them into."""
+    webhook_secret_name: str = f"{c.OPERATOR_NAME}-webhook-tls"
+    """The Secret holding the serving certificate (mounted, or kept when self-managed)."""
+    webhook_cert_check_seconds: float = 3600.0
+    """How often a self-managed operator re-reads its Secret, rotating what is due and picking
+    up what another replica rotated (Kopf reloads its server when the files change)."""
     service_namespace: str = c.OPERATOR_NAME
     service_name: str = f"{c.OPERATOR_NAME}-webhook"
     operator_namespace: str = c.OPERATOR_NAME

@@ -1,9 +1,13 @@
-"""The operator works with exactly the permissions deploy/operator.yaml grants, not as admin.
+"""The operator works with exactly the permissions deploy/ grants, not as admin.
 
 The session operator runs as admin; here it is stopped, and `podgroup-operator run` runs as the
-dev cluster's non-admin identity `podgroup-operator`, bound to the ClusterRole from
-deploy/operator.yaml. A missing permission shows as a gang that never runs or a refused webhook
-registration.
+dev cluster's non-admin identity `podgroup-operator`, bound to the ClusterRole and the Role of
+the rendered install (`kubectl kustomize deploy/`). A missing permission shows as a gang that
+never runs, a refused webhook, or `User "podgroup-operator" cannot ...` in its log.
+
+The webhook configurations are installed by an admin (`podgroup-operator webhooks install`, as
+deploy/ installs them in a cluster), pointing at the restricted operator: the operator itself
+may only read them and update their caBundle, never create or delete them.
 """
 
 from __future__ import annotations
@@ -11,39 +15,61 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import pytest
-import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, ApiError, KubeClient
+from podgroup_operator.local import free_port
+from podgroup_operator.manifests import OPERATOR_NAMESPACE, install_local
+from podgroup_operator.settings import OperatorSettings
+from podgroup_operator.tls import ensure_ca
 from tests.builders import podgroup
-from tests.conftest import REPO, ClusterUnderTest, OperatorProcess
+from tests.conftest import ClusterUnderTest, OperatorProcess
+from tests.deploy_helpers import (
+    DEPLOY,
+    find,
+    render,
+    roles_bound_to_user,
+    webhook_configurations_restored,
+)
 from tests.kube_helpers import gang_pods, pool
 from tests.waiting import wait_for
 
-CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
-CLUSTER_ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
 USER = "podgroup-operator"
 
 
-def deploy_cluster_role() -> dict[str, Any]:
-    documents = yaml.safe_load_all((REPO / "deploy" / "operator.yaml").read_text())
-    return next(d for d in documents if d and d["kind"] == "ClusterRole")
+class Restricted(NamedTuple):
+    process: OperatorProcess
+    webhook_url: str
+    """Where it serves webhooks (the installed configurations point here)."""
 
 
 @pytest.fixture
 def non_admin_operator(
     cluster: ClusterUnderTest, operator: OperatorProcess, tmp_path: Path
-) -> Iterator[OperatorProcess]:
+) -> Iterator[Restricted]:
     """The session operator paused, a non-admin one in its place; restored afterwards."""
     if cluster.state is None:
         pytest.fail("needs the dev cluster's static identities (PODGROUP_TEST_KUBECONFIG set)")
     operator.stop()
-    restricted = OperatorProcess(cluster.state.kubeconfig_for(USER), tmp_path / "operator.log")
+    port = free_port()
+    restricted = OperatorProcess(
+        cluster.state.kubeconfig_for(USER),
+        tmp_path / "operator.log",
+        # The Lease in the operator's namespace, where the Role of deploy/ lets it be written.
+        extra_args=[
+            "--webhooks",
+            "local",
+            "--webhook-port",
+            str(port),
+            "--leader-elect-namespace",
+            OPERATOR_NAMESPACE,
+        ],
+    )
     try:
-        yield restricted
+        yield Restricted(restricted, f"https://127.0.0.1:{port}")
     finally:
         restricted.stop()
         operator.start()
@@ -51,28 +77,34 @@ def non_admin_operator(
 
 
 async def test_operator_runs_with_the_deploy_cluster_role(
+    kube: KubeClient, non_admin_operator: Restricted, namespace: str
+) -> None:
+    documents = render(DEPLOY)
+    assert find(documents, "Role")["metadata"]["namespace"] == OPERATOR_NAMESPACE
+    try:
+        await kube.create(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+        )
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+    async with (
+        roles_bound_to_user(kube, documents, USER),
+        webhook_configurations_restored(kube),
+    ):
+        # Installed by an admin, as deploy/ does; the CA is the one the local operator signs with.
+        ca = ensure_ca(OperatorSettings().webhook_cert_dir).read_bytes()
+        await install_local(kube, non_admin_operator.webhook_url, ca)
+        non_admin_operator.process.start()
+        await asyncio.to_thread(non_admin_operator.process.wait_ready)
+        await _runs_a_gang_and_answers_webhooks(kube, non_admin_operator.process, namespace)
+
+
+async def _runs_a_gang_and_answers_webhooks(
     kube: KubeClient, non_admin_operator: OperatorProcess, namespace: str
 ) -> None:
-    role = deploy_cluster_role()
-    await kube.apply_json(CLUSTER_ROLES, role)
-    await kube.apply_json(
-        CLUSTER_ROLE_BINDINGS,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "podgroup-operator-test-user"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": role["metadata"]["name"],
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
-        },
-    )
-    non_admin_operator.start()
-    await asyncio.to_thread(non_admin_operator.wait_ready)
-
-    # Its webhook works (registration needed admissionregistration permissions).
+    # Its webhook works.
     bad = podgroup("bad", namespace)
     bad["spec"] = {"minMember": 1, "minResources": {"cpu": "1e30"}}  # only the webhook knows
     with pytest.raises(ApiError) as refused:
@@ -95,4 +127,3 @@ async def test_operator_runs_with_the_deploy_cluster_role(
     # namespace being deleted refusing Events) are not about permissions.
     log = non_admin_operator.log_path.read_text()
     assert f'User "{USER}" cannot' not in log, non_admin_operator.log_tail()
-    await kube.delete(CLUSTER_ROLE_BINDINGS, "podgroup-operator-test-user")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 
 import pytest
 
-from podgroup_operator import logs
+from podgroup_operator import __version__, logs
 from podgroup_operator.api.limits import summarize
+from podgroup_operator.cli import main as cli_main
 
 
 def test_short_text_is_kept_whole() -> None:
@@ -66,3 +68,63 @@ def test_configure_installs_one_bounded_handler_on_the_root_logger() -> None:
 )
 def test_summarize_names_five_and_counts_the_rest(count: int, expected: str) -> None:
     assert summarize(f"g{i}" for i in range(count)) == expected
+
+
+def test_the_json_formatter_writes_one_valid_object_per_record_even_when_cut() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.JsonFormatter(limit=300))
+    logger = logging.getLogger("test_logs.json")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.info('gang %s "waits"', "ns/a")
+        try:
+            raise OverflowError("x" * 5000)
+        except OverflowError:
+            logger.exception("cycle failed for %s", "y" * 5000)
+    finally:
+        logger.removeHandler(handler)
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert first["message"] == 'gang ns/a "waits"'
+    assert (first["level"], first["logger"]) == ("INFO", "test_logs.json")
+    assert "exception" not in first
+    assert second["level"] == "ERROR"
+    assert (
+        second["message"].startswith("cycle failed for yyy")
+        and "characters cut" in second["message"]
+    )
+    assert second["exception"].endswith("x" * 50) and len(second["exception"]) < 400
+
+
+def test_configure_json_installs_the_json_formatter() -> None:
+    root = logging.getLogger()
+    saved, level = list(root.handlers), root.level
+    try:
+        logs.configure(logging.WARNING, log_format=logs.LogFormat.JSON)
+        (handler,) = root.handlers
+        assert isinstance(handler.formatter, logs.JsonFormatter)
+        assert root.level == logging.WARNING
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved:
+            root.addHandler(handler)
+        root.setLevel(level)
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli_main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"podgroup-operator {__version__}"
+
+
+def test_run_refuses_an_unknown_log_level_naming_the_choices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli_main(["run", "--log-level", "loud"])
+    assert done.value.code == 2
+    assert "--log-level: invalid choice: 'loud'" in capsys.readouterr().err

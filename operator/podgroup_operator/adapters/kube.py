@@ -16,6 +16,7 @@ keeps unit tests of the glue fast.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -27,6 +28,9 @@ import aiohttp
 import orjson
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters.credentials import Credentials
+
+logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
@@ -113,9 +117,13 @@ class AiohttpTransport:
         token: str | None = None,
         ssl_context: ssl.SSLContext | bool = True,
         limit: int = 64,
+        credentials: Credentials | None = None,
     ) -> None:
         self._server = server.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._credentials = credentials
+        """When set, the Authorization header of each request (refreshed; see credentials.py)
+        instead of the fixed `token`."""
         self._ssl = ssl_context
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
@@ -137,10 +145,26 @@ class AiohttpTransport:
         preconditions, bindings answer 409 when already done, and creates answer AlreadyExists
         (at worst an Event, made with generateName, is posted twice).
         """
+        credentials = self._credentials
+        generation = credentials.generation if credentials is not None else 0
         try:
-            return await self._send_once(request)
+            status, body = await self._send_once(request)
         except aiohttp.ServerDisconnectedError:
-            return await self._send_once(request)
+            status, body = await self._send_once(request)
+        if status == 401 and credentials is not None and credentials.refreshable:
+            # Expired or revoked: fetch a new token (re-running an exec plugin) and retry once.
+            try:
+                await credentials.unauthorized(generation)
+            except Exception as exc:  # the plugin or the file failed: report the 401 we have
+                logger.warning("credentials not refreshed after 401: %s", exc)
+                return status, body
+            status, body = await self._send_once(request)
+        return status, body
+
+    async def _auth_headers(self) -> dict[str, str]:
+        if self._credentials is None:
+            return {}
+        return await self._credentials.headers()
 
     async def _send_once(self, request: Request) -> tuple[int, Any]:
         data = None if request.body is None else orjson.dumps(request.body)
@@ -149,7 +173,11 @@ class AiohttpTransport:
             self._server + request.path,
             params=request.params,
             data=data,
-            headers={"Content-Type": request.content_type, "Accept": "application/json"},
+            headers={
+                "Content-Type": request.content_type,
+                "Accept": "application/json",
+                **await self._auth_headers(),
+            },
             timeout=aiohttp.ClientTimeout(total=60),
         ) as response:
             raw = await response.read()
@@ -160,11 +188,20 @@ class AiohttpTransport:
             return response.status, decoded
 
     async def stream(self, request: Request) -> AsyncIterator[JSON]:
+        credentials = self._credentials
+        generation = credentials.generation if credentials is not None else 0
         async with self._get_session().get(
             self._server + request.path,
             params=request.params,
+            headers=await self._auth_headers(),
             timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
         ) as response:
+            if response.status == 401 and credentials is not None:
+                # The caller (an informer) retries the watch; it then carries the new token.
+                try:
+                    await credentials.unauthorized(generation)
+                except Exception as exc:
+                    logger.warning("credentials not refreshed after 401: %s", exc)
             if response.status >= 300:
                 raise ApiError(
                     response.status, await response.json(content_type=None), "WATCH", request.path
@@ -222,6 +259,33 @@ VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "validatingwebh
 MUTATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
 
 
+def _load_configuration(path: str | None, context: str | None) -> Any:
+    """A `kubernetes` Configuration from the kubeconfig, else in-cluster; its loaders also set
+    the refresh hook that Credentials runs (token file re-read, exec plugin re-run).
+
+    Raises ConfigException when neither works (with the kubeconfig's reason), or whatever a
+    broken file makes the loader raise.
+    """
+    from kubernetes import client as k8s_client  # only for reading credentials
+    from kubernetes import config as k8s_config
+
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration
+        )
+    except k8s_config.ConfigException as outside:
+        if context is not None:
+            raise
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException:
+            raise k8s_config.ConfigException(
+                f"{outside}; and not running in a cluster. Set KUBECONFIG to a valid kubeconfig."
+            ) from outside
+    return configuration
+
+
 class KubeClient:
     """The operations the operator needs, each one HTTP call, all async."""
 
@@ -230,42 +294,43 @@ class KubeClient:
         self.field_manager = field_manager
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None, *, limit: int = 128) -> KubeClient:
-        """Credentials from a kubeconfig (or in-cluster when none is found)."""
-        from kubernetes import client as k8s_client  # only for reading credentials
+    def from_kubeconfig(
+        cls, path: str | None = None, *, context: str | None = None, limit: int = 128
+    ) -> KubeClient:
+        """Credentials from a kubeconfig (or in-cluster when none is found).
+
+        `path` None means kubectl's search: $KUBECONFIG (several files joined by the path
+        separator are merged) or ~/.kube/config. `context` None means its current-context; a
+        named context that does not exist is an error, never a silent in-cluster fallback.
+        """
         from kubernetes import config as k8s_config
 
-        configuration = k8s_client.Configuration()
+        def load() -> Any:
+            return _load_configuration(path, context)
+
         try:
-            k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+            configuration = load()
         except k8s_config.ConfigException as outside:
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except k8s_config.ConfigException:
-                where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
-                raise KubeconfigError(
-                    f"no usable credentials: kubeconfig {where}: {outside}; and not running "
-                    "in a cluster. Set KUBECONFIG to a valid kubeconfig."
-                ) from outside
+            where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            raise KubeconfigError(
+                f"no usable credentials: kubeconfig {where}: {outside}"
+            ) from outside
         except Exception as broken:  # the loader raises yaml, key and type errors for bad files
             where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
             text = " ".join(str(broken).split())[:300]
             raise KubeconfigError(f"kubeconfig {where} is not usable: {text}") from broken
-        token = None
-        auth = configuration.api_key.get("authorization") or configuration.api_key.get(
-            "BearerToken"
-        )
-        if auth:
-            token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
-        context: ssl.SSLContext | bool
+        tls: ssl.SSLContext | bool
         if configuration.verify_ssl:
-            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+            tls = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
             if configuration.cert_file:
-                context.load_cert_chain(configuration.cert_file, configuration.key_file)
+                tls.load_cert_chain(configuration.cert_file, configuration.key_file)
         else:
-            context = False
+            tls = False
+        credentials = Credentials(load, configuration)
         return cls(
-            AiohttpTransport(configuration.host, token=token, ssl_context=context, limit=limit)
+            AiohttpTransport(
+                configuration.host, ssl_context=tls, limit=limit, credentials=credentials
+            )
         )
 
     async def close(self) -> None:

@@ -188,6 +188,7 @@ async def run_e2e(
             operator = OperatorProcess(kubeconfig, workdir / "operator.log")
             operator.start()
             await asyncio.to_thread(operator.wait_ready)
+            await asyncio.to_thread(operator.install_webhooks)
             try:
                 suffix = str(int(time.time()))
                 ours = await _operator_run(kube, f"bench-op-{suffix}", gangs, size)
@@ -195,6 +196,7 @@ async def run_e2e(
                     kube, f"bench-base-{suffix}", gangs * size, sim.node_names
                 )
             finally:
+                await asyncio.to_thread(operator.uninstall_webhooks)
                 operator.stop()
             for namespace in (f"bench-op-{suffix}", f"bench-base-{suffix}"):
                 with contextlib.suppress(ApiError):

@@ -333,6 +333,9 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         if plan.mode == "arrival":
             if isinstance(process, OperatorProcess):
                 await asyncio.to_thread(process.wait_ready)
+                # Gangs arriving meet the webhooks, as in a real install (the cluster, and the
+                # configurations with it, go away after the run).
+                await asyncio.to_thread(process.install_webhooks)
             await asyncio.sleep(3)  # the informers' first list
             seen.start = time.monotonic()
             for index in range(plan.gangs):

@@ -28,6 +28,9 @@ class OperatorProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.health_port = free_port()
         self.metrics_port = free_port()
+        self.webhook_port = free_port()
+        """Where a `--webhooks local` operator serves: fixed for the object's life, so the
+        configurations `install_webhooks` writes stay right across restarts."""
 
     def start(self) -> None:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -40,12 +43,48 @@ class OperatorProcess:
                 f"http://127.0.0.1:{self.health_port}/healthz",
                 "--metrics-address",
                 f"127.0.0.1:{self.metrics_port}",
+                "--webhook-port",
+                str(self.webhook_port),
                 *self.extra_args,
             ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+    @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
+
+    def _webhooks(self, *args: str) -> None:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("podgroup-operator")), "webhooks", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"podgroup-operator webhooks {args[0]}: {done.stderr.strip()}")
+
+    def install_webhooks(self, admin_kubeconfig: Path | None = None) -> None:
+        """Point the cluster's webhook configurations at this process, as `make demo` does.
+
+        The operator never writes them itself; `admin_kubeconfig` is for an operator whose own
+        identity may not (the RBAC test's)."""
+        from podgroup_operator.settings import OperatorSettings
+
+        cert_dir = str(OperatorSettings().webhook_cert_dir)
+        args = ["install", "--url", self.webhook_url, "--cert-dir", cert_dir]
+        if admin_kubeconfig is not None:
+            args += ["--kubeconfig", str(admin_kubeconfig)]
+        self._webhooks(*args)
+
+    def uninstall_webhooks(self) -> None:
+        """Remove the webhook configurations (absent ones are fine)."""
+        self._webhooks("uninstall")
 
     def ready_url(self) -> str:
         """The operator's /readyz: informers synced and the admission server accepting (Kopf's

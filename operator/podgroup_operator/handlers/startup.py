@@ -3,42 +3,46 @@
 The one startup handler builds the runtime (`controllers.runtime.build_runtime`: client,
 informers, controllers, in order) and starts it; Kopf keeps its run loop, the admission server
 and probes. It also chooses how webhooks are served (127.0.0.1 for the dev cluster, a Service in
-a real cluster), makes certificates with `cryptography`, and writes the webhook configurations
-(see webhooks.py for why we write them).
+a real cluster) and with which certificate.
+
+It never creates or deletes the webhook configurations: starting or stopping a process must not
+change what the apiserver enforces (a graceful stop that deleted them let writes bypass quota; a
+kill -9 that left them pointing at a dead port blocked every write). They are part of the
+install (deploy/, `kubectl delete -k` removes them) or, on the dev cluster, written by
+`podgroup-operator webhooks install|uninstall`. A self-managed operator only keeps their
+caBundle in step with its CA.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 import kopf
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import (
-    MUTATING_WEBHOOKS,
-    VALIDATING_WEBHOOKS,
-    ApiError,
-    KubeClient,
-)
+from podgroup_operator.adapters.kube import ApiError, KubeClient
+from podgroup_operator.adapters.webhook_tls import ensure_webhook_certificate
 from podgroup_operator.controllers import observe
 from podgroup_operator.controllers.runtime import Runtime, build_runtime
-from podgroup_operator.handlers.webhooks import WebhookKind, configurations
+from podgroup_operator.handlers.webhooks import MUTATING_CONFIG_NAME, VALIDATING_CONFIG_NAME
 from podgroup_operator.local import free_port
-from podgroup_operator.settings import OperatorSettings, WebhookMode
-from podgroup_operator.tls import make_serving_cert
+from podgroup_operator.settings import OperatorSettings, WebhookCerts, WebhookMode
+from podgroup_operator.tls import CertFiles, make_serving_cert
 
 logger = logging.getLogger(__name__)
 
-CLUSTER_CERT_DIR = Path("/etc/podgroup-operator/tls")
-"""Where deploy/ mounts the webhook Secret (tls.crt, tls.key, ca.crt) in a real cluster."""
+CONFIG_NAMES = tuple(sorted({VALIDATING_CONFIG_NAME, MUTATING_CONFIG_NAME}))
 
 
-def _webhook_server(settings: OperatorSettings) -> tuple[kopf.WebhookServer, dict[str, Any]]:
-    """Kopf's server with our own certificates, and the clientConfig the apiserver will use."""
+def _webhook_server(settings: OperatorSettings) -> tuple[kopf.WebhookServer, str]:
+    """Kopf's server with our own certificates, and where the apiserver reaches it (for logs).
+
+    Kopf re-reads the certificate files every minute and restarts the server when they change,
+    so a rotated Secret (cert-manager's, or our own) is picked up without a restart.
+    """
     if settings.webhook_mode is WebhookMode.LOCAL:
         host = settings.webhook_host or "127.0.0.1"
         port = settings.webhook_port or free_port()
@@ -51,50 +55,43 @@ def _webhook_server(settings: OperatorSettings) -> tuple[kopf.WebhookServer, dic
             pkeyfile=str(files.pkeyfile),
             cafile=str(files.cafile),
         )
-        client_config: dict[str, Any] = {"url": f"https://{host}:{port}"}
-        ca = files.cafile.read_bytes()
-    else:
-        port = settings.webhook_port or 9443
-        server = kopf.WebhookServer(
-            addr="0.0.0.0",
-            port=port,
-            certfile=str(CLUSTER_CERT_DIR / "tls.crt"),
-            pkeyfile=str(CLUSTER_CERT_DIR / "tls.key"),
-            cafile=str(CLUSTER_CERT_DIR / "ca.crt"),
-        )
-        client_config = {
-            "service": {
-                "namespace": settings.service_namespace,
-                "name": settings.service_name,
-                "port": 443,
-            }
-        }
-        ca = (CLUSTER_CERT_DIR / "ca.crt").read_bytes()
-    client_config["caBundle"] = base64.b64encode(ca).decode()
-    return server, client_config
+        return server, f"https://{host}:{port}"
+    port = settings.webhook_port or 9443
+    directory = settings.cluster_cert_dir
+    server = kopf.WebhookServer(
+        addr="0.0.0.0",
+        port=port,
+        certfile=str(directory / "tls.crt"),
+        pkeyfile=str(directory / "tls.key"),
+        cafile=str(directory / "ca.crt"),
+    )
+    return server, f"service {settings.service_namespace}/{settings.service_name}, port {port}"
 
 
-async def register_webhooks(
-    kube: KubeClient, client_config: dict[str, Any], settings: OperatorSettings
-) -> None:
-    protected = sorted({"kube-system", settings.operator_namespace})
-    for kind, body in configurations(client_config, protected).items():
-        target = VALIDATING_WEBHOOKS if kind is WebhookKind.VALIDATING else MUTATING_WEBHOOKS
-        await kube.apply_json(target, body)
+async def _keep_certificate(kube: KubeClient, settings: OperatorSettings) -> CertFiles:
+    """Self-managed: the Secret's certificate (made or rotated when due), as files, trusted."""
+    return await ensure_webhook_certificate(
+        kube,
+        settings.service_namespace,
+        settings.webhook_secret_name,
+        settings.service_name,
+        CONFIG_NAMES,
+        cert_dir=settings.cluster_cert_dir,
+    )
 
 
-async def unregister_webhooks(kube: KubeClient) -> None:
-    from podgroup_operator.handlers.webhooks import MUTATING_CONFIG_NAME, VALIDATING_CONFIG_NAME
+async def _rotate_periodically(kube: KubeClient, settings: OperatorSettings) -> None:
+    """Re-check the self-managed certificate for ever; Kopf reloads when the files change.
 
-    for target, name in (
-        (VALIDATING_WEBHOOKS, VALIDATING_CONFIG_NAME),
-        (MUTATING_WEBHOOKS, MUTATING_CONFIG_NAME),
-    ):
+    A failed check is logged and retried next period: the certificate in use stays valid for
+    months after it becomes due, so one failure must not stop the operator.
+    """
+    while True:
+        await asyncio.sleep(settings.webhook_cert_check_seconds)
         try:
-            await kube.delete(target, name)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+            await _keep_certificate(kube, settings)
+        except (ApiError, OSError, RuntimeError) as exc:
+            logger.warning("webhook certificate not checked, retrying later: %s", exc)
 
 
 @kopf.on.startup()
@@ -110,15 +107,23 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.batching.worker_limit = 2000
     webhooks: tuple[str, int] | None = None
     if operator_settings.webhook_mode is not WebhookMode.OFF:
-        server, client_config = _webhook_server(operator_settings)
+        if operator_settings.webhook_mode is WebhookMode.CLUSTER and (
+            operator_settings.webhook_certs is WebhookCerts.SELF_MANAGED
+        ):
+            await _keep_certificate(runtime.kube, operator_settings)
+            memo.rotation = asyncio.create_task(
+                _rotate_periodically(runtime.kube, operator_settings)
+            )
+        server, where = _webhook_server(operator_settings)
         webhooks = ("127.0.0.1", int(server.port or 0))
         settings.admission.server = server
+        # Kopf must not write configurations either (see the module docstring).
         settings.admission.managed = None
-        await register_webhooks(runtime.kube, client_config, operator_settings)
         logger.info(
-            "admission webhooks served (%s): %s",
+            "admission webhooks served (%s): %s; their configurations are the install's "
+            "(on the dev cluster: podgroup-operator webhooks install)",
             operator_settings.webhook_mode,
-            client_config.get("url") or client_config.get("service"),
+            where,
         )
     await runtime.start()
     metrics.observe(runtime)
@@ -132,12 +137,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
-    operator_settings: OperatorSettings = memo.settings
     runtime: Runtime = memo.runtime
-    if operator_settings.webhook_mode is WebhookMode.LOCAL:
-        # A local operator that stopped must not leave the apiserver calling a dead port
-        # (Fail policies would block every PodGroup write). In a cluster, replicas share it.
-        await unregister_webhooks(runtime.kube)
+    rotation: asyncio.Task[None] | None = memo.get("rotation")
+    if rotation is not None:
+        rotation.cancel()
     metrics.observe(None)
     if memo.observer is not None:
         await memo.observer.cleanup()

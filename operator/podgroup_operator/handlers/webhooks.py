@@ -2,7 +2,9 @@
 
 Kopf can manage webhook configurations itself, but not `namespaceSelector`, which we need to
 intercept only opted-in namespaces and never kube-system or our own namespace. So Kopf serves
-(one route per handler id) and we write the configurations, pointing each at its route.
+(one route per handler id) and the configurations are generated from this table, pointing each
+at its route: deploy/base/webhooks.yaml for a cluster, `podgroup-operator webhooks install` for
+the dev cluster (manifests.py). The running operator never writes them.
 
 `WEBHOOKS` is the one declaration: `serve` builds each handler's Kopf decorator from its entry
 (kind, resource, operations, id), so the route Kopf serves and the configuration that points at

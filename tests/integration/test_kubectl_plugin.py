@@ -1,0 +1,188 @@
+"""`kubectl podgroup` as users run it: a kubectl plugin on PATH, against the dev cluster.
+
+The kubeconfig has two contexts on the same cluster: `team`, the current one, sets the test's
+namespace; `plain` sets none (so: `default`). The plugin must follow them as kubectl does, and
+fail in one line with exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import NODES, PODGROUPS, ApiError, KubeClient
+from tests.builders import podgroup
+from tests.deploy_helpers import KUBECTL
+from tests.kube_helpers import create_pod
+
+BIN = Path(sys.executable).parent
+
+
+def two_contexts(admin: Path, target: Path, namespace: str) -> Path:
+    """A copy of the admin kubeconfig with contexts `team` (namespace set, current) and `plain`."""
+    config = yaml.safe_load(admin.read_text())
+    (context,) = config["contexts"]
+    config["contexts"] = [
+        {"name": "team", "context": {**context["context"], "namespace": namespace}},
+        {"name": "plain", "context": dict(context["context"])},
+    ]
+    config["current-context"] = "team"
+    target.write_text(yaml.safe_dump(config))
+    return target
+
+
+WAITING = r"NotEnoughTasks: 1 .*minMember 2"
+"""Why the gang waits: the fixture writes it, and the session operator may rewrite the message
+in its own words at any moment (same reason and counts), so both wordings must match."""
+
+
+def plugin(*args: str, kubeconfig: Path | None) -> subprocess.CompletedProcess[str]:
+    """`kubectl podgroup ARGS`: kubectl finds `kubectl-podgroup` on PATH, as after pip install."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("KUBECONFIG", None)
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    return subprocess.run(
+        [str(KUBECTL), "podgroup", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+async def gang(kube: KubeClient, crds: None, namespace: str) -> Any:
+    """A waiting PodGroup with one member bound to a node, and an Event about it."""
+    name = f"gang-{uuid.uuid4().hex[:8]}"
+    node = f"plugin-node-{uuid.uuid4().hex[:6]}"
+    await kube.create(
+        NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "spec": {}}
+    )
+    body = podgroup(name, namespace, min_member=2)
+    for field in ("uid", "creationTimestamp"):
+        body["metadata"].pop(field)
+    group = await kube.create(PODGROUPS, body, namespace)
+    group = await kube.patch_status(
+        PODGROUPS,
+        name,
+        namespace,
+        {
+            "phase": c.Phase.PENDING,
+            "conditions": [
+                {
+                    "type": c.ConditionType.UNSCHEDULABLE,
+                    "status": c.ConditionStatus.TRUE,
+                    "reason": c.Reason.NOT_ENOUGH_TASKS,
+                    "message": "1 of minMember 2 member pods exist",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        },
+    )
+    await create_pod(kube, namespace, f"{name}-0", group=name, node=node)
+    await kube.create_event(
+        group,
+        event_type=c.EventType.NORMAL,
+        reason=c.Reason.PHASE_CHANGED,
+        message="new -> Pending: waiting for members",
+        timestamp="2026-01-01T00:00:00Z",
+    )
+    yield name, node
+    try:
+        await kube.delete(NODES, node)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+
+
+async def test_lists_in_the_contexts_namespace_and_follows_context_and_flags(
+    kubeconfig: Path, namespace: str, gang: tuple[str, str], tmp_path: Path
+) -> None:
+    name, _ = gang
+    config = two_contexts(kubeconfig, tmp_path / "config", namespace)
+
+    listed = plugin(kubeconfig=config)
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split()[:2] == ["NAME", "PHASE"]
+    assert row.split()[:3] == [name, "Pending", "2"]
+    assert re.search(WAITING, row), row
+
+    # `plain` sets no namespace: the group is not in `default`.
+    elsewhere = plugin("--context", "plain", name, kubeconfig=config)
+    assert elsewhere.returncode == 1
+    assert elsewhere.stdout == ""
+    assert elsewhere.stderr == (
+        f'Error from server (NotFound): podgroups.scheduling.x-k8s.io "{name}" not found\n'
+    )
+    # ... unless told with -n; and --kubeconfig works without $KUBECONFIG.
+    named = plugin(
+        "--kubeconfig",
+        str(config),
+        "--context",
+        "plain",
+        "-n",
+        namespace,
+        name,
+        "-o",
+        "name",
+        kubeconfig=None,
+    )
+    assert (named.returncode, named.stdout) == (0, f"podgroup.scheduling.x-k8s.io/{name}\n")
+
+    everywhere = plugin("-A", "-o", "wide", kubeconfig=config)
+    assert everywhere.returncode == 0, everywhere.stderr
+    assert [namespace, name] in [line.split()[:2] for line in everywhere.stdout.splitlines()]
+
+    as_json = plugin(name, "-o", "json", kubeconfig=config)
+    assert json.loads(as_json.stdout)["metadata"]["name"] == name
+
+
+async def test_describe_shows_members_nodes_why_it_waits_and_events(
+    kubeconfig: Path, namespace: str, gang: tuple[str, str], tmp_path: Path
+) -> None:
+    name, node = gang
+    config = two_contexts(kubeconfig, tmp_path / "config", namespace)
+    described = plugin("describe", name, kubeconfig=config)
+    assert described.returncode == 0, described.stderr
+    text = described.stdout
+    assert f"Name:               {name}" in text
+    assert f"Namespace:          {namespace}" in text
+    assert re.search(r"Waiting For: +" + WAITING, text), text
+    members = text.split("Member Pods:\n")[1].split("Events:")[0].splitlines()
+    assert members[1].split()[:3] == [f"{name}-0", "Pending", node]
+    assert "new -> Pending: waiting for members" in text.split("Events:\n")[1]
+
+
+def test_errors_are_one_line_with_exit_code_1(kubeconfig: Path, crds: None, tmp_path: Path) -> None:
+    config = two_contexts(kubeconfig, tmp_path / "config", "default")
+    missing = plugin("describe", "no-such-gang", kubeconfig=config)
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == (
+        'Error from server (NotFound): podgroups.scheduling.x-k8s.io "no-such-gang" not found\n'
+    )
+    no_context = plugin("--context", "nope", kubeconfig=config)
+    assert (no_context.returncode, no_context.stderr) == (
+        1,
+        'error: context "nope" does not exist\n',
+    )
+    unreachable = tmp_path / "unreachable"
+    down = yaml.safe_load(config.read_text())
+    down["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+    unreachable.write_text(yaml.safe_dump(down))
+    refused = plugin(kubeconfig=unreachable)
+    assert refused.returncode == 1
+    assert len(refused.stderr.splitlines()) == 1
+    assert refused.stderr.startswith("Unable to connect to the server: ")
