@@ -11,6 +11,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import hypothesis
@@ -32,10 +33,16 @@ UNIT_TIMEOUT_SECONDS = 2
 """Per-test limit of the fast tier: a pure test that waits on the clock or hangs fails fast
 (pyproject's `timeout` stays the integration tier's)."""
 
-# Property tests draw enough examples to run well inside the fast tier's limit; the thorough
-# profile (HYPOTHESIS_PROFILE=thorough) searches harder and lifts that limit.
-hypothesis.settings.register_profile("fast", max_examples=50, deadline=None)
-hypothesis.settings.register_profile("thorough", max_examples=1000, deadline=None)
+PROPERTY_TIMEOUT_SECONDS = 30
+"""A property test is many tests: each of its examples is held to the fast tier's limit by
+hypothesis' `deadline`, the whole run to this (the thorough profile lifts it)."""
+
+hypothesis.settings.register_profile(
+    "fast", max_examples=50, deadline=timedelta(seconds=UNIT_TIMEOUT_SECONDS)
+)
+hypothesis.settings.register_profile(
+    "thorough", max_examples=1000, deadline=timedelta(seconds=UNIT_TIMEOUT_SECONDS)
+)
 HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fast")
 hypothesis.settings.load_profile(HYPOTHESIS_PROFILE)
 
@@ -49,7 +56,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             and item.path.is_relative_to(UNIT_TIER)
             and item.get_closest_marker("timeout") is None
         ):
-            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_SECONDS))
+            is_property = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+            limit = PROPERTY_TIMEOUT_SECONDS if is_property else UNIT_TIMEOUT_SECONDS
+            item.add_marker(pytest.mark.timeout(limit))
 
 
 class ClusterUnderTest:

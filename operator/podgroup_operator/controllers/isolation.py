@@ -11,12 +11,16 @@ traceback. Repeats of the same failure are counted, not logged again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from podgroup_operator import metrics
 from podgroup_operator.api.backoff import Backoff
+
+K = TypeVar("K", bound=Hashable)
 
 CAUSE_LIMIT = 400
 """Characters of an exception's text kept in reports and log lines."""
@@ -67,6 +71,23 @@ class Failures:
         else:
             self.logger.debug("%s %s failed again (%d): %s", self.loop, _name(key), count, cause)
         return delay, news
+
+    async def attempt(
+        self, key: K, work: Awaitable[None], retry: Callable[[K], object]
+    ) -> tuple[Exception, float] | None:
+        """Await one object's work. If it raises, back the object off (`retry(key)` after the
+        delay) and return (cause, delay) when the failure is news, for the loop to report where
+        users look; the loop itself goes on with the other objects."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            delay, news = self.failed(key, exc)
+            asyncio.get_running_loop().call_later(delay, retry, key)
+            return (exc, delay) if news else None
+        self.succeeded(key)
+        return None
 
     def succeeded(self, key: Hashable) -> None:
         if self._failures.pop(key, None) is not None:

@@ -495,16 +495,9 @@ class QuotaService:
             key = await self._dirty.get()
             self._queued.discard(key)
             lock = self._key_locks.setdefault(key, asyncio.Lock())
-            try:
-                async with lock:
-                    await self.reconcile(key)
-                self.failures.succeeded(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # Isolated: this group backs off (logged once per cause); the others go on.
-                delay, _ = self.failures.failed(key, exc)
-                asyncio.get_running_loop().call_later(delay, self.touch, key)
+            async with lock:
+                # Isolated: a group that raises backs off (logged once per cause).
+                await self.failures.attempt(key, self.reconcile(key), self.touch)
 
     async def _sweeper(self) -> None:
         """Entries whose group never appeared are released even though no event will come.

@@ -191,16 +191,10 @@ class StatusReconciler:
                 continue  # a second entry of a key that was promoted and already taken
             self._running.add(key)
             try:
-                await self.reconcile(key)
-                self.failures.succeeded(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # Isolated: this group backs off and is reported once; the others go on.
-                delay, news = self.failures.failed(key, exc)
-                asyncio.get_running_loop().call_later(delay, self.touch, key)
-                if news:
-                    await self._report_failure(key, exc, delay)
+                # Isolated: a group that raises backs off and is reported once (an Event).
+                news = await self.failures.attempt(key, self.reconcile(key), self.touch)
+                if news is not None:
+                    await self._report_failure(key, *news)
             finally:
                 self._running.discard(key)
                 self.last_done = asyncio.get_running_loop().time()

@@ -12,7 +12,7 @@ from tests.unit.domain.lifecycle_helpers import at, gang, members, story
 _histories = st.lists(st.text(alphabet="PBRSFDU", max_size=6), min_size=1, max_size=6)
 
 
-@settings(derandomize=True, deadline=None)
+@settings(derandomize=True)
 @given(min_member=st.integers(min_value=1, max_value=4), steps=_histories)
 def test_every_history_is_idempotent_latching_and_consistent(
     min_member: int, steps: list[str]

@@ -1,7 +1,7 @@
 """Properties over random admission histories: reservations are never overbooked, and the
 incrementally kept ledger always equals one rebuilt from the final objects."""
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from podgroup_operator.domain.quota import (
@@ -38,7 +38,6 @@ def _kubernetes_quota_admits(ledger: Ledger, pod: PodUsage, live: list[PodUsage]
     return True
 
 
-@settings(deadline=None)
 @given(ops)
 def test_reservations_are_never_overbooked_and_rebuild_matches(history: list) -> None:
     quotas = [quota("compute", {"requests.cpu": "8", "pods": 6})]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from podgroup_operator.constants import PodPhase
@@ -220,7 +220,6 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return nodes, pods
 
 
-@settings(deadline=None)
 @given(
     clusters(),
     st.integers(1, 3),

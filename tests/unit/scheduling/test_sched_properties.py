@@ -86,7 +86,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[GangRequest],
 
 # Half the profile's examples: each draws a cluster and up to five gangs, and the unit tier's
 # 2 s timeout holds on a busy machine too (HYPOTHESIS_PROFILE=thorough still runs 500).
-@settings(deadline=None, max_examples=max(1, settings().max_examples // 2))
+@settings(max_examples=max(1, settings().max_examples // 2))
 @given(scenarios())
 def test_min_member_barrier_and_no_overcommit(
     scenario: tuple[list[dict[str, Any]], list[GangRequest], bool],
@@ -202,7 +202,6 @@ def constrained(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[tuple[str, 
     return nodes, requests
 
 
-@settings(deadline=None)
 @given(constrained())
 def test_pod_to_pod_constraints_hold_between_every_kept_member(
     scenario: tuple[list[dict[str, Any]], list[tuple[str, GangRequest]]],
