@@ -96,7 +96,7 @@ class GangScheduler:
         self.default_timeout_seconds = default_timeout_seconds
         self.clock = clock
         self.backoff = Backoff(initial_seconds=1, max_seconds=60)
-        self.snapshot = Snapshot()
+        self.snapshot = Snapshot(gang_of=group_key_of)
         self.pending: dict[GroupKey, dict[str, JSON]] = {}
         self.in_flight: set[str] = set()
         self.pending_key: dict[str, GroupKey] = {}
