@@ -6,7 +6,9 @@ sits in `pending` by group. A cycle builds one `GangRequest` per waiting group, 
 queue order against the snapshot (placements are assumed into it, refusals leave it untouched),
 and sends all bindings of a decision concurrently. A failed bind releases what that pod held
 and puts it back in its group's queue (the members already bound stay bound and count toward
-minMember next time); the watch then brings the truth.
+minMember next time); the watch then brings the truth. A gang whose placement chose volumes for
+its claims has them bound first, and none of its pods is bound if that fails
+(controllers/volumes.py).
 
 The scheduler never writes PodGroup status: its verdicts go to the status reconciler (see
 domain/scheduling_status.py). It knows nothing of Kopf: the informers feed it node, pod and
