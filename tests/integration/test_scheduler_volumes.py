@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -34,6 +35,7 @@ from tests.waiting import wait_for
 
 HOSTNAME = "kubernetes.io/hostname"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
+NOT_ENOUGH_RESOURCES = c.Reason.NOT_ENOUGH_RESOURCES
 
 
 @asynccontextmanager
@@ -145,7 +147,9 @@ async def test_an_unbound_immediate_claim_keeps_its_gang_waiting_naming_the_clai
         async def waiting() -> str | None:
             conditions = (await group_status(kube, namespace, "job")).get("conditions") or []
             cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
-            return cond["message"] if cond and cond["status"] == "True" else None
+            # Until its pod is seen, the lifecycle's NotEnoughTasks may come first.
+            refused = cond and cond["status"] == "True" and cond["reason"] == NOT_ENOUGH_RESOURCES
+            return cond["message"] if cond and refused else None
 
         message = await wait_for(waiting, 30, "the gang to wait for its claim")
         assert "waiting for PVC 'scratch' to be bound" in message, message
