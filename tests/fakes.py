@@ -68,6 +68,9 @@ _KINDS = {
     "events": "Event",
     "resourcequotas": "ResourceQuota",
     "leases": "Lease",
+    "persistentvolumes": "PersistentVolume",
+    "persistentvolumeclaims": "PersistentVolumeClaim",
+    "storageclasses": "StorageClass",
     "customresourcedefinitions": "CustomResourceDefinition",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
@@ -265,6 +268,8 @@ _CLUSTER_SCOPED = frozenset(
         "customresourcedefinitions",
         "validatingwebhookconfigurations",
         "mutatingwebhookconfigurations",
+        "persistentvolumes",
+        "storageclasses",
     }
 )
 

@@ -45,6 +45,9 @@ LEADER_LEASE_NAME = f"{OPERATOR_NAME}-leader"
 # --- Keys the operator writes --------------------------------------------------------------------
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 """Set to OPERATOR_NAME on PodGroups the operator created for lightweight gangs."""
+ANNOTATION_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+"""Set (to "yes") on a PersistentVolume the scheduler bound to a claim, as kube-scheduler's volume
+binder does: the binding was made by a controller, not pre-bound by a person."""
 
 # --- Namespace opt-ins ---------------------------------------------------------------------------
 NAMESPACE_LABEL_GANG_SCHEDULING = f"{GROUP}/gang-scheduling"
@@ -135,6 +138,9 @@ class Reason(StrEnum):
     """Warning Event on a pod whose membership keys name different PodGroups."""
     SCHEDULING_FAILED = "SchedulingFailed"
     """The scheduler raised while deciding this group; it backs off and the others go on."""
+    VOLUME_BINDING_FAILED = "VolumeBindingFailed"
+    """A placed gang's volumes could not be bound (a PV taken meanwhile, a claim not bound in
+    time); its pods were not bound, and it is decided again after a backoff."""
     RECONCILE_FAILED = "ReconcileFailed"
     """Warning Event: the group's status could not be computed or written; retried with backoff."""
     INVALID_GANG_LABELS = "InvalidGangLabels"

@@ -10,7 +10,8 @@ What each kind keeps, and who reads it:
 
 * Pods: identity and membership metadata (labels, annotations, owners, deletion) for the
   lifecycle, quota and scheduler; the scheduling fields of the spec (resources, ports,
-  selectors, affinity, tolerations, spread, priority, volumes); `status.phase`/`reason` for the
+  selectors, affinity, tolerations, spread, priority, overhead, volumes; init containers with
+  their restart policy); `status.phase`/`reason` for the
   lifecycle and restart policy. A *bare* pod (no controlling owner) keeps its whole spec and
   annotations: the restart policy recreates bare pods from their own body.
 * Nodes: labels, taints, unschedulable, allocatable/capacity and the Ready condition.
@@ -58,7 +59,9 @@ _POD_SPEC_FOR_SCHEDULING = (
     "runtimeClassName",
     "restartPolicy",
 )
-_CONTAINER_FIELDS = ("name", "resources", "ports")
+_CONTAINER_FIELDS = ("name", "resources", "ports", "restartPolicy")
+"""`restartPolicy: Always` makes an init container a sidecar, whose requests and host ports count
+for the whole life of the pod (scheduling/resources.py, scheduling/podinfo.py)."""
 _POD_STATUS = ("phase", "reason", "message", "nominatedNodeName", "startTime")
 
 

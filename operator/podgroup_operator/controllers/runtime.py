@@ -6,7 +6,8 @@ wiring them through several Kopf startup handlers made the order a matter of imp
 untyped memo attributes. Here it is typed and explicit:
 
 1. `KubeClient` from the kubeconfig (or in-cluster credentials);
-2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas), always
+2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, and for
+   volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses), always
    cluster-wide for pods and nodes, because placement must see every bound pod whatever
    namespaces the operator handles;
 3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
@@ -30,8 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.informers import IndexView, Informer
-from podgroup_operator.adapters.kube import NODES, PODGROUPS, PODS, RESOURCE_QUOTAS, KubeClient
+from podgroup_operator.adapters.informers import Handler, IndexView, Informer
+from podgroup_operator.adapters.kube import (
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    PODS,
+    RESOURCE_QUOTAS,
+    STORAGE_CLASSES,
+    KubeClient,
+)
 from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed_fields
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import WatchEventType
@@ -39,6 +49,7 @@ from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.quota import QuotaService
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
+from podgroup_operator.controllers.volumes import VolumeBinder
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.settings import OperatorSettings
 
@@ -82,6 +93,12 @@ class Informers:
     nodes: Informer
     podgroups: Informer
     quotas: Informer
+    volumes: Informer
+    """PersistentVolumes (cluster-scoped): the snapshot's static PVs."""
+    claims: Informer
+    """PersistentVolumeClaims: members' claims, and when they are Bound."""
+    storage_classes: Informer
+    """StorageClasses: a claim's binding mode and provisioner."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
@@ -100,10 +117,21 @@ class Informers:
             nodes=Informer(kube, NODES, slim_node),
             podgroups=Informer(kube, PODGROUPS, without_managed_fields),
             quotas=Informer(kube, RESOURCE_QUOTAS, without_managed_fields),
+            volumes=Informer(kube, PERSISTENT_VOLUMES, without_managed_fields),
+            claims=Informer(kube, PERSISTENT_VOLUME_CLAIMS, without_managed_fields),
+            storage_classes=Informer(kube, STORAGE_CLASSES, without_managed_fields),
         )
 
     def all(self) -> tuple[Informer, ...]:
-        return (self.nodes, self.pods, self.podgroups, self.quotas)
+        return (
+            self.nodes,
+            self.pods,
+            self.podgroups,
+            self.quotas,
+            self.volumes,
+            self.claims,
+            self.storage_classes,
+        )
 
     @property
     def synced(self) -> bool:
@@ -144,6 +172,12 @@ class Leading:
             publish=self.status.set_verdict,
             default_timeout_seconds=settings.default_schedule_timeout_seconds,
             namespaces=frozenset(settings.namespaces),
+            volumes=VolumeBinder(
+                runtime.kube,
+                informers.volumes.store,
+                informers.claims.store,
+                informers.storage_classes.store,
+            ),
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
@@ -163,11 +197,21 @@ class Leading:
         self.status.touch(key)
         self.scheduler.on_group(key)
 
+    def _volume_handlers(self) -> list[tuple[Informer, Handler]]:
+        informers, volumes = self.runtime.informers, self.scheduler.volumes
+        return [
+            (informers.volumes, volumes.on_volume),
+            (informers.claims, volumes.on_claim),
+            (informers.storage_classes, volumes.on_storage_class),
+        ]
+
     def start(self) -> None:
         self.started = asyncio.get_running_loop().time()
         informers = self.runtime.informers
         # Nodes first, so the snapshot knows every node before the pods bound to them.
         informers.nodes.add_handler(self.on_node)
+        for informer, handler in self._volume_handlers():
+            informer.add_handler(handler)
         informers.pods.add_handler(self.on_pod)
         informers.podgroups.add_handler(self.on_group)
         self.status.start()
@@ -180,6 +224,8 @@ class Leading:
         informers.nodes.remove_handler(self.on_node)
         informers.pods.remove_handler(self.on_pod)
         informers.podgroups.remove_handler(self.on_group)
+        for informer, handler in self._volume_handlers():
+            informer.remove_handler(handler)
         await self.scheduler.stop()
         await self.status.stop()
         await self.runtime.quota.stop()
@@ -226,8 +272,8 @@ class Runtime:
         """Campaign only once synced: a new leader must be able to act on the whole cluster."""
         await self.informers.wait_synced()
         logger.info(
-            "informers synced: %d nodes, %d pods, %d PodGroups, %d ResourceQuotas",
-            *(len(informer.store) for informer in self.informers.all()),
+            "informers synced: %s",
+            ", ".join(f"{len(i.store)} {i.name}" for i in self.informers.all()),
         )
         if self.elector is None:
             await self.start_leading()

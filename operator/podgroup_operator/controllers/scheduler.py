@@ -6,7 +6,9 @@ sits in `pending` by group. A cycle builds one `GangRequest` per waiting group, 
 queue order against the snapshot (placements are assumed into it, refusals leave it untouched),
 and sends all bindings of a decision concurrently. A failed bind releases what that pod held
 and puts it back in its group's queue (the members already bound stay bound and count toward
-minMember next time); the watch then brings the truth.
+minMember next time); the watch then brings the truth. A gang whose placement chose volumes for
+its claims has them bound first, and none of its pods is bound if that fails
+(controllers/volumes.py).
 
 The scheduler never writes PodGroup status: its verdicts go to the status reconciler (see
 domain/scheduling_status.py). It knows nothing of Kopf: the informers feed it node, pod and
@@ -37,6 +39,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.logs import truncate
@@ -84,6 +87,7 @@ class GangScheduler:
         default_timeout_seconds: int = 60,
         namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        volumes: VolumeBinder | None = None,
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
@@ -97,7 +101,10 @@ class GangScheduler:
         self.default_timeout_seconds = default_timeout_seconds
         self.clock = clock
         self.backoff = Backoff(initial_seconds=1, max_seconds=60)
-        self.snapshot = Snapshot()
+        self.snapshot = Snapshot(gang_of=group_key_of)
+        self.volumes = volumes if volumes is not None else VolumeBinder(kube)
+        """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
+        self.volumes.attach(self.snapshot, self.on_volumes_changed)
         self.pending: dict[GroupKey, dict[str, JSON]] = {}
         self.in_flight: set[str] = set()
         self.pending_key: dict[str, GroupKey] = {}
@@ -170,6 +177,11 @@ class GangScheduler:
             self._add_pending(uid, key, pod)
         else:
             self._drop_pending(uid)
+
+    def on_volumes_changed(self) -> None:
+        """A PV, claim or StorageClass changed: a gang waiting on volumes may fit now."""
+        self._retry_all()
+        self.wake()
 
     def on_group(self, key: GroupKey) -> None:
         self._parsed.pop(key, None)
@@ -420,7 +432,13 @@ class GangScheduler:
             retry = self.backoff.delay(state.failures)
             if state.last_failure is not None and now < state.last_failure + retry:
                 return None
-            return GangRequest(namespace=key[0], name=key[1], min_member=1, pending=waiting)
+            return GangRequest(
+                namespace=key[0],
+                name=key[1],
+                min_member=1,
+                pending=waiting,
+                claims=self.volumes.claims_for(waiting),
+            )
         group = self._group(key)
         if group is None or _terminal(group):
             # No PodGroup yet (the status reconciler warns the pods), or a finished one: the
@@ -475,6 +493,7 @@ class GangScheduler:
             ),
             created=group.metadata.creation_timestamp,
             last_failure=group.status.last_failure_time,
+            claims=self.volumes.claims_for(waiting),
         )
 
     def _gang_group(
@@ -610,7 +629,31 @@ class GangScheduler:
                 finally:
                     self.in_flight.discard(binding.pod_uid)
 
-        await asyncio.gather(*(bind(b) for b in bindings))
+        async def bind_with_volumes(gang: list[Binding]) -> None:
+            """Bind the gang's volumes first; if that fails, none of its pods is bound."""
+            try:
+                await self.volumes.prepare(gang)
+            except VolumeBindingError as exc:
+                self._volumes_failed(gang, exc)
+                return
+            await asyncio.gather(*(bind(b) for b in gang))
+
+        plain, with_claims = with_volumes(bindings, self.pending_key.get)
+        await asyncio.gather(
+            *(bind(b) for b in plain), *(bind_with_volumes(gang) for gang in with_claims)
+        )
+
+    def _volumes_failed(self, gang: list[Binding], exc: VolumeBindingError) -> None:
+        """Un-assume the gang's pods (they stay pending) and say why in its status."""
+        key = self.pending_key.get(gang[0].pod_uid)
+        logger.warning("volumes of %s not bound: %s", key, exc)
+        for binding in gang:
+            metrics.BINDS.labels("failed").inc()
+            self.snapshot.remove_pod(binding.pod_uid)
+            self.in_flight.discard(binding.pod_uid)
+        if key is not None:
+            self._refused(key, c.Reason.VOLUME_BINDING_FAILED, str(exc), self.clock())
+        self.wake()
 
     async def _bound_meanwhile(self, binding: Binding) -> bool:
         """After a 409 on the binding: is this pod (same UID) on a node now?

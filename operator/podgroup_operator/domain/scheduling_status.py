@@ -16,7 +16,13 @@ from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, R
 from podgroup_operator.domain.conditions import find_condition, set_condition
 
 SCHEDULER_REASONS = frozenset(
-    {Reason.NOT_ENOUGH_RESOURCES, Reason.SCHEDULE_TIMEOUT, Reason.SCHEDULING_FAILED}
+    {
+        Reason.NOT_ENOUGH_RESOURCES,
+        Reason.SCHEDULE_TIMEOUT,
+        Reason.SCHEDULING_FAILED,
+        Reason.UNSUPPORTED_CONSTRAINT,
+        Reason.VOLUME_BINDING_FAILED,
+    }
 )
 """Unschedulable reasons the scheduler owns; the lifecycle keeps them while Pending."""
 

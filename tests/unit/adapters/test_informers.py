@@ -18,6 +18,9 @@ from podgroup_operator.adapters.kube import PODS, KubeClient
 from podgroup_operator.adapters.slim import slim_pod
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.scheduling.placement import member_shape
+from podgroup_operator.scheduling.podinfo import host_ports, inter_pod_constraints, pod_info
+from podgroup_operator.scheduling.resources import pod_requests
 from tests.builders import pod
 from tests.fakes import FakeApiServer
 
@@ -184,3 +187,80 @@ def test_slim_pods_keep_what_the_operator_reads_and_bare_pods_keep_their_spec() 
     bare = pod("b", requests={"cpu": "1"})
     bare["spec"]["containers"][0]["env"] = [{"name": "A", "value": "x"}]
     assert slim_pod(bare)["spec"] == bare["spec"]
+
+
+def test_slim_pods_keep_every_fact_the_scheduler_reads() -> None:
+    """The scheduler decides on slim pods: a controlled pod using every scheduling field must
+    look the same to it slim as whole (requests with sidecars and overhead, host ports,
+    pod-to-pod constraints, volumes, priority, preferences)."""
+    full = pod(
+        "p",
+        group="g",
+        labels={"app": "web"},
+        requests={"cpu": "1"},
+        priority=7,
+        preemptionPolicy="Never",
+        overhead={"cpu": "100m"},
+        nodeSelector={"disk": "ssd"},
+        tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+        affinity={
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 5,
+                        "preference": {
+                            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]
+                        },
+                    }
+                ]
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            },
+        },
+        topologySpreadConstraints=[
+            {
+                "maxSkew": 1,
+                "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "matchLabelKeys": ["app"],
+            }
+        ],
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        initContainers=[
+            {
+                "name": "proxy",
+                "image": "x",
+                "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": "500m"}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}],
+            },
+            {
+                "name": "setup",
+                "image": "x",
+                "command": ["true"],
+                "resources": {"requests": {"memory": "1Gi"}},
+            },
+        ],
+    )
+    full["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000}]
+    full["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}
+    ]
+    slim = slim_pod(full)
+    assert slim["spec"] != full["spec"]  # slimmed indeed (image, command dropped)
+    assert pod_requests(slim) == pod_requests(full)
+    assert pod_requests(slim)["cpu"] == 1600  # main + sidecar + overhead
+    assert pod_info(slim, "u1", pod_requests(slim), group_key_of) == pod_info(
+        full, "u1", pod_requests(full), group_key_of
+    )
+    assert len(host_ports(slim)) == 2
+    assert inter_pod_constraints(slim) == inter_pod_constraints(full)
+    assert member_shape(slim) == member_shape(full)
+    assert slim["spec"]["preemptionPolicy"] == "Never"

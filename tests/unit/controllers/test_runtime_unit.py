@@ -6,6 +6,7 @@ import asyncio
 
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.controllers.runtime import Runtime
+from podgroup_operator.scheduling.volumes import BindingMode
 from podgroup_operator.settings import OperatorSettings
 from tests.builders import node, pod
 from tests.fakes import FakeApiServer
@@ -31,5 +32,49 @@ async def test_not_ready_before_the_first_list_ready_after_and_leading_without_e
         ready, details = runtime.readiness()
         assert ready and details["leading"] is True
         assert runtime.metric_snapshot()["informers"]["pods"]["objects"] == 1
+    finally:
+        await runtime.stop()
+
+
+async def test_the_leaders_scheduler_sees_volumes_claims_and_their_storage_classes() -> None:
+    api = FakeApiServer()
+    api.seed(
+        node("n1"),
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "local"},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv1"},
+            "spec": {"storageClassName": "local", "capacity": {"storage": "1Gi"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "default"},
+            "spec": {"storageClassName": "local"},
+        },
+    )
+    runtime = Runtime(OperatorSettings(leader_election=False, metrics_address=""), KubeClient(api))
+    await runtime.start()
+    try:
+        await asyncio.wait_for(runtime.informers.wait_synced(), 2)
+        for _ in range(100):
+            if runtime.leading is not None:
+                break
+            await asyncio.sleep(0)
+        assert runtime.leading is not None
+        scheduler = runtime.leading.scheduler
+        assert set(scheduler.snapshot.volumes) == {"pv1"}
+        member = pod(
+            "p", group="g", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+        )
+        (claim,) = scheduler.volumes.claims_for([member]).values()
+        assert claim.binding_mode is BindingMode.WAIT_FOR_FIRST_CONSUMER
     finally:
         await runtime.stop()

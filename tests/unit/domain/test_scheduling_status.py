@@ -55,3 +55,15 @@ def test_terminal_groups_are_left_alone() -> None:
 def test_no_scheduled_condition_before_anything_is_bound() -> None:
     status = apply_verdict(PodGroupStatus(phase=Phase.PENDING), None, 3, NOW, id_seed="g")
     assert find_condition(status.conditions, ConditionType.SCHEDULED) is None
+
+
+def test_an_unsupported_constraint_is_the_schedulers_reason_replaced_and_cleared_by_it() -> None:
+    """Fixing the pods' constraint must let the next verdict (refusal or placement) through."""
+    odd = Verdict(placed=False, reason=Reason.UNSUPPORTED_CONSTRAINT, message="spec.x: bad")
+    refused = apply_verdict(PodGroupStatus(phase=Phase.PENDING), odd, 3, NOW, id_seed="g")
+    cond = unschedulable(refused)
+    assert cond is not None and cond.reason == Reason.UNSUPPORTED_CONSTRAINT
+    short = unschedulable(apply_verdict(refused, REFUSED, 3, NOW, id_seed="g"))
+    assert short is not None and short.reason == Reason.NOT_ENOUGH_RESOURCES
+    placed = unschedulable(apply_verdict(refused, Verdict(placed=True), 3, NOW, id_seed="g"))
+    assert placed is not None and placed.status == ConditionStatus.FALSE

@@ -1,0 +1,159 @@
+"""Volume binding by the bundled scheduler on the real control plane (issue 10, item 2).
+
+kube-controller-manager's PV controller runs here, so a claim the scheduler pointed a PV at is
+really bound by it, as in a cluster with kube-scheduler. PVs and StorageClasses are cluster-
+scoped: each test names its own and deletes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import (
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    STORAGE_CLASSES,
+    ApiError,
+    Kind,
+    KubeClient,
+)
+from podgroup_operator.devcluster.process import OperatorProcess
+from tests.kube_helpers import (
+    create_group,
+    gang_pods,
+    group_status,
+    pool,
+    scheduling_attempts,
+    wait_scheduling_attempts,
+)
+from tests.waiting import wait_for
+
+HOSTNAME = "kubernetes.io/hostname"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+NOT_ENOUGH_RESOURCES = c.Reason.NOT_ENOUGH_RESOURCES
+
+
+@asynccontextmanager
+async def cluster_scoped(kube: KubeClient, kind: Kind, body: dict[str, Any]) -> AsyncIterator[Any]:
+    """Create a cluster-scoped object; delete it on the way out."""
+    created = await kube.create(kind, body)
+    try:
+        yield created
+    finally:
+        try:
+            await kube.delete(kind, body["metadata"]["name"])
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+
+def storage_class(name: str, mode: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": NO_PROVISIONER,
+        "volumeBindingMode": mode,
+    }
+
+
+def local_pv(name: str, klass: str, host: str) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [host]}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": klass,
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "local": {"path": f"/mnt/disks/{name}"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+        },
+    }
+
+
+def claim(name: str, klass: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": klass,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
+def mounting(claim_name: str) -> list[dict[str, Any]]:
+    return [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+
+
+async def test_wait_for_first_consumer_claim_binds_the_static_local_pv_and_its_pod_lands_there(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    klass, pv_name = f"local-{suffix}", f"pv-{suffix}"
+    async with (
+        pool(kube, count=3, cpu="8", memory="16Gi") as (_, name),
+        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "WaitForFirstConsumer")),
+    ):
+        host = f"{name}-2"  # not the first node best-fit would pick: the PV decides
+        async with cluster_scoped(kube, PERSISTENT_VOLUMES, local_pv(pv_name, klass, host)):
+            await kube.create(PERSISTENT_VOLUME_CLAIMS, claim("data", klass), namespace)
+            await create_group(kube, namespace, "db", min_member=1)
+            await gang_pods(kube, namespace, "db", 1, name, group="db", volumes=mounting("data"))
+
+            async def pod_bound() -> str | None:
+                pod = await kube.get(PODS, "db-0", namespace)
+                return pod["spec"].get("nodeName")
+
+            assert await wait_for(pod_bound, 30, "the pod to be bound") == host
+
+            async def claim_bound() -> dict[str, Any] | None:
+                pvc = await kube.get(PERSISTENT_VOLUME_CLAIMS, "data", namespace)
+                return pvc if pvc.get("status", {}).get("phase") == "Bound" else None
+
+            pvc = await wait_for(claim_bound, 30, "the claim to be Bound")
+            assert pvc["spec"]["volumeName"] == pv_name
+            pv = await kube.get(PERSISTENT_VOLUMES, pv_name)
+            ref = pv["spec"]["claimRef"]
+            assert (ref["namespace"], ref["name"], ref["uid"]) == (
+                namespace,
+                "data",
+                pvc["metadata"]["uid"],
+            )
+
+
+async def test_an_unbound_immediate_claim_keeps_its_gang_waiting_naming_the_claim(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    klass = f"manual-{uuid.uuid4().hex[:6]}"
+    async with (
+        pool(kube, count=1, cpu="8", memory="16Gi") as (_, name),
+        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "Immediate")),
+    ):
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, claim("scratch", klass), namespace)
+        await create_group(kube, namespace, "job", min_member=1)
+        await gang_pods(kube, namespace, "job", 1, name, group="job", volumes=mounting("scratch"))
+
+        async def waiting() -> str | None:
+            conditions = (await group_status(kube, namespace, "job")).get("conditions") or []
+            cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
+            # Until its pod is seen, the lifecycle's NotEnoughTasks may come first.
+            refused = cond and cond["status"] == "True" and cond["reason"] == NOT_ENOUGH_RESOURCES
+            return cond["message"] if cond and refused else None
+
+        message = await wait_for(waiting, 30, "the gang to wait for its claim")
+        assert "waiting for PVC 'scratch' to be bound" in message, message
+        refused = await scheduling_attempts(operator, "refused")
+        await wait_scheduling_attempts(operator, "refused", since=refused, more=2)
+        pod = await kube.get(PODS, "job-0", namespace)
+        assert not pod["spec"].get("nodeName")
