@@ -222,10 +222,6 @@ class StatusResult:
     status: PodGroupStatus
     events: tuple[LifecycleEvent, ...] = ()
 
-    @property
-    def phase_changed(self) -> bool:
-        return bool(self.events)
-
 
 @dataclass(frozen=True)
 class _Loss:

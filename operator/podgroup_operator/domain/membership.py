@@ -70,15 +70,6 @@ def membership_keys() -> tuple[str, ...]:
     return tuple(key.name for key in _KEYS_BY_PRECEDENCE)
 
 
-def membership_label_keys() -> tuple[str, ...]:
-    """The membership keys that are labels, for label selectors (annotations cannot be selected).
-
-    A selector cannot OR two keys, so a watch that must see every member either uses one
-    `<key>` existence selector per entry, or watches unfiltered pods and calls `group_key_of()`.
-    """
-    return tuple(key.name for key in _KEYS_BY_PRECEDENCE if key.is_label)
-
-
 def declares_membership(pod: Pod) -> bool:
     """True when any membership key has a non-empty value, whatever the pod's namespace.
 
@@ -127,11 +118,6 @@ def group_key_of(pod: Pod) -> GroupKey | None:
     if name is None or not namespace:
         return None
     return (namespace, name)
-
-
-def is_member_of(pod: Pod, group: GroupKey) -> bool:
-    """Whether the pod counts as a member of the group with this (namespace, name)."""
-    return group_key_of(pod) == group
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,13 @@ Timeouts and backoff are pure functions of times passed in; nothing here reads a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.limits import clamp_seconds
-from podgroup_operator.scheduling.gang import GangRequest
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 
@@ -57,15 +56,6 @@ def queue_key(gang: Queued) -> QueueKey:
 def order_gangs(gangs: Iterable[Q]) -> list[Q]:
     """The gangs in the order they should be decided."""
     return sorted(gangs, key=queue_key)
-
-
-def members_in_order(
-    gangs: Iterable[GangRequest],
-) -> Iterator[tuple[GangRequest, Mapping[str, Any]]]:
-    """(gang, pending pod) pairs, gangs in queue order, each gang's members contiguous."""
-    for gang in order_gangs(gangs):
-        for pod in gang.pending:
-            yield gang, pod
 
 
 # --- timeout and backoff -------------------------------------------------------------------------

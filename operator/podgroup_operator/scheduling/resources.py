@@ -38,11 +38,6 @@ def _milli(value: str | int | float) -> int:
     return to_milli(value)
 
 
-def quantity_milli(value: str | int | float) -> int:
-    """One quantity as milli-units; raises QuantityError on malformed input."""
-    return _milli(value)
-
-
 def resource_list(raw: Mapping[str, Any] | None) -> Resources:
     """A raw ResourceList (`{"cpu": "500m"}`) as milli-units, dropping zero amounts."""
     if not raw:

@@ -8,11 +8,10 @@ from podgroup_operator.api.limits import MAX_SECONDS
 from podgroup_operator.scheduling.queue import (
     Backoff,
     decide_wait,
-    members_in_order,
     order_gangs,
     schedule_deadline,
 )
-from tests.unit.scheduling.helpers import gang, members
+from tests.unit.scheduling.helpers import gang
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -38,13 +37,6 @@ def test_uid_breaks_the_last_tie() -> None:
     first = gang("x", (), min_member=1, created=T0, uid="uid-1")
     second = gang("x", (), min_member=1, created=T0, uid="uid-2")
     assert order_gangs([second, first]) == [first, second]
-
-
-def test_members_of_one_gang_are_never_interleaved() -> None:
-    late = gang("late", members("late", 3), created=T0 + timedelta(seconds=1))
-    early = gang("early", members("early", 2), created=T0)
-    names = [pod["metadata"]["name"] for _, pod in members_in_order([late, early])]
-    assert names == ["early-0", "early-1", "late-0", "late-1", "late-2"]
 
 
 def test_backoff_doubles_and_is_capped() -> None:
