@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -73,6 +73,14 @@ class RuntimeView(Protocol):
     def metric_snapshot(self) -> dict[str, Any]: ...
 
 
+def _tally(name: str, documentation: str, label: str, values: Iterable[str]) -> GaugeMetricFamily:
+    """A gauge of how many of `values` carry each label value, in label order."""
+    gauge = GaugeMetricFamily(name, documentation, labels=[label])
+    for value, count in sorted(Tally(values).items()):
+        gauge.add_metric([value], count)
+    return gauge
+
+
 class RuntimeCollector(Collector):
     """Gauges computed at scrape time from the runtime (see the module docstring)."""
 
@@ -84,18 +92,13 @@ class RuntimeCollector(Collector):
         if runtime is None:
             return
         state = runtime.metric_snapshot()
-        phases = GaugeMetricFamily("podgroup_podgroups", "PodGroups by phase.", labels=["phase"])
-        for phase, count in sorted(Tally(state["phases"]).items()):
-            phases.add_metric([phase], count)
-        yield phases
-        waiting = GaugeMetricFamily(
+        yield _tally("podgroup_podgroups", "PodGroups by phase.", "phase", state["phases"])
+        yield _tally(
             "podgroup_waiting_gangs",
             "Gangs the scheduler is waiting on, by reason.",
-            labels=["reason"],
+            "reason",
+            state["waiting_reasons"],
         )
-        for reason, count in sorted(Tally(state["waiting_reasons"]).items()):
-            waiting.add_metric([reason], count)
-        yield waiting
         reserved = GaugeMetricFamily(
             "podgroup_quota_reserved",
             "Quota reserved by PodGroups (totalResources), per namespace and resource.",

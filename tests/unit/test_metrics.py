@@ -1,0 +1,24 @@
+"""The scrape-time gauges count what the runtime reports, one sample per label value."""
+
+from typing import Any
+
+from podgroup_operator.metrics import RuntimeCollector
+
+
+class View:
+    def metric_snapshot(self) -> dict[str, Any]:
+        return {
+            "phases": ["Running", "Pending", "Running"],
+            "waiting_reasons": ["NotEnoughResources"],
+            "quota": {},
+            "informers": {},
+            "leader": 1.0,
+        }
+
+
+def test_phases_and_waiting_reasons_are_tallied() -> None:
+    gauges = {g.name: g for g in RuntimeCollector(View).collect()}
+    phases = {s.labels["phase"]: s.value for s in gauges["podgroup_podgroups"].samples}
+    assert phases == {"Pending": 1, "Running": 2}
+    waiting = {s.labels["reason"]: s.value for s in gauges["podgroup_waiting_gangs"].samples}
+    assert waiting == {"NotEnoughResources": 1}
