@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator.adapters.kube import ApiError, Kind, KubeClient
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
 
 logger = logging.getLogger(__name__)
@@ -49,8 +50,8 @@ PAGE_SIZE = 500
 WATCH_SECONDS = (240, 360)
 """The server ends each watch after a random time in this range, as client-go asks (5-10 min
 there); spreading the ends keeps several informers from re-watching at the same instant."""
-RETRY_SECONDS = (0.5, 30.0)
-"""Backoff after an unexpected failure of list or watch: first and longest wait."""
+RETRY = Backoff(initial_seconds=1.0, max_seconds=30.0)
+"""Backoff after an unexpected failure of list or watch: 1 s, doubling, at most 30 s."""
 
 
 def object_key(obj: JSON) -> str:
@@ -217,7 +218,7 @@ class Informer:
             except Exception as exc:
                 failures += 1
                 self.stats.failures += 1
-                delay = min(RETRY_SECONDS[1], RETRY_SECONDS[0] * 2 ** min(failures, 10))
+                delay = RETRY.delay(failures).total_seconds()
                 logger.warning(
                     "%s: list/watch failed (%s); again in %.1fs", self.name, _short(exc), delay
                 )
