@@ -23,7 +23,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +35,13 @@ from podgroup_operator.adapters.kube import ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.preemption import Preempted, Preemptor
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
+from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import Backoff, decide_wait, order_gangs
 from podgroup_operator.scheduling.snapshot import Snapshot, holds_node, pod_uid
 
@@ -83,6 +85,8 @@ class GangScheduler:
         default_timeout_seconds: int = 60,
         namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        budgets: Callable[[], Sequence[DisruptionBudget]] = tuple,
+        on_preempted: Callable[[GroupKey, Preempted], None] = lambda key, fact: None,
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
@@ -96,7 +100,10 @@ class GangScheduler:
         self.default_timeout_seconds = default_timeout_seconds
         self.clock = clock
         self.backoff = Backoff(initial_seconds=1, max_seconds=60)
-        self.snapshot = Snapshot()
+        self.snapshot = Snapshot(gang_of=group_key_of)
+        self.preemption = Preemptor(
+            kube, self.snapshot, groups, budgets=budgets, on_preempted=on_preempted, clock=clock
+        )
         self.pending: dict[GroupKey, dict[str, JSON]] = {}
         self.in_flight: set[str] = set()
         self.pending_key: dict[str, GroupKey] = {}
@@ -151,6 +158,7 @@ class GangScheduler:
             self._forget_bound(uid)
         if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_pod(uid)
+            self.preemption.pod_gone(uid)
             self._drop_pending(uid)
             self._retry_all()
             self.wake()
@@ -208,9 +216,11 @@ class GangScheduler:
                 del self.pending[key]
                 self.waiting.pop(key, None)
                 self._release(key)
+                self.preemption.forget(key)
 
     def _release(self, key: GroupKey) -> None:
-        """Give back what a NonStrict gang held."""
+        """Give back what a NonStrict gang held, and the room nominated for it by preemption."""
+        self.preemption.release(key)
         undo = self.held.pop(key, None)
         if undo is not None:
             undo()
@@ -233,6 +243,7 @@ class GangScheduler:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.preemption.stop()
 
     async def _run(self) -> None:
         while True:
@@ -410,7 +421,10 @@ class GangScheduler:
                 self.held[request.key] = decision.undo
             else:
                 decision.undo()
-            self._refused(request.key, decision.reason, decision.message, now)
+            message = decision.message
+            if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
+                message = self.preemption.refused(request, message, now)
+            self._refused(request.key, decision.reason, message, now)
             return REFUSED
 
     def _request(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> GangRequest | None:
@@ -542,6 +556,7 @@ class GangScheduler:
 
     def _placed(self, placement: Placement) -> None:
         self.waiting.pop(placement.gang, None)
+        self.preemption.forget(placement.gang)
         self.publish(placement.gang, Verdict(placed=True))
         for binding in placement.bindings:
             self.in_flight.add(binding.pod_uid)

@@ -1,0 +1,283 @@
+"""Carrying out gang preemption for the scheduler: plan, nominate, evict, hold the room.
+
+The planning is pure (`scheduling.plan_preemption`); this module does what a plan says, with
+the API writes kube-scheduler makes for the same decision:
+
+1. `status.nominatedNodeName` on each pending member of the preemptor (a pods/status patch),
+   so `kubectl get pod -o wide` and cluster tooling see where it is headed;
+2. every pod of every victim gang deleted with a UID precondition (a recreated namesake is
+   left alone), each counted in `podgroup_preemptions`;
+3. Events naming the other side: `Preempted` on each victim pod and on its PodGroup,
+   `Preempting` on the preemptor's PodGroup; and the victim PodGroup's fact handed to the
+   status reconciler (`on_preempted`), the only writer of PodGroup status.
+
+Why the room is held: the victims take seconds to terminate, and their capacity comes back pod
+by pod. Without a hold, a lower-priority gang deciding in between would take it and the
+preemptor would evict again, for ever. So the preemptor's nominated placement stays assumed in
+the snapshot (capacity booked, like kube-scheduler's nominated pods) from the plan until its
+next decision; each decision releases it, tries a normal placement, and, if that still fails
+while victims are terminating, books it again instead of planning anew. A nomination ends when
+the gang is placed, when its pods are gone, or `NOMINATION_SECONDS` after the plan (a victim
+that never goes away must not hold the room for ever); only then may the gang plan again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator import metrics
+from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
+from podgroup_operator.logs import truncate
+from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
+from podgroup_operator.scheduling.preemption import (
+    DisruptionBudget,
+    PreemptionPlan,
+    PreemptionRefusal,
+    Victim,
+    VictimGang,
+    plan_preemption,
+)
+from podgroup_operator.scheduling.resources import pod_requests
+from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, pod_uid
+
+logger = logging.getLogger(__name__)
+
+GroupKey = tuple[str, str]
+JSON = dict[str, Any]
+
+NOMINATION_SECONDS = 120
+"""How long a plan's nomination holds the room while its victims terminate: past the default
+30 s grace period with margin; a victim still there after it no longer blocks a new plan."""
+WRITE_CONCURRENCY = 16
+"""Deletions, status patches and Events of one plan in flight at once."""
+
+
+@dataclass(frozen=True)
+class Preempted:
+    """What the status reconciler records on a victim PodGroup (its `Preempted` condition)."""
+
+    by: str
+    """The preemptor, `namespace/name`."""
+    message: str
+
+
+@dataclass
+class Nomination:
+    """A plan being carried out: the victims still to go and the room held meanwhile."""
+
+    bindings: tuple[Binding, ...]
+    victims: set[str]
+    """UIDs of victim pods whose deletion the watch has not shown yet."""
+    expires: dt.datetime
+    message: str
+    undo: Undo = field(default=NO_UNDO)
+
+
+def preemption_policy(pods: Sequence[Mapping[str, Any]]) -> PreemptionPolicy:
+    """`Never` when any member says so (the PriorityClass's policy, copied at admission): a
+    gang is one decision, and a member that must not preempt makes the gang not preempt."""
+    for pod in pods:
+        if (pod.get("spec") or {}).get("preemptionPolicy") == PreemptionPolicy.NEVER:
+            return PreemptionPolicy.NEVER
+    return PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
+def _ignore(key: GroupKey, fact: Preempted) -> None:
+    return None
+
+
+def _no_budgets() -> Sequence[DisruptionBudget]:
+    return ()
+
+
+class Preemptor:
+    """The scheduler's preemption step, called when a gang is refused for room."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        snapshot: Snapshot,
+        groups: Any,
+        *,
+        budgets: Callable[[], Sequence[DisruptionBudget]] = _no_budgets,
+        on_preempted: Callable[[GroupKey, Preempted], None] = _ignore,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.kube = kube
+        self.snapshot = snapshot
+        self.groups = groups
+        """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
+        self.budgets = budgets
+        self.on_preempted = on_preempted
+        self.clock = clock
+        self.nominations: dict[GroupKey, Nomination] = {}
+        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- the scheduler's calls -------------------------------------------------------------------
+    def refused(self, request: GangRequest, message: str, now: dt.datetime) -> str:
+        """The gang was refused for room: go on with its nomination, or plan one.
+
+        Returns the message the refusal should publish (the placement's shortfall, and what
+        preemption does about it). Never plans while an earlier plan's victims terminate.
+        """
+        key = request.key
+        nomination = self.nominations.get(key)
+        if nomination is not None and nomination.victims and now < nomination.expires:
+            self._hold(nomination, request)
+            return (
+                f"{message}; preempting: waiting for {len(nomination.victims)} evicted pod(s) "
+                "to terminate; the room they free is held for this gang"
+            )
+        self.forget(key)
+        request = replace(request, preemption_policy=preemption_policy(request.pending))
+        plan = plan_preemption(request, self.snapshot, self.budgets())
+        if isinstance(plan, PreemptionRefusal):
+            return f"{message}; no preemption: {plan.message}"
+        nomination = Nomination(
+            bindings=plan.nominations,
+            victims={v.uid for v in plan.victim_pods},
+            expires=now + dt.timedelta(seconds=NOMINATION_SECONDS),
+            message=plan.message,
+        )
+        self.nominations[key] = nomination
+        self._hold(nomination, request)
+        if plan.empty:
+            return f"{message}; {plan.message}; the room is held for this gang"
+        logger.info("gang %s/%s: %s", key[0], key[1], truncate(plan.message))
+        self._spawn(self._execute(request, plan))
+        return f"{message}; {plan.message}"
+
+    def release(self, key: GroupKey) -> None:
+        """Give back the held room before the gang is decided again (the nomination stays)."""
+        nomination = self.nominations.get(key)
+        if nomination is not None:
+            nomination.undo()
+            nomination.undo = NO_UNDO
+
+    def forget(self, key: GroupKey) -> None:
+        """The gang was placed, or its pods are gone: the nomination ends."""
+        self.release(key)
+        self.nominations.pop(key, None)
+
+    def pod_gone(self, uid: str) -> None:
+        """The watch shows a pod deleted: one victim fewer to wait for."""
+        for nomination in self.nominations.values():
+            nomination.victims.discard(uid)
+
+    def nominated(self, key: GroupKey) -> Nomination | None:
+        return self.nominations.get(key)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def settled(self) -> None:
+        """Wait until every write started so far has been answered (tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- the room held ---------------------------------------------------------------------------
+    def _hold(self, nomination: Nomination, request: GangRequest) -> None:
+        """Book the nominated members on their nodes (over capacity while victims are still
+        there), so no other gang can take the room as the victims leave."""
+        nomination.undo()
+        pods = {pod_uid(p): p for p in request.pending}
+        triples = [
+            (b.pod_uid, b.node, pod_requests(pods[b.pod_uid]))
+            for b in nomination.bindings
+            if b.pod_uid in pods and b.node in self.snapshot.nodes
+        ]
+        nomination.undo = self.snapshot.assume(triples) if triples else NO_UNDO
+
+    # --- the writes ------------------------------------------------------------------------------
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _limited(self, coro: Any) -> None:
+        async with self._writes:
+            await coro
+
+    async def _execute(self, request: GangRequest, plan: PreemptionPlan) -> None:
+        """Nominate, evict, narrate. Each write is best effort and logged: a failed deletion
+        leaves its victim in the nomination, which then expires and lets the gang plan again."""
+        preemptor = request.label
+        writes = [self._limited(self._nominate(b)) for b in plan.nominations]
+        for victim in plan.victims:
+            why = (
+                f"preempted by gang {preemptor} (priority {request.priority}) to make room: "
+                f"this gang ({victim.label}, priority {victim.priority}) is evicted whole"
+            )
+            writes.extend(self._limited(self._evict(victim, pod, why)) for pod in victim.pods)
+            if victim.gang is not None:
+                writes.append(self._limited(self._victim_group(victim.gang, preemptor, why)))
+        writes.append(
+            self._limited(
+                self._event(
+                    self._group_body(request.key), c.Reason.PREEMPTING, truncate(plan.message)
+                )
+            )
+        )
+        await asyncio.gather(*writes)
+
+    async def _nominate(self, binding: Binding) -> None:
+        try:
+            await self.kube.patch_status(
+                PODS, binding.pod, binding.namespace, {"nominatedNodeName": binding.node}
+            )
+        except ApiError as exc:
+            logger.warning("nominating %s/%s failed: %s", binding.namespace, binding.pod, exc)
+
+    async def _evict(self, victim: VictimGang, pod: Victim, why: str) -> None:
+        try:
+            await self.kube.delete(PODS, pod.name, pod.namespace, uid=pod.uid)
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:
+                # Gone already, or a namesake with another UID: nothing of the victim is left.
+                self.pod_gone(pod.uid)
+                return
+            logger.warning("evicting %s/%s failed: %s", pod.namespace, pod.name, exc)
+            return
+        metrics.PREEMPTIONS.inc()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        }
+        await self._event(body, c.Reason.PREEMPTED, f"{why}; was on node {pod.node}")
+
+    async def _victim_group(self, key: GroupKey, preemptor: str, why: str) -> None:
+        self.on_preempted(key, Preempted(by=preemptor, message=why))
+        await self._event(self._group_body(key), c.Reason.PREEMPTED, why)
+
+    def _group_body(self, key: GroupKey) -> JSON | None:
+        return next(iter(self.groups.get(key, [])), None)
+
+    async def _event(self, involved: JSON | None, reason: c.Reason, message: str) -> None:
+        if involved is None:
+            return  # a gang of one, or a PodGroup gone meanwhile: its pods carry the Events
+        try:
+            await self.kube.create_event(
+                involved,
+                event_type=c.EventType.NORMAL,
+                reason=reason,
+                message=message,
+                timestamp=self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        except ApiError as exc:
+            logger.warning(
+                "Event %s on %s not posted: %s",
+                reason,
+                (involved.get("metadata") or {}).get("name"),
+                exc.message,
+            )
