@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,6 +41,7 @@ from podgroup_operator.scheduling.preemption import (
     PreemptionRefusal,
     Victim,
     VictimGang,
+    disruption_budget,
     plan_preemption,
 )
 from podgroup_operator.scheduling.resources import pod_requests
@@ -86,6 +87,21 @@ def preemption_policy(pods: Sequence[Mapping[str, Any]]) -> PreemptionPolicy:
         if (pod.get("spec") or {}).get("preemptionPolicy") == PreemptionPolicy.NEVER:
             return PreemptionPolicy.NEVER
     return PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
+def budgets_of(objects: Iterable[Mapping[str, Any]], *, v1beta1: bool) -> list[DisruptionBudget]:
+    """The cluster's PodDisruptionBudgets as the planner reads them.
+
+    policy/v1beta1 (served alone before Kubernetes 1.21) reads an empty selector as "no pod",
+    policy/v1 as "every pod of the namespace"; the planner's model is v1's, so such a v1beta1
+    budget protects nothing and is left out.
+    """
+    out = []
+    for raw in objects:
+        if v1beta1 and not ((raw.get("spec") or {}).get("selector") or {}):
+            continue
+        out.append(disruption_budget(raw))
+    return out
 
 
 def _ignore(key: GroupKey, fact: Preempted) -> None:

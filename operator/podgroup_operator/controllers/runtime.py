@@ -31,14 +31,24 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import IndexView, Informer
-from podgroup_operator.adapters.kube import NODES, PODGROUPS, PODS, RESOURCE_QUOTAS, KubeClient
+from podgroup_operator.adapters.kube import (
+    NODES,
+    PDBS,
+    PDBS_V1BETA1,
+    PODGROUPS,
+    PODS,
+    RESOURCE_QUOTAS,
+    KubeClient,
+)
 from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed_fields
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.leader import LeaderElector
+from podgroup_operator.controllers.preemption import budgets_of
 from podgroup_operator.controllers.quota import QuotaService
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
 from podgroup_operator.domain.membership import GroupKey, group_key_of
+from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)
@@ -81,6 +91,8 @@ class Informers:
     nodes: Informer
     podgroups: Informer
     quotas: Informer
+    pdbs: Informer
+    """PodDisruptionBudgets, which preemption honours where it can."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
@@ -99,10 +111,15 @@ class Informers:
             nodes=Informer(kube, NODES, slim_node),
             podgroups=Informer(kube, PODGROUPS, without_managed_fields),
             quotas=Informer(kube, RESOURCE_QUOTAS, without_managed_fields),
+            pdbs=Informer(kube, PDBS, without_managed_fields, fallbacks=(PDBS_V1BETA1,)),
         )
 
     def all(self) -> tuple[Informer, ...]:
-        return (self.nodes, self.pods, self.podgroups, self.quotas)
+        return (self.nodes, self.pods, self.podgroups, self.quotas, self.pdbs)
+
+    def budgets(self) -> list[DisruptionBudget]:
+        """The PodDisruptionBudgets for the preemption planner."""
+        return budgets_of(self.pdbs.store.objects(), v1beta1=self.pdbs.kind == PDBS_V1BETA1)
 
     @property
     def synced(self) -> bool:
@@ -143,6 +160,7 @@ class Leading:
             publish=self.status.set_verdict,
             default_timeout_seconds=settings.default_schedule_timeout_seconds,
             namespaces=frozenset(settings.namespaces),
+            budgets=informers.budgets,
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
@@ -225,7 +243,7 @@ class Runtime:
         """Campaign only once synced: a new leader must be able to act on the whole cluster."""
         await self.informers.wait_synced()
         logger.info(
-            "informers synced: %d nodes, %d pods, %d PodGroups, %d ResourceQuotas",
+            "informers synced: %d nodes, %d pods, %d PodGroups, %d ResourceQuotas, %d PDBs",
             *(len(informer.store) for informer in self.informers.all()),
         )
         if self.elector is None:

@@ -14,8 +14,8 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Informer, object_key
-from podgroup_operator.adapters.kube import PODS, KubeClient
-from podgroup_operator.adapters.slim import slim_pod
+from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODS, KubeClient
+from podgroup_operator.adapters.slim import slim_pod, without_managed_fields
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.domain.membership import group_key_of
 from tests.builders import pod
@@ -184,3 +184,27 @@ def test_slim_pods_keep_what_the_operator_reads_and_bare_pods_keep_their_spec() 
     bare = pod("b", requests={"cpu": "1"})
     bare["spec"]["containers"][0]["env"] = [{"name": "A", "value": "x"}]
     assert slim_pod(bare)["spec"] == bare["spec"]
+
+
+async def test_a_kind_the_server_does_not_serve_falls_back_to_the_older_version(
+    api: FakeApiServer,
+) -> None:
+    # Kubernetes 1.20 serves PodDisruptionBudgets only as policy/v1beta1.
+    api.seed(
+        {
+            "apiVersion": "policy/v1beta1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}},
+        }
+    )
+    api.inject_error("GET", PDBS.path(), 404, "NotFound", "the server could not find it")
+    informer = Informer(KubeClient(api), PDBS, without_managed_fields, fallbacks=(PDBS_V1BETA1,))
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 2)
+        assert informer.kind == PDBS_V1BETA1
+        assert [object_key(o) for o in informer.store.objects()] == ["default/guard"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

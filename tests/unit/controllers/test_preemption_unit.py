@@ -11,7 +11,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS
-from podgroup_operator.controllers.preemption import Preempted
+from podgroup_operator.controllers.preemption import Preempted, budgets_of
 from podgroup_operator.scheduling.snapshot import pod_uid
 from tests.unit.controllers.test_gang_scheduler_unit import NS, Harness
 
@@ -132,3 +132,19 @@ async def test_preemption_policy_never_waits_instead() -> None:
     assert deletes(h) == []
     (verdict,) = h.verdicts_for("polite")
     assert "preemptionPolicy is Never" in verdict.message
+
+
+def test_a_v1beta1_budget_with_an_empty_selector_protects_nothing() -> None:
+    def pdb(selector: dict[str, Any] | None) -> Body:
+        spec: Body = {"minAvailable": 1}
+        if selector is not None:
+            spec["selector"] = selector
+        return {
+            "metadata": {"name": "b", "namespace": NS},
+            "spec": spec,
+            "status": {"disruptionsAllowed": 0},
+        }
+
+    labelled = pdb({"matchLabels": {"app": "a"}})
+    assert len(budgets_of([pdb({}), pdb(None), labelled], v1beta1=True)) == 1
+    assert len(budgets_of([pdb({}), labelled], v1beta1=False)) == 2
