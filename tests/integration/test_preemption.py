@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import EVENTS, PODS, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import (
+    EVENTS,
+    PDBS_V1BETA1,
+    PODS,
+    ApiError,
+    Kind,
+    KubeClient,
+)
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.kube_helpers import (
     create_group,
@@ -69,11 +76,17 @@ async def pods_by_group(kube: KubeClient, namespace: str) -> dict[str, list[dict
 
 
 async def running_gang(
-    kube: KubeClient, namespace: str, name: str, pool_name: str, klass: str, count: int = 2
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    pool_name: str,
+    klass: str,
+    count: int = 2,
+    **pod_args: Any,
 ) -> list[dict[str, Any]]:
     await create_group(kube, namespace, name, min_member=count)
     created = await gang_pods(
-        kube, namespace, name, count, pool_name, group=name, priorityClassName=klass
+        kube, namespace, name, count, pool_name, group=name, priorityClassName=klass, **pod_args
     )
 
     async def running() -> bool:
@@ -181,3 +194,52 @@ async def test_preemption_policy_never_is_honoured(
             x for x in status.get("conditions", []) if x["type"] == c.ConditionType.UNSCHEDULABLE
         ]
         assert "preemptionPolicy is Never" in unschedulable["message"], unschedulable
+
+
+async def test_a_pdb_protected_gang_is_chosen_last(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    priority_class: PriorityClassFactory,
+) -> None:
+    low = await priority_class(100)
+    high = await priority_class(1000)
+    async with pool(kube, count=2, cpu="2", memory="8Gi") as (_, name):
+        # "guarded" (one 2-cpu pod) would be the cheaper victim (fewer pods per member freed),
+        # but a PodDisruptionBudget allows no disruption of it: "plain" goes instead.
+        guarded = await running_gang(
+            kube, namespace, "guarded", name, low, count=1, requests={"cpu": "2"}
+        )
+        await kube.create(
+            PDBS_V1BETA1,
+            {
+                "apiVersion": "policy/v1beta1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "guard"},
+                "spec": {
+                    "minAvailable": 1,
+                    "selector": {"matchLabels": {c.LABEL_POD_GROUP: "guarded"}},
+                },
+            },
+            namespace,
+        )
+
+        async def budget_computed() -> bool:
+            status = (await kube.get(PDBS_V1BETA1, "guard", namespace)).get("status") or {}
+            return status.get("expectedPods") == 1 and status.get("disruptionsAllowed") == 0
+
+        await wait_for(budget_computed, 30, "the disruption controller to compute the budget")
+        plain = await running_gang(kube, namespace, "plain", name, low)
+        await create_group(kube, namespace, "high", min_member=2)
+        await gang_pods(kube, namespace, "high", 2, name, group="high", priorityClassName=high)
+
+        async def high_running() -> bool:
+            return (await group_status(kube, namespace, "high")).get("phase") == c.Phase.RUNNING
+
+        await wait_for(high_running, 60, "the high-priority gang to run")
+        pods = await pods_by_group(kube, namespace)
+        assert [p["metadata"]["uid"] for p in pods["guarded"]] == [
+            p["metadata"]["uid"] for p in guarded
+        ]
+        assert "plain" not in pods, [p["metadata"]["name"] for p in pods.get("plain", [])]
+        assert plain
