@@ -243,3 +243,41 @@ async def test_a_pdb_protected_gang_is_chosen_last(
         ]
         assert "plain" not in pods, [p["metadata"]["name"] for p in pods.get("plain", [])]
         assert plain
+
+
+async def test_the_victim_group_says_who_preempted_it_and_is_not_charged_a_restart(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    priority_class: PriorityClassFactory,
+) -> None:
+    low = await priority_class(100)
+    high = await priority_class(1000)
+    policy = {"action": "RestartGang", "maxRestarts": 1, "backoffSeconds": 30}
+    async with pool(kube, count=1, cpu="2", memory="8Gi") as (_, name):
+        victims = await running_gang(kube, namespace, "low", name, low, policy=policy)
+        await create_group(kube, namespace, "high", min_member=2)
+        await gang_pods(kube, namespace, "high", 2, name, group="high", priorityClassName=high)
+
+        async def restarted_uncharged() -> JSON | None:
+            status = await group_status(kube, namespace, "low")
+            return status if status.get("lastRestartTime") else None
+
+        # A charged restart would wait out the 30 s backoff first; this one is at once.
+        status = await wait_for(restarted_uncharged, 20, "the preempted gang to be restarted")
+        assert status.get("restarts", 0) == 0, status
+        (preempted,) = [
+            x for x in status.get("conditions", []) if x["type"] == c.ConditionType.PREEMPTED
+        ]
+        assert preempted["status"] == c.ConditionStatus.TRUE
+        assert f"preempted by {namespace}/high" in preempted["message"], preempted
+
+        async def high_running() -> bool:
+            return (await group_status(kube, namespace, "high")).get("phase") == c.Phase.RUNNING
+
+        await wait_for(high_running, 60, "the high-priority gang to run")
+        # The bare members were recreated by the restart and wait: the room is the preemptor's.
+        pods = await pods_by_group(kube, namespace)
+        old = {p["metadata"]["uid"] for p in victims}
+        assert not old & {p["metadata"]["uid"] for p in pods.get("low", [])}
+        assert not any(p["spec"].get("nodeName") for p in pods.get("low", []))

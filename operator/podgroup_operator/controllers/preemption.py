@@ -33,6 +33,7 @@ from typing import Any
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
+from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
 from podgroup_operator.scheduling.preemption import (
@@ -57,15 +58,6 @@ NOMINATION_SECONDS = 120
 30 s grace period with margin; a victim still there after it no longer blocks a new plan."""
 WRITE_CONCURRENCY = 16
 """Deletions, status patches and Events of one plan in flight at once."""
-
-
-@dataclass(frozen=True)
-class Preempted:
-    """What the status reconciler records on a victim PodGroup (its `Preempted` condition)."""
-
-    by: str
-    """The preemptor, `namespace/name`."""
-    message: str
 
 
 @dataclass
@@ -102,6 +94,13 @@ def budgets_of(objects: Iterable[Mapping[str, Any]], *, v1beta1: bool) -> list[D
             continue
         out.append(disruption_budget(raw))
     return out
+
+
+def _why(request: GangRequest, victim: VictimGang) -> str:
+    return (
+        f"priority {request.priority} over {victim.priority}; {victim.label} is evicted whole "
+        f"({len(victim.pods)} pod(s)) to make room"
+    )
 
 
 def _ignore(key: GroupKey, fact: Preempted) -> None:
@@ -167,6 +166,10 @@ class Preemptor:
         if plan.empty:
             return f"{message}; {plan.message}; the room is held for this gang"
         logger.info("gang %s/%s: %s", key[0], key[1], truncate(plan.message))
+        for victim in plan.victims:
+            if victim.gang is not None:
+                # Before any pod goes: the restart policy must know the break is a preemption.
+                self.on_preempted(victim.gang, Preempted(request.label, _why(request, victim), now))
         self._spawn(self._execute(request, plan))
         return f"{message}; {plan.message}"
 
@@ -230,13 +233,14 @@ class Preemptor:
         preemptor = request.label
         writes = [self._limited(self._nominate(b)) for b in plan.nominations]
         for victim in plan.victims:
-            why = (
-                f"preempted by gang {preemptor} (priority {request.priority}) to make room: "
-                f"this gang ({victim.label}, priority {victim.priority}) is evicted whole"
-            )
+            why = f"preempted by gang {preemptor}: {_why(request, victim)}"
             writes.extend(self._limited(self._evict(victim, pod, why)) for pod in victim.pods)
             if victim.gang is not None:
-                writes.append(self._limited(self._victim_group(victim.gang, preemptor, why)))
+                writes.append(
+                    self._limited(
+                        self._event(self._group_body(victim.gang), c.Reason.PREEMPTED, why)
+                    )
+                )
         writes.append(
             self._limited(
                 self._event(
@@ -271,10 +275,6 @@ class Preemptor:
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
         }
         await self._event(body, c.Reason.PREEMPTED, f"{why}; was on node {pod.node}")
-
-    async def _victim_group(self, key: GroupKey, preemptor: str, why: str) -> None:
-        self.on_preempted(key, Preempted(by=preemptor, message=why))
-        await self._event(self._group_body(key), c.Reason.PREEMPTED, why)
 
     def _group_body(self, key: GroupKey) -> JSON | None:
         return next(iter(self.groups.get(key, [])), None)

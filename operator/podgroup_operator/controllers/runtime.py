@@ -161,6 +161,7 @@ class Leading:
             default_timeout_seconds=settings.default_schedule_timeout_seconds,
             namespaces=frozenset(settings.namespaces),
             budgets=informers.budgets,
+            on_preempted=self.status.set_preempted,
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:

@@ -35,9 +35,9 @@ from podgroup_operator.adapters.kube import ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
-from podgroup_operator.controllers.preemption import Preempted, Preemptor
+from podgroup_operator.controllers.preemption import Preemptor
 from podgroup_operator.domain.membership import group_key_of
-from podgroup_operator.domain.scheduling_status import Verdict
+from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group

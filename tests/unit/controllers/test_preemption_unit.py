@@ -11,7 +11,8 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS
-from podgroup_operator.controllers.preemption import Preempted, budgets_of
+from podgroup_operator.controllers.preemption import budgets_of
+from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.scheduling.snapshot import pod_uid
 from tests.unit.controllers.test_gang_scheduler_unit import NS, Harness
 
