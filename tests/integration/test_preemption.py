@@ -82,9 +82,11 @@ async def running_gang(
     pool_name: str,
     klass: str,
     count: int = 2,
+    policy: dict[str, Any] | None = None,
     **pod_args: Any,
 ) -> list[dict[str, Any]]:
-    await create_group(kube, namespace, name, min_member=count)
+    spec = {} if policy is None else {"policy": policy}
+    await create_group(kube, namespace, name, min_member=count, **spec)
     created = await gang_pods(
         kube, namespace, name, count, pool_name, group=name, priorityClassName=klass, **pod_args
     )
