@@ -11,7 +11,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS
-from podgroup_operator.controllers.preemption import budgets_of
+from podgroup_operator.controllers.preemption import NOMINATION_SECONDS, budgets_of
 from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.scheduling.snapshot import pod_uid
 from tests.unit.controllers.test_gang_scheduler_unit import NS, Harness
@@ -149,3 +149,29 @@ def test_a_v1beta1_budget_with_an_empty_selector_protects_nothing() -> None:
     labelled = pdb({"matchLabels": {"app": "a"}})
     assert len(budgets_of([pdb({}), pdb(None), labelled], v1beta1=True)) == 1
     assert len(budgets_of([pdb({}), labelled], v1beta1=False)) == 2
+
+
+async def test_a_nomination_whose_victims_never_go_expires_and_the_gang_plans_again() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    running_gang(h, "low", 2, "n1", priority=1)
+    h.add_group("high", min_member=2, scheduleTimeoutSeconds=600)
+    h.add_pods("high", 2, cpu=2, priority=10)
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+    assert len(deletes(h)) == 2
+
+    # The watch never shows the victims gone (a stuck kubelet): within the nomination the gang
+    # waits; after it, it plans again (and the second round of deletions finds nothing left).
+    h.clock.advance(NOMINATION_SECONDS - 1)
+    decided = len(h.verdicts_for("high"))
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+    assert len(deletes(h)) == 2
+    assert len(h.verdicts_for("high")) > decided  # decided again, and waited
+    assert "waiting for 2 evicted pod(s)" in h.verdicts_for("high")[-1].message
+    h.clock.advance(2)
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+    assert len(deletes(h)) == 4
+    assert h.scheduler.preemption.nominations[(NS, "high")].victims == set()
