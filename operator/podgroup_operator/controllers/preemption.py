@@ -64,6 +64,8 @@ WRITE_CONCURRENCY = 16
 class Nomination:
     """A plan being carried out: the victims still to go and the room held meanwhile."""
 
+    keys: tuple[GroupKey, ...]
+    """The preemptor: one gang, or every gang of a gang group (all share this nomination)."""
     bindings: tuple[Binding, ...]
     victims: set[str]
     """UIDs of victim pods whose deletion the watch has not shown yet."""
@@ -96,9 +98,9 @@ def budgets_of(objects: Iterable[Mapping[str, Any]], *, v1beta1: bool) -> list[D
     return out
 
 
-def _why(request: GangRequest, victim: VictimGang) -> str:
+def _why(priority: int, victim: VictimGang) -> str:
     return (
-        f"priority {request.priority} over {victim.priority}; {victim.label} is evicted whole "
+        f"priority {priority} over {victim.priority}; {victim.label} is evicted whole "
         f"({len(victim.pods)} pod(s)) to make room"
     )
 
@@ -136,41 +138,55 @@ class Preemptor:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- the scheduler's calls -------------------------------------------------------------------
-    def refused(self, request: GangRequest, message: str, now: dt.datetime) -> str:
-        """The gang was refused for room: go on with its nomination, or plan one.
+    def refused(
+        self, requests: GangRequest | Sequence[GangRequest], message: str, now: dt.datetime
+    ) -> str:
+        """The gang (or gang group, which must fit together) was refused for room: go on with
+        its nomination, or plan one.
 
         Returns the message the refusal should publish (the placement's shortfall, and what
         preemption does about it). Never plans while an earlier plan's victims terminate.
         """
-        key = request.key
-        nomination = self.nominations.get(key)
-        if nomination is not None and nomination.victims and now < nomination.expires:
-            self._hold(nomination, request)
+        group = [requests] if isinstance(requests, GangRequest) else list(requests)
+        keys = tuple(r.key for r in group)
+        nomination = self.nominations.get(keys[0])
+        if (
+            nomination is not None
+            and nomination.keys == keys
+            and nomination.victims
+            and now < nomination.expires
+        ):
+            self._hold(nomination, group)
             return (
                 f"{message}; preempting: waiting for {len(nomination.victims)} evicted pod(s) "
                 "to terminate; the room they free is held for this gang"
             )
-        self.forget(key)
-        request = replace(request, preemption_policy=preemption_policy(request.pending))
-        plan = plan_preemption(request, self.snapshot, self.budgets())
+        for key in keys:
+            self.forget(key)
+        group = [replace(r, preemption_policy=preemption_policy(r.pending)) for r in group]
+        plan = plan_preemption(group, self.snapshot, self.budgets())
         if isinstance(plan, PreemptionRefusal):
             return f"{message}; no preemption: {plan.message}"
         nomination = Nomination(
+            keys=keys,
             bindings=plan.nominations,
             victims={v.uid for v in plan.victim_pods},
             expires=now + dt.timedelta(seconds=NOMINATION_SECONDS),
             message=plan.message,
         )
-        self.nominations[key] = nomination
-        self._hold(nomination, request)
+        for key in keys:
+            self.nominations[key] = nomination
+        self._hold(nomination, group)
         if plan.empty:
             return f"{message}; {plan.message}; the room is held for this gang"
-        logger.info("gang %s/%s: %s", key[0], key[1], truncate(plan.message))
+        preemptor = ", ".join(r.label for r in group)
+        logger.info("gang %s: %s", preemptor, truncate(plan.message))
+        priority = min(r.priority for r in group)
         for victim in plan.victims:
             if victim.gang is not None:
                 # Before any pod goes: the restart policy must know the break is a preemption.
-                self.on_preempted(victim.gang, Preempted(request.label, _why(request, victim), now))
-        self._spawn(self._execute(request, plan))
+                self.on_preempted(victim.gang, Preempted(preemptor, _why(priority, victim), now))
+        self._spawn(self._execute(group, preemptor, priority, plan))
         return f"{message}; {plan.message}"
 
     def release(self, key: GroupKey) -> None:
@@ -181,9 +197,14 @@ class Preemptor:
             nomination.undo = NO_UNDO
 
     def forget(self, key: GroupKey) -> None:
-        """The gang was placed, or its pods are gone: the nomination ends."""
-        self.release(key)
-        self.nominations.pop(key, None)
+        """The gang was placed, or its pods are gone: the nomination ends (for every gang of
+        its gang group)."""
+        nomination = self.nominations.get(key)
+        if nomination is not None:
+            self.release(key)
+            for other in nomination.keys:
+                if self.nominations.get(other) is nomination:
+                    del self.nominations[other]
 
     def pod_gone(self, uid: str) -> None:
         """The watch shows a pod deleted: one victim fewer to wait for."""
@@ -205,11 +226,11 @@ class Preemptor:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # --- the room held ---------------------------------------------------------------------------
-    def _hold(self, nomination: Nomination, request: GangRequest) -> None:
+    def _hold(self, nomination: Nomination, group: Sequence[GangRequest]) -> None:
         """Book the nominated members on their nodes (over capacity while victims are still
         there), so no other gang can take the room as the victims leave."""
         nomination.undo()
-        pods = {pod_uid(p): p for p in request.pending}
+        pods = {pod_uid(p): p for request in group for p in request.pending}
         triples = [
             (b.pod_uid, b.node, pod_requests(pods[b.pod_uid]))
             for b in nomination.bindings
@@ -227,13 +248,14 @@ class Preemptor:
         async with self._writes:
             await coro
 
-    async def _execute(self, request: GangRequest, plan: PreemptionPlan) -> None:
+    async def _execute(
+        self, group: Sequence[GangRequest], preemptor: str, priority: int, plan: PreemptionPlan
+    ) -> None:
         """Nominate, evict, narrate. Each write is best effort and logged: a failed deletion
         leaves its victim in the nomination, which then expires and lets the gang plan again."""
-        preemptor = request.label
         writes = [self._limited(self._nominate(b)) for b in plan.nominations]
         for victim in plan.victims:
-            why = f"preempted by gang {preemptor}: {_why(request, victim)}"
+            why = f"preempted by gang {preemptor}: {_why(priority, victim)}"
             writes.extend(self._limited(self._evict(victim, pod, why)) for pod in victim.pods)
             if victim.gang is not None:
                 writes.append(
@@ -241,12 +263,11 @@ class Preemptor:
                         self._event(self._group_body(victim.gang), c.Reason.PREEMPTED, why)
                     )
                 )
-        writes.append(
+        writes.extend(
             self._limited(
-                self._event(
-                    self._group_body(request.key), c.Reason.PREEMPTING, truncate(plan.message)
-                )
+                self._event(self._group_body(r.key), c.Reason.PREEMPTING, truncate(plan.message))
             )
+            for r in group
         )
         await asyncio.gather(*writes)
 

@@ -397,10 +397,15 @@ class GangScheduler:
             return None  # a partner waits out its backoff: the gang group waits with it
         decided.update(r.key for r in gang_group)
         if len(gang_group) > 1:
+            for member in gang_group:
+                self.preemption.release(member.key)
             outcome = place_gang_group(gang_group, self.snapshot)
             if isinstance(outcome, Refusal):
+                message = outcome.message
+                if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
+                    message = self.preemption.refused(gang_group, message, now)
                 for member in gang_group:
-                    self._refused(member.key, outcome.reason, outcome.message, now)
+                    self._refused(member.key, outcome.reason, message, now)
                 return REFUSED
             for placement in outcome.placements:
                 self._placed(placement)

@@ -175,3 +175,30 @@ async def test_a_nomination_whose_victims_never_go_expires_and_the_gang_plans_ag
     await h.scheduler.preemption.settled()
     assert len(deletes(h)) == 4
     assert h.scheduler.preemption.nominations[(NS, "high")].victims == set()
+
+
+async def test_a_gang_group_preempts_for_all_its_gangs_and_binds_them_together() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    low = running_gang(h, "low", 2, "n1", priority=1)
+    keep = running_gang(h, "keep", 2, "n1", priority=1)
+    members = ["default/a", "default/b"]
+    for name in ("a", "b"):
+        h.add_group(name, min_member=1, gangGroup=members)
+        h.add_pods(name, 1, cpu=2, priority=10)
+
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+
+    # Room for both gangs (4 cpu) needs exactly one victim gang; both gangs say so.
+    victims = {b["preconditions"]["uid"] for b in deletes(h)}
+    assert victims in ({pod_uid(p) for p in low}, {pod_uid(p) for p in keep})
+    for name in ("a", "b"):
+        assert len(h.fake.events(involved=name, reason=c.Reason.PREEMPTING)) == 1
+    assert h.binds() == 0
+
+    deliver_deletions(h, [p for p in low + keep if pod_uid(p) in victims])
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods("a") + h.bound_pods("b")) == ["a-0", "b-0"]
+    assert len(deletes(h)) == 2
