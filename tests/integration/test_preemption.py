@@ -263,7 +263,9 @@ async def test_the_victim_group_says_who_preempted_it_and_is_not_charged_a_resta
 
         async def restarted_uncharged() -> JSON | None:
             status = await group_status(kube, namespace, "low")
-            return status if status.get("lastRestartTime") else None
+            types = {x["type"] for x in status.get("conditions", [])}
+            restarted = status.get("lastRestartTime")
+            return status if restarted and c.ConditionType.PREEMPTED in types else None
 
         # A charged restart would wait out the 30 s backoff first; this one is at once.
         status = await wait_for(restarted_uncharged, 20, "the preempted gang to be restarted")
