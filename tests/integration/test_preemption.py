@@ -29,11 +29,14 @@ from tests.kube_helpers import (
     gang_pods,
     group_status,
     pool,
+    sample,
     scheduling_attempts,
+    scrape,
     wait_scheduling_attempts,
 )
 from tests.waiting import wait_for
 
+PREEMPTIONS = "podgroup_preemptions_total"
 PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
 
 PriorityClassFactory = Callable[..., Any]
@@ -121,6 +124,7 @@ async def test_a_higher_priority_gang_preempts_exactly_the_lowest_whole_gang_and
         # Two nodes of 2 cpu, full: "low" and "mid" run 2 x 1 cpu pods each.
         low_pods = await running_gang(kube, namespace, "low", name, low)
         mid_pods = await running_gang(kube, namespace, "mid", name, mid)
+        evicted = sample(await scrape(operator), PREEMPTIONS)
         await create_group(kube, namespace, "high", min_member=2)
         await gang_pods(kube, namespace, "high", 2, name, group="high", priorityClassName=high)
 
@@ -143,6 +147,8 @@ async def test_a_higher_priority_gang_preempts_exactly_the_lowest_whole_gang_and
         for pod in low_pods:
             (on_pod,) = await events(kube, namespace, pod["metadata"]["name"], c.Reason.PREEMPTED)
             assert f"{namespace}/high" in on_pod["message"]
+        # Each deleted pod is counted (other tests may preempt at the same time: at least ours).
+        assert sample(await scrape(operator), PREEMPTIONS) >= evicted + len(low_pods)
 
 
 async def test_equal_priority_never_preempts(
