@@ -8,8 +8,9 @@ the API writes kube-scheduler makes for the same decision:
 2. every pod of every victim gang deleted with a UID precondition (a recreated namesake is
    left alone), each counted in `podgroup_preemptions`;
 3. Events naming the other side: `Preempted` on each victim pod and on its PodGroup,
-   `Preempting` on the preemptor's PodGroup; and the victim PodGroup's fact handed to the
-   status reconciler (`on_preempted`), the only writer of PodGroup status.
+   `Preempting` on the preemptor's PodGroup; and, before any pod is deleted, the victim
+   PodGroup's fact handed to the status reconciler (`on_preempted`), the only writer of
+   PodGroup status, so the restart policy knows the break is a preemption.
 
 Why the room is held: the victims take seconds to terminate, and their capacity comes back pod
 by pod. Without a hold, a lower-priority gang deciding in between would take it and the
@@ -210,9 +211,6 @@ class Preemptor:
         """The watch shows a pod deleted: one victim fewer to wait for."""
         for nomination in self.nominations.values():
             nomination.victims.discard(uid)
-
-    def nominated(self, key: GroupKey) -> Nomination | None:
-        return self.nominations.get(key)
 
     async def stop(self) -> None:
         tasks = list(self._tasks)
