@@ -37,6 +37,7 @@ from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
 from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
+from podgroup_operator.scheduling.podinfo import pod_info
 from podgroup_operator.scheduling.preemption import (
     DisruptionBudget,
     PreemptionPlan,
@@ -72,6 +73,10 @@ class Nomination:
     """UIDs of victim pods whose deletion the watch has not shown yet."""
     expires: dt.datetime
     message: str
+    priority: int
+    """The preemptor's (a gang group's lowest): a higher-priority gang may take the room."""
+    pods: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The nominated members' latest bodies (what is booked while holding)."""
     undo: Undo = field(default=NO_UNDO)
 
 
@@ -157,7 +162,8 @@ class Preemptor:
             and nomination.victims
             and now < nomination.expires
         ):
-            self._hold(nomination, group)
+            nomination.pods.update((pod_uid(p), p) for r in group for p in r.pending)
+            self._hold(nomination)
             return (
                 f"{message}; preempting: waiting for {len(nomination.victims)} evicted pod(s) "
                 "to terminate; the room they free is held for this gang"
@@ -165,7 +171,20 @@ class Preemptor:
         for key in keys:
             self.forget(key)
         group = [replace(r, preemption_policy=preemption_policy(r.pending)) for r in group]
+        priority = min(r.priority for r in group)
+        # Room held for lower-priority preemptors is theirs only until a higher-priority gang
+        # needs it (kube-scheduler's nominated pods likewise): their pending members must never
+        # look like victims, so their holds are lifted while planning, and dropped if the plan
+        # nominates any of their nodes (they plan again when next decided).
+        yielded = self._lift_below(priority)
         plan = plan_preemption(group, self.snapshot, self.budgets())
+        taken = set() if isinstance(plan, PreemptionRefusal) else {b.node for b in plan.nominations}
+        for other in yielded:
+            if taken & {b.node for b in other.bindings}:
+                for key in other.keys:
+                    self.nominations.pop(key, None)
+            else:
+                self._hold(other)
         if isinstance(plan, PreemptionRefusal):
             return f"{message}; no preemption: {plan.message}"
         nomination = Nomination(
@@ -174,15 +193,16 @@ class Preemptor:
             victims={v.uid for v in plan.victim_pods},
             expires=now + dt.timedelta(seconds=NOMINATION_SECONDS),
             message=plan.message,
+            priority=priority,
+            pods={pod_uid(p): p for r in group for p in r.pending},
         )
         for key in keys:
             self.nominations[key] = nomination
-        self._hold(nomination, group)
+        self._hold(nomination)
         if plan.empty:
             return f"{message}; {plan.message}; the room is held for this gang"
         preemptor = ", ".join(r.label for r in group)
         logger.info("gang %s: %s", preemptor, truncate(plan.message))
-        priority = min(r.priority for r in group)
         for victim in plan.victims:
             if victim.gang is not None:
                 # Before any pod goes: the restart policy must know the break is a preemption.
@@ -224,17 +244,32 @@ class Preemptor:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # --- the room held ---------------------------------------------------------------------------
-    def _hold(self, nomination: Nomination, group: Sequence[GangRequest]) -> None:
+    def _hold(self, nomination: Nomination) -> None:
         """Book the nominated members on their nodes (over capacity while victims are still
-        there), so no other gang can take the room as the victims leave."""
+        there), so no other gang can take the room as the victims leave. They are booked with
+        their facts (priority, gang, labels), so lower-priority gangs never count them as
+        victims and inter-pod rules see them."""
         nomination.undo()
-        pods = {pod_uid(p): p for request in group for p in request.pending}
-        triples = [
-            (b.pod_uid, b.node, pod_requests(pods[b.pod_uid]))
-            for b in nomination.bindings
-            if b.pod_uid in pods and b.node in self.snapshot.nodes
-        ]
-        nomination.undo = self.snapshot.assume(triples) if triples else NO_UNDO
+        triples = []
+        infos = {}
+        for binding in nomination.bindings:
+            pod = nomination.pods.get(binding.pod_uid)
+            if pod is None or binding.node not in self.snapshot.nodes:
+                continue
+            request = pod_requests(pod)
+            triples.append((binding.pod_uid, binding.node, request))
+            infos[binding.pod_uid] = pod_info(pod, binding.pod_uid, request, self.snapshot.gang_of)
+        nomination.undo = self.snapshot.assume(triples, infos) if triples else NO_UNDO
+
+    def _lift_below(self, priority: int) -> list[Nomination]:
+        """Lift the holds of nominations of lower priority; returns them (each once)."""
+        lifted: dict[int, Nomination] = {}
+        for nomination in self.nominations.values():
+            if nomination.priority < priority and id(nomination) not in lifted:
+                nomination.undo()
+                nomination.undo = NO_UNDO
+                lifted[id(nomination)] = nomination
+        return list(lifted.values())
 
     # --- the writes ------------------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:

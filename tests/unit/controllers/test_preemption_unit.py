@@ -202,3 +202,29 @@ async def test_a_gang_group_preempts_for_all_its_gangs_and_binds_them_together()
 
     assert sorted(h.bound_pods("a") + h.bound_pods("b")) == ["a-0", "b-0"]
     assert len(deletes(h)) == 2
+
+
+async def test_a_higher_priority_gang_takes_a_lower_preemptors_held_room_never_its_pods() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    low = running_gang(h, "low", 2, "n1", priority=1)
+    h.add_group("mid", min_member=2, scheduleTimeoutSeconds=600)
+    mid = h.add_pods("mid", 2, cpu=2, priority=5)
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+    assert sorted(b["preconditions"]["uid"] for b in deletes(h)) == sorted(map(pod_uid, low))
+
+    # Before the victims are gone, a gang above both arrives: the room held for "mid" is not
+    # "mid"'s to keep, and mid's pending pods are never victims.
+    h.add_group("high", min_member=2)
+    h.add_pods("high", 2, cpu=2, priority=10)
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+    deleted = {b["preconditions"]["uid"] for b in deletes(h)}
+    assert not deleted & {pod_uid(p) for p in mid}
+    assert (NS, "mid") not in h.scheduler.preemption.nominations
+
+    deliver_deletions(h, low)
+    await h.scheduler.cycle()
+    assert sorted(h.bound_pods("high")) == ["high-0", "high-1"]
+    assert h.bound_pods("mid") == []
