@@ -6,7 +6,8 @@ wiring them through several Kopf startup handlers made the order a matter of imp
 untyped memo attributes. Here it is typed and explicit:
 
 1. `KubeClient` from the kubeconfig (or in-cluster credentials);
-2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas), always
+2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, and the
+   PodDisruptionBudgets preemption honours), always
    cluster-wide for pods and nodes, because placement must see every bound pod whatever
    namespaces the operator handles;
 3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
