@@ -95,6 +95,8 @@ class ConditionType(StrEnum):
     """True once at least minMember members are bound to nodes."""
     QUOTA_RESERVED = "QuotaReserved"
     """True while `totalResources` is reserved against the namespace's ResourceQuota."""
+    PREEMPTED = "Preempted"
+    """True once a higher-priority gang evicted this gang's pods; the message names it."""
 
 
 class ConditionStatus(StrEnum):
@@ -118,6 +120,9 @@ class Reason(StrEnum):
     """A member asks for a constraint the gang scheduler cannot evaluate (the message names it)."""
     PREEMPTING = "Preempting"
     """Event: lower-priority gangs are being evicted to make room for this gang."""
+    PREEMPTED = "Preempted"
+    """Event on a victim pod and its PodGroup, and the reason of the victim's Preempted
+    condition: a higher-priority gang evicted it (the message names that gang)."""
     SCHEDULE_TIMEOUT = "ScheduleTimeout"
     """scheduleTimeoutSeconds passed without a placement; the gang backs off."""
     GANG_SCHEDULABLE = "GangSchedulable"

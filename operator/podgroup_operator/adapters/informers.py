@@ -182,6 +182,9 @@ class Informer:
     name: str = ""
     store: Store = field(default_factory=Store)
     stats: InformerStats = field(default_factory=InformerStats)
+    fallbacks: tuple[Kind, ...] = ()
+    """Older API versions of the kind, tried in order when the server does not serve `kind`
+    (404 on the first list): e.g. policy/v1beta1 PodDisruptionBudgets before Kubernetes 1.21."""
 
     def __post_init__(self) -> None:
         self.name = self.name or self.kind.plural
@@ -236,6 +239,13 @@ class Informer:
                 if exc.gone and continue_token:
                     fresh.clear()  # the snapshot the token pointed into is gone: start over
                     continue_token = None
+                    continue
+                if exc.not_found and not continue_token and self.fallbacks:
+                    old, self.kind = self.kind, self.fallbacks[0]
+                    self.fallbacks = self.fallbacks[1:]
+                    logger.info(
+                        "%s: %s not served; using %s", self.name, old.path(), self.kind.path()
+                    )
                     continue
                 raise
             self.stats.pages += 1

@@ -6,8 +6,9 @@ wiring them through several Kopf startup handlers made the order a matter of imp
 untyped memo attributes. Here it is typed and explicit:
 
 1. `KubeClient` from the kubeconfig (or in-cluster credentials);
-2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, and for
-   volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses), always
+2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, for
+   volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses, and the
+   PodDisruptionBudgets preemption honours), always
    cluster-wide for pods and nodes, because placement must see every bound pod whatever
    namespaces the operator handles;
 3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
@@ -34,6 +35,8 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Handler, IndexView, Informer
 from podgroup_operator.adapters.kube import (
     NODES,
+    PDBS,
+    PDBS_V1BETA1,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODGROUPS,
@@ -46,11 +49,13 @@ from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.leader import LeaderElector
+from podgroup_operator.controllers.preemption import budgets_of
 from podgroup_operator.controllers.quota import QuotaService
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
 from podgroup_operator.controllers.volumes import VolumeBinder
 from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)
@@ -99,6 +104,8 @@ class Informers:
     """PersistentVolumeClaims: members' claims, and when they are Bound."""
     storage_classes: Informer
     """StorageClasses: a claim's binding mode and provisioner."""
+    pdbs: Informer
+    """PodDisruptionBudgets, which preemption honours where it can."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
@@ -120,6 +127,7 @@ class Informers:
             volumes=Informer(kube, PERSISTENT_VOLUMES, without_managed_fields),
             claims=Informer(kube, PERSISTENT_VOLUME_CLAIMS, without_managed_fields),
             storage_classes=Informer(kube, STORAGE_CLASSES, without_managed_fields),
+            pdbs=Informer(kube, PDBS, without_managed_fields, fallbacks=(PDBS_V1BETA1,)),
         )
 
     def all(self) -> tuple[Informer, ...]:
@@ -131,7 +139,12 @@ class Informers:
             self.volumes,
             self.claims,
             self.storage_classes,
+            self.pdbs,
         )
+
+    def budgets(self) -> list[DisruptionBudget]:
+        """The PodDisruptionBudgets for the preemption planner."""
+        return budgets_of(self.pdbs.store.objects(), v1beta1=self.pdbs.kind == PDBS_V1BETA1)
 
     @property
     def synced(self) -> bool:
@@ -178,6 +191,8 @@ class Leading:
                 informers.claims.store,
                 informers.storage_classes.store,
             ),
+            budgets=informers.budgets,
+            on_preempted=self.status.set_preempted,
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
@@ -274,6 +289,8 @@ class Runtime:
         logger.info(
             "informers synced: %s",
             ", ".join(f"{len(i.store)} {i.name}" for i in self.informers.all()),
+            "informers synced: %d nodes, %d pods, %d PodGroups, %d ResourceQuotas, %d PDBs",
+            *(len(informer.store) for informer in self.informers.all()),
         )
         if self.elector is None:
             await self.start_leading()

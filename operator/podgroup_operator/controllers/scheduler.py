@@ -25,7 +25,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +39,14 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.preemption import Preemptor
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
 from podgroup_operator.domain.membership import group_key_of
-from podgroup_operator.domain.scheduling_status import Verdict
+from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
+from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import decide_wait, order_gangs
 from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
 
@@ -88,6 +90,8 @@ class GangScheduler:
         namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         volumes: VolumeBinder | None = None,
+        budgets: Callable[[], Sequence[DisruptionBudget]] = tuple,
+        on_preempted: Callable[[GroupKey, Preempted], None] = lambda key, fact: None,
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
@@ -105,6 +109,9 @@ class GangScheduler:
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
         """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
         self.volumes.attach(self.snapshot, self.on_volumes_changed)
+        self.preemption = Preemptor(
+            kube, self.snapshot, groups, budgets=budgets, on_preempted=on_preempted, clock=clock
+        )
         self.pending: dict[GroupKey, dict[str, JSON]] = {}
         self.in_flight: set[str] = set()
         self.pending_key: dict[str, GroupKey] = {}
@@ -159,6 +166,7 @@ class GangScheduler:
             self._forget_bound(uid)
         if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_pod(uid)
+            self.preemption.pod_gone(uid)
             self._drop_pending(uid)
             self._retry_all()
             self.wake()
@@ -221,9 +229,11 @@ class GangScheduler:
                 del self.pending[key]
                 self.waiting.pop(key, None)
                 self._release(key)
+                self.preemption.forget(key)
 
     def _release(self, key: GroupKey) -> None:
-        """Give back what a NonStrict gang held."""
+        """Give back what a NonStrict gang held, and the room nominated for it by preemption."""
+        self.preemption.release(key)
         undo = self.held.pop(key, None)
         if undo is not None:
             undo()
@@ -246,6 +256,7 @@ class GangScheduler:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.preemption.stop()
 
     async def _run(self) -> None:
         while True:
@@ -399,10 +410,15 @@ class GangScheduler:
             return None  # a partner waits out its backoff: the gang group waits with it
         decided.update(r.key for r in gang_group)
         if len(gang_group) > 1:
+            for member in gang_group:
+                self.preemption.release(member.key)
             outcome = place_gang_group(gang_group, self.snapshot)
             if isinstance(outcome, Refusal):
+                message = outcome.message
+                if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
+                    message = self.preemption.refused(gang_group, message, now)
                 for member in gang_group:
-                    self._refused(member.key, outcome.reason, outcome.message, now)
+                    self._refused(member.key, outcome.reason, message, now)
                 return REFUSED
             for placement in outcome.placements:
                 self._placed(placement)
@@ -423,7 +439,10 @@ class GangScheduler:
                 self.held[request.key] = decision.undo
             else:
                 decision.undo()
-            self._refused(request.key, decision.reason, decision.message, now)
+            message = decision.message
+            if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
+                message = self.preemption.refused(request, message, now)
+            self._refused(request.key, decision.reason, message, now)
             return REFUSED
 
     def _request(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> GangRequest | None:
@@ -562,6 +581,7 @@ class GangScheduler:
 
     def _placed(self, placement: Placement) -> None:
         self.waiting.pop(placement.gang, None)
+        self.preemption.forget(placement.gang)
         self.publish(placement.gang, Verdict(placed=True))
         for binding in placement.bindings:
             self.in_flight.add(binding.pod_uid)

@@ -44,7 +44,13 @@ from podgroup_operator.domain.restart import (
     current_incarnation,
     plan_restart,
 )
-from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
+from podgroup_operator.domain.scheduling_status import (
+    Preempted,
+    Verdict,
+    apply_preempted,
+    apply_verdict,
+    preempted_since,
+)
 from podgroup_operator.logs import truncate
 
 logger = logging.getLogger(__name__)
@@ -127,6 +133,9 @@ class StatusReconciler:
         self.verdicts: dict[GroupKey, Verdict] = {}
         """The gang scheduler's latest verdict per group, folded into the status we write."""
         self.quota_views: dict[GroupKey, QuotaView] = {}
+        self.preempted: dict[GroupKey, Preempted] = {}
+        """Gangs a higher-priority gang preempted (the scheduler's fact): their `Preempted`
+        condition, and no restart charged for the break (domain/restart.py)."""
         """The quota controller's latest view per group (reservation, QuotaReserved)."""
         self._tasks: list[asyncio.Task[None]] = []
         self.last_done: float | None = None
@@ -174,6 +183,12 @@ class StatusReconciler:
         if self.verdicts.get(key) != verdict:
             self.verdicts[key] = verdict
             self.touch(key)
+
+    def set_preempted(self, key: GroupKey, fact: Preempted) -> None:
+        """A higher-priority gang evicts this one; known before its pods go, so the restart
+        policy sees the fact when their deletion shows."""
+        self.preempted[key] = fact
+        self.touch(key, urgent=True)
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
@@ -269,6 +284,7 @@ class StatusReconciler:
             result.status, self.verdicts.get(key), group.spec.min_member, now, id_seed=id_seed
         )
         status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
+        status = apply_preempted(status, self.preempted.get(key), now, id_seed=id_seed)
         patch = status_patch(group.status, status)
         if patch is None or self._counts_wait(key, patch, group.status, status):
             return
@@ -322,7 +338,12 @@ class StatusReconciler:
         """
         if group.spec.policy is None and not group.status.restarting_uids:
             return False
-        plan = plan_restart(group, pods, now)
+        plan = plan_restart(
+            group,
+            pods,
+            now,
+            preempted_at=preempted_since(group.status, self.preempted.get(key)),
+        )
         if isinstance(plan, Nothing):
             return False
         if isinstance(plan, Wait):

@@ -35,6 +35,10 @@ The rules, in the words of the user documentation:
   kubelet rejection such as `OutOfcpu`), and so do pods being deleted or already gone.
 * No policy, or action None: nothing; the owner handles failures and the lifecycle reports Unknown.
 * FailGang: Failed at once, reason GangFailed.
+* RestartGang broken by a preemption (a higher-priority gang evicted it after its last restart;
+  the status reconciler passes `preempted_at`): restarted at once and not charged: `restarts`,
+  `maxRestarts` and the backoff are left alone, since the gang did nothing wrong. FailGang is
+  not special-cased: a gang that asked to fail on any loss fails.
 * RestartGang with `status.restarts >= maxRestarts`: Failed, reason RestartLimitExceeded.
 * Failing deletes the members that have not terminated (they hold or wait for resources a dead
   gang cannot use) and keeps Succeeded and Failed pods, whose logs and exit codes explain the
@@ -229,11 +233,20 @@ def backoff_delay(policy: RestartPolicy, restarts: int) -> timedelta:
     return backoff.delay(max(0, restarts) + 1)
 
 
-def plan_restart(group: PodGroup, member_pods: Iterable[Pod], now: datetime) -> RestartPlan:
+def plan_restart(
+    group: PodGroup,
+    member_pods: Iterable[Pod],
+    now: datetime,
+    *,
+    preempted_at: datetime | None = None,
+) -> RestartPlan:
     """What the restart policy does now; see the module docstring for the rules.
 
     `group.status` is the status as last written; `member_pods` may hold other pods (filtered by
-    membership) and duplicates. `now` must be timezone-aware.
+    membership) and duplicates. `now` must be timezone-aware. `preempted_at` is when a
+    higher-priority gang last preempted this one: a RestartGang break after it (and after the
+    last restart) is the preemption's doing, not the gang's, so the gang is restarted at once
+    and not charged (`restarts` and the limit untouched, no backoff).
     """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
@@ -265,6 +278,15 @@ def plan_restart(group: PodGroup, member_pods: Iterable[Pod], now: datetime) -> 
         return Nothing(Idle.NOT_TRIGGERED, _live(counts, min_member))
 
     cause = _cause(members, progress, counts, min_member)
+    restarted = status.last_restart_time
+    if (
+        policy.action is PolicyAction.RESTART_GANG
+        and preempted_at is not None
+        and (restarted is None or preempted_at > restarted)
+    ):
+        return _restart(
+            group, pods, members, progress, now, f"preempted, not counted: {cause}", charged=False
+        )
     if policy.action is PolicyAction.FAIL_GANG:
         return _fail(group, members, progress, now, Reason.GANG_FAILED, f"FailGang: {cause}")
     if status.restarts >= policy.max_restarts:
@@ -374,6 +396,8 @@ def _restart(
     progress: RestartProgress,
     now: datetime,
     cause: str,
+    *,
+    charged: bool = True,
 ) -> Restart:
     status = group.status
     # Every member goes, the old incarnation's stragglers included; each bare one is recreated,
@@ -387,7 +411,7 @@ def _restart(
     new_status = status.model_copy(
         update={
             "phase": Phase.PENDING,
-            "restarts": status.restarts + 1,
+            "restarts": status.restarts + 1 if charged else status.restarts,
             "last_restart_time": now,
         }
     )

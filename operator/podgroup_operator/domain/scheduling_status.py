@@ -97,3 +97,46 @@ def apply_verdict(
             id_seed=id_seed,
         )
     return status.model_copy(update={"conditions": conditions})
+
+
+@dataclass(frozen=True)
+class Preempted:
+    """The gang's pods were evicted by a higher-priority gang (the scheduler's fact)."""
+
+    by: str
+    """The preemptor, `namespace/name`."""
+    message: str
+    at: datetime
+    """When the preemption was decided: the restart policy does not charge a restart for a
+    break after it (see domain/restart.py)."""
+
+
+def apply_preempted(
+    status: PodGroupStatus, fact: Preempted | None, now: datetime, *, id_seed: str
+) -> PodGroupStatus:
+    """Record who preempted the gang as a `Preempted=True` condition (left in place after: it
+    explains why a gang that ran went back to Pending). Terminal groups are left alone."""
+    phase = Phase(status.phase) if status.phase else None
+    if fact is None or (phase is not None and phase.terminal):
+        return status
+    conditions = set_condition(
+        status.conditions,
+        ConditionType.PREEMPTED,
+        ConditionStatus.TRUE,
+        Reason.PREEMPTED,
+        f"preempted by {fact.by}: {fact.message}",
+        now,
+        id_seed=id_seed,
+    )
+    return status.model_copy(update={"conditions": conditions})
+
+
+def preempted_since(status: PodGroupStatus, fact: Preempted | None) -> datetime | None:
+    """When the gang was last preempted: the scheduler's fact, or (after a failover, when that
+    memory is gone) the `Preempted` condition's transition time."""
+    if fact is not None:
+        return fact.at
+    condition = find_condition(status.conditions, ConditionType.PREEMPTED)
+    if condition is None or condition.status != ConditionStatus.TRUE:
+        return None
+    return condition.last_transition_time

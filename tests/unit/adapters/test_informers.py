@@ -14,8 +14,8 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Informer, object_key
-from podgroup_operator.adapters.kube import PODS, KubeClient
-from podgroup_operator.adapters.slim import slim_pod
+from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODS, KubeClient
+from podgroup_operator.adapters.slim import slim_pod, without_managed_fields
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.placement import member_shape
@@ -264,3 +264,27 @@ def test_slim_pods_keep_every_fact_the_scheduler_reads() -> None:
     assert inter_pod_constraints(slim) == inter_pod_constraints(full)
     assert member_shape(slim) == member_shape(full)
     assert slim["spec"]["preemptionPolicy"] == "Never"
+
+
+async def test_a_kind_the_server_does_not_serve_falls_back_to_the_older_version(
+    api: FakeApiServer,
+) -> None:
+    # Kubernetes 1.20 serves PodDisruptionBudgets only as policy/v1beta1.
+    api.seed(
+        {
+            "apiVersion": "policy/v1beta1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}},
+        }
+    )
+    api.inject_error("GET", PDBS.path(), 404, "NotFound", "the server could not find it")
+    informer = Informer(KubeClient(api), PDBS, without_managed_fields, fallbacks=(PDBS_V1BETA1,))
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 2)
+        assert informer.kind == PDBS_V1BETA1
+        assert [object_key(o) for o in informer.store.objects()] == ["default/guard"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -17,6 +17,7 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
+from podgroup_operator.domain.scheduling_status import Preempted
 from tests.builders import pod, podgroup
 from tests.clock import Clock
 from tests.fakes import FakeApiServer, FakeIndex
@@ -615,3 +616,19 @@ async def test_a_condition_message_that_only_restates_counts_waits_with_them() -
     assert h.reconciler.writes == writes + 1
     condition = next(x for x in h.status()["conditions"] if x["type"] == "Unschedulable")
     assert condition["reason"] == c.Reason.ENOUGH_TASKS
+
+
+# --- preemption ----------------------------------------------------------------------------------
+
+
+async def test_a_preempted_group_gets_a_condition_naming_its_preemptor() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(running("a"), running("b"))
+    h.reconciler.preempted[KEY] = Preempted("default/urgent", "priority 10 over 1", h.clock())
+    await h.reconcile(KEY)
+
+    (condition,) = [x for x in h.status()["conditions"] if x["type"] == c.ConditionType.PREEMPTED]
+    assert condition["status"] == c.ConditionStatus.TRUE
+    assert condition["reason"] == c.Reason.PREEMPTED
+    assert "preempted by default/urgent" in condition["message"]

@@ -1,0 +1,354 @@
+"""Carrying out gang preemption for the scheduler: plan, nominate, evict, hold the room.
+
+The planning is pure (`scheduling.plan_preemption`); this module does what a plan says, with
+the API writes kube-scheduler makes for the same decision:
+
+1. `status.nominatedNodeName` on each pending member of the preemptor (a pods/status patch),
+   so `kubectl get pod -o wide` and cluster tooling see where it is headed;
+2. every pod of every victim gang deleted with a UID precondition (a recreated namesake is
+   left alone), each counted in `podgroup_preemptions`;
+3. Events naming the other side: `Preempted` on each victim pod and on its PodGroup,
+   `Preempting` on the preemptor's PodGroup; and, before any pod is deleted, the victim
+   PodGroup's fact handed to the status reconciler (`on_preempted`), the only writer of
+   PodGroup status, so the restart policy knows the break is a preemption.
+
+Why the room is held: the victims take seconds to terminate, and their capacity comes back pod
+by pod. Without a hold, a lower-priority gang deciding in between would take it and the
+preemptor would evict again, for ever. So the preemptor's nominated placement stays assumed in
+the snapshot (capacity booked, like kube-scheduler's nominated pods) from the plan until its
+next decision; each decision releases it, tries a normal placement, and, if that still fails
+while victims are terminating, books it again instead of planning anew. A nomination ends when
+the gang is placed, when its pods are gone, or `NOMINATION_SECONDS` after the plan (a victim
+that never goes away must not hold the room for ever); only then may the gang plan again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator import metrics
+from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
+from podgroup_operator.api.keys import pod_uid
+from podgroup_operator.domain.scheduling_status import Preempted
+from podgroup_operator.logs import truncate
+from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
+from podgroup_operator.scheduling.podinfo import pod_info
+from podgroup_operator.scheduling.preemption import (
+    DisruptionBudget,
+    PreemptionPlan,
+    PreemptionRefusal,
+    Victim,
+    VictimGang,
+    disruption_budget,
+    plan_preemption,
+)
+from podgroup_operator.scheduling.resources import pod_requests
+from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo
+
+logger = logging.getLogger(__name__)
+
+GroupKey = tuple[str, str]
+JSON = dict[str, Any]
+
+NOMINATION_SECONDS = 120
+"""How long a plan's nomination holds the room while its victims terminate: past the default
+30 s grace period with margin; a victim still there after it no longer blocks a new plan."""
+WRITE_CONCURRENCY = 16
+"""Deletions, status patches and Events of one plan in flight at once."""
+
+
+@dataclass
+class Nomination:
+    """A plan being carried out: the victims still to go and the room held meanwhile."""
+
+    keys: tuple[GroupKey, ...]
+    """The preemptor: one gang, or every gang of a gang group (all share this nomination)."""
+    bindings: tuple[Binding, ...]
+    victims: set[str]
+    """UIDs of victim pods whose deletion the watch has not shown yet."""
+    expires: dt.datetime
+    message: str
+    priority: int
+    """The preemptor's (a gang group's lowest): a higher-priority gang may take the room."""
+    pods: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The nominated members' latest bodies (what is booked while holding)."""
+    undo: Undo = field(default=NO_UNDO)
+
+
+def preemption_policy(pods: Sequence[Mapping[str, Any]]) -> PreemptionPolicy:
+    """`Never` when any member says so (the PriorityClass's policy, copied at admission): a
+    gang is one decision, and a member that must not preempt makes the gang not preempt."""
+    for pod in pods:
+        if (pod.get("spec") or {}).get("preemptionPolicy") == PreemptionPolicy.NEVER:
+            return PreemptionPolicy.NEVER
+    return PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
+def budgets_of(objects: Iterable[Mapping[str, Any]], *, v1beta1: bool) -> list[DisruptionBudget]:
+    """The cluster's PodDisruptionBudgets as the planner reads them.
+
+    policy/v1beta1 (served alone before Kubernetes 1.21) reads an empty selector as "no pod",
+    policy/v1 as "every pod of the namespace"; the planner's model is v1's, so such a v1beta1
+    budget protects nothing and is left out.
+    """
+    out = []
+    for raw in objects:
+        if v1beta1 and not ((raw.get("spec") or {}).get("selector") or {}):
+            continue
+        out.append(disruption_budget(raw))
+    return out
+
+
+def _why(priority: int, victim: VictimGang) -> str:
+    return (
+        f"priority {priority} over {victim.priority}; {victim.label} is evicted whole "
+        f"({len(victim.pods)} pod(s)) to make room"
+    )
+
+
+def _ignore(key: GroupKey, fact: Preempted) -> None:
+    return None
+
+
+def _no_budgets() -> Sequence[DisruptionBudget]:
+    return ()
+
+
+class Preemptor:
+    """The scheduler's preemption step, called when a gang is refused for room."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        snapshot: Snapshot,
+        groups: Any,
+        *,
+        budgets: Callable[[], Sequence[DisruptionBudget]] = _no_budgets,
+        on_preempted: Callable[[GroupKey, Preempted], None] = _ignore,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.kube = kube
+        self.snapshot = snapshot
+        self.groups = groups
+        """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
+        self.budgets = budgets
+        self.on_preempted = on_preempted
+        self.clock = clock
+        self.nominations: dict[GroupKey, Nomination] = {}
+        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- the scheduler's calls -------------------------------------------------------------------
+    def refused(
+        self, requests: GangRequest | Sequence[GangRequest], message: str, now: dt.datetime
+    ) -> str:
+        """The gang (or gang group, which must fit together) was refused for room: go on with
+        its nomination, or plan one.
+
+        Returns the message the refusal should publish (the placement's shortfall, and what
+        preemption does about it). Never plans while an earlier plan's victims terminate.
+        """
+        group = [requests] if isinstance(requests, GangRequest) else list(requests)
+        keys = tuple(r.key for r in group)
+        nomination = self.nominations.get(keys[0])
+        if (
+            nomination is not None
+            and nomination.keys == keys
+            and nomination.victims
+            and now < nomination.expires
+        ):
+            nomination.pods.update((pod_uid(p), p) for r in group for p in r.pending)
+            self._hold(nomination)
+            return (
+                f"{message}; preempting: waiting for {len(nomination.victims)} evicted pod(s) "
+                "to terminate; the room they free is held for this gang"
+            )
+        for key in keys:
+            self.forget(key)
+        group = [replace(r, preemption_policy=preemption_policy(r.pending)) for r in group]
+        priority = min(r.priority for r in group)
+        # Room held for lower-priority preemptors is theirs only until a higher-priority gang
+        # needs it (kube-scheduler's nominated pods likewise): their pending members must never
+        # look like victims, so their holds are lifted while planning, and dropped if the plan
+        # nominates any of their nodes (they plan again when next decided).
+        yielded = self._lift_below(priority)
+        plan = plan_preemption(group, self.snapshot, self.budgets())
+        taken = set() if isinstance(plan, PreemptionRefusal) else {b.node for b in plan.nominations}
+        for other in yielded:
+            if taken & {b.node for b in other.bindings}:
+                for key in other.keys:
+                    self.nominations.pop(key, None)
+            else:
+                self._hold(other)
+        if isinstance(plan, PreemptionRefusal):
+            return f"{message}; no preemption: {plan.message}"
+        nomination = Nomination(
+            keys=keys,
+            bindings=plan.nominations,
+            victims={v.uid for v in plan.victim_pods},
+            expires=now + dt.timedelta(seconds=NOMINATION_SECONDS),
+            message=plan.message,
+            priority=priority,
+            pods={pod_uid(p): p for r in group for p in r.pending},
+        )
+        for key in keys:
+            self.nominations[key] = nomination
+        self._hold(nomination)
+        if plan.empty:
+            return f"{message}; {plan.message}; the room is held for this gang"
+        preemptor = ", ".join(r.label for r in group)
+        logger.info("gang %s: %s", preemptor, truncate(plan.message))
+        for victim in plan.victims:
+            if victim.gang is not None:
+                # Before any pod goes: the restart policy must know the break is a preemption.
+                self.on_preempted(victim.gang, Preempted(preemptor, _why(priority, victim), now))
+        self._spawn(self._execute(group, preemptor, priority, plan))
+        return f"{message}; {plan.message}"
+
+    def release(self, key: GroupKey) -> None:
+        """Give back the held room before the gang is decided again (the nomination stays)."""
+        nomination = self.nominations.get(key)
+        if nomination is not None:
+            nomination.undo()
+            nomination.undo = NO_UNDO
+
+    def forget(self, key: GroupKey) -> None:
+        """The gang was placed, or its pods are gone: the nomination ends (for every gang of
+        its gang group)."""
+        nomination = self.nominations.get(key)
+        if nomination is not None:
+            self.release(key)
+            for other in nomination.keys:
+                if self.nominations.get(other) is nomination:
+                    del self.nominations[other]
+
+    def pod_gone(self, uid: str) -> None:
+        """The watch shows a pod deleted: one victim fewer to wait for."""
+        for nomination in self.nominations.values():
+            nomination.victims.discard(uid)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def settled(self) -> None:
+        """Wait until every write started so far has been answered (tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- the room held ---------------------------------------------------------------------------
+    def _hold(self, nomination: Nomination) -> None:
+        """Book the nominated members on their nodes (over capacity while victims are still
+        there), so no other gang can take the room as the victims leave. They are booked with
+        their facts (priority, gang, labels), so lower-priority gangs never count them as
+        victims and inter-pod rules see them."""
+        nomination.undo()
+        triples = []
+        infos = {}
+        for binding in nomination.bindings:
+            pod = nomination.pods.get(binding.pod_uid)
+            if pod is None or binding.node not in self.snapshot.nodes:
+                continue
+            request = pod_requests(pod)
+            triples.append((binding.pod_uid, binding.node, request))
+            infos[binding.pod_uid] = pod_info(pod, binding.pod_uid, request, self.snapshot.gang_of)
+        nomination.undo = self.snapshot.assume(triples, infos) if triples else NO_UNDO
+
+    def _lift_below(self, priority: int) -> list[Nomination]:
+        """Lift the holds of nominations of lower priority; returns them (each once)."""
+        lifted: dict[int, Nomination] = {}
+        for nomination in self.nominations.values():
+            if nomination.priority < priority and id(nomination) not in lifted:
+                nomination.undo()
+                nomination.undo = NO_UNDO
+                lifted[id(nomination)] = nomination
+        return list(lifted.values())
+
+    # --- the writes ------------------------------------------------------------------------------
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _limited(self, coro: Any) -> None:
+        async with self._writes:
+            await coro
+
+    async def _execute(
+        self, group: Sequence[GangRequest], preemptor: str, priority: int, plan: PreemptionPlan
+    ) -> None:
+        """Nominate, evict, narrate. Each write is best effort and logged: a failed deletion
+        leaves its victim in the nomination, which then expires and lets the gang plan again."""
+        writes = [self._limited(self._nominate(b)) for b in plan.nominations]
+        for victim in plan.victims:
+            why = f"preempted by gang {preemptor}: {_why(priority, victim)}"
+            writes.extend(self._limited(self._evict(victim, pod, why)) for pod in victim.pods)
+            if victim.gang is not None:
+                writes.append(
+                    self._limited(
+                        self._event(self._group_body(victim.gang), c.Reason.PREEMPTED, why)
+                    )
+                )
+        writes.extend(
+            self._limited(
+                self._event(self._group_body(r.key), c.Reason.PREEMPTING, truncate(plan.message))
+            )
+            for r in group
+        )
+        await asyncio.gather(*writes)
+
+    async def _nominate(self, binding: Binding) -> None:
+        try:
+            await self.kube.patch_status(
+                PODS, binding.pod, binding.namespace, {"nominatedNodeName": binding.node}
+            )
+        except ApiError as exc:
+            logger.warning("nominating %s/%s failed: %s", binding.namespace, binding.pod, exc)
+
+    async def _evict(self, victim: VictimGang, pod: Victim, why: str) -> None:
+        try:
+            await self.kube.delete(PODS, pod.name, pod.namespace, uid=pod.uid)
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:
+                # Gone already, or a namesake with another UID: nothing of the victim is left.
+                self.pod_gone(pod.uid)
+                return
+            logger.warning("evicting %s/%s failed: %s", pod.namespace, pod.name, exc)
+            return
+        metrics.PREEMPTIONS.inc()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        }
+        await self._event(body, c.Reason.PREEMPTED, f"{why}; was on node {pod.node}")
+
+    def _group_body(self, key: GroupKey) -> JSON | None:
+        return next(iter(self.groups.get(key, [])), None)
+
+    async def _event(self, involved: JSON | None, reason: c.Reason, message: str) -> None:
+        if involved is None:
+            return  # a gang of one, or a PodGroup gone meanwhile: its pods carry the Events
+        try:
+            await self.kube.create_event(
+                involved,
+                event_type=c.EventType.NORMAL,
+                reason=reason,
+                message=message,
+                timestamp=self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        except ApiError as exc:
+            logger.warning(
+                "Event %s on %s not posted: %s",
+                reason,
+                (involved.get("metadata") or {}).get("name"),
+                exc.message,
+            )
