@@ -12,6 +12,7 @@ import sys
 
 import kopf
 
+from podgroup_operator import constants as c
 from podgroup_operator import logs
 from podgroup_operator.local import is_dev_cluster_kubeconfig
 from podgroup_operator.settings import OperatorSettings, WebhookMode
@@ -53,9 +54,11 @@ def run(
     leader_election: bool = True,
     lease_namespace: str | None = None,
     metrics_address: str = "0.0.0.0:8081",
+    scheduler_names: list[str] | None = None,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
+        scheduler_names=scheduler_names or [c.SCHEDULER_NAME],
         leader_election=leader_election,
         metrics_address=metrics_address,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),

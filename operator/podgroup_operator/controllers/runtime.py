@@ -143,6 +143,7 @@ class Leading:
             publish=self.status.set_verdict,
             default_timeout_seconds=settings.default_schedule_timeout_seconds,
             namespaces=frozenset(settings.namespaces),
+            scheduler_names=frozenset(settings.scheduler_names),
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:

@@ -35,6 +35,7 @@ from podgroup_operator.adapters.kube import ApiError, KubeClient
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.logs import truncate
@@ -83,10 +84,15 @@ class GangScheduler:
         default_timeout_seconds: int = 60,
         namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        scheduler_names: frozenset[str] = frozenset({c.SCHEDULER_NAME}),
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
         """Namespaces whose pending pods this scheduler places; empty means all."""
+        self.scheduler_names = scheduler_names
+        """The `spec.schedulerName`s of the pods this scheduler places (`run --scheduler-name`)."""
+        self.signals = PodSignals(kube, clock=clock)
+        """PodScheduled conditions and scheduling Events on pods (controllers/podsignals.py)."""
         self.failures = Failures("scheduling of gang", logger, metric="scheduling")
         self.groups = groups
         """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
@@ -136,6 +142,7 @@ class GangScheduler:
         if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_pod(uid)
             self._drop_pending(uid)
+            self.signals.forget(uid)
             self._retry_all()
         else:
             if node or not self.snapshot.is_assumed(uid):
@@ -159,7 +166,7 @@ class GangScheduler:
         spec = pod.get("spec") or {}
         meta = pod.get("metadata") or {}
         return (
-            spec.get("schedulerName") == c.SCHEDULER_NAME
+            spec.get("schedulerName") in self.scheduler_names
             and (not self.namespaces or meta.get("namespace") in self.namespaces)
             and not spec.get("nodeName")
             and not meta.get("deletionTimestamp")
@@ -187,6 +194,7 @@ class GangScheduler:
             if not bucket:
                 del self.pending[key]
                 self.waiting.pop(key, None)
+                self.signals.forget_gang(key)
                 self._release(key)
 
     def _release(self, key: GroupKey) -> None:
@@ -213,6 +221,7 @@ class GangScheduler:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.signals.stop()
 
     async def _run(self) -> None:
         while True:
@@ -520,6 +529,7 @@ class GangScheduler:
     def _placed(self, placement: Placement) -> None:
         self.waiting.pop(placement.gang, None)
         self.publish(placement.gang, Verdict(placed=True))
+        self.signals.placed(placement.gang)
         for binding in placement.bindings:
             self.in_flight.add(binding.pod_uid)
         self._last_messages.pop(placement.gang, None)
@@ -546,8 +556,16 @@ class GangScheduler:
         if self._last_messages.get(key) != message:
             logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
         self._last_messages[key] = message
+        self.signals.refused(key, self.pending.get(key, {}).values(), message)
         if not state.timed_out:
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
+
+    def _pending_body(self, binding: Binding) -> JSON:
+        """The pending pod a binding is for (its identity alone if no longer pending)."""
+        key = self.pending_key.get(binding.pod_uid)
+        body = self.pending.get(key, {}).get(binding.pod_uid) if key is not None else None
+        meta = {"name": binding.pod, "namespace": binding.namespace, "uid": binding.pod_uid}
+        return body if body is not None else {"metadata": meta}
 
     def _bound(self, binding: Binding) -> None:
         """Forget the pod as pending at once: a watch event may lag behind the bind."""
@@ -566,6 +584,7 @@ class GangScheduler:
                     )
                     self.binds += 1
                     metrics.BINDS.labels("bound").inc()
+                    self.signals.bound(self._pending_body(binding), binding.node)
                     self._bound(binding)
                 except ApiError as exc:
                     if exc.conflict and "already assigned" in exc.message:

@@ -238,7 +238,7 @@ def test_a_pending_member_being_deleted_is_terminating_but_not_running() -> None
 
 
 def test_the_break_is_dated_when_the_terminating_pod_is_gone() -> None:
-    whole, terminating, gone = story(gang(3), ["RRR", "RRD", "RR"])
+    _, terminating, gone = story(gang(3), ["RRR", "RRD", "RR"])
     assert terminating.status.last_failure_time is None
     assert not terminating.phase_changed
     assert gone.status.last_failure_time == at(2)
