@@ -108,6 +108,9 @@ class PodSignals:
         self._written: dict[str, str] = {}
         """uid -> the Unschedulable message this process last wrote (or queued) on that pod."""
         self._told: dict[GroupKey, tuple[str, dt.datetime]] = {}
+        self._placing: dict[str, JSON] = {}
+        """uid -> pods placed whose bind is in flight (the watch may drop them from pending
+        before the bind answers; the Scheduled Event names them and their scheduler)."""
         """Gang -> (message, time) of its last FailedScheduling Events."""
         self._work: dict[tuple[str, str], Callable[[], Awaitable[None]]] = {}
         """(uid, what) -> the newest write to send; insertion order is the queue's order."""
@@ -145,11 +148,19 @@ class PodSignals:
         """The gang was placed: a later refusal is news again."""
         self._told.pop(key, None)
 
-    def bound(self, pod: JSON, node: str) -> None:
-        """`pod` was bound to `node`: the `Scheduled` Event, worded as kube-scheduler's."""
-        meta = pod.get("metadata") or {}
-        uid = meta.get("uid") or ""
+    def placing(self, pod: JSON | None) -> None:
+        """`pod` was placed; its bind goes out now (see `bound`)."""
+        uid = ((pod or {}).get("metadata") or {}).get("uid")
+        if pod is not None and uid:
+            self._placing[uid] = pod
+
+    def bound(self, uid: str, node: str) -> None:
+        """The pod was bound to `node`: the `Scheduled` Event, worded as kube-scheduler's."""
+        pod = self._placing.pop(uid, None)
         self._written.pop(uid, None)
+        if pod is None:
+            return  # not placed by this process's decisions: nothing to narrate
+        meta = pod.get("metadata") or {}
         self._work.pop((uid, "condition"), None)  # the bind made the pod PodScheduled=True
         message = f"Successfully assigned {meta.get('namespace')}/{meta.get('name')} to {node}"
         self._submit(
@@ -161,6 +172,7 @@ class PodSignals:
     def forget(self, uid: str) -> None:
         """The pod is gone: drop what is remembered and queued for it."""
         self._written.pop(uid, None)
+        self._placing.pop(uid, None)
         for what in ("condition", c.PodReason.FAILED_SCHEDULING, c.PodReason.SCHEDULED):
             self._work.pop((uid, what), None)
 

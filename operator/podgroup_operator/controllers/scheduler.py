@@ -530,8 +530,10 @@ class GangScheduler:
         self.waiting.pop(placement.gang, None)
         self.publish(placement.gang, Verdict(placed=True))
         self.signals.placed(placement.gang)
+        bucket = self.pending.get(placement.gang, {})
         for binding in placement.bindings:
             self.in_flight.add(binding.pod_uid)
+            self.signals.placing(bucket.get(binding.pod_uid))
         self._last_messages.pop(placement.gang, None)
 
     def _failed(self, key: GroupKey, exc: Exception, now: dt.datetime) -> None:
@@ -560,13 +562,6 @@ class GangScheduler:
         if not state.timed_out:
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
 
-    def _pending_body(self, binding: Binding) -> JSON:
-        """The pending pod a binding is for (its identity alone if no longer pending)."""
-        key = self.pending_key.get(binding.pod_uid)
-        body = self.pending.get(key, {}).get(binding.pod_uid) if key is not None else None
-        meta = {"name": binding.pod, "namespace": binding.namespace, "uid": binding.pod_uid}
-        return body if body is not None else {"metadata": meta}
-
     def _bound(self, binding: Binding) -> None:
         """Forget the pod as pending at once: a watch event may lag behind the bind."""
         key = self.pending_key.get(binding.pod_uid)
@@ -584,7 +579,7 @@ class GangScheduler:
                     )
                     self.binds += 1
                     metrics.BINDS.labels("bound").inc()
-                    self.signals.bound(self._pending_body(binding), binding.node)
+                    self.signals.bound(binding.pod_uid, binding.node)
                     self._bound(binding)
                 except ApiError as exc:
                     if exc.conflict and "already assigned" in exc.message:

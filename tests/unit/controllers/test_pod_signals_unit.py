@@ -123,7 +123,8 @@ async def test_failed_scheduling_is_rate_limited_per_gang() -> None:
 async def test_scheduled_event_is_worded_as_kube_schedulers() -> None:
     w = World()
     body = dict(w.pods[0], spec={**w.pods[0]["spec"], "schedulerName": "volcano"})
-    w.signals.bound(body, "node-1")
+    w.signals.placing(body)
+    w.signals.bound(body["metadata"]["uid"], "node-1")
     await w.signals.idle()
 
     (event,) = w.events(c.PodReason.SCHEDULED)
@@ -163,7 +164,8 @@ async def test_a_bound_or_deleted_pod_drops_its_queued_condition() -> None:
     release = w.fake.hold("PATCH", lambda r: r.path.endswith("/status"))
     w.signals.refused(GANG, w.pods, "short")
     await until(lambda: len(w.condition_patches()) == 1)  # the one worker is held
-    w.signals.bound(w.pods[1], "node-1")
+    w.signals.placing(w.pods[1])
+    w.signals.bound(w.pods[1]["metadata"]["uid"], "node-1")
     w.signals.forget(w.pods[2]["metadata"]["uid"])
     release.set()
     await w.signals.idle()
