@@ -1,6 +1,7 @@
 """The bundled gang scheduler: events feed it, the pure core decides, binds go out at once.
 
-Pods with `spec.schedulerName: podgroup-scheduler` wait here until their whole gang fits. Every
+Pods whose `spec.schedulerName` is one of ours (`podgroup-scheduler`, or the names given to
+`run --scheduler-name`) wait here until their whole gang fits. Every
 node and every bound pod (anyone's) keeps a `scheduling.Snapshot` current; every pending member
 sits in `pending` by group. A cycle builds one `GangRequest` per waiting group, decides them in
 queue order against the snapshot (placements are assumed into it, refusals leave it untouched),
