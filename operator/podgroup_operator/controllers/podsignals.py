@@ -22,8 +22,9 @@ refusal; the pod, not the signal, is the truth.
 
 The condition is a strategic merge patch of `pods/status`: `conditions` merge by `type`, so the
 kubelet's and others' conditions stay as they are, and `metadata.uid` in the patch makes the
-apiserver refuse it (409) for a namesake created since. No resourceVersion: the scheduler is the
-one writer of PodScheduled on a pod that is not bound yet, and a bind sets it True.
+apiserver refuse it (422, uid is immutable) for a namesake created since. No resourceVersion:
+the scheduler is the one writer of PodScheduled on a pod that is not bound yet, and a bind sets
+it True; a precondition would only turn every kubelet or label change into a retry.
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ def _involved(pod: JSON) -> JSON:
             key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion") if key in meta
         },
     }
+
+
+def _another_uid(exc: ApiError) -> bool:
+    """The apiserver refuses a patch naming another incarnation's uid as an immutable-field
+    change (422): the pod we meant is gone and a namesake took its name."""
+    return exc.status == 422 and "metadata.uid" in exc.message
 
 
 def _scheduler_of(pod: JSON) -> str:
@@ -200,7 +207,7 @@ class PodSignals:
             except ApiError as exc:
                 if self._written.get(uid) == message:
                     del self._written[uid]  # written again at the next refusal
-                if exc.not_found or exc.conflict:
+                if exc.not_found or exc.conflict or _another_uid(exc):
                     return  # gone, or a namesake: nothing to mark
                 raise
 

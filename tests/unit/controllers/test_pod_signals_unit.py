@@ -1,9 +1,9 @@
 """Pod-level signals (controllers/podsignals.py): the PodScheduled condition and the scheduling
 Events, written in the background, only when news, never fatal.
 
-The condition is a strategic merge patch, which the in-memory fake does not serve (it answers 415,
-which the scheduler-level test below uses as a failing write); these tests read the requests from
-the fake's log instead, and the integration tier checks what `kubectl describe pod` shows.
+The in-memory API server merges the condition's strategic merge patch by `type`, as the
+apiserver does (tests/api_contract.py checks both); the integration tier checks what
+`kubectl describe pod` shows.
 """
 
 from __future__ import annotations
@@ -88,9 +88,22 @@ async def test_every_waiting_member_is_marked_once_per_message() -> None:
     assert {r.content_type for r in patches} == {STRATEGIC_PATCH}
     assert {r.body["metadata"]["uid"] for r in patches} == {p["metadata"]["uid"] for p in w.pods}
 
+    for stored in w.fake.objects(PODS, NS):
+        (condition,) = stored["status"]["conditions"]
+        assert (condition["type"], condition["status"], condition["reason"]) == (
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+        )
+        assert condition["message"] == "short 1 node"
+
     w.signals.refused(GANG, w.pods, "short 2 nodes")
     await w.signals.idle()
     assert len(w.condition_patches()) == 6
+    for stored in w.fake.objects(PODS, NS):
+        (condition,) = stored["status"]["conditions"]
+        assert condition["message"] == "short 2 nodes"
+        assert condition["lastTransitionTime"] == "2026-03-01T12:00:00Z"  # kept
     assert {r.body["status"]["conditions"][0]["message"] for r in w.condition_patches()[3:]} == {
         "short 2 nodes"
     }
@@ -183,11 +196,19 @@ async def test_the_scheduler_signals_refusals_and_binds_and_a_failing_write_neve
     h.add_group("gang", min_member=3)
     pods = h.add_pods("gang", 3, cpu=1)
 
+    h.fake.inject_error("PATCH", lambda r: "/pods/gang-0/" in r.path, 500)
     await h.scheduler.cycle()  # 2 of 3 fit: refused
     await h.scheduler.signals.idle()
     assert len(h.fake.events(reason=c.PodReason.FAILED_SCHEDULING)) == 3
-    # The fake serves no strategic merge patch (415): counted, logged, nothing else happens.
-    assert h.scheduler.signals.failures == 3
+    ((_, verdict),) = h.verdicts
+    marked = {
+        p["metadata"]["name"]: p["status"]["conditions"][0]["message"]
+        for p in h.fake.objects(PODS, NS)
+        if p["status"].get("conditions")
+    }
+    assert marked == {"gang-1": verdict.message, "gang-2": verdict.message}
+    # The one write that failed is counted and logged; nothing else happens.
+    assert h.scheduler.signals.failures == 1
 
     h.add_node("n2", cpu=2)
     await h.scheduler.cycle()
