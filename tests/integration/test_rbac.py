@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, Kind, KubeClient
 from tests.builders import podgroup
 from tests.conftest import REPO, ClusterUnderTest, OperatorProcess
 from tests.kube_helpers import gang_pods, pool
@@ -91,6 +91,23 @@ async def test_operator_runs_with_the_deploy_cluster_role(
             return status.get("phase") == c.Phase.RUNNING
 
         await wait_for(running, 30, "the gang to run under the non-admin operator")
+
+        # A gang that cannot fit gets its members marked, as kube-scheduler marks pods.
+        waits = podgroup("waits", namespace, min_member=2)
+        del waits["metadata"]["uid"]
+        await kube.create(PODGROUPS, waits, namespace)
+        await gang_pods(kube, namespace, "w", 2, name, group="waits", requests={"cpu": "3"})
+
+        async def marked() -> bool:
+            pod = await kube.get(PODS, "w-0", namespace)
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            return any(
+                x["type"] == c.PodConditionType.POD_SCHEDULED
+                and x["reason"] == c.PodReason.UNSCHEDULABLE
+                for x in conditions
+            )
+
+        await wait_for(marked, 30, "PodScheduled=False written by the non-admin operator")
     # RBAC denials read `User "podgroup-operator" cannot <verb> resource ...`; other 403s (a
     # namespace being deleted refusing Events) are not about permissions.
     log = non_admin_operator.log_path.read_text()
