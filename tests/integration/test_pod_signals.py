@@ -103,7 +103,7 @@ async def test_describe_pod_of_a_waiting_member_shows_the_condition_and_the_even
 
 
 async def test_a_running_gang_stays_running_until_its_terminating_member_is_gone(
-    kube: KubeClient, operator: OperatorProcess, namespace: str
+    kube: KubeClient, operator: OperatorProcess, namespace: str, kubeconfig: Path
 ) -> None:
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
         await create_group(kube, namespace, "term", min_member=2)
@@ -118,6 +118,11 @@ async def test_a_running_gang_stays_running_until_its_terminating_member_is_gone
             # The status that counts the terminating member was computed from the deletion.
             status = await wait_group(kube, namespace, "term", terminating=1)
             assert (status["phase"], status["running"]) == (c.Phase.RUNNING, 2), status
+            wide = kubectl_ok(kubeconfig, "get", "podgroups", "term", "-n", namespace, "-o", "wide")
+            header, row = wide.splitlines()[:2]
+            # Columns are aligned to the header; empty ones (Reserved) print nothing.
+            column = header.index("TERMINATING")
+            assert row[column:].split()[0] == "1", wide
 
             # The sim kubelet finishes its half (a delete with grace 0); the finalizer holds the
             # pod; the gang is still Running.
