@@ -26,6 +26,7 @@ from podgroup_operator.adapters.kube import (
     EVENTS,
     PODGROUPS,
     PODS,
+    STRATEGIC_PATCH,
     ApiError,
     Kind,
     KubeClient,
@@ -402,6 +403,35 @@ class ApiContract:
             api.namespace,
         )
         assert patched["spec"] == {"items": ["c"], "map": {"b": "2", "c": "3"}}
+
+    async def test_strategic_merge_patch_merges_pod_conditions_by_type(self, api: Backend) -> None:
+        """What the scheduler's PodScheduled patch relies on: other conditions stay, the one of
+        its type is updated in place, and fields the patch leaves out are kept."""
+        await api.pod("p")
+        ready = {"type": "Ready", "status": "False", "reason": "Waiting"}
+        await api.kube.patch_status(PODS, "p", api.namespace, {"conditions": [ready]})
+
+        def scheduled(message: str, **extra: Any) -> JSON:
+            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+            return {"status": {"conditions": [{**condition, "message": message, **extra}]}}
+
+        first = scheduled("short 1", lastTransitionTime="2026-01-01T00:00:00Z")
+        await api.kube.patch(
+            PODS, "p", first, api.namespace, subresource="status", content_type=STRATEGIC_PATCH
+        )
+        patched = await api.kube.patch(
+            PODS,
+            "p",
+            scheduled("short 2"),
+            api.namespace,
+            subresource="status",
+            content_type=STRATEGIC_PATCH,
+        )
+        conditions = {x["type"]: x for x in patched["status"]["conditions"]}
+        assert set(conditions) == {"Ready", "PodScheduled"}
+        assert conditions["Ready"]["reason"] == "Waiting"
+        assert conditions["PodScheduled"]["message"] == "short 2"
+        assert conditions["PodScheduled"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
 
     async def test_resource_version_in_a_patch_is_a_precondition(self, api: Backend) -> None:
         created = await api.probe("p")

@@ -11,9 +11,11 @@ apiserver's answers where the operator relies on them:
   (`FIELD_LABELS`: `metadata.name`, pods' `spec.nodeName`, events' `involvedObject.name`, ...);
   any other path is refused with 400 BadRequest, in a LIST and in a watch, as the apiserver does;
 * POST (409 AlreadyExists; a pod without a phase becomes Pending), PUT (409 Conflict on a stale
-  resourceVersion), PATCH as JSON merge patch (RFC 7386) only, the one patch type the operator
-  sends (others are 415); `metadata.resourceVersion` in a patch body is a precondition (409),
-  another `metadata.uid` is refused (422, the field is immutable);
+  resourceVersion), PATCH as JSON merge patch (RFC 7386), and as strategic merge patch with the
+  one list merge the operator relies on: `conditions` merge by `type` (the scheduler's
+  PodScheduled on pods/status); other patch types are 415; `metadata.resourceVersion` in a
+  patch body is a precondition (409), another `metadata.uid` is refused (422, the field is
+  immutable);
 * the `status` subresource: writes to `/status` change only `status`, writes to the main
   resource leave `status` alone, for the kinds in `status_subresources`;
 * generation bumps when anything outside metadata and status changes;
@@ -57,7 +59,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import MERGE_PATCH, ApiError, Kind, Request
+from podgroup_operator.adapters.kube import MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kind, Request
 
 JSON = dict[str, Any]
 
@@ -318,6 +320,36 @@ def merge_patch(target: Any, patch: Any) -> Any:
             result.pop(key, None)
         else:
             result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+MERGED_BY_TYPE = frozenset({"conditions"})
+"""Lists a strategic merge patch merges item by item on their `type` (patchMergeKey)."""
+
+
+def strategic_merge_patch(target: Any, patch: Any, key: str | None = None) -> Any:
+    """A strategic merge patch, as far as the fake serves it: a merge patch whose `conditions`
+    lists merge on `type` (an item merges into the one of its type, or is appended); every
+    other list is replaced, as for the built-in fields without a merge strategy."""
+    if key in MERGED_BY_TYPE and isinstance(patch, list) and isinstance(target, list):
+        merged = [copy.deepcopy(item) for item in target]
+        for item in patch:
+            index = next(
+                (i for i, old in enumerate(merged) if old.get("type") == item.get("type")), None
+            )
+            if index is None:
+                merged.append(strategic_merge_patch({}, item))
+            else:
+                merged[index] = strategic_merge_patch(merged[index], item)
+        return merged
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = strategic_merge_patch(result.get(name), value, name)
     return result
 
 
@@ -743,13 +775,15 @@ class FakeApiServer:
     def _patch(self, where: Locator, body: Any, content_type: str, dry_run: bool) -> JSON:
         current = self._stored(where)
         media = content_type.split(";", 1)[0].strip()
-        if media != MERGE_PATCH:
-            # The apiserver also takes JSON and strategic merge patches; nothing under test sends
-            # them, so the fake refuses them rather than pretend.
+        if media not in (MERGE_PATCH, STRATEGIC_PATCH):
+            # The apiserver also takes JSON patches; nothing under test sends them, so the fake
+            # refuses them rather than pretend.
             raise StatusError(
-                415, "UnsupportedMediaType", f"the fake serves only {MERGE_PATCH}, not {media}"
+                415,
+                "UnsupportedMediaType",
+                f"the fake serves only {MERGE_PATCH} and {STRATEGIC_PATCH}, not {media}",
             )
-        patched = merge_patch(current, body)
+        patched = (merge_patch if media == MERGE_PATCH else strategic_merge_patch)(current, body)
         if not isinstance(patched, dict):
             raise StatusError(422, "Invalid", "the patched object is not an object")
         # What the patch left in metadata.resourceVersion must match: the precondition clients

@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
+
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def _dev_cluster(args: argparse.Namespace) -> int:
@@ -137,7 +140,18 @@ def _run(args: argparse.Namespace) -> int:
         cluster_cert_dir=args.cluster_cert_dir,
         log_level=args.log_level,
         log_format=args.log_format,
+        scheduler_names=args.scheduler_name,
     )
+
+
+def _scheduler_name(value: str) -> str:
+    """A `--scheduler-name` as the API accepts `spec.schedulerName`: a DNS-1123 subdomain."""
+    if not DNS_SUBDOMAIN.fullmatch(value) or len(value) > 253:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a valid spec.schedulerName: use lowercase letters, digits, '-' "
+            "and '.', starting and ending with a letter or digit (e.g. scheduler-plugins-scheduler)"
+        )
+    return value
 
 
 def _sim_nodes(args: argparse.Namespace) -> int:
@@ -187,6 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: serve on 127.0.0.1 for the dev cluster, in-cluster otherwise",
     )
     run.add_argument("--webhook-host", default=None, help="host name the apiserver calls")
+    run.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=None,
+        type=_scheduler_name,
+        metavar="NAME",
+        help="place pods whose spec.schedulerName is NAME (repeatable, e.g. "
+        "scheduler-plugins-scheduler or volcano to replace those); default: podgroup-scheduler. "
+        "The routing webhook gives the first to member pods that name the default scheduler",
+    )
     run.add_argument("--webhook-port", type=int, default=None)
     run.add_argument(
         "--webhook-certs",

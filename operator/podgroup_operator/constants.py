@@ -218,3 +218,21 @@ class StatusCause(StrEnum):
 # --- Quota reservation record --------------------------------------------------------------------
 QUOTA_LEDGER_CONFIG_MAP = "podgroup-quota-ledger"
 """ConfigMap in each opted-in namespace holding the durable record of admitted reservations."""
+
+
+# --- What the scheduler writes on pods, in kube-scheduler's words --------------------------------
+class PodConditionType(StrEnum):
+    POD_SCHEDULED = "PodScheduled"
+    """The pod condition kube-scheduler keeps; cluster-autoscaler reads it."""
+
+
+class PodReason(StrEnum):
+    """Reasons of the PodScheduled condition and of the scheduling Events on pods; exactly
+    kube-scheduler's, since tools (cluster-autoscaler, dashboards) match them."""
+
+    UNSCHEDULABLE = "Unschedulable"
+    """PodScheduled=False: the pod's gang cannot be placed now (the message says why)."""
+    FAILED_SCHEDULING = "FailedScheduling"
+    """Warning Event on a waiting member when its gang is refused (rate-limited per gang)."""
+    SCHEDULED = "Scheduled"
+    """Normal Event on bind: "Successfully assigned ns/pod to node"."""

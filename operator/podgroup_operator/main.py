@@ -13,6 +13,7 @@ from pathlib import Path
 
 import kopf
 
+from podgroup_operator import constants as c
 from podgroup_operator import logs
 from podgroup_operator.local import is_dev_cluster_kubeconfig
 from podgroup_operator.settings import OperatorSettings, WebhookCerts, WebhookMode
@@ -58,9 +59,11 @@ def run(
     cluster_cert_dir: str | None = None,
     log_level: str = "info",
     log_format: str = "text",
+    scheduler_names: list[str] | None = None,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
+        scheduler_names=scheduler_names or [c.SCHEDULER_NAME],
         leader_election=leader_election,
         metrics_address=metrics_address,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),

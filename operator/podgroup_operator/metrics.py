@@ -49,6 +49,12 @@ RESTARTS = Counter(
     "Whole-gang restarts started by the restart policy.",
     registry=REGISTRY,
 )
+POD_SIGNALS = Counter(
+    "podgroup_pod_signals",
+    "PodScheduled conditions and scheduling Events written on pods, by result (sent, failed).",
+    ["result"],
+    registry=REGISTRY,
+)
 STATUS_WRITES = Counter(
     "podgroup_status_writes", "PodGroup status PATCHes sent.", registry=REGISTRY
 )

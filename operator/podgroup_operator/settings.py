@@ -60,6 +60,9 @@ class OperatorSettings:
     """PodGroup status reconciles that may run at once."""
     metrics_address: str = "0.0.0.0:8081"
     """host:port of /metrics, /readyz and /livez; empty to serve none."""
+    scheduler_names: list[str] = field(default_factory=lambda: [c.SCHEDULER_NAME])
+    """`spec.schedulerName`s whose pods the gang scheduler places (`run --scheduler-name`);
+    the routing webhook gives the first to member pods that name the default scheduler."""
     leader_election: bool = True
     """Campaign for the Lease and lead only while holding it (several replicas may run)."""
     lease_namespace: str = field(

@@ -345,3 +345,60 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     log = (tmp_path / "op.log").read_text()
     assert max(len(line) for line in log.splitlines()) <= 4000
     assert len(log) < 1_000_000, f"{len(log)} bytes of log"
+
+
+KUBEFLOW_SCHEDULER = "scheduler-plugins-scheduler"
+
+
+async def test_a_kubeflow_shaped_gang_runs_when_the_operator_takes_scheduler_plugins_name(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """Kubeflow's training operator creates a scheduler-plugins PodGroup (minMember,
+    minResources, scheduleTimeoutSeconds) and pods with `schedulerName:
+    scheduler-plugins-scheduler`: `run --scheduler-name` with that name places them unchanged.
+    Its own control plane: the session operator must not be a second leader here."""
+    namespace = await make_namespace(own_kube, "kubeflow")
+    process = OperatorProcess(
+        own_cluster.kubeconfig,
+        tmp_path / "operator.log",
+        ["--webhooks", "off", "--scheduler-name", KUBEFLOW_SCHEDULER],
+    )
+    async with pool(own_kube, count=2, cpu="4", memory="16Gi") as (_, name):
+        process.start()
+        try:
+            process.wait_ready()
+            await create_group(
+                own_kube,
+                namespace,
+                "pytorchjob-mnist",
+                min_member=3,
+                minResources={"cpu": "6", "memory": "3Gi"},
+                scheduleTimeoutSeconds=100,
+            )
+            for role, index in (("master", 0), ("worker", 0), ("worker", 1)):
+                await create_pod(
+                    own_kube,
+                    namespace,
+                    f"pytorchjob-mnist-{role}-{index}",
+                    group="pytorchjob-mnist",
+                    requests={"cpu": "2", "memory": "1Gi"},
+                    scheduler=KUBEFLOW_SCHEDULER,
+                    nodeSelector={"pool": name},
+                )
+            status = await wait_group(
+                own_kube, namespace, "pytorchjob-mnist", timeout=30, phase=c.Phase.RUNNING
+            )
+            assert (status["running"], status["scheduled"]) == (3, 3), process.log_tail()
+            pods = (await own_kube.list(PODS, namespace))["items"]
+            assert {p["spec"]["schedulerName"] for p in pods} == {KUBEFLOW_SCHEDULER}
+
+            async def scheduled() -> list[dict[str, Any]] | None:
+                events = (await own_kube.list(EVENTS, namespace))["items"]
+                found = [e for e in events if e["reason"] == c.PodReason.SCHEDULED]
+                return found if len(found) == 3 else None
+
+            events = await wait_for(scheduled, 30, "a Scheduled Event on every member")
+            # Signed with the name the pods asked for, as kube-scheduler signs its own.
+            assert {e["source"]["component"] for e in events} == {KUBEFLOW_SCHEDULER}
+        finally:
+            process.stop()

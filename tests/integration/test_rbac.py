@@ -20,7 +20,7 @@ from typing import NamedTuple
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.local import free_port
 from podgroup_operator.manifests import OPERATOR_NAMESPACE, install_local
 from podgroup_operator.settings import OperatorSettings
@@ -123,6 +123,23 @@ async def _runs_a_gang_and_answers_webhooks(
             return status.get("phase") == c.Phase.RUNNING
 
         await wait_for(running, 30, "the gang to run under the non-admin operator")
+
+        # A gang that cannot fit gets its members marked, as kube-scheduler marks pods.
+        waits = podgroup("waits", namespace, min_member=2)
+        del waits["metadata"]["uid"]
+        await kube.create(PODGROUPS, waits, namespace)
+        await gang_pods(kube, namespace, "w", 2, name, group="waits", requests={"cpu": "3"})
+
+        async def marked() -> bool:
+            pod = await kube.get(PODS, "w-0", namespace)
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            return any(
+                x["type"] == c.PodConditionType.POD_SCHEDULED
+                and x["reason"] == c.PodReason.UNSCHEDULABLE
+                for x in conditions
+            )
+
+        await wait_for(marked, 30, "PodScheduled=False written by the non-admin operator")
     # RBAC denials read `User "podgroup-operator" cannot <verb> resource ...`; other 403s (a
     # namespace being deleted refusing Events) are not about permissions.
     log = non_admin_operator.log_path.read_text()

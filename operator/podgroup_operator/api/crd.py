@@ -87,6 +87,7 @@ def crd_manifest() -> dict[str, Any]:
         ("Failed", "integer", ".status.failed", 0),
         ("Age", "date", ".metadata.creationTimestamp", 0),
         ("Scheduled", "integer", ".status.scheduled", 1),
+        ("Terminating", "integer", ".status.terminating", 1),
         ("Restarts", "integer", ".status.restarts", 1),
         ("Reserved", "string", ".status.reservation.reserved", 1),
         ("Reason", "string", '.status.conditions[?(@.type=="Unschedulable")].reason', 1),

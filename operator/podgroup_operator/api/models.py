@@ -282,6 +282,11 @@ class PodGroupStatus(_Model):
     running: int = Field(default=0, description="Members running.")
     succeeded: int = Field(default=0, description="Members that succeeded.")
     failed: int = Field(default=0, description="Members that failed.")
+    terminating: int = Field(
+        default=0,
+        description="Members being deleted (deletionTimestamp set) whose pods still exist. Those "
+        "still running count in `running` until their pods are gone.",
+    )
     occupied_by: str | None = Field(
         default=None,
         description="The owner (kind/name) of the members, as scheduler-plugins sets it.",

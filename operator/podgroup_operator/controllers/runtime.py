@@ -193,6 +193,7 @@ class Leading:
             ),
             budgets=informers.budgets,
             on_preempted=self.status.set_preempted,
+            scheduler_names=frozenset(settings.scheduler_names),
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:

@@ -1,6 +1,7 @@
 """The bundled gang scheduler: events feed it, the pure core decides, binds go out at once.
 
-Pods with `spec.schedulerName: podgroup-scheduler` wait here until their whole gang fits. Every
+Pods whose `spec.schedulerName` is one of ours (`podgroup-scheduler`, or the names given to
+`run --scheduler-name`) wait here until their whole gang fits. Every
 node and every bound pod (anyone's) keeps a `scheduling.Snapshot` current; every pending member
 sits in `pending` by group. A cycle builds one `GangRequest` per waiting group, decides them in
 queue order against the snapshot (placements are assumed into it, refusals leave it untouched),
@@ -39,6 +40,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Preemptor
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
 from podgroup_operator.domain.membership import group_key_of
@@ -92,10 +94,15 @@ class GangScheduler:
         volumes: VolumeBinder | None = None,
         budgets: Callable[[], Sequence[DisruptionBudget]] = tuple,
         on_preempted: Callable[[GroupKey, Preempted], None] = lambda key, fact: None,
+        scheduler_names: frozenset[str] = frozenset({c.SCHEDULER_NAME}),
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
         """Namespaces whose pending pods this scheduler places; empty means all."""
+        self.scheduler_names = scheduler_names
+        """The `spec.schedulerName`s of the pods this scheduler places (`run --scheduler-name`)."""
+        self.signals = PodSignals(kube, clock=clock)
+        """PodScheduled conditions and scheduling Events on pods (controllers/podsignals.py)."""
         self.failures = Failures("scheduling of gang", logger, metric="scheduling")
         self.groups = groups
         """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
@@ -168,6 +175,7 @@ class GangScheduler:
             self.snapshot.remove_pod(uid)
             self.preemption.pod_gone(uid)
             self._drop_pending(uid)
+            self.signals.forget(uid)
             self._retry_all()
             self.wake()
             return
@@ -200,7 +208,7 @@ class GangScheduler:
         spec = pod.get("spec") or {}
         meta = pod.get("metadata") or {}
         return (
-            spec.get("schedulerName") == c.SCHEDULER_NAME
+            spec.get("schedulerName") in self.scheduler_names
             and (not self.namespaces or meta.get("namespace") in self.namespaces)
             and not spec.get("nodeName")
             and not meta.get("deletionTimestamp")
@@ -228,6 +236,7 @@ class GangScheduler:
             if not bucket:
                 del self.pending[key]
                 self.waiting.pop(key, None)
+                self.signals.forget_gang(key)
                 self._release(key)
                 self.preemption.forget(key)
 
@@ -257,6 +266,7 @@ class GangScheduler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.preemption.stop()
+        await self.signals.stop()
 
     async def _run(self) -> None:
         while True:
@@ -583,8 +593,11 @@ class GangScheduler:
         self.waiting.pop(placement.gang, None)
         self.preemption.forget(placement.gang)
         self.publish(placement.gang, Verdict(placed=True))
+        self.signals.placed(placement.gang)
+        bucket = self.pending.get(placement.gang, {})
         for binding in placement.bindings:
             self.in_flight.add(binding.pod_uid)
+            self.signals.placing(bucket.get(binding.pod_uid))
         self._last_messages.pop(placement.gang, None)
 
     def _failed(self, key: GroupKey, exc: Exception, now: dt.datetime) -> None:
@@ -609,6 +622,7 @@ class GangScheduler:
         if self._last_messages.get(key) != message:
             logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
         self._last_messages[key] = message
+        self.signals.refused(key, self.pending.get(key, {}).values(), message)
         if not state.timed_out:
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
 
@@ -629,6 +643,7 @@ class GangScheduler:
                     )
                     self.binds += 1
                     metrics.BINDS.labels("bound").inc()
+                    self.signals.bound(binding.pod_uid, binding.node)
                     self._bound(binding)
                 except ApiError as exc:
                     if exc.conflict and await self._bound_meanwhile(binding):

@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 URGENT, ROUTINE = 0, 1
 """Lanes of the dirty queue (lower first); see `StatusReconciler.touch`."""
-COUNTERS = frozenset({"scheduled", "running", "succeeded", "failed"})
+COUNTERS = frozenset({"scheduled", "running", "succeeded", "failed", "terminating"})
 """Status fields that only count members; a change of these alone may wait (`count_delay`)."""
 COUNT_DELAY_SECONDS = 2.0
 """A change of nothing but COUNTERS waits this long from when it was first seen: a gang's

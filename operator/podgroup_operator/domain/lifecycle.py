@@ -11,13 +11,17 @@ How members count (user documentation):
 * Members are the pods whose membership keys name this group in its namespace (see
   `membership`); other pods passed in are ignored, and a pod listed twice (same uid) counts once.
 * A member is Succeeded or Failed by its pod phase, even while being deleted (its work is done).
-* Otherwise a member with `metadata.deletionTimestamp` is *being deleted*: it no longer counts as
-  running toward minMember, and losing it counts as a deletion (reason PodDeleted).
+* Otherwise a member with `metadata.deletionTimestamp` is *terminating* (`status.terminating`
+  counts them). One whose pod phase is Running still counts as running until its pod is gone:
+  its containers run out their grace period, and a gang going Pending or Unknown seconds before
+  that would be a lie (Volcano keeps such a group Running too). Losing it, once the pod is gone,
+  counts as a deletion (reason PodDeleted). The restart policy judges differently: for it the
+  deletion itself is the break (`MemberCounts.live` leaves terminating members out).
 * Otherwise it is Running by its pod phase, or else pending (phases Pending and Unknown: a pod
   on an unreachable node is not known to run).
-* `running`, `succeeded` and `failed` count those states; `scheduled` counts members bound to a
-  node (`spec.nodeName`) that are pending, running or succeeded, so running + succeeded never
-  exceeds scheduled.
+* `running`, `succeeded` and `failed` count those states (`running` with the terminating members
+  that still run); `scheduled` counts members bound to a node (`spec.nodeName`) that are pending,
+  running (terminating or not) or succeeded, so running + succeeded never exceeds scheduled.
 
 The phase table (minMember = m; "live" = running + succeeded):
 
@@ -28,7 +32,7 @@ The phase table (minMember = m; "live" = running + succeeded):
 * Unknown:  the group was Running, a member failed or went away (live dropped), live < m and
   some member still runs; it stays Unknown while something runs and live < m.
 * Pending:  anything else, including an Unknown or Running group with no running member left
-  (all members gone, or only pending and terminating ones).
+  (all members gone, or only pending ones).
 * Finished and Failed latch: once there, the phase, conditions and timestamps never change
   again, whatever pods appear; only the counters and observedGeneration keep being reported.
 
@@ -51,7 +55,7 @@ on entering Unknown.
 """
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -157,6 +161,8 @@ class MemberCounts:
     succeeded: int = 0
     failed: int = 0
     deleting: int = 0
+    deleting_running: int = 0
+    """Of `deleting`, those whose pod phase is still Running (see `until_gone`)."""
     scheduled: int = 0
 
     @property
@@ -165,8 +171,19 @@ class MemberCounts:
 
     @property
     def live(self) -> int:
-        """Members counting toward minMember: running or already succeeded."""
+        """Members counting toward minMember: running or already succeeded. Terminating members
+        are out: the restart policy sees a deletion as a break at once."""
         return self.running + self.succeeded
+
+    def until_gone(self) -> "MemberCounts":
+        """The counts the phase table reads: a terminating member whose pod still runs counts as
+        running until the pod is gone (the lifecycle reports a group by what runs)."""
+        return replace(
+            self,
+            running=self.running + self.deleting_running,
+            deleting=self.deleting - self.deleting_running,
+            deleting_running=0,
+        )
 
     @property
     def can_run(self) -> int:
@@ -186,14 +203,17 @@ class MemberCounts:
 def count_members(members: Iterable[Pod]) -> MemberCounts:
     """Count member pods (already filtered and deduplicated, see `members_of`) by state."""
     tally = dict.fromkeys(MemberState, 0)
-    scheduled = 0
+    scheduled = deleting_running = 0
     for pod in members:
         state = member_state(pod)
         tally[state] += 1
-        if is_bound(pod) and state in (
-            MemberState.PENDING,
-            MemberState.RUNNING,
-            MemberState.SUCCEEDED,
+        still_runs = (
+            state is MemberState.DELETING
+            and (pod.get("status") or {}).get("phase") == PodPhase.RUNNING
+        )
+        deleting_running += still_runs
+        if is_bound(pod) and (
+            still_runs or state in (MemberState.PENDING, MemberState.RUNNING, MemberState.SUCCEEDED)
         ):
             scheduled += 1
     return MemberCounts(
@@ -202,6 +222,7 @@ def count_members(members: Iterable[Pod]) -> MemberCounts:
         succeeded=tally[MemberState.SUCCEEDED],
         failed=tally[MemberState.FAILED],
         deleting=tally[MemberState.DELETING],
+        deleting_running=deleting_running,
         scheduled=scheduled,
     )
 
@@ -255,10 +276,12 @@ def compute_status(
         raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
     min_member = group.spec.min_member
     members = members_of(group.key, member_pods)
-    counts = count_members(members)
+    all_counts = count_members(members)
+    counts = all_counts.until_gone()
     reported = previous.model_copy(
         update={
             "running": counts.running,
+            "terminating": all_counts.deleting,
             "succeeded": counts.succeeded,
             "failed": counts.failed,
             "scheduled": counts.scheduled,

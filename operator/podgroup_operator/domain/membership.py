@@ -21,7 +21,7 @@ Rules, in the words of the user documentation:
   lightweight key is the one that decides membership.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -77,6 +77,21 @@ def declares_membership(pod: Pod) -> bool:
     about the keys, not about a group key.
     """
     return bool(_present(pod))
+
+
+def routed_scheduler(pod: Pod, scheduler_names: Sequence[str]) -> str | None:
+    """The schedulerName the routing webhook gives a new pod, or None to leave it alone.
+
+    Only a member (a membership key) that names no scheduler or the default one is routed, to
+    the first of `scheduler_names`: a pod naming any other scheduler, ours included, was
+    addressed on purpose.
+    """
+    scheduler = (pod.get("spec") or {}).get("schedulerName")
+    if not scheduler_names or not declares_membership(pod):
+        return None
+    if scheduler in (None, "", c.DEFAULT_SCHEDULER_NAME):
+        return scheduler_names[0]
+    return None
 
 
 def _metadata(pod: Pod) -> Mapping[str, Any]:

@@ -15,6 +15,7 @@ from podgroup_operator.domain.lifecycle import (
     count_members,
     members_of,
 )
+from podgroup_operator.domain.restart import Restart, plan_restart
 from tests.builders import pod, podgroup
 from tests.unit.domain.lifecycle_helpers import T0, at, gang, members, story
 
@@ -31,7 +32,7 @@ def _counters(status: PodGroupStatus) -> tuple[int, int, int, int]:
         ("BBP", 0, 0, 0, 2),
         ("RRS", 2, 1, 0, 3),
         ("RSF", 1, 1, 1, 2),
-        ("RRD", 2, 0, 0, 2),
+        ("RRD", 3, 0, 0, 3),
         ("RU", 1, 0, 0, 2),
     ],
     ids=[
@@ -100,7 +101,9 @@ def test_a_pod_listed_twice_counts_once_as_its_most_advanced_copy(order: int) ->
 
 def test_a_deleted_copy_wins_over_a_running_copy() -> None:
     copies = _copies(PodPhase.RUNNING, PodPhase.RUNNING, deleting_last=True)
-    assert count_members(members_of(("default", "gang"), copies[::-1])) == MemberCounts(deleting=1)
+    assert count_members(members_of(("default", "gang"), copies[::-1])) == MemberCounts(
+        deleting=1, deleting_running=1, scheduled=1
+    )
 
 
 def test_duplicates_do_not_make_a_gang_whole() -> None:
@@ -204,3 +207,51 @@ def test_last_failure_time_marks_when_the_gang_breaks() -> None:
 def test_failures_while_pending_are_not_failures_of_the_gang() -> None:
     results = story(gang(3), ["PPP", "FPP", "FFP"])
     assert [r.status.last_failure_time for r in results] == [None, None, None]
+
+
+# --- terminating members (deletionTimestamp set, pod still present) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("letters", "running", "terminating", "phase"),
+    [
+        ("RRR", 3, 0, Phase.RUNNING),
+        ("RRD", 3, 1, Phase.RUNNING),
+        ("DDD", 3, 3, Phase.RUNNING),
+        ("RR", 2, 0, Phase.UNKNOWN),
+    ],
+    ids=["whole", "one terminating", "all terminating", "terminated pod gone"],
+)
+def test_a_terminating_member_counts_as_running_until_its_pod_is_gone(
+    letters: str, running: int, terminating: int, phase: Phase
+) -> None:
+    steps = story(gang(3), ["RRR", letters])
+    assert (steps[-1].status.running, steps[-1].status.terminating) == (running, terminating)
+    assert steps[-1].status.phase is phase
+
+
+def test_a_pending_member_being_deleted_is_terminating_but_not_running() -> None:
+    doomed = pod("a", group="gang", phase=PodPhase.PENDING, deleting=True)
+    status = compute_status(gang(1), [doomed], PodGroupStatus(), T0).status
+    assert (status.running, status.terminating, status.scheduled) == (0, 1, 0)
+    assert status.phase is Phase.PENDING
+
+
+def test_the_break_is_dated_when_the_terminating_pod_is_gone() -> None:
+    _, terminating, gone = story(gang(3), ["RRR", "RRD", "RR"])
+    assert terminating.status.last_failure_time is None
+    assert not terminating.events  # no transition: still Running
+    assert gone.status.last_failure_time == at(2)
+
+
+def test_the_restart_policy_sees_the_deletion_as_a_break_while_the_status_says_running() -> None:
+    running = story(gang(3), ["RRR"])[-1].status
+    group = PodGroup.model_validate(
+        podgroup("gang", min_member=3, policy={"action": "RestartGang", "backoffSeconds": 0})
+    ).model_copy(update={"status": running})
+    pods = members("RRD")
+
+    assert compute_status(group, pods, running, at(1)).status.phase is Phase.RUNNING
+    plan = plan_restart(group, pods, at(1))
+    assert isinstance(plan, Restart), plan
+    assert "m2 being deleted" in plan.event.message

@@ -19,27 +19,29 @@ TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
         ([""], TRUE, Reason.NOT_ENOUGH_TASKS),
         (["PPP"], FALSE, Reason.ENOUGH_TASKS),
         (["FPP"], TRUE, Reason.NOT_ENOUGH_TASKS),
-        (["DPP"], TRUE, Reason.NOT_ENOUGH_TASKS),
+        (["DPP"], FALSE, Reason.ENOUGH_TASKS),
         (["RRR"], FALSE, Reason.GANG_SCHEDULABLE),
         (["RRR", "RRF"], TRUE, Reason.POD_FAILED),
         (["RRR", "RR"], TRUE, Reason.POD_DELETED),
-        (["RRR", "RRD"], TRUE, Reason.POD_DELETED),
+        (["RRR", "RRD"], FALSE, Reason.GANG_SCHEDULABLE),
+        (["RRR", "RRD", "RR"], TRUE, Reason.POD_DELETED),
         (["RRR", "SSS"], FALSE, Reason.GANG_FINISHED),
         (["RRR", "SSF"], TRUE, Reason.POD_FAILED),
         (["RRR", "RR", ""], TRUE, Reason.NOT_ENOUGH_TASKS),
         (["RRR", "RR", "RRPPP"], TRUE, Reason.POD_DELETED),
-        (["RRR", "RR", "DDPPP"], FALSE, Reason.ENOUGH_TASKS),
+        (["RRR", "RR", "PPP"], FALSE, Reason.ENOUGH_TASKS),
     ],
     ids=[
         "too few members",
         "no members",
         "enough members",
         "a failed member cannot run",
-        "a terminating member cannot run",
+        "a terminating member still runs",
         "running",
         "unknown after a failure",
         "unknown after a deletion",
-        "unknown after a pod started terminating",
+        "running while a pod terminates",
+        "unknown once the terminating pod is gone",
         "finished",
         "failed",
         "all gone after unknown",
@@ -55,10 +57,8 @@ def test_the_lifecycle_verdict_per_situation(
 
 
 def test_messages_say_how_short_the_gang_is_and_why() -> None:
-    condition = unschedulable(story(gang(3), ["FDP"])[-1].status)
-    assert condition.message == (
-        "1 member pods can run, fewer than minMember 3 (1 failed, 1 being deleted)"
-    )
+    condition = unschedulable(story(gang(4), ["FDP"])[-1].status)
+    assert condition.message == "2 member pods can run, fewer than minMember 4 (1 failed)"
 
 
 def test_an_unknown_gang_names_its_newest_loss_and_keeps_it_while_nothing_new_is_lost() -> None:

@@ -18,9 +18,9 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
+    JSON_PATCH,
     PODGROUPS,
     PODS,
-    STRATEGIC_PATCH,
     KubeClient,
     Request,
 )
@@ -126,11 +126,9 @@ async def test_built_in_kinds_keep_their_status_on_create(client: KubeClient) ->
     assert running["status"]["phase"] == "Running"
 
 
-async def test_only_merge_patches_are_served(client: KubeClient) -> None:
+async def test_json_patches_are_not_served(client: KubeClient) -> None:
     await client.create(PODS, pod("p"), NS)
-    error = await api_error(
-        client.patch(PODS, "p", {"metadata": {}}, NS, content_type=STRATEGIC_PATCH)
-    )
+    error = await api_error(client.patch(PODS, "p", [], NS, content_type=JSON_PATCH))
     assert (error.status, error.reason) == (415, "UnsupportedMediaType")
 
 

@@ -1,0 +1,278 @@
+"""What the gang scheduler tells the pods themselves, in kube-scheduler's words.
+
+Why: a waiting member used to show `Events: <none>` in `kubectl describe pod`, and
+cluster-autoscaler, which scales up for pods whose condition says `PodScheduled=False` with
+reason `Unschedulable`, never saw our gangs. kube-scheduler writes that condition on every pod it
+cannot place, posts a `FailedScheduling` Warning, and a `Scheduled` Event on bind. So do we, per
+gang:
+
+* every waiting member of a refused gang gets `PodScheduled=False`, reason `Unschedulable`, with
+  the gang's message; the condition is patched only when the message differs from the one this
+  process last wrote on that pod (a pod's own status patch comes back as a watch event, and a
+  refusal repeated every cycle must not become a write every cycle);
+* `FailedScheduling` (Warning) on each waiting member, at most once per gang per message change
+  or per `FAILED_SCHEDULING_INTERVAL` (a gang refused every second must not flood etcd);
+* `Scheduled` (Normal) on bind: "Successfully assigned ns/pod to node".
+
+None of this may slow or stop scheduling: calls only queue work, which `SIGNAL_CONCURRENCY`
+background workers send. Work is keyed (one condition and one Event per reason per pod), so a
+backlog coalesces to the newest message instead of growing. A failed write is logged and counted
+(`podgroup_pod_signals_total{result="failed"}`), and the condition is written again at the next
+refusal; the pod, not the signal, is the truth.
+
+The condition is a strategic merge patch of `pods/status`: `conditions` merge by `type`, so the
+kubelet's and others' conditions stay as they are, and `metadata.uid` in the patch makes the
+apiserver refuse it (422, uid is immutable) for a namesake created since. No resourceVersion:
+the scheduler is the one writer of PodScheduled on a pod that is not bound yet, and a bind sets
+it True; a precondition would only turn every kubelet or label change into a retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator import metrics
+from podgroup_operator.adapters.kube import PODS, STRATEGIC_PATCH, ApiError, KubeClient
+from podgroup_operator.logs import truncate
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+GroupKey = tuple[str, str]
+
+SIGNAL_CONCURRENCY = 8
+"""Condition patches and Events in flight at once."""
+FAILED_SCHEDULING_INTERVAL = dt.timedelta(seconds=60)
+"""A gang still refused with the same message gets its FailedScheduling Events again after this."""
+MESSAGE_LIMIT = 1024
+"""Characters of a condition or Event message (an Event's note is capped at 1 kB)."""
+
+
+def _timestamp(now: dt.datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool) -> JSON:
+    """The strategic merge patch setting PodScheduled=False/Unschedulable with `message`.
+
+    `first`: this process has not written the condition on this pod yet, so it also sets
+    lastTransitionTime; a changed message alone keeps the pod's transition time.
+    """
+    condition: JSON = {
+        "type": c.PodConditionType.POD_SCHEDULED.value,
+        "status": c.ConditionStatus.FALSE.value,
+        "reason": c.PodReason.UNSCHEDULABLE.value,
+        "message": message[:MESSAGE_LIMIT],
+        "lastProbeTime": None,
+    }
+    if first:
+        condition["lastTransitionTime"] = _timestamp(now)
+    return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
+
+
+def _involved(pod: JSON) -> JSON:
+    """The pod as an Event's involvedObject needs it (apiVersion, kind, identity)."""
+    meta = pod.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion") if key in meta
+        },
+    }
+
+
+def _another_uid(exc: ApiError) -> bool:
+    """The apiserver refuses a patch naming another incarnation's uid as an immutable-field
+    change (422): the pod we meant is gone and a namesake took its name."""
+    return exc.status == 422 and "metadata.uid" in exc.message
+
+
+def _scheduler_of(pod: JSON) -> str:
+    return str((pod.get("spec") or {}).get("schedulerName") or c.SCHEDULER_NAME)
+
+
+class PodSignals:
+    """Queues and sends the pod conditions and Events described in the module docstring."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        clock: Callable[[], dt.datetime],
+        concurrency: int = SIGNAL_CONCURRENCY,
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.concurrency = concurrency
+        self.failures = 0
+        """Writes that failed (also counted in metrics)."""
+        self._written: dict[str, str] = {}
+        """uid -> the Unschedulable message this process last wrote (or queued) on that pod."""
+        self._told: dict[GroupKey, tuple[str, dt.datetime]] = {}
+        self._placing: dict[str, JSON] = {}
+        """uid -> pods placed whose bind is in flight (the watch may drop them from pending
+        before the bind answers; the Scheduled Event names them and their scheduler)."""
+        """Gang -> (message, time) of its last FailedScheduling Events."""
+        self._work: dict[tuple[str, str], Callable[[], Awaitable[None]]] = {}
+        """(uid, what) -> the newest write to send; insertion order is the queue's order."""
+        self._workers: set[asyncio.Task[None]] = set()
+        self._active = 0
+        """Workers still draining (counted synchronously: a finishing task is not one)."""
+
+    # --- what the scheduler reports -------------------------------------------------------------
+    def refused(self, key: GroupKey, pods: Iterable[JSON], message: str) -> None:
+        """The gang `key` was refused: mark its waiting `pods` and narrate (rate-limited)."""
+        now = self.clock()
+        waiting = list(pods)
+        for pod in waiting:
+            uid = (pod.get("metadata") or {}).get("uid")
+            if not uid or self._written.get(uid) == message:
+                continue
+            first = uid not in self._written
+            self._written[uid] = message
+            self._submit(uid, "condition", self._condition_writer(pod, message, now, first=first))
+        told = self._told.get(key)
+        if told is not None and told[0] == message and now - told[1] < FAILED_SCHEDULING_INTERVAL:
+            return
+        self._told[key] = (message, now)
+        for pod in waiting:
+            uid = (pod.get("metadata") or {}).get("uid") or ""
+            self._submit(
+                uid,
+                c.PodReason.FAILED_SCHEDULING,
+                self._event_writer(
+                    pod, c.EventType.WARNING, c.PodReason.FAILED_SCHEDULING, message
+                ),
+            )
+
+    def placed(self, key: GroupKey) -> None:
+        """The gang was placed: a later refusal is news again."""
+        self._told.pop(key, None)
+
+    def placing(self, pod: JSON | None) -> None:
+        """`pod` was placed; its bind goes out now (see `bound`)."""
+        uid = ((pod or {}).get("metadata") or {}).get("uid")
+        if pod is not None and uid:
+            self._placing[uid] = pod
+
+    def bound(self, uid: str, node: str) -> None:
+        """The pod was bound to `node`: the `Scheduled` Event, worded as kube-scheduler's."""
+        pod = self._placing.pop(uid, None)
+        self._written.pop(uid, None)
+        if pod is None:
+            return  # not placed by this process's decisions: nothing to narrate
+        meta = pod.get("metadata") or {}
+        self._work.pop((uid, "condition"), None)  # the bind made the pod PodScheduled=True
+        message = f"Successfully assigned {meta.get('namespace')}/{meta.get('name')} to {node}"
+        self._submit(
+            uid,
+            c.PodReason.SCHEDULED,
+            self._event_writer(pod, c.EventType.NORMAL, c.PodReason.SCHEDULED, message),
+        )
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone: drop what is remembered and queued for it."""
+        self._written.pop(uid, None)
+        self._placing.pop(uid, None)
+        for what in ("condition", c.PodReason.FAILED_SCHEDULING, c.PodReason.SCHEDULED):
+            self._work.pop((uid, what), None)
+
+    def forget_gang(self, key: GroupKey) -> None:
+        """The gang has no waiting pods left: its rate limit goes with it."""
+        self._told.pop(key, None)
+
+    # --- sending --------------------------------------------------------------------------------
+    def _condition_writer(
+        self, pod: JSON, message: str, now: dt.datetime, *, first: bool
+    ) -> Callable[[], Awaitable[None]]:
+        meta = pod.get("metadata") or {}
+        name, namespace, uid = meta.get("name", ""), meta.get("namespace"), meta.get("uid", "")
+
+        async def write() -> None:
+            try:
+                await self.kube.patch(
+                    PODS,
+                    name,
+                    unschedulable_patch(uid, message, now, first=first),
+                    namespace,
+                    subresource="status",
+                    content_type=STRATEGIC_PATCH,
+                )
+            except ApiError as exc:
+                if self._written.get(uid) == message:
+                    del self._written[uid]  # written again at the next refusal
+                if exc.not_found or exc.conflict or _another_uid(exc):
+                    return  # gone, or a namesake: nothing to mark
+                raise
+
+        return write
+
+    def _event_writer(
+        self, pod: JSON, event_type: c.EventType, reason: c.PodReason, message: str
+    ) -> Callable[[], Awaitable[None]]:
+        involved = _involved(pod)
+        component = _scheduler_of(pod)
+        timestamp = _timestamp(self.clock())
+
+        async def post() -> None:
+            await self.kube.create_event(
+                involved,
+                event_type=event_type,
+                reason=reason,
+                message=message,
+                timestamp=timestamp,
+                component=component,
+            )
+
+        return post
+
+    def _submit(self, uid: str, what: str, job: Callable[[], Awaitable[None]]) -> None:
+        self._work[(uid, what)] = job
+        if self._active < self.concurrency:
+            self._active += 1
+            task = asyncio.create_task(self._drain())
+            self._workers.add(task)
+            task.add_done_callback(self._workers.discard)
+
+    async def _drain(self) -> None:
+        try:
+            await self._drain_queue()
+        finally:
+            self._active -= 1
+
+    async def _drain_queue(self) -> None:
+        while self._work:
+            work_key = next(iter(self._work))
+            job = self._work.pop(work_key)
+            try:
+                await job()
+                metrics.POD_SIGNALS.labels("sent").inc()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.failures += 1
+                metrics.POD_SIGNALS.labels("failed").inc()
+                logger.warning(
+                    "pod signal %s for pod uid %s not written: %s",
+                    work_key[1],
+                    work_key[0],
+                    truncate(str(exc)),
+                )
+
+    async def idle(self) -> None:
+        """Wait until everything queued so far is sent (tests; a clean stop)."""
+        while self._workers:
+            await asyncio.gather(*self._workers, return_exceptions=True)
+
+    async def stop(self) -> None:
+        workers = list(self._workers)
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        self._work.clear()

@@ -1,0 +1,152 @@
+"""What the gang scheduler tells the pods, and terminating members, on the real control plane.
+
+`kubectl describe pod` of a waiting member must show what kube-scheduler's would: the condition
+`PodScheduled=False` with reason `Unschedulable` (cluster-autoscaler scales up for it) and
+`FailedScheduling` Events; a bound member a `Scheduled` Event. A Running gang whose member is
+being deleted stays Running until the pod is gone.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import EVENTS, PODS, ApiError, KubeClient
+from podgroup_operator.devcluster.process import OperatorProcess
+from tests.kube_helpers import (
+    create_bound,
+    create_group,
+    gang_pods,
+    group_status,
+    kubectl_ok,
+    pool,
+    wait_group,
+)
+from tests.waiting import wait_for
+
+HOLD = "test.podgroup.x-k8s.io/hold"
+"""A finalizer of the test's own: the sim kubelet deletes at once, so the test holds a
+terminating pod in place with it (as a real kubelet's grace period would), and lets it go."""
+
+
+def pod_condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next(
+        (x for x in (pod.get("status") or {}).get("conditions") or [] if x["type"] == kind), None
+    )
+
+
+async def pod_events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
+    events = (await kube.list(EVENTS, namespace))["items"]
+    return [e for e in events if e["reason"] == reason and e["involvedObject"]["kind"] == "Pod"]
+
+
+async def test_describe_pod_of_a_waiting_member_shows_the_condition_and_the_events(
+    kube: KubeClient, operator: OperatorProcess, namespace: str, kubeconfig: Path
+) -> None:
+    async with pool(kube, count=1, cpu="3", memory="16Gi") as (sim, name):
+        (node,) = sim.node_names
+        blocker = await create_bound(kube, namespace, "blocker", node, requests={"cpu": "2"})
+        await create_group(kube, namespace, "wait", min_member=3)
+        members = await gang_pods(kube, namespace, "wait", 3, name, group="wait")
+
+        async def marked() -> dict[str, str] | None:
+            """Every member's PodScheduled message, once all carry the gang's message."""
+            cond = next(
+                (
+                    x
+                    for x in (await group_status(kube, namespace, "wait")).get("conditions", [])
+                    if x["type"] == c.ConditionType.UNSCHEDULABLE
+                ),
+                None,
+            )
+            if cond is None or cond["reason"] != c.Reason.NOT_ENOUGH_RESOURCES:
+                return None
+            found = {}
+            for member in members:
+                current = await kube.get(PODS, member["metadata"]["name"], namespace)
+                scheduled = pod_condition(current, c.PodConditionType.POD_SCHEDULED)
+                if scheduled is None or scheduled["message"] != cond["message"]:
+                    return None
+                assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+                found[current["metadata"]["name"]] = scheduled["message"]
+            return found
+
+        await wait_for(marked, 30, "every waiting member marked PodScheduled=False")
+
+        async def warned() -> list[dict[str, Any]] | None:
+            events = await pod_events(kube, namespace, c.PodReason.FAILED_SCHEDULING)
+            names = {e["involvedObject"]["name"] for e in events}
+            return events if names == {m["metadata"]["name"] for m in members} else None
+
+        events = await wait_for(warned, 30, "FailedScheduling on every waiting member")
+        assert {e["type"] for e in events} == {c.EventType.WARNING}
+        described = kubectl_ok(kubeconfig, "describe", "pod", "wait-0", "-n", namespace)
+        assert re.search(r"PodScheduled\s+False", described), described
+        assert re.search(r"Warning\s+FailedScheduling\s+.*podgroup-scheduler", described), described
+        assert "Insufficient cpu" in described, described
+
+        # Room comes back: every member is bound, and says so as kube-scheduler's pods do.
+        await kube.delete(PODS, "blocker", namespace, uid=blocker["metadata"]["uid"])
+
+        async def scheduled() -> list[dict[str, Any]] | None:
+            events = await pod_events(kube, namespace, c.PodReason.SCHEDULED)
+            return events if len(events) == 3 else None
+
+        events = await wait_for(scheduled, 30, "a Scheduled Event on every member")
+        assert sorted(e["message"] for e in events) == [
+            f"Successfully assigned {namespace}/wait-{i} to {node}" for i in range(3)
+        ]
+        described = kubectl_ok(kubeconfig, "describe", "pod", "wait-1", "-n", namespace)
+        assert re.search(r"Normal\s+Scheduled\s+.*Successfully assigned", described), described
+
+
+async def test_a_running_gang_stays_running_until_its_terminating_member_is_gone(
+    kube: KubeClient, operator: OperatorProcess, namespace: str, kubeconfig: Path
+) -> None:
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        await create_group(kube, namespace, "term", min_member=2)
+        members = await gang_pods(kube, namespace, "term", 2, name, group="term")
+        await wait_group(kube, namespace, "term", phase=c.Phase.RUNNING, running=2)
+        doomed = members[1]
+        await kube.patch(PODS, "term-1", {"metadata": {"finalizers": [HOLD]}}, namespace)
+        try:
+            await kube.delete(
+                PODS, "term-1", namespace, uid=doomed["metadata"]["uid"], grace_period_seconds=30
+            )
+            # The status that counts the terminating member was computed from the deletion.
+            status = await wait_group(kube, namespace, "term", terminating=1)
+            assert (status["phase"], status["running"]) == (c.Phase.RUNNING, 2), status
+            wide = kubectl_ok(kubeconfig, "get", "podgroups", "term", "-n", namespace, "-o", "wide")
+            header, row = wide.splitlines()[:2]
+            # Columns are aligned to the header; empty ones (Reserved) print nothing.
+            column = header.index("TERMINATING")
+            assert row[column:].split()[0] == "1", wide
+
+            # The sim kubelet finishes its half (a delete with grace 0); the finalizer holds the
+            # pod; the gang is still Running.
+            async def kubelet_done() -> bool:
+                pod = await kube.get(PODS, "term-1", namespace)
+                return pod["metadata"].get("deletionGracePeriodSeconds") == 0
+
+            await wait_for(kubelet_done, 30, "the sim kubelet's final delete")
+            status = await group_status(kube, namespace, "term")
+            assert (status["phase"], status["terminating"]) == (c.Phase.RUNNING, 1), status
+        finally:
+            await _release(kube, namespace, "term-1")
+
+        status = await wait_group(kube, namespace, "term", phase=c.Phase.UNKNOWN)
+        assert (status["running"], status["terminating"]) == (1, 0), status
+        unschedulable = next(
+            x for x in status["conditions"] if x["type"] == c.ConditionType.UNSCHEDULABLE
+        )
+        assert unschedulable["reason"] == c.Reason.POD_DELETED, unschedulable
+
+
+async def _release(kube: KubeClient, namespace: str, name: str) -> None:
+    try:
+        await kube.patch(PODS, name, {"metadata": {"finalizers": None}}, namespace)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
