@@ -58,7 +58,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         ):
             is_property = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
             limit = PROPERTY_TIMEOUT_SECONDS if is_property else UNIT_TIMEOUT_SECONDS
-            item.add_marker(pytest.mark.timeout(limit))
+            # The test itself, not fixture teardown: the session's control plane is stopped
+            # when the last test of a whole run ends, which is a unit test.
+            item.add_marker(pytest.mark.timeout(limit, func_only=True))
 
 
 class ClusterUnderTest:

@@ -27,7 +27,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import LEASES, KubeClient
+from podgroup_operator.adapters.kube import LEASES, ApiError, KubeClient
 from podgroup_operator.local import free_port
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.conftest import ClusterUnderTest
@@ -55,7 +55,14 @@ def operator_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
 
 
 async def lease_holder(kube: KubeClient, namespace: str) -> str:
-    lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, namespace)
+    """The Lease's holder; "" while nobody has created it yet (the elector campaigns in the
+    background once the startup handler has returned)."""
+    try:
+        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return ""
+        raise
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 

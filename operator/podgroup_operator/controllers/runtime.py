@@ -290,8 +290,6 @@ class Runtime:
         logger.info(
             "informers synced: %s",
             ", ".join(f"{len(i.store)} {i.name}" for i in self.informers.all()),
-            "informers synced: %d nodes, %d pods, %d PodGroups, %d ResourceQuotas, %d PDBs",
-            *(len(informer.store) for informer in self.informers.all()),
         )
         if self.elector is None:
             await self.start_leading()
