@@ -122,8 +122,13 @@ async def test_gpu_gang_lands_on_gpu_nodes(kube: KubeClient, operator: Any, name
         await gang_pods(kube, namespace, "h", 1, name, group="gpu2", requests=gpu)
 
         async def gpu_short() -> str | None:
+            # The scheduler's refusal, not the lifecycle's NotEnoughTasks from before the pod came.
             cond = condition(await group_status(kube, namespace, "gpu2"), "Unschedulable")
-            return cond["message"] if cond and cond["status"] == "True" else None
+            return (
+                cond["message"]
+                if cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES
+                else None
+            )
 
         message = await wait_for(gpu_short, 15, "gpu2 to be refused")
         assert "nvidia.com/gpu" in message, message
