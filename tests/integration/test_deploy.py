@@ -194,7 +194,13 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     assert verbs(cluster_role, "podgroups/status") == {"patch"}
     assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete"}
     assert verbs(cluster_role, "pods/binding") == {"create"}
-    assert verbs(cluster_role, "pods/status") == set()
+    # nominatedNodeName for a preemptor's members, PodScheduled=False for waiting members.
+    assert verbs(cluster_role, "pods/status") == {"patch"}
+    # Volume binding: a chosen PV gets its claimRef, a claim to provision its selected node.
+    for resource in ("persistentvolumes", "persistentvolumeclaims"):
+        assert verbs(cluster_role, resource) == {"list", "watch", "patch"}
+    assert verbs(cluster_role, "storageclasses") == {"list", "watch"}
+    assert verbs(cluster_role, "poddisruptionbudgets") == {"list", "watch"}
     assert (
         verbs(cluster_role, "nodes") == verbs(cluster_role, "resourcequotas") == {"list", "watch"}
     )
