@@ -23,7 +23,8 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import NODES, PODGROUPS, ApiError, KubeClient
 from tests.builders import podgroup
 from tests.deploy_helpers import KUBECTL
-from tests.kube_helpers import create_pod
+from tests.kube_helpers import create_pod, group_status
+from tests.waiting import wait_for
 
 BIN = Path(sys.executable).parent
 
@@ -70,6 +71,8 @@ async def gang(kube: KubeClient, crds: None, namespace: str) -> Any:
     await kube.create(
         NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "spec": {}}
     )
+    # The member exists before its group, so an operator never counts "0 member pods".
+    await create_pod(kube, namespace, f"{name}-0", group=name, node=node)
     body = podgroup(name, namespace, min_member=2)
     for field in ("uid", "creationTimestamp"):
         body["metadata"].pop(field)
@@ -91,7 +94,15 @@ async def gang(kube: KubeClient, crds: None, namespace: str) -> Any:
             ],
         },
     )
-    await create_pod(kube, namespace, f"{name}-0", group=name, node=node)
+
+    async def settled() -> bool | None:
+        # The session operator (if started) rewrites the status in its own words; the listing
+        # is checked once a status counting the bound member is in place.
+        status = await group_status(kube, namespace, name)
+        messages = [cond.get("message", "") for cond in status.get("conditions", [])]
+        return any(re.search(WAITING, f"NotEnoughTasks: {m}") for m in messages) or None
+
+    await wait_for(settled, 30, f"{namespace}/{name} counts its bound member")
     await kube.create_event(
         group,
         event_type=c.EventType.NORMAL,
