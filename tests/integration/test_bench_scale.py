@@ -26,7 +26,7 @@ def test_a_tiny_backlog_is_bound_and_reported() -> None:
     ours = report["operator"]
     assert (ours["pods"], ours["bound"], ours["groups_running"]) == (6, 6, 3)
     assert not ours["timed_out"] and ours["create_errors"] == 0
-    for key in ("first_bind_s", "last_bind_s", "pods_per_s", "peak_rss_mb"):
+    for key in ("first_bind_s", "last_bind_s", "pods_per_s", "all_running_s", "peak_rss_mb"):
         assert isinstance(ours[key], int | float), key
     assert set(ours["convergence_ms"]) == {"p50", "p99", "max"}
     assert ours["status_patches_per_group"]["max"] >= 1
