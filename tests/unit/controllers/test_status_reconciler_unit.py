@@ -17,7 +17,7 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
-from podgroup_operator.domain.scheduling_status import Preempted
+from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from tests.builders import pod, podgroup
 from tests.clock import Clock
 from tests.fakes import FakeApiServer, FakeIndex
@@ -545,6 +545,52 @@ async def test_a_counters_only_change_waits_for_the_count_delay_a_phase_change_d
     await h.reconcile()
     assert h.reconciler.writes == writes + 1  # the phase changed: written at once, counts too
     assert (h.status()["phase"], h.status()["running"]) == (c.Phase.RUNNING, 3)
+
+
+async def test_the_bind_completing_a_gang_waits_and_its_start_writes_scheduled_along() -> None:
+    """Bound members, not started yet: `Scheduled` turning True waits like a count (one PATCH
+    instead of two when the members start moments later), and goes out with `Running`."""
+    h = Harness()
+    h.reconciler.count_delay = 3600.0
+    h.group(min_member=2)
+    a, b = h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    assert h.status()["phase"] == c.Phase.PENDING
+    writes = h.reconciler.writes
+
+    bound = [{**p, "spec": {**p["spec"], "nodeName": "node-a"}} for p in (a, b)]
+    h.pods(*bound)
+    await h.reconcile()
+    assert h.reconciler.writes == writes
+    assert "Scheduled" not in {x["type"] for x in h.status()["conditions"]}
+
+    h.pods(*({**p, "status": {"phase": c.PodPhase.RUNNING}} for p in bound))
+    await h.reconcile()
+    assert h.reconciler.writes == writes + 1
+    status = h.status()
+    assert (status["phase"], status["scheduled"], status["running"]) == (c.Phase.RUNNING, 2, 2)
+    (scheduled,) = [x for x in status["conditions"] if x["type"] == c.ConditionType.SCHEDULED]
+    assert (scheduled["status"], scheduled["reason"]) == (
+        c.ConditionStatus.TRUE,
+        c.Reason.GANG_SCHEDULED,
+    )
+
+
+async def test_a_refusal_after_the_pending_status_is_written_at_once() -> None:
+    """Only progress waits: the scheduler's refusal is news and is written with no delay."""
+    h = Harness()
+    h.reconciler.count_delay = 3600.0
+    h.group(min_member=2)
+    h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    writes = h.reconciler.writes
+    h.reconciler.verdicts[KEY] = Verdict(
+        placed=False, reason=c.Reason.NOT_ENOUGH_RESOURCES, message="0 of 2 fit: cpu"
+    )
+    await h.reconcile()
+    assert h.reconciler.writes == writes + 1
+    (refused,) = [x for x in h.status()["conditions"] if x["type"] == "Unschedulable"]
+    assert (refused["status"], refused["reason"]) == ("True", c.Reason.NOT_ENOUGH_RESOURCES)
 
 
 async def test_invalid_gang_labels_get_one_warning_per_pod_and_no_podgroup() -> None:
