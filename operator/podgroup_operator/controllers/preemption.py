@@ -33,28 +33,29 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
-from podgroup_operator.api.keys import pod_uid
+from podgroup_operator.adapters.kube import JSON, PODS, ApiError, KubeClient
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.logs import truncate
-from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
-from podgroup_operator.scheduling.podinfo import pod_info
-from podgroup_operator.scheduling.preemption import (
+from podgroup_operator.scheduling import (
+    Binding,
     DisruptionBudget,
+    GangRequest,
     PreemptionPlan,
+    PreemptionPolicy,
     PreemptionRefusal,
+    Snapshot,
     Victim,
     VictimGang,
     disruption_budget,
     plan_preemption,
 )
+from podgroup_operator.scheduling.podinfo import pod_info
 from podgroup_operator.scheduling.resources import pod_requests
-from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo
+from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
 
 logger = logging.getLogger(__name__)
 
-GroupKey = tuple[str, str]
-JSON = dict[str, Any]
 
 NOMINATION_SECONDS = 120
 """How long a plan's nomination holds the room while its victims terminate: past the default
