@@ -28,7 +28,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from podgroup_operator import constants as c
@@ -113,37 +113,26 @@ def _why(priority: int, victim: VictimGang) -> str:
     )
 
 
-def _ignore(key: GroupKey, fact: Preempted) -> None:
-    return None
-
-
-def _no_budgets() -> Sequence[DisruptionBudget]:
-    return ()
-
-
+@dataclass(eq=False)
 class Preemptor:
-    """The scheduler's preemption step, called when a gang is refused for room."""
+    """The scheduler's preemption step, called when a gang is refused for room.
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        snapshot: Snapshot,
-        groups: Any,
-        *,
-        budgets: Callable[[], Sequence[DisruptionBudget]] = _no_budgets,
-        on_preempted: Callable[[GroupKey, Preempted], None] = _ignore,
-        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
-    ) -> None:
-        self.kube = kube
-        self.snapshot = snapshot
-        self.groups = groups
-        """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
-        self.budgets = budgets
-        self.on_preempted = on_preempted
-        self.clock = clock
-        self.nominations: dict[GroupKey, Nomination] = {}
-        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
-        self._tasks: set[asyncio.Task[None]] = set()
+    One per `GangScheduler`, built by it with its own snapshot, index and clock. It holds live
+    state (nominations, writes in flight), so it compares by identity (`eq=False`)."""
+
+    kube: KubeClient
+    snapshot: Snapshot
+    groups: Any
+    """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
+    _: KW_ONLY
+    budgets: Callable[[], Sequence[DisruptionBudget]]
+    on_preempted: Callable[[GroupKey, Preempted], None]
+    clock: Callable[[], dt.datetime]
+    nominations: dict[GroupKey, Nomination] = field(default_factory=dict, init=False)
+    _writes: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(WRITE_CONCURRENCY), init=False, repr=False
+    )
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
 
     # --- the scheduler's calls -------------------------------------------------------------------
     def refused(
@@ -338,18 +327,10 @@ class Preemptor:
     async def _event(self, involved: JSON | None, reason: c.Reason, message: str) -> None:
         if involved is None:
             return  # a gang of one, or a PodGroup gone meanwhile: its pods carry the Events
-        try:
-            await self.kube.create_event(
-                involved,
-                event_type=c.EventType.NORMAL,
-                reason=reason,
-                message=message,
-                timestamp=self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            )
-        except ApiError as exc:
-            logger.warning(
-                "Event %s on %s not posted: %s",
-                reason,
-                (involved.get("metadata") or {}).get("name"),
-                exc.message,
-            )
+        await self.kube.narrate(
+            involved,
+            event_type=c.EventType.NORMAL,
+            reason=reason,
+            message=message,
+            now=self.clock(),
+        )
