@@ -423,8 +423,9 @@ class StatusReconciler:
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
 
-    async def events_posted(self) -> None:
-        """Wait until every Event narrated so far has been answered."""
+    async def settled(self) -> None:
+        """Wait until every Event narrated so far has been answered (tests: the barrier before
+        counting Events; the same name and meaning as `Preemptor.settled`)."""
         while self._posting:
             await asyncio.gather(*self._posting, return_exceptions=True)
 
