@@ -37,7 +37,6 @@ JSON = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 
 class KubeconfigError(Exception):
