@@ -113,12 +113,13 @@ def _why(priority: int, victim: VictimGang) -> str:
     )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Preemptor:
     """The scheduler's preemption step, called when a gang is refused for room.
 
     One per `GangScheduler`, built by it with its own snapshot, index and clock. It holds live
-    state (nominations, writes in flight), so it compares by identity (`eq=False`)."""
+    state (nominations, writes in flight), so it compares by identity (`eq=False`), and its
+    repr does not print the snapshot (`repr=False`)."""
 
     kube: KubeClient
     snapshot: Snapshot
@@ -130,9 +131,9 @@ class Preemptor:
     clock: Callable[[], dt.datetime]
     nominations: dict[GroupKey, Nomination] = field(default_factory=dict, init=False)
     _writes: asyncio.Semaphore = field(
-        default_factory=lambda: asyncio.Semaphore(WRITE_CONCURRENCY), init=False, repr=False
+        default_factory=lambda: asyncio.Semaphore(WRITE_CONCURRENCY), init=False
     )
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     # --- the scheduler's calls -------------------------------------------------------------------
     def refused(
