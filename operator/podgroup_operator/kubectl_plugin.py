@@ -26,6 +26,7 @@ import yaml
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     EVENTS,
+    JSON,
     PODGROUPS,
     PODS,
     ApiError,
@@ -33,8 +34,6 @@ from podgroup_operator.adapters.kube import (
     KubeconfigError,
 )
 from podgroup_operator.domain.membership import group_name_of
-
-JSON = dict[str, Any]
 
 OUTPUTS = ("wide", "json", "yaml", "name")
 VERBS = ("get", "describe")

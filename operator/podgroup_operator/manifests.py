@@ -41,9 +41,6 @@ PROTECTED_NAMESPACES = sorted({"kube-system", OPERATOR_NAMESPACE})
 CONFIG_NAMES: tuple[str, ...] = tuple(sorted({VALIDATING_CONFIG_NAME, MUTATING_CONFIG_NAME}))
 """Names of our validating and mutating configurations (today both are the same name)."""
 
-WEBHOOKS_FILE = "deploy/base/webhooks.yaml"
-"""Where `render_cluster_webhooks` is committed, relative to the repository."""
-
 
 def cluster_webhooks(
     namespace: str = OPERATOR_NAMESPACE, service: str = WEBHOOK_SERVICE

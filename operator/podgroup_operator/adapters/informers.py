@@ -33,13 +33,12 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from podgroup_operator.adapters.kube import ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import JSON, ApiError, Kind, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 Handler = Callable[[WatchEventType, JSON, JSON | None], None]
 """(event type, the object as now stored or last known when deleted, the previous object)."""
 IndexFunc = Callable[[JSON], Hashable | None]

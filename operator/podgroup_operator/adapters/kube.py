@@ -16,6 +16,7 @@ keeps unit tests of the glue fast.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import os
 import ssl
@@ -36,7 +37,6 @@ JSON = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 
 class KubeconfigError(Exception):
@@ -528,6 +528,28 @@ class KubeClient:
             "reportingComponent": component,
         }
         return await self.create(EVENTS, body, namespace)
+
+    async def narrate(
+        self, involved: JSON, *, event_type: str, reason: str, message: str, now: dt.datetime
+    ) -> None:
+        """`create_event`, best effort: an Event only narrates what a status or a pod already
+        records, so a refusal (a namespace being deleted answers 403) is logged, not raised;
+        retrying the decision for it would only repeat writes that succeeded."""
+        try:
+            await self.create_event(
+                involved,
+                event_type=event_type,
+                reason=reason,
+                message=message,
+                timestamp=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        except ApiError as exc:
+            logger.warning(
+                "Event %s on %s not posted: %s",
+                reason,
+                (involved.get("metadata") or {}).get("name"),
+                exc.message,
+            )
 
     async def apply_json(self, kind: Kind, body: JSON, namespace: str | None = None) -> JSON:
         """Create, or replace the spec-like content of, a cluster object we own (CRD, webhooks)."""

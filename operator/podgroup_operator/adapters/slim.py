@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from podgroup_operator.adapters.kube import JSON
 from podgroup_operator.domain.restart import has_controller
-
-JSON = dict[str, Any]
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 

@@ -25,26 +25,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
-    CRDS,
     NAMESPACES,
     PODGROUPS,
     PODS,
     ApiError,
-    Kind,
     KubeClient,
     gather_limited,
 )
+from podgroup_operator.bench.prepare import create_namespace, install_crd
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 
 IN_FLIGHT = 32
-SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
-REPO_CRD = Path(__file__).resolve().parents[3] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 
 
 def _pod(name: str, namespace: str, group: str | None, scheduler: str) -> dict[str, Any]:
@@ -67,19 +62,6 @@ def _pod(name: str, namespace: str, group: str | None, scheduler: str) -> dict[s
             ],
         },
     }
-
-
-async def _namespace(kube: KubeClient, name: str) -> None:
-    await kube.create(
-        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # pods need the namespace's default ServiceAccount
-        items = (await kube.list(SERVICE_ACCOUNTS, name))["items"]
-        if any(sa["metadata"]["name"] == "default" for sa in items):
-            return
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"no default ServiceAccount in {name}")
 
 
 async def _wait_all_bound(kube: KubeClient, namespace: str, total: int, timeout: float) -> float:
@@ -109,7 +91,7 @@ async def _wait_all_bound(kube: KubeClient, namespace: str, total: int, timeout:
 
 
 async def _operator_run(kube: KubeClient, namespace: str, gangs: int, size: int) -> dict[str, Any]:
-    await _namespace(kube, namespace)
+    await create_namespace(kube, namespace)
     total = gangs * size
     waiter = asyncio.create_task(_wait_all_bound(kube, namespace, total, 600))
     await asyncio.sleep(0.2)
@@ -149,7 +131,7 @@ async def _operator_run(kube: KubeClient, namespace: str, gangs: int, size: int)
 async def _baseline_run(
     kube: KubeClient, namespace: str, total: int, nodes: list[str]
 ) -> dict[str, Any]:
-    await _namespace(kube, namespace)
+    await create_namespace(kube, namespace)
     start = time.monotonic()
 
     async def create_and_bind(i: int) -> None:
@@ -174,7 +156,7 @@ async def run_e2e(
     kubeconfig: Path, nodes: int, gangs: int, size: int, workdir: Path
 ) -> dict[str, Any]:
     async with KubeClient.from_kubeconfig(str(kubeconfig), limit=IN_FLIGHT * 2) as kube:
-        await kube.apply_json(CRDS, yaml.safe_load(REPO_CRD.read_text()))
+        await install_crd(kube)
         pool = NodePool(
             count=nodes,
             cpu="32",

@@ -56,24 +56,21 @@ import yaml
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Informer
 from podgroup_operator.adapters.kube import (
-    CRDS,
-    NAMESPACES,
     NODES,
     PODGROUPS,
     PODS,
-    ApiError,
     Kind,
     KubeClient,
     gather_limited,
 )
-from podgroup_operator.api.crd import render_crd
+from podgroup_operator.bench.prepare import create_namespace, install_crd, until
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.devcluster.simnodes import node_ready
 from podgroup_operator.local import free_port
 
 NAMESPACE = "bench"
 IN_FLIGHT = 64
-SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
 KUBE_SCHEDULER = "kube-scheduler"
 
 
@@ -170,36 +167,13 @@ async def _create_gangs(kube: KubeClient, gangs: range, size: int, scheduler: st
 
 
 async def _prepare(kube: KubeClient, nodes: int, timeout: float) -> None:
-    await kube.apply_json(CRDS, yaml.safe_load(render_crd()))
-    await kube.create(
-        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            accounts = (await kube.list(SERVICE_ACCOUNTS, NAMESPACE))["items"]
-            nodes_now = (await kube.list(NODES))["items"]
-        except ApiError as exc:
-            if exc.status < 500:
-                raise
-            await asyncio.sleep(0.5)  # a control plane just started answers 500 now and then
-            continue
-        ready = [
-            n
-            for n in nodes_now
-            if any(
-                cond.get("type") == "Ready" and cond.get("status") == "True"
-                for cond in (n.get("status") or {}).get("conditions") or ()
-            )
-            and not any(
-                t.get("key") == "node.kubernetes.io/not-ready"
-                for t in (n.get("spec") or {}).get("taints") or ()
-            )
-        ]
-        if accounts and len(ready) >= nodes:
-            return
-        await asyncio.sleep(0.5)
-    raise TimeoutError(f"{nodes} sim nodes not Ready within {timeout:.0f}s")
+    await install_crd(kube)
+    await create_namespace(kube, NAMESPACE, timeout, interval=0.5)
+
+    async def enough_ready() -> bool:
+        return sum(map(node_ready, (await kube.list(NODES))["items"])) >= nodes
+
+    await until(enough_ready, f"{nodes} sim nodes not Ready within {timeout:.0f}s", timeout, 0.5)
 
 
 def _peak_rss_mb(pid: int) -> float | None:

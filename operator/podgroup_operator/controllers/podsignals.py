@@ -33,17 +33,15 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import PODS, STRATEGIC_PATCH, ApiError, KubeClient
+from podgroup_operator.adapters.kube import JSON, PODS, STRATEGIC_PATCH, ApiError, KubeClient
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.logs import truncate
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
-GroupKey = tuple[str, str]
 
 SIGNAL_CONCURRENCY = 8
 """Condition patches and Events in flight at once."""

@@ -28,33 +28,34 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
-from podgroup_operator.api.keys import pod_uid
+from podgroup_operator.adapters.kube import JSON, PODS, ApiError, KubeClient
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.logs import truncate
-from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
-from podgroup_operator.scheduling.podinfo import pod_info
-from podgroup_operator.scheduling.preemption import (
+from podgroup_operator.scheduling import (
+    Binding,
     DisruptionBudget,
+    GangRequest,
     PreemptionPlan,
+    PreemptionPolicy,
     PreemptionRefusal,
+    Snapshot,
     Victim,
     VictimGang,
     disruption_budget,
     plan_preemption,
 )
+from podgroup_operator.scheduling.podinfo import pod_info
 from podgroup_operator.scheduling.resources import pod_requests
-from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo
+from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
 
 logger = logging.getLogger(__name__)
 
-GroupKey = tuple[str, str]
-JSON = dict[str, Any]
 
 NOMINATION_SECONDS = 120
 """How long a plan's nomination holds the room while its victims terminate: past the default
@@ -112,37 +113,27 @@ def _why(priority: int, victim: VictimGang) -> str:
     )
 
 
-def _ignore(key: GroupKey, fact: Preempted) -> None:
-    return None
-
-
-def _no_budgets() -> Sequence[DisruptionBudget]:
-    return ()
-
-
+@dataclass(eq=False, repr=False)
 class Preemptor:
-    """The scheduler's preemption step, called when a gang is refused for room."""
+    """The scheduler's preemption step, called when a gang is refused for room.
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        snapshot: Snapshot,
-        groups: Any,
-        *,
-        budgets: Callable[[], Sequence[DisruptionBudget]] = _no_budgets,
-        on_preempted: Callable[[GroupKey, Preempted], None] = _ignore,
-        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
-    ) -> None:
-        self.kube = kube
-        self.snapshot = snapshot
-        self.groups = groups
-        """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
-        self.budgets = budgets
-        self.on_preempted = on_preempted
-        self.clock = clock
-        self.nominations: dict[GroupKey, Nomination] = {}
-        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
-        self._tasks: set[asyncio.Task[None]] = set()
+    One per `GangScheduler`, built by it with its own snapshot, index and clock. It holds live
+    state (nominations, writes in flight), so it compares by identity (`eq=False`), and its
+    repr does not print the snapshot (`repr=False`)."""
+
+    kube: KubeClient
+    snapshot: Snapshot
+    groups: Any
+    """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
+    _: KW_ONLY
+    budgets: Callable[[], Sequence[DisruptionBudget]]
+    on_preempted: Callable[[GroupKey, Preempted], None]
+    clock: Callable[[], dt.datetime]
+    nominations: dict[GroupKey, Nomination] = field(default_factory=dict, init=False)
+    _writes: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(WRITE_CONCURRENCY), init=False
+    )
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     # --- the scheduler's calls -------------------------------------------------------------------
     def refused(
@@ -337,18 +328,10 @@ class Preemptor:
     async def _event(self, involved: JSON | None, reason: c.Reason, message: str) -> None:
         if involved is None:
             return  # a gang of one, or a PodGroup gone meanwhile: its pods carry the Events
-        try:
-            await self.kube.create_event(
-                involved,
-                event_type=c.EventType.NORMAL,
-                reason=reason,
-                message=message,
-                timestamp=self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            )
-        except ApiError as exc:
-            logger.warning(
-                "Event %s on %s not posted: %s",
-                reason,
-                (involved.get("metadata") or {}).get("name"),
-                exc.message,
-            )
+        await self.kube.narrate(
+            involved,
+            event_type=c.EventType.NORMAL,
+            reason=reason,
+            message=message,
+            now=self.clock(),
+        )

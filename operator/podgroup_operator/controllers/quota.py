@@ -56,7 +56,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, PODS, RESOURCE_QUOTAS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import (
+    JSON,
+    PODGROUPS,
+    PODS,
+    RESOURCE_QUOTAS,
+    ApiError,
+    KubeClient,
+)
 from podgroup_operator.adapters.quota_record import Record, RecordConflictError, RecordStore
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition
@@ -95,7 +102,6 @@ RECORD_RESYNC = 6.0
 """Seconds between re-reads of each namespace's record (entries of other replicas)."""
 
 Clock = Callable[[], dt.datetime]
-JSON = dict[str, Any]
 
 
 class NamespaceObjects(Protocol):

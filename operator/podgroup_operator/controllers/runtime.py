@@ -34,6 +34,7 @@ from typing import Any
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Handler, IndexView, Informer
 from podgroup_operator.adapters.kube import (
+    JSON,
     NODES,
     PDBS,
     PDBS_V1BETA1,
@@ -60,7 +61,6 @@ from podgroup_operator.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 BY_GROUP = "by-group"
 """Index of pods by the PodGroup they belong to."""

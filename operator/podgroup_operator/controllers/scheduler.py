@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import JSON, PODS, ApiError, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
@@ -54,7 +54,6 @@ from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 BIND_CONCURRENCY = 32
 """Bindings in flight at once: measured on the dev cluster, ~1,100 binds/s with one session."""

@@ -432,34 +432,19 @@ class StatusReconciler:
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
 
-    async def events_posted(self) -> None:
-        """Wait until every Event narrated so far has been answered."""
+    async def settled(self) -> None:
+        """Wait until every Event narrated so far has been answered (tests: the barrier before
+        counting Events; the same name and meaning as `Preemptor.settled`)."""
         while self._posting:
             await asyncio.gather(*self._posting, return_exceptions=True)
 
     async def _emit(
         self, involved: dict[str, Any], event_type: str, reason: str, message: str
     ) -> None:
-        """Post an Event, best effort: the status is the record, an Event only narrates it.
-
-        A namespace being deleted refuses new Events (403); retrying the whole reconcile for
-        that would only repeat a status write that already succeeded.
-        """
-        try:
-            await self.kube.create_event(
-                involved,
-                event_type=event_type,
-                reason=reason,
-                message=message,
-                timestamp=self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            )
-        except ApiError as exc:
-            logger.warning(
-                "Event %s on %s not posted: %s",
-                reason,
-                involved["metadata"].get("name"),
-                exc.message,
-            )
+        """Post an Event, best effort (`KubeClient.narrate`): the status is the record."""
+        await self.kube.narrate(
+            involved, event_type=event_type, reason=reason, message=message, now=self.clock()
+        )
 
     async def _create_lightweight(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         meta = body["metadata"]

@@ -29,27 +29,27 @@ from typing import Any, Protocol
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
+    JSON,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     ApiError,
     KubeClient,
 )
 from podgroup_operator.constants import WatchEventType
-from podgroup_operator.scheduling.gang import Binding
-from podgroup_operator.scheduling.podinfo import pod_claims
-from podgroup_operator.scheduling.snapshot import Snapshot
-from podgroup_operator.scheduling.volumes import (
-    SELECTED_NODE_ANNOTATION,
+from podgroup_operator.scheduling import (
+    Binding,
+    Snapshot,
     VolumeAction,
     VolumeClaim,
     VolumeDecision,
     persistent_volume,
     volume_claim,
 )
+from podgroup_operator.scheduling.podinfo import pod_claims
+from podgroup_operator.scheduling.volumes import SELECTED_NODE_ANNOTATION
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 ClaimKey = tuple[str, str]
 
 BOUND = "Bound"

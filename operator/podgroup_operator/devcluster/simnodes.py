@@ -433,7 +433,7 @@ class SimCluster:
             pending = [
                 name
                 for name, node in self._nodes.items()
-                if node.alive and not _node_ready(by_name.get(name))
+                if node.alive and not node_ready(by_name.get(name))
             ]
             if not pending:
                 return
@@ -945,7 +945,7 @@ class SimCluster:
             node.admitted.pop(sim_pod.uid, None)
 
 
-def _node_ready(node: JSON | None) -> bool:
+def node_ready(node: JSON | None) -> bool:
     """Ready=True in status and no `not-ready`/`unreachable` taint left on the Node."""
     if node is None:
         return False

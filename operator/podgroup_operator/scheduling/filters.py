@@ -160,6 +160,15 @@ class Constraints:
 NO_CONSTRAINTS = Constraints()
 
 
+def node_selector_terms(raw: Any) -> tuple[Term, ...]:
+    """A raw `nodeSelectorTerms` list as the model. A pod's required node affinity and a
+    PersistentVolume's `spec.nodeAffinity.required` share this type (core/v1 NodeSelector)."""
+    return tuple(
+        Term(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+        for t in raw or ()
+    )
+
+
 def _requirements(raw: Any) -> tuple[Requirement, ...]:
     return tuple(
         Requirement(
@@ -180,10 +189,7 @@ def pod_constraints(pod: Mapping[str, Any]) -> Constraints:
     )
     terms: tuple[Term, ...] | None = None
     if required is not None:
-        terms = tuple(
-            Term(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
-            for t in required.get("nodeSelectorTerms") or ()
-        )
+        terms = node_selector_terms(required.get("nodeSelectorTerms"))
     tolerations = tuple(
         Toleration(
             str(t.get("key") or ""),

@@ -325,10 +325,17 @@ def _choose(
 # --- the attempt ---------------------------------------------------------------------------------
 @dataclass
 class _Attempt:
+    """One try at placing a gang's members on a snapshot: what it booked, and how to undo it.
+
+    It carries the gang and the snapshot so the placement steps it goes through book for that
+    gang on that snapshot, and no other."""
+
+    gang: GangRequest
+    snapshot: Snapshot
     groups: list[_ShapeGroup]
-    bindings: list[Binding]
-    unplaced: list[str]
-    undos: list[Undo]
+    bindings: list[Binding] = field(default_factory=list)
+    unplaced: list[str] = field(default_factory=list)
+    undos: list[Undo] = field(default_factory=list)
 
     def undo(self) -> None:
         for undo in reversed(self.undos):
@@ -366,13 +373,10 @@ def _binding(pod: Mapping[str, Any], uid: str, node: str, volumes: tuple[Any, ..
 
 
 def _place_in_bulk(
-    group: _ShapeGroup,
-    pods: Sequence[Mapping[str, Any]],
-    snapshot: Snapshot,
-    gang: GangRequest,
-    attempt: _Attempt,
+    attempt: _Attempt, group: _ShapeGroup, pods: Sequence[Mapping[str, Any]]
 ) -> None:
     """Members without pod-to-pod constraints: walk the nodes once, each taking what fits."""
+    snapshot, gang = attempt.snapshot, attempt.gang
     assert group.feasibility is not None
     bonus = _bonus(snapshot, group.feasibility, group.shape.preferences, None)
     request = group.shape.request
@@ -413,14 +417,11 @@ def _place_in_bulk(
 
 
 def _place_one_by_one(
-    group: _ShapeGroup,
-    pods: Sequence[Mapping[str, Any]],
-    snapshot: Snapshot,
-    gang: GangRequest,
-    attempt: _Attempt,
+    attempt: _Attempt, group: _ShapeGroup, pods: Sequence[Mapping[str, Any]]
 ) -> None:
     """Members whose placement depends on other pods (their own constraints, or running pods'
     anti-affinity): each is checked against the snapshot as the previous ones left it."""
+    snapshot, gang = attempt.snapshot, attempt.gang
     assert group.feasibility is not None
     shape = group.shape
     resources = shape.resources
@@ -475,7 +476,7 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
     """Book every member that fits, biggest shapes first, each shape filling nodes best-fit."""
     capacity = snapshot.total_free()
     groups = sorted(groups, key=lambda g: (-_dominant_share(g.shape, capacity), g.shape.request))
-    attempt = _Attempt(groups, [], [], [])
+    attempt = _Attempt(gang, snapshot, groups)
     for group in groups:
         shape = group.shape
         group.feasibility = snapshot.feasibility(shape.constraints)
@@ -501,11 +502,11 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
                     )
                     (free if hit is None else held).append(pod)
             if free:
-                _place_in_bulk(group, free, snapshot, gang, attempt)
+                _place_in_bulk(attempt, group, free)
             if held:
-                _place_one_by_one(group, held, snapshot, gang, attempt)
+                _place_one_by_one(attempt, group, held)
         else:
-            _place_one_by_one(group, group.pods, snapshot, gang, attempt)
+            _place_one_by_one(attempt, group, group.pods)
     return attempt
 
 

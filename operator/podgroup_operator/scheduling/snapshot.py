@@ -258,10 +258,6 @@ class Snapshot:
     def usable_nodes(self) -> int:
         return sum(1 for n in self._nodes.values() if n.usable)
 
-    def pod_node(self, uid: str) -> str | None:
-        entry = self._pods.get(uid)
-        return entry.node if entry else None
-
     def pod_request(self, uid: str) -> Resources | None:
         entry = self._pods.get(uid)
         return dict(entry.info.request) if entry else None

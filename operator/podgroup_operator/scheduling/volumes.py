@@ -39,6 +39,7 @@ from podgroup_operator.scheduling.filters import (
     Rejection,
     Requirement,
     Term,
+    node_selector_terms,
 )
 from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
 
@@ -249,29 +250,6 @@ def choose_volumes(
 
 
 # --- parsing raw objects (for the controller) ----------------------------------------------------
-def _terms(raw: Any) -> tuple[Term, ...]:
-    out: list[Term] = []
-    for term in raw or ():
-        expressions = tuple(
-            Requirement(
-                str(e.get("key", "")),
-                str(e.get("operator", "")),
-                tuple(str(v) for v in e.get("values") or ()),
-            )
-            for e in term.get("matchExpressions") or ()
-        )
-        fields = tuple(
-            Requirement(
-                str(e.get("key", "")),
-                str(e.get("operator", "")),
-                tuple(str(v) for v in e.get("values") or ()),
-            )
-            for e in term.get("matchFields") or ()
-        )
-        out.append(Term(expressions, fields))
-    return tuple(out)
-
-
 def _bytes(value: Any) -> int:
     return to_milli(value) // 1000 if value is not None else 0
 
@@ -292,7 +270,7 @@ def persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
         capacity=_bytes((spec.get("capacity") or {}).get("storage")),
         access_modes=frozenset(spec.get("accessModes") or ()),
         volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
-        node_affinity=_terms(affinity.get("nodeSelectorTerms")) if affinity else None,
+        node_affinity=node_selector_terms(affinity.get("nodeSelectorTerms")) if affinity else None,
         claim=(str(ref.get("namespace", "")), str(ref.get("name", ""))) if ref else None,
         labels=dict(meta.get("labels") or {}),
         available=phase not in ("Released", "Failed") and not meta.get("deletionTimestamp"),

@@ -275,8 +275,9 @@ async def test_a_failed_bind_releases_the_pod_and_it_is_retried_next_cycle(
     assert h.node_of("gang-1") is None
     assert h.binds("gang-1") == 1
     # What gang-1 was assumed to hold is released; gang-0 keeps its place.
-    assert h.scheduler.snapshot.pod_node(pod_uid(g1)) is None
-    assert h.scheduler.snapshot.pod_node(pod_uid(g0)) == "n1"
+    assert h.scheduler.snapshot.pod(pod_uid(g1)) is None
+    held = h.scheduler.snapshot.pod(pod_uid(g0))
+    assert held is not None and held.node == "n1"
     assert h.cpu_free("n1") == 6000
     assert pod_uid(g1) in h.scheduler.pending[(NS, "gang")]
     assert pod_uid(g1) not in h.scheduler.in_flight
@@ -333,7 +334,8 @@ async def test_a_conflict_on_a_pod_already_on_our_node_keeps_the_assumption() ->
     await h.scheduler.cycle()
 
     assert h.binds("gang-1") == 1
-    assert h.scheduler.snapshot.pod_node(pod_uid(g1)) == "n1"
+    bound = h.scheduler.snapshot.pod(pod_uid(g1))
+    assert bound is not None and bound.node == "n1"
     assert h.cpu_free("n1") == 4000
     assert h.scheduler.pending == {}
 

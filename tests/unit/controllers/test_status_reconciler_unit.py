@@ -54,7 +54,7 @@ class Harness:
         try:
             await self.reconciler.reconcile(key)
         finally:
-            await self.reconciler.events_posted()
+            await self.reconciler.settled()
 
     def group(self, name: str = "gang", min_member: int = 2, **spec: Any) -> Body:
         """A PodGroup that exists in the API and has been seen by the index."""
@@ -277,7 +277,7 @@ async def test_an_invalid_group_is_left_alone_and_reported_once() -> None:
         await settle(lambda: h.fake.events(involved="gang", reason=c.Reason.RECONCILE_FAILED))
         h.reconciler.touch(KEY)  # another pod event: the same cause is not reported again
         await settle(lambda: h.reconciler.failures.count(KEY) == 2)
-        await h.reconciler.events_posted()
+        await h.reconciler.settled()
     finally:
         await h.reconciler.stop()
     (warning,) = h.fake.events(involved="gang", reason=c.Reason.RECONCILE_FAILED)

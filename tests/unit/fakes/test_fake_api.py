@@ -18,7 +18,6 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
-    JSON_PATCH,
     PODGROUPS,
     PODS,
     KubeClient,
@@ -28,6 +27,9 @@ from tests.api_contract import PROBES, ApiContract, Backend, api_error, collect,
 from tests.builders import pod, podgroup
 from tests.clock import T0
 from tests.fakes import FakeApiServer, Locator, merge_patch
+
+JSON_PATCH = "application/json-patch+json"
+"""A patch type the fake refuses (no code under test sends it)."""
 
 NS = "default"
 

@@ -18,7 +18,6 @@ from podgroup_operator.cli import main as cli_main
 from podgroup_operator.handlers.webhooks import WEBHOOKS
 from podgroup_operator.manifests import (
     CONFIG_NAMES,
-    WEBHOOKS_FILE,
     cluster_webhooks,
     install_local,
     local_webhooks,
@@ -28,6 +27,8 @@ from podgroup_operator.manifests import (
 from tests.fakes import FakeApiServer
 
 REPO = Path(__file__).resolve().parents[3]
+WEBHOOKS_FILE = "deploy/base/webhooks.yaml"
+"""Where `render_cluster_webhooks` is committed, relative to the repository."""
 REGENERATE = f"run `podgroup-operator manifests webhooks -o {WEBHOOKS_FILE}`"
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
