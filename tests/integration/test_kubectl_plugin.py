@@ -71,7 +71,8 @@ async def gang(kube: KubeClient, crds: None, namespace: str) -> Any:
     await kube.create(
         NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "spec": {}}
     )
-    # The member exists before its group, so an operator never counts "0 member pods".
+    # The member exists before its group, so an operator that sees the group sees it too (the
+    # wait below covers a watch that lags behind).
     await create_pod(kube, namespace, f"{name}-0", group=name, node=node)
     body = podgroup(name, namespace, min_member=2)
     for field in ("uid", "creationTimestamp"):
