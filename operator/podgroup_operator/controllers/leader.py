@@ -101,53 +101,86 @@ class LeaderElector:
         self.leading.clear()
         for _ in range(RELEASE_ATTEMPTS):
             try:
-                current = await self._read()
-                if current is None or current.holder != self.identity:
-                    return
-                await self._write(released(current, self.clock()))
+                async with asyncio.timeout(self.timing.renew_deadline_seconds):
+                    current = await self._read()
+                    if current is None or current.holder != self.identity:
+                        return
+                    await self._write(released(current, self.clock()))
                 logger.info("released the lease %s/%s", self.namespace, self.name)
                 return
             except ApiError as exc:
                 if not exc.conflict:  # a renewal in flight wrote first: read again
                     logger.warning("lease not released (it will expire): %s", describe(exc))
                     return
+            except Exception as exc:  # no answer in time, or the transport failed: stop anyway
+                logger.warning("lease not released (it will expire): %s", describe(exc))
+                return
         logger.warning("lease not released after %d conflicts (it will expire)", RELEASE_ATTEMPTS)
 
     # --- the steps -----------------------------------------------------------------------------
     async def _renew_until_lost(self) -> None:
+        """Renew every retry period; stop leading once the renew deadline passes unrenewed.
+
+        Each attempt gets only the time left before that deadline, as client-go's renew
+        context does: a request that hangs (an API server under load, a half-open connection)
+        would otherwise keep this replica leading for as long as the client's own timeout
+        (60 s), long after the others may take the lease (`lease_seconds`): two schedulers.
+        """
         loop = asyncio.get_running_loop()
         renewed = loop.time()
         while not self._released:
             await asyncio.sleep(self.timing.retry_seconds)
-            if await self._try():
+            left = self.timing.renew_deadline_seconds - (loop.time() - renewed)
+            if await self._try(deadline=max(left, 0.0)):
                 renewed = loop.time()
             elif loop.time() - renewed >= self.timing.renew_deadline_seconds:
                 return
 
-    async def _try(self) -> bool:
-        """Read, decide, write; True when we hold the lease afterwards."""
+    async def _try(self, deadline: float | None = None) -> bool:
+        """Read, decide, write, within `deadline` seconds (campaigning: the renew deadline);
+        True when we hold the lease afterwards.
+
+        Any failure is one failed attempt, never the end of the election: a connection
+        refused while the API server restarts, or a timeout, once ended `run` (the one
+        campaign of the replica), so a replica that met one never led again.
+        """
         if self._released:
             return False
         try:
-            current = await self._read()
-            if self._released:
-                return False  # released while we read: never take it back
-            now = self.clock()
-            decision = decide(
-                current,
-                self.identity,
-                now=now,
-                observed_at=self._seen_at,
-                lease_seconds=int(self.timing.lease_seconds),
+            async with asyncio.timeout(
+                self.timing.renew_deadline_seconds if deadline is None else deadline
+            ):
+                return await self._attempt()
+        except TimeoutError:
+            logger.warning(
+                "lease %s/%s: no answer within the renew deadline", self.namespace, self.name
             )
-            if decision.step is Step.WAIT or decision.record is None:
-                return False
-            await self._write(decision.record)
-            return True
+            return False
         except ApiError as exc:
             if not exc.conflict:
                 logger.warning("lease %s/%s: %s", self.namespace, self.name, describe(exc))
             return False
+        except Exception as exc:  # the transport's own errors: connection refused, reset, ...
+            logger.warning("lease %s/%s: %s", self.namespace, self.name, describe(exc))
+            return False
+
+    async def _attempt(self) -> bool:
+        """One read-decide-write of the Lease; raises what the client raises."""
+        current = await self._read()
+        if self._released:
+            return False  # released while we read: never take it back
+        now = self.clock()
+        decision = decide(
+            current,
+            self.identity,
+            now=now,
+            observed_at=self._seen_at,
+            lease_seconds=int(self.timing.lease_seconds),
+        )
+        if decision.step is Step.WAIT or decision.record is None:
+            return False
+        await self._write(decision.record)
+        return True
 
     async def _read(self) -> LeaseRecord | None:
         try:

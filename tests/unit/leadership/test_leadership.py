@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import AsyncIterator
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podgroup_operator.adapters.kube import LEASES, KubeClient
+from podgroup_operator.adapters.kube import LEASES, KubeClient, Request
 from podgroup_operator.controllers.leader import LeaderElector, Timing
 from podgroup_operator.domain.leadership import LeaseRecord, Step, decide, released
 from tests.clock import T0
@@ -139,3 +141,92 @@ async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() 
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class Faulty:
+    """The fake API server behind a switch: Lease requests hang (no answer, ever) or fail in
+    the transport (connection refused), as they do when the API server is overloaded or
+    restarting. Everything else goes through."""
+
+    def __init__(self, api: FakeApiServer) -> None:
+        self.api = api
+        self.mode: str | None = None
+        self.hung = 0
+        self.refused = 0
+
+    async def send(self, request: Request) -> tuple[int, Any]:
+        if "/leases" in request.path and self.mode == "hang":
+            self.hung += 1
+            await asyncio.Event().wait()
+        if "/leases" in request.path and self.mode == "refuse":
+            self.refused += 1
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 6443)")
+        return await self.api.send(request)
+
+    def stream(self, request: Request) -> AsyncIterator[dict[str, Any]]:
+        return self.api.stream(request)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+
+async def test_a_leader_whose_renewal_hangs_stops_leading_before_the_lease_ends() -> None:
+    """The client's own timeout is 60 s: without a deadline per attempt, a hung renewal kept
+    the replica leading long after another could take the lease (two schedulers)."""
+    faulty = Faulty(FakeApiServer())
+    a = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
+    record = Recorder()
+    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
+    try:
+        await asyncio.wait_for(a.leading.wait(), 2)
+        faulty.mode = "hang"
+        loop = asyncio.get_running_loop()
+        lost_from = loop.time()
+        await asyncio.wait_for(_cleared(a.leading), FAST.lease_seconds)
+        assert loop.time() - lost_from < FAST.lease_seconds
+        assert faulty.hung >= 1
+        assert (record.started, record.stopped) == (1, 1)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_transport_errors_while_campaigning_do_not_end_the_election() -> None:
+    """A connection refused (the API server restarting) once escaped `run`: the replica's one
+    campaign ended and it never led again."""
+    faulty = Faulty(FakeApiServer())
+    faulty.mode = "refuse"
+    a = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
+    record = Recorder()
+    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
+    try:
+        while faulty.refused < 3:  # the barrier: three attempts refused and survived
+            await asyncio.sleep(0.005)
+        assert not task.done()
+        assert not a.leading.is_set()
+        faulty.mode = None  # the API server is back
+        await asyncio.wait_for(a.leading.wait(), 2)
+        assert record.started == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_release_that_gets_no_answer_returns_and_leaves_the_lease_to_expire() -> None:
+    faulty = Faulty(FakeApiServer())
+    a = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
+    record = Recorder()
+    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
+    try:
+        await asyncio.wait_for(a.leading.wait(), 2)
+        faulty.mode = "hang"
+        await asyncio.wait_for(a.release(), FAST.renew_deadline_seconds * 3)
+        assert not a.leading.is_set()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _cleared(flag: asyncio.Event) -> None:
+    while flag.is_set():
+        await asyncio.sleep(0.005)
