@@ -306,15 +306,56 @@ class StatusReconciler:
         previous: PodGroupStatus,
         new: PodGroupStatus,
     ) -> bool:
-        """Whether a change of progress only waits: for `count_delay` from when it was first
-        seen (the group is touched then), unless a phase or condition change writes it earlier.
+        """Whether a change waits: for `count_delay` from when it was first seen (the group is
+        touched then), unless a phase or condition change writes it earlier.
 
-        Progress only: the COUNTERS, condition messages that restate them ("3 member pods can
-        run, fewer than minMember 10") while every condition keeps its status and reason, and
-        `Scheduled` turning True (the members are bound; their start, moments later, is the
-        change users wait for, and its write carries `Scheduled` along).
+        Two kinds of change wait. Progress: the COUNTERS, condition messages that restate them
+        ("3 member pods can run, fewer than minMember 10") while every condition keeps its
+        status and reason, and `Scheduled` turning True (the members are bound; their start,
+        moments later, is the change users wait for, and its write carries `Scheduled` along).
+        And a group's first status while it would only say `Pending` and the gang scheduler
+        has not refused it (see `_first_status_waits`).
         """
-        if not self.count_delay or not set(patch.get("status") or {}) <= COUNTERS | {"conditions"}:
+        if not self.count_delay:
+            return False
+        if not (
+            self._first_status_waits(key, previous, new)
+            or self._only_progress(patch, previous, new)
+        ):
+            return False
+        loop = asyncio.get_running_loop()
+        since = self._counts_since.get(key)
+        if since is None:
+            self._counts_since[key] = loop.time()
+            loop.call_later(self.count_delay, self.touch, key)
+            return True
+        return loop.time() - since < self.count_delay
+
+    def _first_status_waits(
+        self, key: GroupKey, previous: PodGroupStatus, new: PodGroupStatus
+    ) -> bool:
+        """A new group's first status, `Pending`, waits for the scheduler's first word on it.
+
+        Why: when the operator starts under a backlog (or a burst of gangs arrives), every new
+        group used to get a bare `Pending` status and a `new -> Pending` Event at once, then,
+        a second later, `Running` and another Event: two PATCHes and two Events per group,
+        competing with the binds for the API server (measured under a 1,000 x 10 backlog).
+        Waiting lets the first write say something: `Running` when the gang was placed and
+        started meanwhile, or the scheduler's refusal (which is never delayed: a refusal is
+        news). A group the scheduler never judges (its pods use another scheduler, or fewer
+        than minMember exist) gets its `Pending` status after `count_delay`.
+        """
+        if previous.phase is not None or new.phase != c.Phase.PENDING:
+            return False
+        verdict = self.verdicts.get(key)
+        return verdict is None or verdict.placed
+
+    @staticmethod
+    def _only_progress(
+        patch: dict[str, Any], previous: PodGroupStatus, new: PodGroupStatus
+    ) -> bool:
+        """The patch changes only counters and what restates them (see `_counts_wait`)."""
+        if not set(patch.get("status") or {}) <= COUNTERS | {"conditions"}:
             return False
         before = {x.type: (x.status, x.reason) for x in previous.conditions}
         after = {x.type: (x.status, x.reason) for x in new.conditions}
@@ -324,13 +365,7 @@ class StatusReconciler:
             scheduled = kind == c.ConditionType.SCHEDULED and state[0] == c.ConditionStatus.TRUE
             if before.get(kind) != state and not scheduled:
                 return False
-        loop = asyncio.get_running_loop()
-        since = self._counts_since.get(key)
-        if since is None:
-            self._counts_since[key] = loop.time()
-            loop.call_later(self.count_delay, self.touch, key)
-            return True
-        return loop.time() - since < self.count_delay
+        return True
 
     async def _restart_step(
         self,

@@ -528,12 +528,12 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 1.0) -> Non
 
 async def test_a_counters_only_change_waits_for_the_count_delay_a_phase_change_does_not() -> None:
     h = Harness()
-    h.reconciler.count_delay = 3600.0  # longer than any test: a delayed write never comes
     h.group(min_member=3)
     a, b, c_ = running("a"), pending("b"), pending("c")
     h.pods(a, b, c_)
-    await h.reconcile()
+    await h.reconcile()  # the first status, with no delay (its own wait has its own tests)
     assert (h.status()["phase"], h.status()["running"]) == (c.Phase.PENDING, 1)
+    h.reconciler.count_delay = 3600.0  # longer than any test: a delayed write never comes
     writes = h.reconciler.writes
 
     h.pods({**b, "status": {"phase": c.PodPhase.RUNNING}, "spec": {**b["spec"], "nodeName": "n"}})
@@ -551,11 +551,11 @@ async def test_the_bind_completing_a_gang_waits_and_its_start_writes_scheduled_a
     """Bound members, not started yet: `Scheduled` turning True waits like a count (one PATCH
     instead of two when the members start moments later), and goes out with `Running`."""
     h = Harness()
-    h.reconciler.count_delay = 3600.0
     h.group(min_member=2)
     a, b = h.pods(pending("a"), pending("b"))
     await h.reconcile()
     assert h.status()["phase"] == c.Phase.PENDING
+    h.reconciler.count_delay = 3600.0
     writes = h.reconciler.writes
 
     bound = [{**p, "spec": {**p["spec"], "nodeName": "node-a"}} for p in (a, b)]
@@ -591,6 +591,74 @@ async def test_a_refusal_after_the_pending_status_is_written_at_once() -> None:
     assert h.reconciler.writes == writes + 1
     (refused,) = [x for x in h.status()["conditions"] if x["type"] == "Unschedulable"]
     assert (refused["status"], refused["reason"]) == ("True", c.Reason.NOT_ENOUGH_RESOURCES)
+
+
+async def test_a_new_groups_first_pending_waits_for_the_schedulers_word() -> None:
+    """Under a backlog every new group used to get a bare `Pending` (a PATCH and an Event) and,
+    a second later, `Running` (another of each): the first status now waits for the scheduler."""
+    h = Harness()
+    h.reconciler.count_delay = 3600.0  # longer than any test: a delayed write never comes
+    h.group(min_member=2)
+    h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    assert h.reconciler.writes == 0
+    h.reconciler.verdicts[KEY] = Verdict(placed=True)  # placed: its start is moments away
+    await h.reconcile()
+    assert h.reconciler.writes == 0
+    assert h.status() == {}
+
+
+async def test_a_new_groups_first_status_goes_out_at_once_when_the_scheduler_refuses_it() -> None:
+    h = Harness()
+    h.reconciler.count_delay = 3600.0
+    h.group(min_member=2)
+    h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    h.reconciler.verdicts[KEY] = Verdict(
+        placed=False, reason=c.Reason.NOT_ENOUGH_RESOURCES, message="0 of 2 fit: cpu"
+    )
+    await h.reconcile()
+    assert h.reconciler.writes == 1
+    assert h.status()["phase"] == c.Phase.PENDING
+    (refused,) = [x for x in h.status()["conditions"] if x["type"] == "Unschedulable"]
+    assert (refused["reason"], refused["message"]) == (
+        c.Reason.NOT_ENOUGH_RESOURCES,
+        "0 of 2 fit: cpu",
+    )
+
+
+async def test_a_placed_gang_that_starts_is_first_written_running_one_patch_one_event() -> None:
+    h = Harness()
+    h.reconciler.count_delay = 3600.0
+    h.group(min_member=2)
+    a, b = h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    h.reconciler.verdicts[KEY] = Verdict(placed=True)
+    bound = h.pods(*({**p, "spec": {**p["spec"], "nodeName": "n"}} for p in (a, b)))
+    await h.reconcile()
+    h.pods(*({**p, "status": {"phase": c.PodPhase.RUNNING}} for p in bound))
+    await h.reconcile()
+    await h.reconciler.settled()
+    assert h.reconciler.writes == 1
+    assert (h.status()["phase"], h.status()["running"]) == (c.Phase.RUNNING, 2)
+    (event,) = h.fake.events(reason=c.Reason.PHASE_CHANGED)
+    assert event["message"].startswith("new -> Running")
+
+
+async def test_a_group_nobody_judges_gets_its_pending_status_after_the_delay() -> None:
+    """Pods of another scheduler, or too few pods: no verdict ever comes, the status still does."""
+    h = Harness()
+    h.reconciler.count_delay = 0.05
+    h.group(min_member=2)
+    h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    assert h.reconciler.writes == 0
+    h.reconciler.start()
+    try:
+        await wait_until(lambda: h.reconciler.writes == 1, timeout=1.0)
+    finally:
+        await h.reconciler.stop()
+    assert h.status()["phase"] == c.Phase.PENDING
 
 
 async def test_invalid_gang_labels_get_one_warning_per_pod_and_no_podgroup() -> None:
@@ -647,10 +715,10 @@ async def test_a_condition_message_that_only_restates_counts_waits_with_them() -
     """Pods of a gang created one by one: "3 member pods can run, fewer than minMember 10" then
     4, 5, ... changes only a message; it waits with the counts instead of a PATCH per pod."""
     h = Harness()
-    h.reconciler.count_delay = 3600.0
     h.group(min_member=10)
     h.pods(pending("a"), pending("b"), pending("c"))
     await h.reconcile()
+    h.reconciler.count_delay = 3600.0
     condition = next(x for x in h.status()["conditions"] if x["type"] == "Unschedulable")
     assert condition["reason"] == c.Reason.NOT_ENOUGH_TASKS and condition["message"].startswith("3")
     writes = h.reconciler.writes
