@@ -39,6 +39,9 @@ def test_a_tiny_backlog_is_bound_and_reported() -> None:
         "scheduler",
     }
     assert cpu["kube-apiserver"] > 0 and cpu["scheduler"] > 0
+    # Events by reason: at least the groups' phase changes, each count a positive number.
+    assert ours["events"].get("PhaseChanged", 0) >= 1
+    assert all(isinstance(n, int) and n > 0 for n in ours["events"].values())
 
 
 def test_versus_without_a_built_kube_scheduler_says_so_and_exits_2(tmp_path: Path) -> None:

@@ -14,9 +14,12 @@ them, status convergence (per group: from its last member Running to the group's
 p50/p99/max, status changes per group (the watch's MODIFIED events that changed `status`: the
 status PATCHes the operator sent, since nothing else writes PodGroup status), the operator's
 peak RSS (VmHWM from /proc), the time until every pod is Running (`all_running_s`, from the
-start), and the CPU seconds each process of the side (etcd, kube-apiserver,
-kube-controller-manager, sim-nodes, the scheduler) spent from the scheduler's start to the end:
-on a small machine they share the same cores, so they show where the time of a run went.
+start), the CPU seconds each process of the side (etcd, kube-apiserver,
+kube-controller-manager, sim-nodes, the scheduler) spent from the scheduler's start to the end
+(on a small machine they share the same cores, so they show where the time of a run went), and
+the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'
+`PhaseChanged`, and whatever else the run caused, such as `NodeNotReady` when a bind flood
+starves the sim kubelets' heartbeats).
 
 A side ends when every pod is Running (and, for the operator, every group), not at the last
 bind: on two cores a scheduler that floods the apiserver with binds starves the sim kubelets'
@@ -56,6 +59,7 @@ import yaml
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Informer
 from podgroup_operator.adapters.kube import (
+    EVENTS,
     NODES,
     PODGROUPS,
     PODS,
@@ -209,6 +213,22 @@ def _cpu_spent(before: dict[str, float | None], after: dict[str, float | None]) 
     return spent
 
 
+async def _events_by_reason(kube: KubeClient) -> dict[str, int]:
+    """Events in the bench namespace by reason, at the end of a side: the narration each
+    scheduler sent through the apiserver while it placed the backlog (each one a write that
+    competes with binds and kubelet updates on a small machine)."""
+    counts: dict[str, int] = {}
+    token: str | None = None
+    while True:
+        page = await kube.list_page(EVENTS, NAMESPACE, limit=1000, continue_token=token)
+        for event in page.get("items") or ():
+            reason = str(event.get("reason") or "")
+            counts[reason] = counts.get(reason, 0) + 1
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return dict(sorted(counts.items()))
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
@@ -339,6 +359,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         result = _summary(seen, total, plan.gangs)
         result["cpu_seconds"] = _cpu_spent(cpu_before, _cpu_usage(watched))
         result["create_errors"] = errors
+        result["events"] = await _events_by_reason(kube)
         result["timed_out"] = time.monotonic() >= deadline
         pid = _pid_of(process)
         if pid is not None:
