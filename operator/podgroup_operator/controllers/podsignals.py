@@ -15,10 +15,14 @@ gang:
 * `Scheduled` (Normal) on bind: "Successfully assigned ns/pod to node".
 
 None of this may slow or stop scheduling: calls only queue work, which `SIGNAL_CONCURRENCY`
-background workers send. Work is keyed (one condition and one Event per reason per pod), so a
-backlog coalesces to the newest message instead of growing. A failed write is logged and counted
-(`podgroup_pod_signals_total{result="failed"}`), and the condition is written again at the next
-refusal; the pod, not the signal, is the truth.
+background workers send, and only one of them while the scheduler has binds in flight (`busy`):
+under a backlog every bind is followed by a `Scheduled` Event, and eight Event POSTs in flight
+beside the binds took the operator's own CPU and the API server's from them. kube-scheduler
+sends its Events through one sink, one at a time, for the same reason; the rest go out at full
+concurrency as soon as the binds are answered (`resume`). Work is keyed (one condition and one
+Event per reason per pod), so a backlog coalesces to the newest message instead of growing. A
+failed write is logged and counted (`podgroup_pod_signals_total{result="failed"}`), and the
+condition is written again at the next refusal; the pod, not the signal, is the truth.
 
 The condition is a strategic merge patch of `pods/status`: `conditions` merge by `type`, so the
 kubelet's and others' conditions stay as they are, and `metadata.uid` in the patch makes the
@@ -104,10 +108,13 @@ class PodSignals:
         *,
         clock: Callable[[], dt.datetime],
         concurrency: int = SIGNAL_CONCURRENCY,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.kube = kube
         self.clock = clock
         self.concurrency = concurrency
+        self.busy = busy
+        """Whether the scheduler has binds in flight: then one worker sends, not `concurrency`."""
         self.failures = 0
         """Writes that failed (also counted in metrics)."""
         self._written: dict[str, str] = {}
@@ -232,7 +239,17 @@ class PodSignals:
 
     def _submit(self, uid: str, what: str, job: Callable[[], Awaitable[None]]) -> None:
         self._work[(uid, what)] = job
-        if self._active < self.concurrency:
+        self._spawn()
+
+    def resume(self) -> None:
+        """The scheduler's binds are answered: send what waits at full concurrency again."""
+        self._spawn()
+
+    def _allowed(self) -> int:
+        return 1 if self.busy() else self.concurrency
+
+    def _spawn(self) -> None:
+        while self._work and self._active < min(self._allowed(), len(self._work)):
             self._active += 1
             task = asyncio.create_task(self._drain())
             self._workers.add(task)
@@ -245,7 +262,9 @@ class PodSignals:
             self._active -= 1
 
     async def _drain_queue(self) -> None:
-        while self._work:
+        # A worker beyond what is allowed now (binds started meanwhile) ends; `resume` brings
+        # the workers back when the binds are answered.
+        while self._work and self._active <= self._allowed():
             work_key = next(iter(self._work))
             job = self._work.pop(work_key)
             try:

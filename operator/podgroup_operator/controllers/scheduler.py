@@ -100,7 +100,7 @@ class GangScheduler:
         """Namespaces whose pending pods this scheduler places; empty means all."""
         self.scheduler_names = scheduler_names
         """The `spec.schedulerName`s of the pods this scheduler places (`run --scheduler-name`)."""
-        self.signals = PodSignals(kube, clock=clock)
+        self.signals = PodSignals(kube, clock=clock, busy=lambda: bool(self._binding))
         """PodScheduled conditions and scheduling Events on pods (controllers/podsignals.py)."""
         self.failures = Failures("scheduling of gang", logger, metric="scheduling")
         self.groups = groups
@@ -401,7 +401,12 @@ class GangScheduler:
         if binds:
             task = asyncio.create_task(self._bind_all(binds))
             self._binding.add(task)
-            task.add_done_callback(self._binding.discard)
+            task.add_done_callback(self._bind_batch_done)
+
+    def _bind_batch_done(self, task: asyncio.Task[None]) -> None:
+        self._binding.discard(task)
+        if not self._binding:
+            self.signals.resume()  # narration waited behind the binds (controllers/podsignals.py)
 
     def _decide(
         self,

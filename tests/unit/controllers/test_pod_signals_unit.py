@@ -233,3 +233,43 @@ async def test_the_scheduler_places_pods_of_any_of_its_names_only() -> None:
     await h.scheduler.cycle()
 
     assert sorted(h.bound_pods()) == ["kubeflow-0", "kubeflow-1"]
+
+
+async def test_while_binds_are_in_flight_one_write_goes_out_at_a_time_and_resume_restores_all() -> (
+    None
+):
+    """Under a backlog each bind queues a Scheduled Event; eight of them in flight beside the
+    binds took CPU from the binds. While the scheduler binds, one goes out at a time."""
+    w = World(concurrency=3)
+    binding = True
+    w.signals.busy = lambda: binding
+    release = w.fake.hold("PATCH", lambda r: r.path.endswith("/status"))
+    w.signals.refused(GANG, w.pods, "short")
+    await until(lambda: len(w.condition_patches()) == 1)
+    # The one worker is held in flight: the other two writes can only be queued.
+    assert len(w.condition_patches()) == 1
+    binding = False
+    w.signals.resume()
+    # Two more workers start while the first is still held: full concurrency again.
+    await until(lambda: len(w.condition_patches()) == 3)
+    release.set()
+    await w.signals.idle()
+    assert len(w.condition_patches()) == 3
+
+
+async def test_the_scheduler_is_busy_for_its_signals_exactly_while_its_binds_are_in_flight() -> (
+    None
+):
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    h.add_group("gang", min_member=2)
+    h.add_pods("gang", 2, cpu=1)
+    release = h.fake.hold("POST", lambda r: r.path.endswith("/binding"))
+    await h.scheduler.cycle(pipeline=True)
+    assert h.scheduler.signals.busy()
+    release.set()
+    while h.scheduler._binding:
+        await asyncio.gather(*h.scheduler._binding)
+    assert not h.scheduler.signals.busy()
+    await h.scheduler.signals.idle()
+    assert len(h.fake.events(reason=c.PodReason.SCHEDULED)) == 2
