@@ -210,7 +210,10 @@ class Leading:
 
     def on_group(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
         key = _group_key(body)
-        self.status.touch(key)
+        if kind is WatchEventType.DELETED:
+            self.status.touch(key)
+        else:
+            self.status.group_changed(key, body)
         self.scheduler.on_group(key)
 
     def _volume_handlers(self) -> list[tuple[Informer, Handler]]:

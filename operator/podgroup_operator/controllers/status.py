@@ -176,6 +176,26 @@ class StatusReconciler:
         else:
             self._dirty.put_nowait(entry)
 
+    def group_changed(self, key: GroupKey, body: dict[str, Any]) -> None:
+        """A PodGroup event: reconcile it, unless it is the echo of our own last status write.
+
+        Why: every PATCH comes back through the watch, and reconciling the echo recomputed a
+        status that was just written from the same members (measured under a 1,000 x 10
+        backlog: about one reconcile in four). A member that changed since touched the group
+        itself; anything else that changes the group (its spec, another writer) changes the
+        resourceVersion, so it is never mistaken for the echo.
+        """
+        written = self._written.get(key)
+        version = _resource_version(body)
+        if (
+            written is not None
+            and version
+            and version == _resource_version(written)
+            and (body.get("metadata") or {}).get("uid") == written["metadata"].get("uid")
+        ):
+            return
+        self.touch(key)
+
     def set_quota_view(self, key: GroupKey, view: QuotaView) -> None:
         """The quota controller's view of the group's reservation, folded into its status."""
         if self.quota_views.get(key) != view:
