@@ -210,6 +210,34 @@ async def test_losing_the_gang_is_a_warning_event() -> None:
 # --- groups that are missing, deleted or invalid -------------------------------------------------
 
 
+async def test_pods_that_arrive_before_their_group_are_not_warned_when_it_follows() -> None:
+    """A PodGroup applied with its pods often reaches the API server after them: no Warning
+    for a group that shows up within the delay."""
+    h = Harness()
+    h.reconciler.count_delay = 3600.0
+    h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    h.group(min_member=2)
+    await h.reconcile()
+    assert h.fake.events(reason=c.Reason.MISSING_POD_GROUP) == []
+    assert h.reconciler.writes == 0  # its first Pending waits for the scheduler, as ever
+
+
+async def test_a_group_still_missing_after_the_delay_is_warned_about() -> None:
+    h = Harness()
+    h.reconciler.count_delay = 0.05
+    h.pods(pending("a", group="ghost"), key=(NS, "ghost"))
+    await h.reconcile((NS, "ghost"))
+    assert h.fake.events(reason=c.Reason.MISSING_POD_GROUP) == []
+    h.reconciler.start()
+    try:
+        await wait_until(lambda: bool(h.fake.events(reason=c.Reason.MISSING_POD_GROUP)))
+    finally:
+        await h.reconciler.stop()
+    (warning,) = h.fake.events(reason=c.Reason.MISSING_POD_GROUP)
+    assert warning["involvedObject"]["name"] == "a"
+
+
 async def test_a_pod_naming_a_missing_group_gets_one_warning_even_when_reconciled_twice() -> None:
     h = Harness()
     a, b = h.pods(pending("a", group="ghost"), pending("b", group="ghost"), key=(NS, "ghost"))
