@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator
 from typing import Any
@@ -170,25 +171,34 @@ class Faulty:
         await self.api.close()
 
 
+@contextlib.asynccontextmanager
+async def campaign(
+    faulty: Faulty,
+) -> AsyncIterator[tuple[LeaderElector, Recorder, asyncio.Task[None]]]:
+    """One elector campaigning through `faulty`, stopped at the end of the block."""
+    elector = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
+    record = Recorder()
+    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
+    try:
+        yield elector, record, task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_leader_whose_renewal_hangs_stops_leading_before_the_lease_ends() -> None:
     """The client's own timeout is 60 s: without a deadline per attempt, a hung renewal kept
     the replica leading long after another could take the lease (two schedulers)."""
     faulty = Faulty(FakeApiServer())
-    a = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
-    record = Recorder()
-    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
-    try:
-        await asyncio.wait_for(a.leading.wait(), 2)
+    async with campaign(faulty) as (elector, record, _):
+        await asyncio.wait_for(elector.leading.wait(), 2)
         faulty.mode = "hang"
         loop = asyncio.get_running_loop()
         lost_from = loop.time()
-        await asyncio.wait_for(_cleared(a.leading), FAST.lease_seconds)
+        await asyncio.wait_for(_cleared(elector.leading), FAST.lease_seconds)
         assert loop.time() - lost_from < FAST.lease_seconds
         assert faulty.hung >= 1
         assert (record.started, record.stopped) == (1, 1)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_transport_errors_while_campaigning_do_not_end_the_election() -> None:
@@ -196,35 +206,23 @@ async def test_transport_errors_while_campaigning_do_not_end_the_election() -> N
     campaign ended and it never led again."""
     faulty = Faulty(FakeApiServer())
     faulty.mode = "refuse"
-    a = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
-    record = Recorder()
-    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
-    try:
+    async with campaign(faulty) as (elector, record, task):
         while faulty.refused < 3:  # the barrier: three attempts refused and survived
             await asyncio.sleep(0.005)
         assert not task.done()
-        assert not a.leading.is_set()
+        assert not elector.leading.is_set()
         faulty.mode = None  # the API server is back
-        await asyncio.wait_for(a.leading.wait(), 2)
+        await asyncio.wait_for(elector.leading.wait(), 2)
         assert record.started == 1
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_release_that_gets_no_answer_returns_and_leaves_the_lease_to_expire() -> None:
     faulty = Faulty(FakeApiServer())
-    a = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
-    record = Recorder()
-    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
-    try:
-        await asyncio.wait_for(a.leading.wait(), 2)
+    async with campaign(faulty) as (elector, _, _):
+        await asyncio.wait_for(elector.leading.wait(), 2)
         faulty.mode = "hang"
-        await asyncio.wait_for(a.release(), FAST.renew_deadline_seconds * 3)
-        assert not a.leading.is_set()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await asyncio.wait_for(elector.release(), FAST.renew_deadline_seconds * 3)
+        assert not elector.leading.is_set()
 
 
 async def _cleared(flag: asyncio.Event) -> None:
