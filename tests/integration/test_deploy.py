@@ -404,6 +404,33 @@ async def test_install_then_uninstall_leaves_nothing_that_blocks_writes(
         await wait_for(lambda: _crd_established(kube), 30, "the PodGroup CRD again")
         created = await kube.create(PODGROUPS, _podgroup("after-uninstall", namespace), namespace)
         assert created["metadata"]["name"] == "after-uninstall"
+    # The session's webhook configurations are back. The session operator (Kopf) learns of the
+    # re-created CRD from its watch events and rescans the API group; a scan that ran before
+    # the group was served left its admission server answering 404 for every later test (one
+    # CI run: 38 failures). Until it admits a PodGroup again, give it another CRD event.
+    attempts = iter(range(1000))
+    await wait_for(
+        lambda: _admitted_or_nudged(kube, namespace, f"probe-{next(attempts)}"),
+        60,
+        "the session operator's webhooks to admit PodGroups again",
+        interval=1.0,
+    )
+
+
+async def _admitted_or_nudged(kube: KubeClient, namespace: str, name: str) -> bool:
+    try:
+        await kube.create(PODGROUPS, _podgroup(name, namespace), namespace)
+    except ApiError as exc:
+        if "failed calling webhook" not in exc.message:
+            raise
+        await kube.patch(
+            CRDS,
+            c.CRD_NAME,
+            {"metadata": {"annotations": {"test.podgroup.x-k8s.io/rescan": name}}},
+        )
+        return False
+    await kube.delete(PODGROUPS, name, namespace)
+    return True
 
 
 def _podgroup(name: str, namespace: str) -> dict[str, Any]:
