@@ -304,7 +304,10 @@ class StatusReconciler:
             ) from exc
         now = self.clock()
         if await self._restart_step(key, group, body, pods, now):
-            return  # the restart wrote status; its watch event brings us back here
+            # The restart wrote status; the rest is computed over what it wrote, in the next
+            # reconcile (the watch echo of our own write no longer brings it: group_changed).
+            self.touch(key)
+            return
         result = compute_status(group, current_incarnation(group.status, pods), group.status, now)
         id_seed = group.metadata.uid or "/".join(key)
         status = apply_verdict(

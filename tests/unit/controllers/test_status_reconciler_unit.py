@@ -406,6 +406,28 @@ async def test_the_watch_echo_of_our_own_write_is_not_reconciled_again() -> None
     assert h.reconciler.backlog == 1
 
 
+async def test_after_the_restart_step_writes_the_rest_of_the_status_follows_without_an_event() -> (
+    None
+):
+    """The restart step writes first (here: the break's time, then a long backoff) and the
+    reconcile ends; the phase used to follow from the watch echo of that write, which is now
+    skipped, so the reconciler queues the group itself."""
+    h = Harness()
+    h.group(
+        min_member=2, policy={"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 3600}
+    )
+    _, b = h.pods(running("a"), running("b"))
+    await h.reconcile()
+    h.index_catches_up()
+    h.members.put(KEY, {**b, "status": {"phase": c.PodPhase.FAILED}})
+    await h.reconcile()
+    assert "lastFailureTime" in h.status()
+    assert h.status()["phase"] == c.Phase.RUNNING  # only the restart's own write so far
+    assert h.reconciler.backlog == 1  # the rest is queued with no event to bring it
+    await h.reconcile()
+    assert h.status()["phase"] == c.Phase.UNKNOWN
+
+
 async def test_touch_dedupes_keys_that_are_already_queued() -> None:
     h = Harness(workers=1)
     h.group("gang", min_member=1)
