@@ -647,10 +647,11 @@ async def test_the_bind_completing_a_gang_waits_and_its_start_writes_scheduled_a
 async def test_a_refusal_after_the_pending_status_is_written_at_once() -> None:
     """Only progress waits: the scheduler's refusal is news and is written with no delay."""
     h = Harness()
-    h.reconciler.count_delay = 3600.0
     h.group(min_member=2)
     h.pods(pending("a"), pending("b"))
-    await h.reconcile()
+    await h.reconcile()  # the first status, Pending, with no delay
+    assert h.status()["phase"] == c.Phase.PENDING
+    h.reconciler.count_delay = 3600.0
     writes = h.reconciler.writes
     h.reconciler.verdicts[KEY] = Verdict(
         placed=False, reason=c.Reason.NOT_ENOUGH_RESOURCES, message="0 of 2 fit: cpu"
