@@ -13,6 +13,8 @@ import re
 import sys
 from pathlib import Path
 
+MAX_BIND_CONCURRENCY = 1024
+"""Above this, binds wait for connections anyway (each is one HTTP request in flight)."""
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -141,7 +143,23 @@ def _run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_format=args.log_format,
         scheduler_names=args.scheduler_name,
+        write_process=args.write_process,
+        bind_concurrency=args.bind_concurrency,
     )
+
+
+def _bind_concurrency(value: str) -> int:
+    """A `--bind-concurrency`: a whole number from 1 to MAX_BIND_CONCURRENCY."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_BIND_CONCURRENCY:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a bind concurrency: use a whole number from 1 to "
+            f"{MAX_BIND_CONCURRENCY} (e.g. 32, the default)"
+        )
+    return number
 
 
 def _scheduler_name(value: str) -> str:
@@ -248,6 +266,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--leader-elect-namespace",
         default=None,
         help="namespace of the Lease (default: $POD_NAMESPACE, else kube-system)",
+    )
+    run.add_argument(
+        "--write-process",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="send the leader's binds, pod Events and status writes from a child process, "
+        "the operator's second CPU (default: off)",
+    )
+    run.add_argument(
+        "--bind-concurrency",
+        type=_bind_concurrency,
+        default=32,
+        metavar="N",
+        help="binds in flight at once, 1 to 1024 (default: 32). More bind faster and delay "
+        "status writes on a busy control plane; above about 64 the operator's own thread "
+        "limits the rate unless --write-process is on",
     )
     run.set_defaults(func=_run)
 

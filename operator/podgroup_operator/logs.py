@@ -90,3 +90,12 @@ def configure(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+
+
+def current_format() -> LogFormat:
+    """The format `configure` set on the root logger (TEXT when it was never called): what a
+    child process of the operator is told to log in, so its lines match the parent's."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, JsonFormatter):
+            return LogFormat.JSON
+    return LogFormat.TEXT

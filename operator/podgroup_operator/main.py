@@ -60,11 +60,15 @@ def run(
     log_level: str = "info",
     log_format: str = "text",
     scheduler_names: list[str] | None = None,
+    write_process: bool = False,
+    bind_concurrency: int = 32,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
         scheduler_names=scheduler_names or [c.SCHEDULER_NAME],
         leader_election=leader_election,
+        write_process=write_process,
+        bind_concurrency=bind_concurrency,
         metrics_address=metrics_address,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,

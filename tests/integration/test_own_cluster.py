@@ -32,7 +32,15 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
-from tests.kube_helpers import apply_crd, create_bound, create_group, create_pod, pool, wait_group
+from tests.kube_helpers import (
+    apply_crd,
+    create_bound,
+    create_group,
+    create_pod,
+    gang_pods,
+    pool,
+    wait_group,
+)
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -402,3 +410,57 @@ async def test_a_kubeflow_shaped_gang_runs_when_the_operator_takes_scheduler_plu
             assert {e["source"]["component"] for e in events} == {KUBEFLOW_SCHEDULER}
         finally:
             process.stop()
+
+
+async def test_the_writer_process_binds_and_writes_status_and_is_replaced_when_killed(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """`run --write-process`: binds, Scheduled Events and status go through the child; a child
+    killed with -9 is replaced by the next write and gangs still run; stopping leaves none."""
+    namespace = await make_namespace(own_kube, "writer")
+    process = OperatorProcess(
+        own_cluster.kubeconfig,
+        tmp_path / "op.log",
+        ["--webhooks", "off", "--write-process", "--bind-concurrency", "64"],
+    )
+
+    async def gang(group: str, pool_name: str) -> None:
+        await create_group(own_kube, namespace, group, minMember=3)
+        await gang_pods(own_kube, namespace, group, 3, pool_name, group=group)
+        await wait_group(own_kube, namespace, group, timeout=60, phase=c.Phase.RUNNING)
+
+    async def scheduled(group: str) -> bool:
+        events = (await own_kube.list(EVENTS, namespace))["items"]
+        return (
+            sum(
+                1
+                for event in events
+                if event.get("reason") == c.PodReason.SCHEDULED
+                and event["involvedObject"]["name"].startswith(f"{group}-")
+            )
+            == 3
+        )
+
+    writers: list[int] = []
+    try:
+        async with pool(own_kube, count=2, cpu="8", memory="16Gi") as (_, name):
+            process.start()
+            process.wait_ready()
+            await gang("first", name)
+            await wait_for(lambda: scheduled("first"), 30, "3 Scheduled Events for gang first")
+            writers += process.children()
+            assert len(writers) == 1, process.log_tail()
+            cmdline = Path(f"/proc/{writers[0]}/cmdline").read_bytes().split(b"\0")
+            assert b"podgroup_operator.adapters.writer" in cmdline, cmdline
+
+            os.kill(writers[0], 9)
+            await gang("second", name)
+            await wait_for(lambda: scheduled("second"), 30, "3 Scheduled Events for gang second")
+            writers += process.children()
+            assert len(writers) == 2 and writers[1] != writers[0], process.log_tail()
+            for member in range(3):
+                placed = await own_kube.get(PODS, f"second-{member}", namespace)
+                assert placed["spec"]["nodeName"], placed
+    finally:
+        process.stop()
+    assert not [pid for pid in writers if Path(f"/proc/{pid}").exists()], "a writer outlived run"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
 
 import pytest
 
@@ -46,20 +47,28 @@ def test_the_formatter_bounds_message_and_traceback_and_keeps_the_exception_line
     assert line.rstrip().endswith("x" * 50)  # the tail of the exception line survives
 
 
-def test_configure_installs_one_bounded_handler_on_the_root_logger() -> None:
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    """The root logger, with the handlers and level it had put back after the test."""
     root = logging.getLogger()
     saved, level = list(root.handlers), root.level
     try:
-        logs.configure(logging.INFO, limit=100)
-        (handler,) = root.handlers
-        assert isinstance(handler.formatter, logs.BoundedFormatter)
-        assert handler.formatter.limit == 100
+        yield root
     finally:
         for handler in list(root.handlers):
             root.removeHandler(handler)
         for handler in saved:
             root.addHandler(handler)
         root.setLevel(level)
+
+
+def test_configure_installs_one_bounded_handler_on_the_root_logger(
+    root_logger: logging.Logger,
+) -> None:
+    logs.configure(logging.INFO, limit=100)
+    (handler,) = root_logger.handlers
+    assert isinstance(handler.formatter, logs.BoundedFormatter)
+    assert handler.formatter.limit == 100
 
 
 @pytest.mark.parametrize(
@@ -98,20 +107,20 @@ def test_the_json_formatter_writes_one_valid_object_per_record_even_when_cut() -
     assert second["exception"].endswith("x" * 50) and len(second["exception"]) < 400
 
 
-def test_configure_json_installs_the_json_formatter() -> None:
-    root = logging.getLogger()
-    saved, level = list(root.handlers), root.level
-    try:
-        logs.configure(logging.WARNING, log_format=logs.LogFormat.JSON)
-        (handler,) = root.handlers
-        assert isinstance(handler.formatter, logs.JsonFormatter)
-        assert root.level == logging.WARNING
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in saved:
-            root.addHandler(handler)
-        root.setLevel(level)
+def test_configure_json_installs_the_json_formatter(root_logger: logging.Logger) -> None:
+    logs.configure(logging.WARNING, log_format=logs.LogFormat.JSON)
+    (handler,) = root_logger.handlers
+    assert isinstance(handler.formatter, logs.JsonFormatter)
+    assert root_logger.level == logging.WARNING
+
+
+@pytest.mark.parametrize("log_format", list(logs.LogFormat))
+def test_current_format_reports_what_configure_set(
+    log_format: logs.LogFormat, root_logger: logging.Logger
+) -> None:
+    """What the writer process is told to log in, so its lines match the operator's."""
+    logs.configure(logging.INFO, log_format=log_format)
+    assert logs.current_format() is log_format
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,9 +13,10 @@ JSON object: first bind and last bind (seconds from the start), pods bound per s
 them, status convergence (per group: from its last member Running to the group's phase Running)
 p50/p99/max, status changes per group (the watch's MODIFIED events that changed `status`: the
 status PATCHes the operator sent, since nothing else writes PodGroup status), the operator's
-peak RSS (VmHWM from /proc), the time until every pod is Running (`all_running_s`, from the
-start), the CPU seconds each process of the side (etcd, kube-apiserver,
-kube-controller-manager, sim-nodes, the scheduler) spent from the scheduler's start to the end
+peak RSS (VmHWM from /proc; its writer process's apart, `writer_peak_rss_mb`), the time until
+every pod is Running (`all_running_s`, from the start), the CPU seconds each process of the side
+(etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler, the operator's writer
+process) spent from the scheduler's start to the end
 (on a small machine they share the same cores, so they show where the time of a run went), and
 the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'
 `PhaseChanged`, and whatever else the run caused, such as `NodeNotReady` when a bind flood
@@ -44,6 +45,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -281,6 +283,7 @@ class Plan:
     node_cpu: str
     rate: float
     timeout: float
+    operator_args: list[str] = field(default_factory=list)
 
 
 async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, Any]:
@@ -327,7 +330,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
                 kube, range(plan.gangs), plan.size, pod_scheduler, plan.cpu
             )
         seen.start = time.monotonic()
-        process = _start_scheduler(scheduler, state, state_dir)
+        process = _start_scheduler(scheduler, state, state_dir, plan.operator_args)
         watched = {**state.pids, "sim-nodes": sim.pid}
         scheduler_pid = _pid_of(process)
         if scheduler_pid is not None:
@@ -357,6 +360,11 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
                 break
             await asyncio.sleep(0.5)
         result = _summary(seen, total, plan.gangs)
+        writers = process.children() if isinstance(process, OperatorProcess) else []
+        for number, child in enumerate(writers):
+            # The operator's writer process (adapters/writer.py), started after the scheduler:
+            # all its time counts, and its memory is the operator's too.
+            watched[f"scheduler-writer{number or ''}"] = child
         result["cpu_seconds"] = _cpu_spent(cpu_before, _cpu_usage(watched))
         result["create_errors"] = errors
         result["events"] = await _events_by_reason(kube)
@@ -364,6 +372,8 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         pid = _pid_of(process)
         if pid is not None:
             result["peak_rss_mb"] = _peak_rss_mb(pid)
+            if writers:
+                result["writer_peak_rss_mb"] = sum(_peak_rss_mb(child) or 0.0 for child in writers)
         if scheduler != c.OPERATOR_NAME:
             for key in ("convergence_ms", "status_patches_per_group", "groups_running"):
                 result.pop(key, None)
@@ -392,10 +402,10 @@ def _pid_of(process: OperatorProcess | subprocess.Popen[bytes]) -> int | None:
 
 
 def _start_scheduler(
-    scheduler: str, state: devcluster.ClusterState, state_dir: Path
+    scheduler: str, state: devcluster.ClusterState, state_dir: Path, operator_args: list[str]
 ) -> OperatorProcess | subprocess.Popen[bytes]:
     if scheduler == c.OPERATOR_NAME:
-        process = OperatorProcess(state.kubeconfig, state_dir / "operator.log")
+        process = OperatorProcess(state.kubeconfig, state_dir / "operator.log", operator_args)
         process.start()
         return process
     config = state_dir / "kube-scheduler.yaml"
@@ -440,6 +450,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="arrival: gangs per second")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to drain")
     parser.add_argument("--versus", choices=[KUBE_SCHEDULER], default=None)
+    parser.add_argument(
+        "--operator-args",
+        default="",
+        help="more arguments for `podgroup-operator run`, as one shell-quoted string "
+        "(e.g. --operator-args=--no-write-process)",
+    )
     args = parser.parse_args(list(argv))
     if args.versus and not (devcluster.BINARIES / "bin" / KUBE_SCHEDULER).exists():
         print(
@@ -460,6 +476,7 @@ def main(argv: Sequence[str]) -> int:
         node_cpu=args.node_cpu,
         rate=args.rate,
         timeout=args.timeout,
+        operator_args=shlex.split(args.operator_args),
     )
     report: dict[str, Any] = {
         "mode": plan.mode,

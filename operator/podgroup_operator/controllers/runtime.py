@@ -17,6 +17,8 @@ untyped memo attributes. Here it is typed and explicit:
    informer handlers with a replay of the stores, so a new leader rebuilds its whole state from
    what the informers hold (and from PodGroup status), and the quota service's release and status
    work. Losing the lead stops them and drops their state; a clean stop releases the Lease.
+   With `--write-process`, their writes (binds, pod Events, status) go through a second client
+   whose requests a child process sends (adapters/writer.py); reads stay with the first.
 
 Handlers here stay tiny: they route an event to the consumers that care and never raise into
 the informer (each consumer isolates its own failures).
@@ -47,6 +49,7 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed_fields
+from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.leader import LeaderElector
@@ -171,7 +174,7 @@ class Leading:
         informers = runtime.informers
         self.runtime = runtime
         self.status = StatusReconciler(
-            runtime.kube,
+            runtime.writer,
             informers.groups,
             informers.members,
             workers=settings.status_workers,
@@ -179,7 +182,7 @@ class Leading:
         )
         self.started = 0.0
         self.scheduler = GangScheduler(
-            runtime.kube,
+            runtime.writer,
             informers.groups,
             informers.members,
             publish=self.status.set_verdict,
@@ -194,6 +197,7 @@ class Leading:
             budgets=informers.budgets,
             on_preempted=self.status.set_preempted,
             scheduler_names=frozenset(settings.scheduler_names),
+            bind_concurrency=settings.bind_concurrency,
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
@@ -254,9 +258,15 @@ class Leading:
 class Runtime:
     """Everything the operator runs, started and stopped as one."""
 
-    def __init__(self, settings: OperatorSettings, kube: KubeClient) -> None:
+    def __init__(
+        self, settings: OperatorSettings, kube: KubeClient, writer: KubeClient | None = None
+    ) -> None:
         self.settings = settings
         self.kube = kube
+        """Reads: the informers' lists and watches, and every replica's own requests."""
+        self.writer = writer or kube
+        """The leader's writes (binds, Events on pods, status): the writer process's client
+        (adapters/writer.py), or `kube` itself when there is none."""
         self.informers = Informers.build(kube)
         self.quota = QuotaService(kube, self.informers)
         self.leading: Leading | None = None
@@ -323,6 +333,8 @@ class Runtime:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.writer is not self.kube:
+            await self.writer.close()
         await self.kube.close()
 
     # --- what /metrics, /readyz and /livez report (controllers/observe.py, metrics.py) --------
@@ -373,5 +385,11 @@ class Runtime:
 
 
 def build_runtime(settings: OperatorSettings, kube: KubeClient | None = None) -> Runtime:
-    """The operator's runtime, with the client from the current kubeconfig unless given."""
-    return Runtime(settings, kube or KubeClient.from_kubeconfig())
+    """The operator's runtime, with the client from the current kubeconfig unless given, and
+    the leader's writes sent by a writer process when the settings ask for one."""
+    writer = (
+        KubeClient(WriterTransport(connections=writer_connections(settings.bind_concurrency)))
+        if settings.write_process
+        else None
+    )
+    return Runtime(settings, kube or KubeClient.from_kubeconfig(), writer)

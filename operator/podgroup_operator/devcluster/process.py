@@ -6,6 +6,7 @@ a given kubeconfig, known to be healthy, stopped (or killed) on demand, its log 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -123,5 +124,19 @@ class OperatorProcess:
             self.process.kill()
             self.process.wait()
 
+    def children(self) -> list[int]:
+        """The operator's live child processes (its writer process, when it runs one)."""
+        return [] if self.process is None else child_pids(self.process.pid)
+
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of `pid` (/proc/PID/task/*/children)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                found += [int(child) for child in (task / "children").read_text().split()]
+    return found

@@ -1,0 +1,65 @@
+"""`run --bind-concurrency` and `--write-process`: parsed, bounded, and carried to the runtime."""
+
+from __future__ import annotations
+
+import pytest
+
+from podgroup_operator.adapters.kube import KubeClient
+from podgroup_operator.adapters.writer import WriterTransport, writer_connections
+from podgroup_operator.cli import MAX_BIND_CONCURRENCY, build_parser
+from podgroup_operator.controllers.runtime import Leading, build_runtime
+from podgroup_operator.controllers.scheduler import BIND_CONCURRENCY
+from podgroup_operator.settings import OperatorSettings
+from tests.fakes import FakeApiServer
+
+
+def test_defaults_are_32_binds_in_flight_and_no_writer_process() -> None:
+    args = build_parser().parse_args(["run"])
+    assert (args.bind_concurrency, args.write_process) == (BIND_CONCURRENCY, False)
+    assert (OperatorSettings().bind_concurrency, OperatorSettings().write_process) == (32, False)
+
+
+def test_both_options_parse() -> None:
+    args = build_parser().parse_args(["run", "--write-process", "--bind-concurrency", "512"])
+    assert (args.bind_concurrency, args.write_process) == (512, True)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", str(MAX_BIND_CONCURRENCY + 1), "many", "1.5"])
+def test_a_bind_concurrency_out_of_range_is_refused_naming_the_flag_and_the_range(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["run", "--bind-concurrency", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--bind-concurrency" in err
+    assert f"{value!r} is not a bind concurrency" in err
+    assert f"from 1 to {MAX_BIND_CONCURRENCY}" in err
+
+
+async def test_the_writer_process_serves_the_leaders_writes_only() -> None:
+    """With --write-process the scheduler and the status reconciler write through the child's
+    client; the informers, the quota service and the elector keep the main one."""
+    kube = KubeClient(FakeApiServer())
+    settings = OperatorSettings(
+        leader_election=False, metrics_address="", write_process=True, bind_concurrency=100
+    )
+    runtime = build_runtime(settings, kube)
+    try:
+        assert runtime.kube is kube and isinstance(runtime.writer.transport, WriterTransport)
+        command = runtime.writer.transport.command
+        assert command[command.index("--connections") + 1] == str(writer_connections(100))
+        leading = Leading(runtime)
+        assert leading.scheduler.kube is runtime.writer
+        assert leading.status.kube is runtime.writer
+        assert leading.scheduler._bind_slots._value == 100
+        assert runtime.informers.pods.kube is kube and runtime.quota.kube is kube
+        assert runtime.writer.transport.pid is None  # started by the first write, not before
+    finally:
+        await runtime.writer.close()
+
+
+def test_without_the_writer_process_everything_uses_one_client() -> None:
+    kube = KubeClient(FakeApiServer())
+    runtime = build_runtime(OperatorSettings(leader_election=False, metrics_address=""), kube)
+    assert runtime.writer is kube
