@@ -7,6 +7,8 @@ and their own operator processes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -182,6 +184,27 @@ async def leader_among(kube: KubeClient, processes: list[OperatorProcess]) -> Op
     return await wait_for(probe, 45, "one of the replicas to hold the Lease")
 
 
+@contextlib.contextmanager
+def running_replicas(
+    cluster: devcluster.ClusterState, tmp_path: Path, count: int = 2
+) -> Iterator[list[OperatorProcess]]:
+    """Operator replicas without webhooks, electing a leader: started, ready, and stopped at the
+    end (with any the test appends to the list)."""
+    replicas = [
+        OperatorProcess(cluster.kubeconfig, tmp_path / f"op-{i}.log", ["--webhooks", "off"])
+        for i in range(count)
+    ]
+    try:
+        for replica in replicas:
+            replica.start()
+        for replica in replicas:
+            replica.wait_ready()
+        yield replicas
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
 def node_usage_within_capacity(pods: list[dict[str, Any]], cpu_per_node: int) -> dict[str, int]:
     used: dict[str, int] = {}
     for pod in pods:
@@ -197,16 +220,8 @@ async def test_two_replicas_one_leads_a_killed_leader_is_replaced_and_every_gang
     own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
 ) -> None:
     namespace = await make_namespace(own_kube, "replicas")
-    replicas = [
-        OperatorProcess(own_cluster.kubeconfig, tmp_path / f"op-{i}.log", ["--webhooks", "off"])
-        for i in range(2)
-    ]
     async with pool(own_kube, count=4, cpu="4", memory="16Gi") as (_, name):
-        for replica in replicas:
-            replica.start()
-        try:
-            for replica in replicas:
-                replica.wait_ready()
+        with running_replicas(own_cluster, tmp_path) as replicas:
             leader = await leader_among(own_kube, replicas)
             (follower,) = [r for r in replicas if r is not leader]
             # A burst: 8 gangs of 2 x 1 cpu fill the 16 cpus exactly.
@@ -248,9 +263,6 @@ async def test_two_replicas_one_leads_a_killed_leader_is_replaced_and_every_gang
             assert await leader_among(own_kube, [fresh]) is fresh
             print(f"a fresh replica led {time.monotonic() - stopped_at:.1f}s after SIGTERM")
             assert "released the lease" in follower.log_path.read_text()
-        finally:
-            for replica in replicas:
-                replica.stop()
 
 
 # --- hostile objects stored before the CRD had bounds --------------------------------------------
@@ -464,3 +476,36 @@ async def test_the_writer_process_binds_and_writes_status_and_is_replaced_when_k
     finally:
         process.stop()
     assert not [pid for pid in writers if Path(f"/proc/{pid}").exists()], "a writer outlived run"
+
+
+# Last in the module: it restarts the module's control plane.
+async def test_two_replicas_keep_scheduling_after_the_apiserver_was_down_longer_than_a_lease(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """The API server goes away for longer than the renew deadline (a control-plane upgrade, a
+    crash): every Lease request meets a refused connection. Each replica must only retry (an
+    elector once ended its campaign on the first connection error: then nobody led again);
+    once the API server is back one of them leads and a new gang runs."""
+    namespace = await make_namespace(own_kube, "outage")
+
+    async def gang(group: str, pool_name: str) -> None:
+        await create_group(own_kube, namespace, group, minMember=2)
+        await gang_pods(own_kube, namespace, group, 2, pool_name, group=group)
+        await wait_group(own_kube, namespace, group, timeout=90, phase=c.Phase.RUNNING)
+
+    async with pool(own_kube, count=1, cpu="8", memory="16Gi") as (_, name):
+        with running_replicas(own_cluster, tmp_path) as replicas:
+            await leader_among(own_kube, replicas)
+            await gang("before", name)
+
+            # In a thread: the sim kubelets share this event loop and must keep running.
+            await asyncio.to_thread(
+                devcluster.restart_apiserver, Path(own_cluster.state_dir), down_seconds=10
+            )
+
+            await gang("after", name)
+            assert await leader_among(own_kube, replicas) in replicas
+            for replica in replicas:
+                assert replica.process is not None and replica.process.poll() is None, (
+                    replica.log_tail()
+                )

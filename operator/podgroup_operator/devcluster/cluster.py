@@ -316,6 +316,50 @@ def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterSta
     return state
 
 
+def _stop(pid: int, grace: float) -> bool:
+    """SIGTERM, then SIGKILL after `grace` seconds; False if it was not running."""
+    if not _alive(pid):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def restart_apiserver(
+    state_dir: Path = DEFAULT_STATE_DIR, down_seconds: float = 0.0, timeout: float = 90.0
+) -> ClusterState:
+    """Stop kube-apiserver, keep it down `down_seconds`, start it again with the same arguments.
+
+    What a control-plane upgrade or a crashed apiserver does to its clients: connections
+    refused, then watches to resume. The controller manager goes down and comes back with it
+    (it exits when the apiserver stays away). Returns once /readyz answers again.
+    """
+    state = load_state(state_dir)
+    if state is None:
+        raise RuntimeError(f"no dev cluster in {state_dir}")
+    restarted = [name for name in CONTROL_PLANE if name in state.pids]
+    argv = {name: _cmdline(state.pids[name]) for name in restarted}
+    for name in reversed(restarted):
+        _stop(state.pids.pop(name), grace=10.0)
+    time.sleep(down_seconds)
+    for name in restarted:  # the apiserver first, ready before the controller manager
+        state.pids[name] = _spawn(name, argv[name], state_dir)
+        _record_and_wait(state, state_dir, timeout)
+    return state
+
+
+def _cmdline(pid: int) -> list[str]:
+    """The arguments a running process was started with."""
+    raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return [part.decode() for part in raw.split(b"\0") if part]
+
+
 def down(state_dir: Path = DEFAULT_STATE_DIR, grace: float = 10.0) -> list[str]:
     """Stop every process `up` started (by PID), remove etcd's data; return what was stopped."""
     state = load_state(state_dir)
@@ -324,17 +368,8 @@ def down(state_dir: Path = DEFAULT_STATE_DIR, grace: float = 10.0) -> list[str]:
     stopped = []
     # Reverse start order: the controller manager first, etcd last.
     for name, pid in reversed(list(state.pids.items())):
-        if not _alive(pid):
-            continue
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        stopped.append(f"{name} (pid {pid})")
+        if _stop(pid, grace):
+            stopped.append(f"{name} (pid {pid})")
     shutil.rmtree(state.etcd_data, ignore_errors=True)
     _state_file(state_dir).unlink(missing_ok=True)
     return stopped
