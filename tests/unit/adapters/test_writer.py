@@ -155,6 +155,17 @@ async def test_the_parent_raises_writer_error_for_a_transport_failure_in_the_chi
         await transport.close()
 
 
+async def test_an_unreadable_answer_ends_that_child_and_fails_what_it_held() -> None:
+    code = "import sys; sys.stdin.readline(); print('not an answer', flush=True); sys.stdin.read()"
+    transport = WriterTransport(child(code))
+    try:
+        with pytest.raises(WriterError, match="writer process ended"):
+            await transport.send(Request("POST", "/api/v1/namespaces/ns/events"))
+        assert transport.pid is None  # killed, not left running beside the next one
+    finally:
+        await transport.close()
+
+
 def test_the_childs_pool_leaves_room_beside_the_binds() -> None:
     assert writer_connections(32) > 32 + 16 + 8 + 8
 
