@@ -88,7 +88,8 @@ def load_state(state_dir: Path = DEFAULT_STATE_DIR) -> ClusterState | None:
     return ClusterState(**json.loads(path.read_text()))
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not: it has ended and waits to be reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -172,7 +173,7 @@ def _wait_ready(state: ClusterState, timeout: float) -> None:
     last_error = ""
     while time.monotonic() < deadline:
         for name, pid in state.pids.items():
-            if not _alive(pid):
+            if not alive(pid):
                 log = Path(state.state_dir) / "logs" / f"{name}.log"
                 lines = log.read_text(errors="replace").splitlines() if log.exists() else []
                 # klog's fatal lines (F1122 ...) say why; a goroutine dump follows them.
@@ -204,7 +205,7 @@ def _record_and_wait(state: ClusterState, state_dir: Path, timeout: float) -> No
 def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterState:
     """Start etcd, kube-apiserver and kube-controller-manager; return once /readyz answers."""
     existing = load_state(state_dir)
-    if existing and all(_alive(pid) for pid in existing.pids.values()):
+    if existing and all(alive(pid) for pid in existing.pids.values()):
         return existing
     if existing:
         down(state_dir)
@@ -318,14 +319,14 @@ def up(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 90.0) -> ClusterSta
 
 def _stop(pid: int, grace: float) -> bool:
     """SIGTERM, then SIGKILL after `grace` seconds; False if it was not running."""
-    if not _alive(pid):
+    if not alive(pid):
         return False
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
+    if alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return True
@@ -380,7 +381,7 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, object]:
     state = load_state(state_dir)
     if state is None:
         return {"running": False, "state_dir": str(state_dir)}
-    processes = {name: {"pid": pid, "alive": _alive(pid)} for name, pid in state.pids.items()}
+    processes = {name: {"pid": pid, "alive": alive(pid)} for name, pid in state.pids.items()}
     return {
         "running": all(p["alive"] for p in processes.values()),
         "state_dir": str(state_dir),
