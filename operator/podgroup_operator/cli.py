@@ -13,8 +13,8 @@ import re
 import sys
 from pathlib import Path
 
-MAX_BIND_CONCURRENCY = 1024
-"""Above this, binds wait for connections anyway (each is one HTTP request in flight)."""
+from podgroup_operator import constants as c
+
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -149,15 +149,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _bind_concurrency(value: str) -> int:
-    """A `--bind-concurrency`: a whole number from 1 to MAX_BIND_CONCURRENCY."""
+    """A `--bind-concurrency`: a whole number from 1 to c.MAX_BIND_CONCURRENCY."""
     try:
         number = int(value)
     except ValueError:
         number = 0
-    if not 1 <= number <= MAX_BIND_CONCURRENCY:
+    if not 1 <= number <= c.MAX_BIND_CONCURRENCY:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a bind concurrency: use a whole number from 1 to "
-            f"{MAX_BIND_CONCURRENCY} (e.g. 32, the default)"
+            f"{c.MAX_BIND_CONCURRENCY} (e.g. {c.BIND_CONCURRENCY}, the default)"
         )
     return number
 
@@ -277,9 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--bind-concurrency",
         type=_bind_concurrency,
-        default=32,
+        default=c.BIND_CONCURRENCY,
         metavar="N",
-        help="binds in flight at once, 1 to 1024 (default: 32). More bind faster and delay "
+        help=f"binds in flight at once, 1 to {c.MAX_BIND_CONCURRENCY} (default: "
+        f"{c.BIND_CONCURRENCY}). More bind faster and delay "
         "status writes on a busy control plane; above about 64 the operator's own thread "
         "limits the rate unless --write-process is on",
     )

@@ -23,6 +23,11 @@ OPERATOR_NAME = "podgroup-operator"
 SCHEDULER_NAME = "podgroup-scheduler"
 """`spec.schedulerName` of the pods placed by the bundled gang scheduler."""
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
+BIND_CONCURRENCY = 32
+"""Binds in flight at once unless `run --bind-concurrency` says otherwise (what the number trades:
+controllers/scheduler.py)."""
+MAX_BIND_CONCURRENCY = 1024
+"""The most `run --bind-concurrency` accepts: each bind in flight holds a connection."""
 
 # --- Membership keys -----------------------------------------------------------------------------
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"

@@ -61,7 +61,7 @@ def run(
     log_format: str = "text",
     scheduler_names: list[str] | None = None,
     write_process: bool = False,
-    bind_concurrency: int = 32,
+    bind_concurrency: int = c.BIND_CONCURRENCY,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,

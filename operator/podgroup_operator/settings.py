@@ -61,9 +61,8 @@ class OperatorSettings:
     write_process: bool = False
     """Send the leader's binds, pod Events and status writes from a child process, the
     operator's second CPU (adapters/writer.py; `run --write-process`)."""
-    bind_concurrency: int = 32
-    """Binds in flight at once (`run --bind-concurrency`; controllers/scheduler.py says what
-    it trades)."""
+    bind_concurrency: int = c.BIND_CONCURRENCY
+    """Binds in flight at once (`run --bind-concurrency`)."""
     metrics_address: str = "0.0.0.0:8081"
     """host:port of /metrics, /readyz and /livez; empty to serve none."""
     scheduler_names: list[str] = field(default_factory=lambda: [c.SCHEDULER_NAME])

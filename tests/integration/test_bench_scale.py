@@ -7,24 +7,29 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from podgroup_operator.devcluster import cluster as devcluster
 
 COMMAND = [str(Path(sys.executable).with_name("podgroup-operator")), "bench", "scale"]
 
 
-def test_a_tiny_backlog_is_bound_and_reported() -> None:
+TINY = ["--nodes", "3", "--gangs", "3", "--gang-size", "2", "--node-cpu", "4"]
+
+
+def tiny_backlog(*args: str) -> dict[str, Any]:
+    """The operator's side of a 3 x 2 backlog on 3 sim nodes; all bound and Running."""
     result = subprocess.run(
-        [*COMMAND, "--nodes", "3", "--gangs", "3", "--gang-size", "2", "--node-cpu", "4"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+        [*COMMAND, *TINY, *args], capture_output=True, text=True, timeout=240, check=False
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout)
-    ours = report["operator"]
+    ours: dict[str, Any] = json.loads(result.stdout)["operator"]
     assert (ours["pods"], ours["bound"], ours["groups_running"]) == (6, 6, 3)
+    return ours
+
+
+def test_a_tiny_backlog_is_bound_and_reported() -> None:
+    ours = tiny_backlog()
     assert not ours["timed_out"] and ours["create_errors"] == 0
     for key in ("first_bind_s", "last_bind_s", "pods_per_s", "all_running_s", "peak_rss_mb"):
         assert isinstance(ours[key], int | float), key
@@ -42,6 +47,12 @@ def test_a_tiny_backlog_is_bound_and_reported() -> None:
     # Events by reason: at least the groups' phase changes, each count a positive number.
     assert ours["events"].get("PhaseChanged", 0) >= 1
     assert all(isinstance(n, int) and n > 0 for n in ours["events"].values())
+
+
+def test_operator_args_reach_run_and_the_writer_process_is_counted() -> None:
+    ours = tiny_backlog("--operator-args=--write-process --bind-concurrency 4")
+    assert ours["cpu_seconds"]["scheduler-writer"] > 0
+    assert ours["writer_peak_rss_mb"] > 0
 
 
 def test_versus_without_a_built_kube_scheduler_says_so_and_exits_2(tmp_path: Path) -> None:

@@ -454,7 +454,7 @@ def main(argv: Sequence[str]) -> int:
         "--operator-args",
         default="",
         help="more arguments for `podgroup-operator run`, as one shell-quoted string "
-        "(e.g. --operator-args=--no-write-process)",
+        '(e.g. --operator-args="--write-process --bind-concurrency 256")',
     )
     args = parser.parse_args(list(argv))
     if args.versus and not (devcluster.BINARIES / "bin" / KUBE_SCHEDULER).exists():
