@@ -86,6 +86,27 @@ async def test_concurrent_requests_each_get_their_own_answer() -> None:
         await kube.close()
 
 
+async def test_answers_that_come_back_out_of_order_reach_their_own_callers() -> None:
+    """Matched by id, not by order: this child answers five requests last to first."""
+    code = textwrap.dedent(
+        """
+        import sys, orjson
+        held = [orjson.loads(sys.stdin.readline()) for _ in range(5)]
+        for ident, method, path, *_ in reversed(held):
+            sys.stdout.buffer.write(orjson.dumps([ident, 200, {"path": path}]) + b"\\n")
+        sys.stdout.flush()
+        sys.stdin.read()
+        """
+    )
+    transport = WriterTransport(child(code))
+    try:
+        paths = [f"/api/v1/namespaces/ns/pods/p{i}" for i in range(5)]
+        answers = await asyncio.gather(*(transport.send(Request("GET", p)) for p in paths))
+        assert [body["path"] for _, body in answers] == paths
+    finally:
+        await transport.close()
+
+
 async def test_a_dead_child_fails_what_it_held_and_the_next_request_starts_another() -> None:
     transport = WriterTransport(child(SILENT_CHILD))
     held = asyncio.create_task(transport.send(Request("POST", "/api/v1/namespaces/ns/events")))
