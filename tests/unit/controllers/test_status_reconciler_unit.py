@@ -662,14 +662,20 @@ async def test_a_refusal_after_the_pending_status_is_written_at_once() -> None:
     assert (refused["status"], refused["reason"]) == ("True", c.Reason.NOT_ENOUGH_RESOURCES)
 
 
+async def new_group_of_two(count_delay: float) -> tuple[Harness, list[Body]]:
+    """A new group (minMember 2) with two pending members, reconciled once with `count_delay`."""
+    h = Harness()
+    h.reconciler.count_delay = count_delay
+    h.group(min_member=2)
+    pods = h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    return h, pods
+
+
 async def test_a_new_groups_first_pending_waits_for_the_schedulers_word() -> None:
     """Under a backlog every new group used to get a bare `Pending` (a PATCH and an Event) and,
     a second later, `Running` (another of each): the first status now waits for the scheduler."""
-    h = Harness()
-    h.reconciler.count_delay = 3600.0  # longer than any test: a delayed write never comes
-    h.group(min_member=2)
-    h.pods(pending("a"), pending("b"))
-    await h.reconcile()
+    h, _ = await new_group_of_two(count_delay=3600.0)  # a delayed write never comes
     assert h.reconciler.writes == 0
     h.reconciler.verdicts[KEY] = Verdict(placed=True)  # placed: its start is moments away
     await h.reconcile()
@@ -678,11 +684,7 @@ async def test_a_new_groups_first_pending_waits_for_the_schedulers_word() -> Non
 
 
 async def test_a_new_groups_first_status_goes_out_at_once_when_the_scheduler_refuses_it() -> None:
-    h = Harness()
-    h.reconciler.count_delay = 3600.0
-    h.group(min_member=2)
-    h.pods(pending("a"), pending("b"))
-    await h.reconcile()
+    h, _ = await new_group_of_two(count_delay=3600.0)
     h.reconciler.verdicts[KEY] = Verdict(
         placed=False, reason=c.Reason.NOT_ENOUGH_RESOURCES, message="0 of 2 fit: cpu"
     )
@@ -697,11 +699,7 @@ async def test_a_new_groups_first_status_goes_out_at_once_when_the_scheduler_ref
 
 
 async def test_a_placed_gang_that_starts_is_first_written_running_one_patch_one_event() -> None:
-    h = Harness()
-    h.reconciler.count_delay = 3600.0
-    h.group(min_member=2)
-    a, b = h.pods(pending("a"), pending("b"))
-    await h.reconcile()
+    h, (a, b) = await new_group_of_two(count_delay=3600.0)
     h.reconciler.verdicts[KEY] = Verdict(placed=True)
     bound = h.pods(*({**p, "spec": {**p["spec"], "nodeName": "n"}} for p in (a, b)))
     await h.reconcile()
@@ -716,11 +714,7 @@ async def test_a_placed_gang_that_starts_is_first_written_running_one_patch_one_
 
 async def test_a_group_nobody_judges_gets_its_pending_status_after_the_delay() -> None:
     """Pods of another scheduler, or too few pods: no verdict ever comes, the status still does."""
-    h = Harness()
-    h.reconciler.count_delay = 0.05
-    h.group(min_member=2)
-    h.pods(pending("a"), pending("b"))
-    await h.reconcile()
+    h, _ = await new_group_of_two(count_delay=0.05)
     assert h.reconciler.writes == 0
     h.reconciler.start()
     try:
