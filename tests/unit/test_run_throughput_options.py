@@ -7,9 +7,8 @@ import pytest
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.cli import build_parser
-from podgroup_operator.constants import MAX_BIND_CONCURRENCY
+from podgroup_operator.constants import BIND_CONCURRENCY, MAX_BIND_CONCURRENCY
 from podgroup_operator.controllers.runtime import Leading, build_runtime
-from podgroup_operator.controllers.scheduler import BIND_CONCURRENCY
 from podgroup_operator.settings import OperatorSettings
 from tests.fakes import FakeApiServer
 

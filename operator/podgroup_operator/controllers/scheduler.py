@@ -55,13 +55,6 @@ from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
 logger = logging.getLogger(__name__)
 
 
-BIND_CONCURRENCY = c.BIND_CONCURRENCY
-"""Bindings in flight at once, by default (`run --bind-concurrency`). A write's latency on a busy
-control plane grows with the writes in flight: the API server shares its CPU among them and etcd
-commits them in turn. More binds in flight take a larger share from the kubelets' writes and
-from our own status writes, so binding gets faster and status slower. Measured with `bench
-scale` (backlog 1,000 x 10): at 64, status convergence p50 passed 200 ms; 256 and 512, with the
-writer process, bound faster than kube-scheduler and convergence p99 passed 1 s (README)."""
 CYCLE_BUDGET_SECONDS = 0.2
 """Deciding time per cycle (see `cycle`)."""
 PLACED, REFUSED, ERROR = "placed", "refused", "error"
@@ -99,7 +92,7 @@ class GangScheduler:
         budgets: Callable[[], Sequence[DisruptionBudget]] = tuple,
         on_preempted: Callable[[GroupKey, Preempted], None] = lambda key, fact: None,
         scheduler_names: frozenset[str] = frozenset({c.SCHEDULER_NAME}),
-        bind_concurrency: int = BIND_CONCURRENCY,
+        bind_concurrency: int = c.BIND_CONCURRENCY,
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
