@@ -205,6 +205,15 @@ def running_replicas(
             replica.stop()
 
 
+async def running_gang(
+    kube: KubeClient, namespace: str, group: str, size: int, pool_name: str, *, timeout: float
+) -> None:
+    """A PodGroup of `size` one-cpu members on the pool, created, and Running within `timeout`."""
+    await create_group(kube, namespace, group, minMember=size)
+    await gang_pods(kube, namespace, group, size, pool_name, group=group)
+    await wait_group(kube, namespace, group, timeout=timeout, phase=c.Phase.RUNNING)
+
+
 def node_usage_within_capacity(pods: list[dict[str, Any]], cpu_per_node: int) -> dict[str, int]:
     used: dict[str, int] = {}
     for pod in pods:
@@ -436,11 +445,6 @@ async def test_the_writer_process_binds_and_writes_status_and_is_replaced_when_k
         ["--webhooks", "off", "--write-process", "--bind-concurrency", "64"],
     )
 
-    async def gang(group: str, pool_name: str) -> None:
-        await create_group(own_kube, namespace, group, minMember=3)
-        await gang_pods(own_kube, namespace, group, 3, pool_name, group=group)
-        await wait_group(own_kube, namespace, group, timeout=60, phase=c.Phase.RUNNING)
-
     async def scheduled(group: str) -> bool:
         events = (await own_kube.list(EVENTS, namespace))["items"]
         return (
@@ -458,7 +462,7 @@ async def test_the_writer_process_binds_and_writes_status_and_is_replaced_when_k
         async with pool(own_kube, count=2, cpu="8", memory="16Gi") as (_, name):
             process.start()
             process.wait_ready()
-            await gang("first", name)
+            await running_gang(own_kube, namespace, "first", 3, name, timeout=60)
             await wait_for(lambda: scheduled("first"), 30, "3 Scheduled Events for gang first")
             writers += process.children()
             assert len(writers) == 1, process.log_tail()
@@ -466,7 +470,7 @@ async def test_the_writer_process_binds_and_writes_status_and_is_replaced_when_k
             assert b"podgroup_operator.adapters.writer" in cmdline, cmdline
 
             os.kill(writers[0], 9)
-            await gang("second", name)
+            await running_gang(own_kube, namespace, "second", 3, name, timeout=60)
             await wait_for(lambda: scheduled("second"), 30, "3 Scheduled Events for gang second")
             writers += process.children()
             assert len(writers) == 2 and writers[1] != writers[0], process.log_tail()
@@ -495,22 +499,17 @@ async def test_two_replicas_keep_scheduling_after_the_apiserver_was_down_longer_
     once the API server is back one of them leads and a new gang runs."""
     namespace = await make_namespace(own_kube, "outage")
 
-    async def gang(group: str, pool_name: str) -> None:
-        await create_group(own_kube, namespace, group, minMember=2)
-        await gang_pods(own_kube, namespace, group, 2, pool_name, group=group)
-        await wait_group(own_kube, namespace, group, timeout=90, phase=c.Phase.RUNNING)
-
     async with pool(own_kube, count=1, cpu="8", memory="16Gi") as (_, name):
         with running_replicas(own_cluster, tmp_path) as replicas:
             await leader_among(own_kube, replicas)
-            await gang("before", name)
+            await running_gang(own_kube, namespace, "before", 2, name, timeout=90)
 
             # In a thread: the sim kubelets share this event loop and must keep running.
             await asyncio.to_thread(
                 devcluster.restart_apiserver, Path(own_cluster.state_dir), down_seconds=10
             )
 
-            await gang("after", name)
+            await running_gang(own_kube, namespace, "after", 2, name, timeout=90)
             assert await leader_among(own_kube, replicas) in replicas
             for replica in replicas:
                 assert replica.process is not None and replica.process.poll() is None, (
