@@ -50,6 +50,7 @@ import asyncio
 import copy
 import dataclasses
 import datetime as dt
+import enum
 import itertools
 import json
 import re
@@ -1044,6 +1045,49 @@ def _spec_like(obj: Mapping[str, Any]) -> str:
 
 
 # --- an informer's index view ------------------------------------------------------------------
+
+
+class Fault(enum.Enum):
+    """What `FaultyTransport` does to the requests it matches."""
+
+    HANG = "hang"
+    """No answer, ever (an overloaded API server)."""
+    REFUSE = "refuse"
+    """No HTTP answer: the connection is refused (a restarting API server)."""
+
+
+class FaultyTransport:
+    """The fake API server behind a connection that fails on demand: while `fault` is set, the
+    requests `matching` selects hang or are refused in the transport, and everything else goes
+    through. Clients see what aiohttp would give them, not an API Status."""
+
+    def __init__(
+        self,
+        api: FakeApiServer,
+        matching: Callable[[Request], bool] = lambda request: True,
+        fault: Fault | None = None,
+    ) -> None:
+        self.api = api
+        self.matching = matching
+        self.fault = fault
+        self.hung = 0
+        self.refused = 0
+
+    async def send(self, request: Request) -> tuple[int, Any]:
+        if self.fault is Fault.HANG and self.matching(request):
+            self.hung += 1
+            await asyncio.Event().wait()
+        if self.fault is Fault.REFUSE and self.matching(request):
+            self.refused += 1
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 6443)")
+        return await self.api.send(request)
+
+    def stream(self, request: Request) -> AsyncIterator[JSON]:
+        return self.api.stream(request)
+
+    async def close(self) -> None:
+        await self.api.close()
+
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODS, KubeClient, Request
+from podgroup_operator.adapters.kube import PODS, KubeClient
 from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.domain.scheduling_status import Verdict
 from tests.builders import node, pod, podgroup
 from tests.clock import T0, Clock
-from tests.fakes import FakeApiServer, FakeIndex
+from tests.fakes import FakeApiServer, FakeIndex, Fault, FaultyTransport
 
 NS = "default"
 
@@ -292,25 +292,6 @@ async def test_a_failed_bind_releases_the_pod_and_it_is_retried_next_cycle(
     assert h.cpu_free("n1") == 4000
 
 
-class Dropping:
-    """The fake API server behind a connection that drops one request to `path` unanswered."""
-
-    def __init__(self, fake: FakeApiServer, path: str) -> None:
-        self.fake, self.path, self.dropped = fake, path, 0
-
-    async def send(self, request: Request) -> tuple[int, Any]:
-        if request.path == self.path and not self.dropped:
-            self.dropped += 1
-            raise ConnectionResetError("connection reset by peer")
-        return await self.fake.send(request)
-
-    def stream(self, request: Request) -> Any:
-        return self.fake.stream(request)
-
-    async def close(self) -> None:
-        await self.fake.close()
-
-
 async def test_a_bind_without_an_answer_releases_the_pod_like_a_failed_one() -> None:
     """A lost connection (or a writer process gone) raises no ApiError: the pod must not stay
     assumed on its node while pending, or the next cycle would count it twice."""
@@ -318,12 +299,13 @@ async def test_a_bind_without_an_answer_releases_the_pod_like_a_failed_one() -> 
     h.add_node("n1", cpu=8)
     h.add_group("gang", min_member=2)
     _, g1 = h.add_pods("gang", 2, cpu=2)
-    dropping = Dropping(h.fake, binding_path("gang-1"))
-    h.scheduler.kube.transport = dropping
+    path = binding_path("gang-1")
+    faulty = FaultyTransport(h.fake, matching=lambda r: r.path == path, fault=Fault.REFUSE)
+    h.scheduler.kube.transport = faulty
 
     await h.scheduler.cycle()
 
-    assert dropping.dropped == 1
+    assert faulty.refused == 1
     assert (h.node_of("gang-0"), h.node_of("gang-1")) == ("n1", None)
     assert h.scheduler.snapshot.pod(pod_uid(g1)) is None
     assert h.cpu_free("n1") == 6000
@@ -331,6 +313,7 @@ async def test_a_bind_without_an_answer_releases_the_pod_like_a_failed_one() -> 
     assert pod_uid(g1) not in h.scheduler.in_flight
     assert h.scheduler._wake.is_set()
 
+    faulty.fault = None  # the connection is back
     h.watch_catches_up()
     await h.scheduler.cycle()
 

@@ -6,16 +6,15 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator
-from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podgroup_operator.adapters.kube import LEASES, KubeClient, Request
+from podgroup_operator.adapters.kube import LEASES, KubeClient
 from podgroup_operator.controllers.leader import LeaderElector, Timing
 from podgroup_operator.domain.leadership import LeaseRecord, Step, decide, released
 from tests.clock import T0
-from tests.fakes import FakeApiServer
+from tests.fakes import FakeApiServer, Fault, FaultyTransport
 
 NS, NAME = "kube-system", "podgroup-operator-leader"
 
@@ -144,36 +143,14 @@ async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() 
         await asyncio.gather(task, return_exceptions=True)
 
 
-class Faulty:
-    """The fake API server behind a switch: Lease requests hang (no answer, ever) or fail in
-    the transport (connection refused), as they do when the API server is overloaded or
-    restarting. Everything else goes through."""
-
-    def __init__(self, api: FakeApiServer) -> None:
-        self.api = api
-        self.mode: str | None = None
-        self.hung = 0
-        self.refused = 0
-
-    async def send(self, request: Request) -> tuple[int, Any]:
-        if "/leases" in request.path and self.mode == "hang":
-            self.hung += 1
-            await asyncio.Event().wait()
-        if "/leases" in request.path and self.mode == "refuse":
-            self.refused += 1
-            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 6443)")
-        return await self.api.send(request)
-
-    def stream(self, request: Request) -> AsyncIterator[dict[str, Any]]:
-        return self.api.stream(request)
-
-    async def close(self) -> None:
-        await self.api.close()
+def lease_faults() -> FaultyTransport:
+    """The fake API server whose Lease requests fail on demand (`fault`); the rest go through."""
+    return FaultyTransport(FakeApiServer(), matching=lambda request: "/leases" in request.path)
 
 
 @contextlib.asynccontextmanager
 async def campaign(
-    faulty: Faulty,
+    faulty: FaultyTransport,
 ) -> AsyncIterator[tuple[LeaderElector, Recorder, asyncio.Task[None]]]:
     """One elector campaigning through `faulty`, stopped at the end of the block."""
     elector = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
@@ -189,10 +166,10 @@ async def campaign(
 async def test_a_leader_whose_renewal_hangs_stops_leading_before_the_lease_ends() -> None:
     """The client's own timeout is 60 s: without a deadline per attempt, a hung renewal kept
     the replica leading long after another could take the lease (two schedulers)."""
-    faulty = Faulty(FakeApiServer())
+    faulty = lease_faults()
     async with campaign(faulty) as (elector, record, _):
         await asyncio.wait_for(elector.leading.wait(), 2)
-        faulty.mode = "hang"
+        faulty.fault = Fault.HANG
         loop = asyncio.get_running_loop()
         lost_from = loop.time()
         await asyncio.wait_for(_cleared(elector.leading), FAST.lease_seconds)
@@ -204,23 +181,23 @@ async def test_a_leader_whose_renewal_hangs_stops_leading_before_the_lease_ends(
 async def test_transport_errors_while_campaigning_do_not_end_the_election() -> None:
     """A connection refused (the API server restarting) once escaped `run`: the replica's one
     campaign ended and it never led again."""
-    faulty = Faulty(FakeApiServer())
-    faulty.mode = "refuse"
+    faulty = lease_faults()
+    faulty.fault = Fault.REFUSE
     async with campaign(faulty) as (elector, record, task):
         while faulty.refused < 3:  # the barrier: three attempts refused and survived
             await asyncio.sleep(0.005)
         assert not task.done()
         assert not elector.leading.is_set()
-        faulty.mode = None  # the API server is back
+        faulty.fault = None  # the API server is back
         await asyncio.wait_for(elector.leading.wait(), 2)
         assert record.started == 1
 
 
 async def test_a_release_that_gets_no_answer_returns_and_leaves_the_lease_to_expire() -> None:
-    faulty = Faulty(FakeApiServer())
+    faulty = lease_faults()
     async with campaign(faulty) as (elector, _, _):
         await asyncio.wait_for(elector.leading.wait(), 2)
-        faulty.mode = "hang"
+        faulty.fault = Fault.HANG
         await asyncio.wait_for(elector.release(), FAST.renew_deadline_seconds * 3)
         assert not elector.leading.is_set()
 
