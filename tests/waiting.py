@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -29,3 +29,17 @@ async def wait_for(
                 f"timed out after {timeout}s waiting for {message}; last: {last!r}"
             )
         await asyncio.sleep(interval)
+
+
+async def until(check: Callable[[], Any], what: str, timeout: float = 2.0) -> None:
+    """Poll a condition on in-process state (a fake, a store, a child's bookkeeping) every
+    millisecond until it holds; fail naming `what` after `timeout` seconds."""
+
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.001)
+
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None

@@ -23,19 +23,9 @@ from podgroup_operator.scheduling.podinfo import host_ports, inter_pod_constrain
 from podgroup_operator.scheduling.resources import pod_requests
 from tests.builders import pod
 from tests.fakes import FakeApiServer
+from tests.waiting import until
 
 Seen = list[tuple[WatchEventType, str, str | None]]
-
-
-async def until(check: Callable[[], Any], what: str, timeout: float = 2.0) -> None:
-    async def poll() -> None:
-        while not check():
-            await asyncio.sleep(0.001)
-
-    try:
-        await asyncio.wait_for(poll(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 @pytest.fixture

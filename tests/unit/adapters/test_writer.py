@@ -25,6 +25,7 @@ from podgroup_operator.adapters.writer import (
     writer_connections,
 )
 from tests.builders import pod
+from tests.waiting import until
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -51,12 +52,6 @@ SILENT_CHILD = "import sys; sys.stdin.read()"
 
 def child(code: str) -> list[str]:
     return [sys.executable, "-c", code]
-
-
-async def until(predicate: object, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():  # type: ignore[operator]
-            await asyncio.sleep(0.01)
 
 
 async def test_a_bind_through_the_writer_gets_the_api_servers_answer() -> None:
@@ -110,7 +105,11 @@ async def test_answers_that_come_back_out_of_order_reach_their_own_callers() -> 
 async def test_a_dead_child_fails_what_it_held_and_the_next_request_starts_another() -> None:
     transport = WriterTransport(child(SILENT_CHILD))
     held = asyncio.create_task(transport.send(Request("POST", "/api/v1/namespaces/ns/events")))
-    await until(lambda: transport.pid is not None and transport._pending)
+    await until(
+        lambda: transport.pid is not None and transport._pending,
+        "the request to reach a running child",
+        timeout=10.0,
+    )
     first = transport.pid
     assert first is not None
     os.kill(first, signal.SIGKILL)

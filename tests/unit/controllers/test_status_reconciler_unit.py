@@ -21,6 +21,7 @@ from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from tests.builders import pod, podgroup
 from tests.clock import Clock
 from tests.fakes import FakeApiServer, FakeIndex
+from tests.waiting import until
 
 NS = "default"
 KEY = (NS, "gang")
@@ -231,7 +232,11 @@ async def test_a_group_still_missing_after_the_delay_is_warned_about() -> None:
     assert h.fake.events(reason=c.Reason.MISSING_POD_GROUP) == []
     h.reconciler.start()
     try:
-        await wait_until(lambda: bool(h.fake.events(reason=c.Reason.MISSING_POD_GROUP)))
+        await until(
+            lambda: h.fake.events(reason=c.Reason.MISSING_POD_GROUP),
+            "the MissingPodGroup warning",
+            timeout=1.0,
+        )
     finally:
         await h.reconciler.stop()
     (warning,) = h.fake.events(reason=c.Reason.MISSING_POD_GROUP)
@@ -574,7 +579,11 @@ async def test_a_failing_group_is_reported_once_and_retried_while_others_are_wri
         h.reconciler.touch(KEY)
         await settle(lambda: h.status().get("phase") == c.Phase.RUNNING)
         assert h.status()["phase"] == c.Phase.RUNNING
-        await wait_until(lambda: h.status("poison").get("phase") == c.Phase.RUNNING)
+        await until(
+            lambda: h.status("poison").get("phase") == c.Phase.RUNNING,
+            "poison to be Running",
+            timeout=1.0,
+        )
         (warning,) = h.fake.events(involved="poison", reason=c.Reason.RECONCILE_FAILED)
         assert warning["type"] == c.EventType.WARNING
         assert "etcd is sad" in warning["message"]
@@ -582,16 +591,6 @@ async def test_a_failing_group_is_reported_once_and_retried_while_others_are_wri
         assert h.reconciler.failures.count((NS, "poison")) == 0  # recovered
     finally:
         await h.reconciler.stop()
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 1.0) -> None:
-    """For waits on the reconciler's own (shortened) backoff timer."""
-
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.001)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def test_a_counters_only_change_waits_for_the_count_delay_a_phase_change_does_not() -> None:
@@ -718,7 +717,7 @@ async def test_a_group_nobody_judges_gets_its_pending_status_after_the_delay() -
     assert h.reconciler.writes == 0
     h.reconciler.start()
     try:
-        await wait_until(lambda: h.reconciler.writes == 1, timeout=1.0)
+        await until(lambda: h.reconciler.writes == 1, "the delayed write", timeout=1.0)
     finally:
         await h.reconciler.stop()
     assert h.status()["phase"] == c.Phase.PENDING
