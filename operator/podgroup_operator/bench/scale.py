@@ -253,11 +253,17 @@ def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
         )
     if len(seen.pod_running) >= pods:
         result["all_running_s"] = round(max(seen.pod_running.values()), 2)
-    lags = []
-    for group, running_at in seen.group_running.items():
-        members = [t for pod, t in seen.pod_running.items() if seen.pod_group.get(pod) == group]
-        if members:
-            lags.append(max(0.0, running_at - max(members)))
+    # One pass over the pods (a scan of every pod per group took minutes at 100,000 pods).
+    last_member: dict[str, float] = {}
+    for pod, running_at in seen.pod_running.items():
+        group = seen.pod_group.get(pod)
+        if group is not None:
+            last_member[group] = max(running_at, last_member.get(group, running_at))
+    lags = [
+        max(0.0, running_at - last_member[group])
+        for group, running_at in seen.group_running.items()
+        if group in last_member
+    ]
     if lags:
         result["convergence_ms"] = {
             "p50": round(_percentile(lags, 0.5) * 1000),

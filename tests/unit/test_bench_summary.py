@@ -1,0 +1,38 @@
+"""`bench scale`'s figures from what its watches saw: the summary is pure, so its arithmetic
+is checked here without a cluster (tests/integration/test_bench_scale.py runs the command)."""
+
+from __future__ import annotations
+
+from podgroup_operator.bench.scale import Observed, _summary
+
+
+def observed() -> Observed:
+    """Two gangs of two; g0 turns Running 0.1 s after its last member, g1 0.5 s after."""
+    seen = Observed()
+    seen.pod_group = {"g0-0": "g0", "g0-1": "g0", "g1-0": "g1", "g1-1": "g1"}
+    seen.bound = {"g0-0": 1.0, "g0-1": 1.5, "g1-0": 2.0, "g1-1": 3.0}
+    seen.pod_running = {"g0-0": 2.0, "g0-1": 2.4, "g1-0": 4.0, "g1-1": 3.5}
+    seen.group_running = {"g0": 2.5, "g1": 4.5}
+    return seen
+
+
+def test_convergence_runs_from_each_groups_last_member_running() -> None:
+    result = _summary(observed(), pods=4, groups=2)
+    assert result["convergence_ms"] == {"p50": 500, "p99": 500, "max": 500}
+    assert result["all_running_s"] == 4.0
+
+
+def test_binds_are_counted_between_the_first_and_the_last() -> None:
+    result = _summary(observed(), pods=4, groups=2)
+    assert (result["first_bind_s"], result["last_bind_s"], result["pods_per_s"]) == (1.0, 3.0, 2.0)
+    assert (result["bound"], result["groups_running"]) == (4, 2)
+
+
+def test_a_group_seen_running_without_members_running_has_no_convergence() -> None:
+    """A group whose members' Running the watch never saw (the side timed out) is left out,
+    not counted from zero."""
+    seen = observed()
+    seen.pod_running = {"g0-0": 2.0, "g0-1": 2.4}
+    result = _summary(seen, pods=4, groups=2)
+    assert result["convergence_ms"] == {"p50": 100, "p99": 100, "max": 100}
+    assert "all_running_s" not in result
