@@ -365,13 +365,14 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             if done:
                 break
             await asyncio.sleep(0.5)
-        result = _summary(seen, total, plan.gangs)
         writers = process.children() if isinstance(process, OperatorProcess) else []
         for number, child in enumerate(writers):
             # The operator's writer process (adapters/writer.py), started after the scheduler:
             # all its time counts, and its memory is the operator's too.
             watched[f"scheduler-writer{number or ''}"] = child
-        result["cpu_seconds"] = _cpu_spent(cpu_before, _cpu_usage(watched))
+        cpu_after = _cpu_usage(watched)  # at the end of the side, before any summing up
+        result = _summary(seen, total, plan.gangs)
+        result["cpu_seconds"] = _cpu_spent(cpu_before, cpu_after)
         result["create_errors"] = errors
         result["events"] = await _events_by_reason(kube)
         result["timed_out"] = time.monotonic() >= deadline
