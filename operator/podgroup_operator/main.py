@@ -15,6 +15,7 @@ import kopf
 
 from podgroup_operator import constants as c
 from podgroup_operator import logs
+from podgroup_operator.adapters import heap
 from podgroup_operator.local import is_dev_cluster_kubeconfig
 from podgroup_operator.settings import OperatorSettings, WebhookCerts, WebhookMode
 
@@ -100,6 +101,8 @@ def run(
     # One line per handled event drowns what matters; our own modules log decisions at INFO.
     for noisy in ("kopf.objects", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    # Modules, Kopf and the clients are loaded: never garbage, so out of every collection.
+    heap.configure()
     kopf.run(
         clusterwide=not namespaces,
         namespaces=namespaces,

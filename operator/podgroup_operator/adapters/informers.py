@@ -33,6 +33,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.kube import JSON, ApiError, Kind, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
@@ -227,6 +228,12 @@ class Informer:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
+        # Everything a list loads lives as long as the store: no collector walks meanwhile.
+        with heap.paused():
+            await self._load()
+        self.synced.set()
+
+    async def _load(self) -> None:
         fresh: dict[str, JSON] = {}
         continue_token: str | None = None
         while True:
@@ -258,7 +265,6 @@ class Informer:
                 break
         self.stats.lists += 1
         self._replace(fresh)
-        self.synced.set()
 
     def _replace(self, fresh: dict[str, JSON]) -> None:
         """Make the store equal `fresh`, telling handlers what changed (client-go's Replace)."""
