@@ -15,7 +15,8 @@ So:
   `gc.freeze()` moves the survivors (the stores, the snapshot built from them) out of the walk of
   every later collection. Freezing hides objects from the cycle collector only: reference
   counting still frees a frozen store entry the moment a newer version replaces it, and the slim
-  objects the stores keep hold no reference cycles.
+  objects the stores keep hold no reference cycles. A frozen object that later becomes part of
+  cyclic garbage stays until the process exits: at worst what one list loaded, per list.
 * `configure()`, once before the operator runs, does the same for what start-up loaded
   (modules, classes, Kopf's and the clients' machinery), which is never garbage, and raises the
   young generation's threshold (`YOUNG_THRESHOLD`): the operator's objects are mostly freed by
