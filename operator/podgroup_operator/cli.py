@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--write-process",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="send the leader's binds, pod Events and status writes from a child process, "
+        help="send the leader's binds and pod Events from a child process, "
         "the operator's second CPU (default: off)",
     )
     run.add_argument(

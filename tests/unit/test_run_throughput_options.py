@@ -37,9 +37,10 @@ def test_a_bind_concurrency_out_of_range_is_refused_naming_the_flag_and_the_rang
     assert f"from 1 to {MAX_BIND_CONCURRENCY}" in err
 
 
-async def test_the_writer_process_serves_the_leaders_writes_only() -> None:
-    """With --write-process the scheduler and the status reconciler write through the child's
-    client; the informers, the quota service and the elector keep the main one."""
+async def test_the_writer_process_serves_the_schedulers_writes_only() -> None:
+    """With --write-process the scheduler writes through the child's client; the status
+    reconciler (whose PATCHes waited behind the binds there), the informers, the quota service
+    and the elector keep the main one."""
     kube = KubeClient(FakeApiServer())
     settings = OperatorSettings(
         leader_election=False, metrics_address="", write_process=True, bind_concurrency=100
@@ -51,7 +52,8 @@ async def test_the_writer_process_serves_the_leaders_writes_only() -> None:
         assert command[command.index("--connections") + 1] == str(writer_connections(100))
         leading = Leading(runtime)
         assert leading.scheduler.kube is runtime.writer
-        assert leading.status.kube is runtime.writer
+        assert leading.status.kube is kube
+        assert leading.status.workers == 50  # half the binds in flight
         assert leading.scheduler._bind_slots._value == 100
         assert runtime.informers.pods.kube is kube and runtime.quota.kube is kube
         assert runtime.writer.transport.pid is None  # started by the first write, not before
@@ -63,3 +65,10 @@ def test_without_the_writer_process_everything_uses_one_client() -> None:
     kube = KubeClient(FakeApiServer())
     runtime = build_runtime(OperatorSettings(leader_election=False, metrics_address=""), kube)
     assert runtime.writer is kube
+
+
+def test_status_workers_keep_up_with_the_binds_in_flight() -> None:
+    assert OperatorSettings().status_worker_count == 16  # 32 binds in flight
+    assert OperatorSettings(bind_concurrency=128).status_worker_count == 64
+    assert OperatorSettings(bind_concurrency=128, status_workers=80).status_worker_count == 80
+    assert OperatorSettings(bind_concurrency=1).status_worker_count == 16

@@ -17,8 +17,9 @@ untyped memo attributes. Here it is typed and explicit:
    informer handlers with a replay of the stores, so a new leader rebuilds its whole state from
    what the informers hold (and from PodGroup status), and the quota service's release and status
    work. Losing the lead stops them and drops their state; a clean stop releases the Lease.
-   With `--write-process`, their writes (binds, pod Events, status) go through a second client
-   whose requests a child process sends (adapters/writer.py); reads stay with the first.
+   With `--write-process`, the scheduler's writes (binds, pod Events) go through a second
+   client whose requests a child process sends (adapters/writer.py); reads and status writes
+   stay with the first, so that a status PATCH never waits behind hundreds of binds.
 
 Handlers here stay tiny: they route an event to the consumers that care and never raise into
 the informer (each consumer isolates its own failures).
@@ -174,10 +175,10 @@ class Leading:
         informers = runtime.informers
         self.runtime = runtime
         self.status = StatusReconciler(
-            runtime.writer,
+            runtime.kube,
             informers.groups,
             informers.members,
-            workers=settings.status_workers,
+            workers=settings.status_worker_count,
             namespaces=frozenset(settings.namespaces),
         )
         self.started = 0.0
@@ -265,7 +266,7 @@ class Runtime:
         self.kube = kube
         """Reads: the informers' lists and watches, and every replica's own requests."""
         self.writer = writer or kube
-        """The leader's writes (binds, Events on pods, status): the writer process's client
+        """The scheduler's writes (binds, Events on pods): the writer process's client
         (adapters/writer.py), or `kube` itself when there is none."""
         self.informers = Informers.build(kube)
         self.quota = QuotaService(kube, self.informers)
@@ -386,7 +387,7 @@ class Runtime:
 
 def build_runtime(settings: OperatorSettings, kube: KubeClient | None = None) -> Runtime:
     """The operator's runtime, with the client from the current kubeconfig unless given, and
-    the leader's writes sent by a writer process when the settings ask for one."""
+    the scheduler's writes sent by a writer process when the settings ask for one."""
     writer = (
         KubeClient(WriterTransport(connections=writer_connections(settings.bind_concurrency)))
         if settings.write_process
