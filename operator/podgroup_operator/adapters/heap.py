@@ -31,8 +31,8 @@ CPython documents `gc.freeze()` as a way to speed up collection as well as to ke
 shared after fork; this module uses it for the former.
 
 Why the TLS buffers: asyncio gives every TLS connection a 256 KiB read buffer, allocated and
-zeroed when the connection opens (`asyncio.sslproto.SSLProtocol.max_size`; CPython issue
-gh-109534), whatever it will carry. Every request in flight holds a connection to the API
+zeroed when the connection opens (`asyncio.sslproto.SSLProtocol.max_size`, a class attribute),
+whatever it will carry. Every request in flight holds a connection to the API
 server, so 256 binds in flight cost 64 MiB of buffers that each receive a Status of a few hundred
 bytes. `configure()` and the writer process (`--write-process`) set `TLS_READ_BUFFER` instead: a
 TLS record carries at most 16 KiB, so a read still takes a whole record. Measured with aiohttp
