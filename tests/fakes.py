@@ -1044,7 +1044,7 @@ def _spec_like(obj: Mapping[str, Any]) -> str:
     )
 
 
-# --- an informer's index view ------------------------------------------------------------------
+# --- a transport that fails on demand ----------------------------------------------------------
 
 
 class Fault(enum.Enum):
@@ -1088,6 +1088,8 @@ class FaultyTransport:
     async def close(self) -> None:
         await self.api.close()
 
+
+# --- an informer's index view ------------------------------------------------------------------
 
 K = TypeVar("K")
 V = TypeVar("V")
