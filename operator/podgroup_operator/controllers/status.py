@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroup, PodGroupStatus
 from podgroup_operator.controllers.isolation import Failures, describe
@@ -132,6 +133,8 @@ class StatusReconciler:
         self._again: dict[GroupKey, bool] = {}
         """Keys touched while being reconciled, and whether any of those touches was urgent."""
         self._written: dict[GroupKey, dict[str, Any]] = {}
+        """Our last status write per group (without managedFields), until the watch echoes it:
+        the newest body while the informer lags behind, and what tells the echo apart."""
         self._warned_pods: set[str] = set()
         self._warned_conflicts: set[str] = set()
         self._warned_labels: set[str] = set()
@@ -150,6 +153,11 @@ class StatusReconciler:
     def backlog(self) -> int:
         """Groups waiting for a worker."""
         return len(self._queued)
+
+    @property
+    def held(self) -> int:
+        """Bodies of our own writes the watch has not brought back yet (see `_written`)."""
+        return len(self._written)
 
     def touch(self, key: GroupKey, *, urgent: bool = False) -> None:
         """Mark a group dirty; a group already waiting is not queued twice, and a group being
@@ -195,6 +203,8 @@ class StatusReconciler:
             and version == _resource_version(written)
             and (body.get("metadata") or {}).get("uid") == written["metadata"].get("uid")
         ):
+            # The store holds it now; keeping our copy too would hold a body per group.
+            del self._written[key]
             return
         self.touch(key)
 
@@ -472,7 +482,8 @@ class StatusReconciler:
             if exc.conflict:
                 # Recompute from the fresh object, not the stale one.
                 try:
-                    self._written[key] = await self.kube.get(PODGROUPS, key[1], key[0])
+                    fresh = await self.kube.get(PODGROUPS, key[1], key[0])
+                    self._written[key] = without_managed_fields(fresh)
                 except ApiError as gone:
                     if not gone.not_found:
                         raise
@@ -482,7 +493,7 @@ class StatusReconciler:
             raise
         self.writes += 1
         metrics.STATUS_WRITES.inc()
-        self._written[key] = updated
+        updated = self._written[key] = without_managed_fields(updated)
         self._counts_since.pop(key, None)
         return updated
 

@@ -403,8 +403,10 @@ async def test_the_watch_echo_of_our_own_write_is_not_reconciled_again() -> None
     assert h.reconciler.writes == 1
     echo = h.fake.get_object(PODGROUPS, "gang", NS)  # what the watch delivers next
     assert echo is not None
+    assert h.reconciler.held == 1  # our write, until the watch brings it
     h.reconciler.group_changed(KEY, echo)
     assert h.reconciler.backlog == 0
+    assert h.reconciler.held == 0  # the store has it now: no second copy per group
     version = int(echo["metadata"]["resourceVersion"]) + 1
     changed = {**echo, "metadata": {**echo["metadata"], "resourceVersion": str(version)}}
     h.reconciler.group_changed(KEY, changed)  # a spec edit, or another writer
