@@ -10,18 +10,27 @@ What each kind keeps, and who reads it:
 
 * Pods: identity and membership metadata (labels, annotations, owners, deletion) for the
   lifecycle, quota and scheduler; the scheduling fields of the spec (resources, ports,
-  selectors, affinity, tolerations, spread, priority, overhead, volumes; init containers with
-  their restart policy); `status.phase`/`reason` for the
+  selectors, affinity, tolerations, spread, priority, overhead, the volumes that claim storage;
+  init containers with their restart policy); `status.phase`/`reason` for the
   lifecycle and restart policy. A *bare* pod (no controlling owner) keeps its whole spec and
   annotations: the restart policy recreates bare pods from their own body.
+* What many pods hold alike is kept once (`SharedValues`): the pods of one template have equal
+  containers, tolerations, labels and owner references, and every pod of a namespace mounts the
+  same service account token volume. Measured on the dev cluster with 1,000 x 10 bare pods
+  bound and Running: what the pod store kept of the watch events fell from 37.7 MB to 9.1 MB
+  (tracemalloc); with the status reconciler's copies of its own writes dropped too
+  (controllers/status.py), `bench scale`'s peak RSS for that backlog fell from 183 to 140 MB.
 * Nodes: labels, taints, unschedulable, allocatable/capacity and the Ready condition.
 * PodGroups and ResourceQuotas are small and read almost whole: only `managedFields` goes.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from podgroup_operator.adapters.kube import JSON
 from podgroup_operator.domain.restart import has_controller
@@ -64,6 +73,52 @@ for the whole life of the pod (scheduling/resources.py, scheduling/podinfo.py)."
 _POD_STATUS = ("phase", "reason", "message", "nominatedNodeName", "startTime")
 
 
+_CLAIM_SOURCES = ("persistentVolumeClaim", "ephemeral")
+"""The volumes placement reads (scheduling/podinfo.py `pod_claims`); a secret, ConfigMap,
+projected or emptyDir volume does not constrain where a pod goes."""
+SHARED_LIMIT = 8192
+"""Distinct values `SharedValues` remembers before it starts over (see there)."""
+
+
+class SharedValues:
+    """One object for values that many stored objects hold equal to each other.
+
+    Why: the informer keeps every pod of the cluster, each parsed from its own event, so the
+    pods of one ReplicaSet or Job each carried their own copy of the same containers,
+    tolerations, labels and owner references, and every pod its own service account volume.
+    Calling this on such a value returns the first equal one it was given, and the copy just
+    parsed is freed. Values are compared by their JSON text, so only JSON values may be given,
+    and the objects returned are shared: the stores' objects are read, never changed in place.
+
+    Bounded: after `limit` distinct values it forgets them all and starts over (what is shared
+    stays shared), so owners that come and go for weeks cannot grow it without end.
+    """
+
+    def __init__(self, limit: int = SHARED_LIMIT) -> None:
+        self.limit = limit
+        self._values: dict[bytes, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __call__(self, value: Any) -> Any:
+        if not value:
+            return value
+        if type(value) is str:  # exactly: a str subclass (an enum) cannot be interned
+            return sys.intern(value)
+        if isinstance(value, str | int | float):
+            return value
+        key = orjson.dumps(value)
+        known = self._values.get(key)
+        if known is not None:
+            return known
+        if len(self._values) >= self.limit:
+            self._values.clear()
+        # A copy of the exact length: orjson's own answer keeps its 4 KiB buffer.
+        self._values[memoryview(key).tobytes()] = value
+        return value
+
+
 def _pick(source: Mapping[str, Any] | None, keys: tuple[str, ...]) -> JSON:
     source = source or {}
     return {key: source[key] for key in keys if key in source}
@@ -73,8 +128,16 @@ def _slim_containers(containers: Any) -> list[JSON]:
     return [_pick(container, _CONTAINER_FIELDS) for container in containers or ()]
 
 
-def slim_pod(pod: Mapping[str, Any]) -> JSON:
-    """The pod as the operator reads it (see the module docstring)."""
+def _claim_volumes(volumes: Any) -> list[JSON]:
+    return [v for v in volumes or () if any(v.get(source) for source in _CLAIM_SOURCES)]
+
+
+_SHARED_METADATA = ("namespace", "labels", "annotations", "ownerReferences", "finalizers")
+
+
+def slim_pod(pod: Mapping[str, Any], share: SharedValues | None = None) -> JSON:
+    """The pod as the operator reads it (see the module docstring); with `share`, the values
+    that pods commonly hold alike are `share`d."""
     metadata = _pick(pod.get("metadata"), _POD_METADATA)
     spec_in = pod.get("spec") or {}
     if has_controller(pod):
@@ -82,17 +145,29 @@ def slim_pod(pod: Mapping[str, Any]) -> JSON:
         if annotations and LAST_APPLIED in annotations:
             metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
         spec = _pick(spec_in, _POD_SPEC_FOR_SCHEDULING)
+        claims = _claim_volumes(spec.pop("volumes", None))
+        if claims:
+            spec["volumes"] = claims
         spec["containers"] = _slim_containers(spec_in.get("containers"))
         if spec_in.get("initContainers"):
             spec["initContainers"] = _slim_containers(spec_in.get("initContainers"))
     else:
         spec = dict(spec_in)
+    status = _pick(pod.get("status"), _POD_STATUS)
+    if share is not None:
+        for key in _SHARED_METADATA:
+            if key in metadata:
+                metadata[key] = share(metadata[key])
+        for key, value in spec.items():
+            spec[key] = share(value)
+        if "phase" in status:
+            status["phase"] = share(status["phase"])
     return {
         "apiVersion": pod.get("apiVersion", "v1"),
         "kind": pod.get("kind", "Pod"),
         "metadata": metadata,
         "spec": spec,
-        "status": _pick(pod.get("status"), _POD_STATUS),
+        "status": status,
     }
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -49,7 +50,12 @@ from podgroup_operator.adapters.kube import (
     STORAGE_CLASSES,
     KubeClient,
 )
-from podgroup_operator.adapters.slim import slim_node, slim_pod, without_managed_fields
+from podgroup_operator.adapters.slim import (
+    SharedValues,
+    slim_node,
+    slim_pod,
+    without_managed_fields,
+)
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import WatchEventType
@@ -124,7 +130,7 @@ class Informers:
     @classmethod
     def build(cls, kube: KubeClient) -> Informers:
         return cls(
-            pods=Informer(kube, PODS, slim_pod),
+            pods=Informer(kube, PODS, functools.partial(slim_pod, share=SharedValues())),
             nodes=Informer(kube, NODES, slim_node),
             podgroups=Informer(kube, PODGROUPS, without_managed_fields),
             quotas=Informer(kube, RESOURCE_QUOTAS, without_managed_fields),

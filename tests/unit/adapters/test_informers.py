@@ -10,12 +10,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import orjson
 import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Informer, object_key
 from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODS, KubeClient
-from podgroup_operator.adapters.slim import slim_pod, without_managed_fields
+from podgroup_operator.adapters.slim import SharedValues, slim_pod, without_managed_fields
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.placement import member_shape
@@ -222,7 +223,12 @@ def test_slim_pods_keep_every_fact_the_scheduler_reads() -> None:
                 "matchLabelKeys": ["app"],
             }
         ],
-        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        volumes=[
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+            {"name": "token", "secret": {"secretName": "default-token-x"}},
+            {"name": "config", "projected": {"sources": [{"configMap": {"name": "c"}}]}},
+        ],
         initContainers=[
             {
                 "name": "proxy",
@@ -254,6 +260,72 @@ def test_slim_pods_keep_every_fact_the_scheduler_reads() -> None:
     assert inter_pod_constraints(slim) == inter_pod_constraints(full)
     assert member_shape(slim) == member_shape(full)
     assert slim["spec"]["preemptionPolicy"] == "Never"
+    assert [v["name"] for v in slim["spec"]["volumes"]] == ["data", "scratch"]
+    shared = slim_pod(full, SharedValues())
+    assert shared == slim
+    assert inter_pod_constraints(shared) == inter_pod_constraints(full)
+    assert member_shape(shared) == member_shape(full)
+
+
+def _template_pod(name: str, *, owner: str | None) -> dict[str, Any]:
+    """A pod as the apiserver sends it for one template (parsed anew, as each watch event is)."""
+    body = pod(
+        name,
+        group="g",
+        labels={"app": "train"},
+        requests={"cpu": "1"},
+        node="n1",
+        tolerations=[
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+        ],
+        volumes=[{"name": "token", "secret": {"secretName": "default-token-x"}}],
+    )
+    body["metadata"]["uid"] = f"uid-{name}"
+    if owner is not None:
+        body["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": owner, "uid": "u", "controller": True}
+        ]
+    return orjson.loads(orjson.dumps(body))
+
+
+@pytest.mark.parametrize("owner", ["job", None], ids=["controlled", "bare"])
+def test_pods_of_one_template_share_what_they_hold_alike(owner: str | None) -> None:
+    """Each watch event parses a pod anew; kept as parsed, every pod of a Job held its own
+    containers, tolerations, labels and owners (most of a slim pod's memory). With
+    `SharedValues` they hold one copy, and each pod still reads as it did."""
+    share = SharedValues()
+    first, second = (slim_pod(_template_pod(name, owner=owner), share) for name in ("a", "b"))
+    assert first == slim_pod(_template_pod("a", owner=owner))
+    assert second["metadata"]["name"] == "b"
+    for part, field in [
+        ("metadata", "labels"),
+        ("spec", "containers"),
+        ("spec", "tolerations"),
+    ]:
+        assert second[part][field] is first[part][field], field
+    if owner is not None:
+        assert second["metadata"]["ownerReferences"] is first["metadata"]["ownerReferences"]
+        assert "volumes" not in second["spec"]  # a token volume does not constrain placement
+    else:
+        assert second["spec"]["volumes"] is first["spec"]["volumes"]  # kept whole, once
+    assert second["spec"]["nodeName"] is first["spec"]["nodeName"]  # strings interned
+    different = _template_pod("c", owner=owner)
+    different["spec"]["tolerations"] = []
+    assert slim_pod(different, share)["spec"]["tolerations"] == []
+
+
+def test_shared_values_compare_json_and_start_over_at_their_limit() -> None:
+    share = SharedValues(limit=2)
+    one = {"a": [1]}
+    assert share(one) is one
+    assert share({"a": [1]}) is one
+    assert share({"a": [True]}) == {"a": [True]}  # JSON true is not 1
+    assert share({"a": [True]}) is not one
+    assert len(share) == 2
+    share({"b": 1})  # a third distinct value: the table starts over
+    assert len(share) == 1
+    assert share({"a": [1]}) is not one  # forgotten (the pods holding `one` keep it)
+    assert share({}) == {} and share(None) is None
 
 
 async def test_a_kind_the_server_does_not_serve_falls_back_to_the_older_version(
