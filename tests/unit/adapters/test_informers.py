@@ -326,6 +326,12 @@ def test_shared_values_compare_json_and_start_over_at_their_limit() -> None:
     assert len(share) == 1
     assert share({"a": [1]}) is not one  # forgotten (the pods holding `one` keep it)
     assert share({}) == {} and share(None) is None
+    kept = len(share)
+    big = {"x": "y" * 5000}
+    assert share(big) is big and share({"x": "y" * 5000}) is not big  # too big to keep
+    odd = {"a": {1, 2}}
+    assert share(odd) is odd  # not JSON: as it is
+    assert len(share) == kept
 
 
 async def test_a_kind_the_server_does_not_serve_falls_back_to_the_older_version(
