@@ -123,8 +123,8 @@ class SharedValues:
     def fields(self, into: dict[str, Any], keys: Iterable[str] | None = None) -> None:
         """Share the values of `into` (those of `keys` only, if given), in place.
 
-        The loop of `__call__` inlined: a pod event passes some twenty fields through here,
-        most of them scalars, and a call per field was most of the cost.
+        The loop of `__call__`, inlined: a pod event passes some twenty fields through here,
+        most of them scalars.
         """
         intern, shared = sys.intern, self._shared
         for key in into if keys is None else [k for k in keys if k in into]:
