@@ -18,6 +18,7 @@ from podgroup_operator.adapters.informers import Informer, object_key
 from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODS, KubeClient
 from podgroup_operator.adapters.slim import SharedValues, slim_pod, without_managed_fields
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.runtime import Informers
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.placement import member_shape
 from podgroup_operator.scheduling.podinfo import host_ports, inter_pod_constraints, pod_info
@@ -356,3 +357,11 @@ async def test_a_kind_the_server_does_not_serve_falls_back_to_the_older_version(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_the_operators_pod_informer_shares_what_pods_hold_alike() -> None:
+    """The wiring, not only the function: the runtime's pod store is built with sharing."""
+    informers = Informers.build(KubeClient(FakeApiServer()))
+    first, second = (informers.pods.slim(_template_pod(n, owner="job")) for n in ("a", "b"))
+    assert second["spec"]["containers"] is first["spec"]["containers"]
+    assert second["metadata"]["labels"] is first["metadata"]["labels"]
