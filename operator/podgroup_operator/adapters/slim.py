@@ -100,7 +100,7 @@ class SharedValues:
     orjson cannot encode is returned as it is.
 
     Cost: it turns each value into JSON, so slimming one of `bench scale`'s bare pods went from
-    16 to 34 microseconds (timeit, fresh parses); at a few events per pod that is about a
+    17-18 to 35-36 microseconds (timeit, fresh parses); at a few events per pod that is about a
     second of CPU per 10,000 pods, for some 4 KB less memory per pod.
     """
 
@@ -121,19 +121,9 @@ class SharedValues:
         return value
 
     def fields(self, into: dict[str, Any], keys: Iterable[str] | None = None) -> None:
-        """Share the values of `into` (those of `keys` only, if given), in place.
-
-        The loop of `__call__`, inlined: a pod event passes some twenty fields through here,
-        most of them scalars.
-        """
-        intern, shared = sys.intern, self._shared
+        """Share the values of `into` (those of `keys` only, if given), in place."""
         for key in into if keys is None else [k for k in keys if k in into]:
-            value = into[key]
-            cls = value.__class__
-            if cls is str:
-                into[key] = intern(value)
-            elif (cls is dict or cls is list) and value:
-                into[key] = shared(value)
+            into[key] = self(into[key])
 
     def _shared(self, value: dict[str, Any] | list[Any]) -> Any:
         try:
