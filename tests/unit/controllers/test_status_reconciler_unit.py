@@ -713,6 +713,65 @@ async def test_a_placed_gang_that_starts_is_first_written_running_one_patch_one_
     assert event["message"].startswith("new -> Running")
 
 
+async def test_a_placed_groups_first_status_waits_past_the_count_delay_for_its_start() -> None:
+    """Under a backlog the count delay ran out while a placed gang was binding: its `Pending`
+    PATCH was in flight when the members started and held the `Running` write behind it."""
+    h, (a, b) = await new_group_of_two(count_delay=0.01)  # the unjudged group's clock starts
+    h.reconciler.binding_delay = h.reconciler.starting_delay = 3600.0
+    h.reconciler.set_verdict(KEY, Verdict(placed=True))
+    await asyncio.sleep(0.05)  # the count delay is over: an unplaced group would be written now
+    bound = bind(h, a, b)
+    await h.reconcile()
+    assert h.reconciler.writes == 0
+    h.pods(*({**p, "status": {"phase": c.PodPhase.RUNNING}} for p in bound))
+    await h.reconcile()
+    assert h.reconciler.writes == 1
+    assert h.status()["phase"] == c.Phase.RUNNING
+
+
+def bind(h: Harness, *pods: Body) -> list[Body]:
+    return h.pods(*({**p, "spec": {**p["spec"], "nodeName": "n"}} for p in pods))
+
+
+async def written_by_the_timer(h: Harness) -> Body:
+    """Run the workers until the one write a delay's timer brings; the status written."""
+    h.reconciler.start()
+    try:
+        await until(lambda: h.reconciler.writes == 1, "the delayed write", timeout=2.0)
+    finally:
+        await h.reconciler.stop()
+    return h.status()
+
+
+def scheduled(status: Body) -> str:
+    (condition,) = [x for x in status["conditions"] if x["type"] == "Scheduled"]
+    return str(condition["status"])
+
+
+async def test_a_placed_group_whose_binds_never_come_gets_pending_after_the_binding_delay() -> None:
+    h, _ = await new_group_of_two(count_delay=0.01)
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 0.1, 3600.0
+    h.reconciler.set_verdict(KEY, Verdict(placed=True))
+    status = await written_by_the_timer(h)
+    assert status["phase"] == c.Phase.PENDING
+    assert status.get("scheduled", 0) == 0
+
+
+async def test_a_bound_group_that_does_not_start_gets_pending_after_the_starting_delay() -> None:
+    """An image pull or a slow kubelet: the status still comes, counted from the binds."""
+    h, (a, b) = await new_group_of_two(count_delay=0.01)
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.05
+    h.reconciler.set_verdict(KEY, Verdict(placed=True))
+    await h.reconcile()  # placed, binding: the binding clock runs
+    await asyncio.sleep(0.1)  # longer than the starting delay, counted from the placement
+    bind(h, a, b)
+    await h.reconcile()
+    assert h.reconciler.writes == 0  # the starting delay counts from the binds
+    status = await written_by_the_timer(h)
+    assert status["phase"] == c.Phase.PENDING
+    assert (status["scheduled"], scheduled(status)) == (2, "True")
+
+
 async def test_a_group_nobody_judges_gets_its_pending_status_after_the_delay() -> None:
     """Pods of another scheduler, or too few pods: no verdict ever comes, the status still does."""
     h, _ = await new_group_of_two(count_delay=0.05)
