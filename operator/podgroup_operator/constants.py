@@ -30,7 +30,8 @@ etcd commits them in turn. More binds in flight take a larger share from the kub
 from our own status writes, so binding gets faster and status slower. Measured with `bench
 scale` (backlog 1,000 x 10): at 64 without the writer process, status convergence p50 passed
 200 ms in one run; 256 and 512, with it, bound faster than kube-scheduler and convergence p99
-passed 1 s (README)."""
+passed 1 s; since a placed gang's first status waits for its start, 256 stayed under 1 s in three
+of four runs, at the cost of NodeNotReady Events from starved sim kubelets (README)."""
 MAX_BIND_CONCURRENCY = 1024
 """The most `run --bind-concurrency` accepts: each bind in flight holds a connection."""
 
