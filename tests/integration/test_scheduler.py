@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
+from podgroup_operator.adapters.kube import EVENTS, NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.builders import replicaset
 from tests.kube_helpers import (
@@ -308,6 +308,35 @@ async def test_timeout_and_scheduled_conditions(
         cond = await wait_for(scheduled, 20, "the Scheduled condition of the placed gang")
         assert cond["reason"] == c.Reason.GANG_SCHEDULED
         assert (await group_status(kube, namespace, "fits"))["scheduled"] == 2
+
+
+async def test_a_placed_gang_slower_to_start_than_the_count_delay_is_first_written_running(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """Its members start 4 s after their binds, past the 2 s count delay: the first status
+    waits for them, one write (`Running`) instead of `Pending` and then `Running`."""
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        slow = {c.SIM_ANNOTATION_START_DELAY: "4"}
+        # Pods first: a group seen with one member of two is refused ("short 1 pod"), and a
+        # refusal is written at once.
+        await gang_pods(kube, namespace, "s", 2, name, group="slow", annotations=slow)
+        await create_group(kube, namespace, "slow", min_member=2)
+
+        async def narrated() -> list[str] | None:
+            events = await kube.list(
+                EVENTS, namespace, field_selector="involvedObject.kind=PodGroup"
+            )
+            changes = [
+                e["message"].split(":")[0]
+                for e in events["items"]
+                if e["reason"] == c.Reason.PHASE_CHANGED
+            ]
+            return changes if "new -> Running" in changes else None
+
+        # A `Pending` write would have come about 2 s before `Running`, its Event with it.
+        assert await wait_for(narrated, 30, "the gang's new -> Running Event") == ["new -> Running"]
+        status = await group_status(kube, namespace, "slow")
+        assert (status["phase"], status["running"]) == (c.Phase.RUNNING, 2)
 
 
 async def test_kubectl_podgroup_plugin_explains_waiting_gangs(
