@@ -284,6 +284,26 @@ async def test_killed_node_goes_not_ready_and_revives(kube: KubeClient, namespac
         await pod_in_phase(kube, namespace, "patient", "Running")
 
 
+async def test_heartbeats_have_their_own_connections(kube: KubeClient, kubeconfig: Path) -> None:
+    """A kubelet renews its Lease on a client of its own, so queued pod writes never delay it.
+
+    The pod client here has one connection, which the pod watch holds: a renewal sent through
+    it would wait forever, as renewals waited behind thousands of pod status writes under a
+    bind flood (and healthy nodes went NotReady).
+    """
+    pools = [NodePool(count=1, name_prefix=unique_prefix())]
+    pod_kube = KubeClient.from_kubeconfig(str(kubeconfig), limit=1)
+    async with (
+        pod_kube,
+        SimCluster(pod_kube, pools, heartbeat_kube=kube, lease_interval=0.5) as sim,
+    ):
+        name = sim.node_names[0]
+        registered = (await kube.get(LEASES, name, "kube-node-lease"))["spec"]["renewTime"]
+        await wait_for(
+            lambda: _lease_renewed_since(kube, name, registered), 10, "the lease to be renewed"
+        )
+
+
 async def test_sim_nodes_command_registers_and_removes(kube: KubeClient, kubeconfig: Path) -> None:
     """`podgroup-operator sim-nodes` registers a main and an extra pool, removes them on SIGTERM."""
     prefix = unique_prefix()

@@ -296,6 +296,7 @@ class SimCluster:
         kube: KubeClient,
         pools: Iterable[NodePool] = (NodePool(),),
         *,
+        heartbeat_kube: KubeClient | None = None,
         start_delay: float = 0.5,
         lease_interval: float = 5.0,
         status_interval: float | None = None,
@@ -304,8 +305,16 @@ class SimCluster:
     ) -> None:
         """`status_interval` (default 4 x `lease_interval`) paces the Ready heartbeat in node
         status; the Lease carries liveness in between, as with a real kubelet. `delete_delay` is
-        how long "stopping containers" of a terminating pod takes."""
+        how long "stopping containers" of a terminating pod takes.
+
+        `heartbeat_kube` (default: `kube`) sends the Leases and node status. A kubelet keeps a
+        client of its own for them (kubelet's and kubemark's `HeartbeatClient`): sharing
+        `kube`'s connections, a renewal waits behind every pod status write queued for them,
+        and under a bind flood the lifecycle controller marks healthy nodes NotReady (then
+        writes every pod on them), an artefact of the simulator, not of what is measured.
+        """
         self.kube = kube
+        self.heartbeat_kube = heartbeat_kube if heartbeat_kube is not None else kube
         self.pools = list(pools)
         self.start_delay = start_delay
         self.lease_interval = lease_interval
@@ -561,12 +570,12 @@ class SimCluster:
                 },
             }
         # Merge patch replaces the conditions list; a sim kubelet owns all four, like a kubelet.
-        await self.kube.patch(NODES, node.name, {"status": status}, subresource="status")
+        await self.heartbeat_kube.patch(NODES, node.name, {"status": status}, subresource="status")
 
     async def _renew_lease(self, node: _SimNode) -> None:
         now = _micro_time(self.clock())
         try:
-            await self.kube.patch(
+            await self.heartbeat_kube.patch(
                 LEASES, node.name, {"spec": {"renewTime": now}}, NODE_LEASE_NAMESPACE
             )
             return
@@ -575,7 +584,7 @@ class SimCluster:
                 raise
         owner: JSON = {}
         with contextlib.suppress(ApiError):
-            current = await self.kube.get(NODES, node.name)
+            current = await self.heartbeat_kube.get(NODES, node.name)
             owner = {
                 "ownerReferences": [
                     {
@@ -598,7 +607,7 @@ class SimCluster:
             },
         }
         try:
-            await self.kube.create(LEASES, lease, NODE_LEASE_NAMESPACE)
+            await self.heartbeat_kube.create(LEASES, lease, NODE_LEASE_NAMESPACE)
         except ApiError as exc:
             if not exc.conflict:  # created by a racing renewal: that renewal counts
                 raise
@@ -1008,9 +1017,19 @@ async def _serve(pools: list[NodePool], start_delay: float, lease_interval: floa
         loop.add_signal_handler(signum, stop.set)
     # KUBECONFIG (a path, or a list of them) is read by the kubernetes package itself.
     kube = KubeClient.from_kubeconfig()
+    # Up to a connection per node for heartbeats, as each kubelet has its own; aiohttp opens
+    # them only when renewals overlap.
+    heartbeat_kube = KubeClient.from_kubeconfig(limit=max(1, sum(pool.count for pool in pools)))
     async with (
         kube,
-        SimCluster(kube, pools, start_delay=start_delay, lease_interval=lease_interval) as sim,
+        heartbeat_kube,
+        SimCluster(
+            kube,
+            pools,
+            heartbeat_kube=heartbeat_kube,
+            start_delay=start_delay,
+            lease_interval=lease_interval,
+        ) as sim,
     ):
         for pool in pools:
             print(f"registered {_describe(pool)}", flush=True)
