@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -28,6 +29,7 @@ from kopf.testing import KopfRunner
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import LEASES, ApiError, KubeClient
+from podgroup_operator.controllers.runtime import LEASE_CONNECTIONS, Informers, Runtime
 from podgroup_operator.local import free_port
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.conftest import ClusterUnderTest
@@ -96,3 +98,49 @@ async def test_the_handlers_start_probe_and_clean_up_the_operator(
             await wait_for(leading, 30, "this process to hold the Lease")
     assert runner.exit_code == 0 and runner.exception is None, runner.output
     assert await lease_holder(kube, namespace) == "", "the cleanup handler releases the Lease"
+
+
+async def test_the_lease_is_renewed_while_the_operators_own_connections_are_all_busy(
+    kubeconfig: Path, kube: KubeClient, namespace: str, crds: None
+) -> None:
+    """The election has a client of its own: a leader whose pool is full keeps its Lease.
+
+    The operator's client here has exactly one connection per informer, and once synced every
+    one is held by a watch, as they are held by binds and status writes in a flood. A Lease
+    request sent through that pool would wait for ever: this replica would never lead.
+    """
+    settings = OperatorSettings(
+        namespaces=[namespace],
+        webhook_mode=WebhookMode.OFF,
+        metrics_address="",
+        lease_namespace=namespace,
+    )
+    watches = len(Informers.build(kube).all())
+    full = KubeClient.from_kubeconfig(str(kubeconfig), limit=watches)
+    lease_kube = KubeClient.from_kubeconfig(str(kubeconfig), limit=LEASE_CONNECTIONS)
+    runtime = Runtime(settings, full, lease_kube=lease_kube)
+    await runtime.start()
+    try:
+        assert runtime.elector is not None
+        await wait_for(lambda: _true(runtime.leading is not None), 30, "this replica to lead")
+        first = await _renew_time(kube, namespace)
+        await wait_for(
+            lambda: _renewed_since(kube, namespace, first), 10, "the Lease to be renewed"
+        )
+        assert await lease_holder(kube, namespace) == runtime.elector.identity
+    finally:
+        await runtime.stop()  # closes both clients
+    assert await lease_holder(kube, namespace) == ""  # handed over on the way out
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def _renew_time(kube: KubeClient, namespace: str) -> str:
+    lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, namespace)
+    return str(lease["spec"]["renewTime"])
+
+
+async def _renewed_since(kube: KubeClient, namespace: str, before: str) -> bool:
+    return await _renew_time(kube, namespace) > before

@@ -8,7 +8,7 @@ from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.cli import build_parser
 from podgroup_operator.constants import BIND_CONCURRENCY, MAX_BIND_CONCURRENCY
-from podgroup_operator.controllers.runtime import Leading, build_runtime
+from podgroup_operator.controllers.runtime import LEASE_CONNECTIONS, Leading, build_runtime
 from podgroup_operator.settings import OperatorSettings
 from tests.fakes import FakeApiServer
 
@@ -72,3 +72,25 @@ def test_status_workers_keep_up_with_the_binds_in_flight() -> None:
     assert OperatorSettings(bind_concurrency=128).status_worker_count == 64
     assert OperatorSettings(bind_concurrency=128, status_workers=80).status_worker_count == 80
     assert OperatorSettings(bind_concurrency=1).status_worker_count == 16
+
+
+@pytest.mark.parametrize("elect", [True, False])
+def test_the_lease_has_a_client_of_its_own_when_the_runtime_makes_its_clients(
+    elect: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-scheduler's way: a renewal never queues behind the leader's own writes."""
+    made: list[tuple[KubeClient, int | None]] = []
+
+    def from_kubeconfig(limit: int | None = None) -> KubeClient:
+        made.append((KubeClient(FakeApiServer()), limit))
+        return made[-1][0]
+
+    monkeypatch.setattr(KubeClient, "from_kubeconfig", staticmethod(from_kubeconfig))
+    runtime = build_runtime(OperatorSettings(metrics_address="", leader_election=elect))
+    assert runtime.kube is made[0][0]
+    if elect:
+        assert [limit for _, limit in made] == [None, LEASE_CONNECTIONS]
+        assert runtime.lease_kube is made[1][0] is not runtime.kube
+        assert runtime.elector is not None and runtime.elector.kube is runtime.lease_kube
+    else:
+        assert len(made) == 1 and runtime.lease_kube is runtime.kube

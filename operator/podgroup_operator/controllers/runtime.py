@@ -71,6 +71,9 @@ from podgroup_operator.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)
 
+LEASE_CONNECTIONS = 2
+"""The Lease client's pool (`Runtime.lease_kube`): the election sends one request at a time."""
+
 
 BY_GROUP = "by-group"
 """Index of pods by the PodGroup they belong to."""
@@ -266,7 +269,11 @@ class Runtime:
     """Everything the operator runs, started and stopped as one."""
 
     def __init__(
-        self, settings: OperatorSettings, kube: KubeClient, writer: KubeClient | None = None
+        self,
+        settings: OperatorSettings,
+        kube: KubeClient,
+        writer: KubeClient | None = None,
+        lease_kube: KubeClient | None = None,
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -274,11 +281,20 @@ class Runtime:
         self.writer = writer or kube
         """The scheduler's writes (binds, Events on pods): the writer process's client
         (adapters/writer.py), or `kube` itself when there is none."""
+        self.lease_kube = lease_kube or kube
+        """The leader election's reads and writes of the Lease: a client of their own in
+        production (`build_runtime`), as kube-scheduler's leader election and a kubelet's
+        heartbeats have. `kube`'s connection pool queues requests in turn, and the leader
+        fills it (status writes, and the binds without `--write-process`): a renewal queued
+        behind them could miss its deadline in a bind flood, and the leader would drop its
+        work mid-flood, which is when it matters most."""
         self.informers = Informers.build(kube)
         self.quota = QuotaService(kube, self.informers)
         self.leading: Leading | None = None
         self.elector = (
-            LeaderElector(kube, namespace=settings.lease_namespace, name=c.LEADER_LEASE_NAME)
+            LeaderElector(
+                self.lease_kube, namespace=settings.lease_namespace, name=c.LEADER_LEASE_NAME
+            )
             if settings.leader_election
             else None
         )
@@ -340,8 +356,9 @@ class Runtime:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.writer is not self.kube:
-            await self.writer.close()
+        for client in (self.writer, self.lease_kube):
+            if client is not self.kube:  # each is either its own client or `kube`
+                await client.close()
         await self.kube.close()
 
     # --- what /metrics, /readyz and /livez report (controllers/observe.py, metrics.py) --------
@@ -392,11 +409,17 @@ class Runtime:
 
 
 def build_runtime(settings: OperatorSettings, kube: KubeClient | None = None) -> Runtime:
-    """The operator's runtime, with the client from the current kubeconfig unless given, and
-    the scheduler's writes sent by a writer process when the settings ask for one."""
+    """The operator's runtime, with the client from the current kubeconfig unless given (the
+    Lease then gets one of its own: `Runtime.lease_kube`), and the scheduler's writes sent by a
+    writer process when the settings ask for one."""
     writer = (
         KubeClient(WriterTransport(connections=writer_connections(settings.bind_concurrency)))
         if settings.write_process
         else None
     )
-    return Runtime(settings, kube or KubeClient.from_kubeconfig(), writer)
+    lease_kube = None
+    if kube is None:
+        kube = KubeClient.from_kubeconfig()
+        if settings.leader_election:
+            lease_kube = KubeClient.from_kubeconfig(limit=LEASE_CONNECTIONS)
+    return Runtime(settings, kube, writer, lease_kube)
