@@ -31,7 +31,8 @@ from our own status writes, so binding gets faster and status slower. Measured w
 scale` (backlog 1,000 x 10): at 64 without the writer process, status convergence p50 passed
 200 ms in one run; 256 and 512, with it, bound faster than kube-scheduler and convergence p99
 passed 1 s; since a placed gang's first status waits for its start, 256 stayed under 1 s in three
-of four runs, at the cost of NodeNotReady Events from starved sim kubelets (README)."""
+of four runs, and in one of three paired runs once the sim kubelets' heartbeats had their own
+client (the NodeNotReady Events the flood seemed to cause were the simulator's doing; README)."""
 MAX_BIND_CONCURRENCY = 1024
 """The most `run --bind-concurrency` accepts: each bind in flight holds a connection."""
 

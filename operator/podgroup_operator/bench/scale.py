@@ -19,8 +19,8 @@ every pod is Running (`all_running_s`, from the start), the CPU seconds each pro
 process) spent from the scheduler's start to the end
 (on a small machine they share the same cores, so they show where the time of a run went), and
 the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'
-`PhaseChanged`, and whatever else the run caused, such as `NodeNotReady` when a bind flood
-starves the sim kubelets' heartbeats).
+`PhaseChanged`, and whatever else the run caused, such as `NodeNotReady` if a node's heartbeats
+fall behind).
 
 A side ends when every pod is Running (and, for the operator, every group), not at the last
 bind: on two cores a scheduler that floods the apiserver with binds starves the sim kubelets'
