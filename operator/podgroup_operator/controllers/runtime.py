@@ -5,7 +5,8 @@ reconciler, both read the informers' stores, the quota webhooks need the stores 
 wiring them through several Kopf startup handlers made the order a matter of import order and
 untyped memo attributes. Here it is typed and explicit:
 
-1. `KubeClient` from the kubeconfig (or in-cluster credentials);
+1. `KubeClient` from the kubeconfig (or in-cluster credentials), and a small one of its own for
+   the leader election's Lease;
 2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, for
    volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses, and the
    PodDisruptionBudgets preemption honours), always
