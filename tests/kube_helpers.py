@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import CRDS, PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import CRDS, LEASES, PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import pod as pod_body
@@ -169,6 +169,22 @@ def kubectl_ok(kubeconfig: Path, *args: str) -> str:
     done = kubectl(kubeconfig, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+async def lease_renew_time(kube: KubeClient, name: str, namespace: str) -> str:
+    """A Lease's `spec.renewTime` (MicroTime strings of one format compare in time order)."""
+    lease = await kube.get(LEASES, name, namespace)
+    return str(lease["spec"]["renewTime"])
+
+
+async def wait_lease_renewed(kube: KubeClient, name: str, namespace: str, timeout: float) -> None:
+    """Wait until the Lease is renewed after now: its holder is alive and can reach the API."""
+    before = await lease_renew_time(kube, name, namespace)
+
+    async def renewed() -> bool:
+        return await lease_renew_time(kube, name, namespace) > before
+
+    await wait_for(renewed, timeout, f"Lease {namespace}/{name} to be renewed")
 
 
 def unique_prefix() -> str:

@@ -33,8 +33,14 @@ from podgroup_operator.controllers.runtime import LEASE_CONNECTIONS, Informers, 
 from podgroup_operator.local import free_port
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.conftest import ClusterUnderTest
-from tests.kube_helpers import http_get, kopf_registry, kopf_run_env, wait_serving
-from tests.waiting import wait_for
+from tests.kube_helpers import (
+    http_get,
+    kopf_registry,
+    kopf_run_env,
+    wait_lease_renewed,
+    wait_serving,
+)
+from tests.waiting import until, wait_for
 
 _SPEC = importlib.util.find_spec("podgroup_operator.handlers.startup")
 assert _SPEC is not None and _SPEC.origin is not None
@@ -122,25 +128,9 @@ async def test_the_lease_is_renewed_while_the_operators_own_connections_are_all_
     await runtime.start()
     try:
         assert runtime.elector is not None
-        await wait_for(lambda: _true(runtime.leading is not None), 30, "this replica to lead")
-        first = await _renew_time(kube, namespace)
-        await wait_for(
-            lambda: _renewed_since(kube, namespace, first), 10, "the Lease to be renewed"
-        )
+        await until(lambda: runtime.leading is not None, "this replica to lead", 30)
+        await wait_lease_renewed(kube, c.LEADER_LEASE_NAME, namespace, 10)
         assert await lease_holder(kube, namespace) == runtime.elector.identity
     finally:
         await runtime.stop()  # closes both clients
     assert await lease_holder(kube, namespace) == ""  # handed over on the way out
-
-
-async def _true(value: bool) -> bool:
-    return value
-
-
-async def _renew_time(kube: KubeClient, namespace: str) -> str:
-    lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, namespace)
-    return str(lease["spec"]["renewTime"])
-
-
-async def _renewed_since(kube: KubeClient, namespace: str, before: str) -> bool:
-    return await _renew_time(kube, namespace) > before

@@ -27,6 +27,7 @@ from tests.kube_helpers import (
     create_pod,
     pod_in_phase,
     unique_prefix,
+    wait_lease_renewed,
 )
 from tests.waiting import wait_for
 
@@ -89,22 +90,12 @@ async def test_nodes_register_with_capacity_and_become_ready(kube: KubeClient) -
             keys = {t["key"] for t in node["spec"]["taints"]}
             assert NOT_READY not in keys
             assert "dedicated" in keys  # ours survive the controller's edits
-        renewed = (await kube.get(LEASES, sim.node_names[0], "kube-node-lease"))["spec"]
-        await wait_for(
-            lambda: _lease_renewed_since(kube, sim.node_names[0], renewed["renewTime"]),
-            10,
-            "the lease to be renewed",
-        )
+        await wait_lease_renewed(kube, sim.node_names[0], "kube-node-lease", 10)
 
     for name in sim.node_names:  # leaving the block removes the nodes
         with pytest.raises(ApiError) as gone:
             await kube.get(NODES, name)
         assert gone.value.not_found
-
-
-async def _lease_renewed_since(kube: KubeClient, name: str, before: str) -> bool:
-    lease = await kube.get(LEASES, name, "kube-node-lease")
-    return bool(lease["spec"]["renewTime"] > before)
 
 
 async def test_bound_pod_runs_with_kubelet_status(
@@ -297,11 +288,7 @@ async def test_heartbeats_have_their_own_connections(kube: KubeClient, kubeconfi
         pod_kube,
         SimCluster(pod_kube, pools, heartbeat_kube=kube, lease_interval=0.5) as sim,
     ):
-        name = sim.node_names[0]
-        registered = (await kube.get(LEASES, name, "kube-node-lease"))["spec"]["renewTime"]
-        await wait_for(
-            lambda: _lease_renewed_since(kube, name, registered), 10, "the lease to be renewed"
-        )
+        await wait_lease_renewed(kube, sim.node_names[0], "kube-node-lease", 10)
 
 
 async def test_sim_nodes_command_registers_and_removes(kube: KubeClient, kubeconfig: Path) -> None:
