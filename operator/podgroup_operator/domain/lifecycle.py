@@ -261,6 +261,61 @@ class _Loss:
         return self.new_failures > 0 or self.live_drop > 0
 
 
+@dataclass(frozen=True)
+class Outlook:
+    """The phase `compute_status` gives a group, and the counts it reads, without building the
+    status: what a caller needs to know whether the status would change phase (see
+    `outlook`)."""
+
+    phase: Phase
+    counts: MemberCounts
+    """The counts the phase table reads (`MemberCounts.until_gone`)."""
+
+
+def outlook(group: PodGroup, member_pods: Iterable[Pod], previous: PodGroupStatus) -> Outlook:
+    """The phase `compute_status(group, member_pods, previous, now)` reports, for any `now`.
+
+    Why apart: the status reconciler runs for every burst of member events, and most runs, while
+    a gang binds and starts, end by holding back a first `Pending` status (see
+    controllers/status.py). Knowing the phase and counts is enough to decide that, at a fraction
+    of the cost of conditions, transition IDs and a patch. `compute_status` calls this itself,
+    so the two cannot disagree.
+    """
+    return _reckon(group, member_pods, previous)[0]
+
+
+@dataclass(frozen=True)
+class _Reckoning:
+    members: list[Pod]
+    all_counts: MemberCounts
+    loss: _Loss
+
+
+def _reckon(
+    group: PodGroup, member_pods: Iterable[Pod], previous: PodGroupStatus
+) -> tuple[Outlook, _Reckoning]:
+    members = members_of(group.key, member_pods)
+    all_counts = count_members(members)
+    counts = all_counts.until_gone()
+    loss = _Loss(
+        new_failures=max(0, counts.failed - previous.failed),
+        live_drop=max(0, previous.running + previous.succeeded - counts.live),
+    )
+    before = Phase(previous.phase) if previous.phase is not None else None
+    if before is not None and before.terminal:
+        phase = before
+    else:
+        policy = group.spec.policy
+        restart_decides = policy is not None and policy.action in (
+            PolicyAction.RESTART_GANG,
+            PolicyAction.FAIL_GANG,
+        )
+        phase = _next_phase(
+            before, counts, group.spec.min_member, loss, restart_decides=restart_decides
+        )
+    return Outlook(phase, counts), _Reckoning(members, all_counts, loss)
+
+
 def compute_status(
     group: PodGroup,
     member_pods: Iterable[Pod],
@@ -275,9 +330,8 @@ def compute_status(
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
     min_member = group.spec.min_member
-    members = members_of(group.key, member_pods)
-    all_counts = count_members(members)
-    counts = all_counts.until_gone()
+    seen, reckoning = _reckon(group, member_pods, previous)
+    counts, all_counts, loss, phase = seen.counts, reckoning.all_counts, reckoning.loss, seen.phase
     reported = previous.model_copy(
         update={
             "running": counts.running,
@@ -286,23 +340,12 @@ def compute_status(
             "failed": counts.failed,
             "scheduled": counts.scheduled,
             "observed_generation": group.metadata.generation,
-            "occupied_by": _occupied_by(members) or previous.occupied_by,
+            "occupied_by": _occupied_by(reckoning.members) or previous.occupied_by,
         }
     )
     before = Phase(previous.phase) if previous.phase is not None else None
     if before is not None and before.terminal:
         return StatusResult(reported)
-
-    loss = _Loss(
-        new_failures=max(0, counts.failed - previous.failed),
-        live_drop=max(0, previous.running + previous.succeeded - counts.live),
-    )
-    policy = group.spec.policy
-    restart_decides = policy is not None and policy.action in (
-        PolicyAction.RESTART_GANG,
-        PolicyAction.FAIL_GANG,
-    )
-    phase = _next_phase(before, counts, min_member, loss, restart_decides=restart_decides)
 
     conditions = previous.conditions
     existing = find_condition(conditions, ConditionType.UNSCHEDULABLE)
