@@ -104,6 +104,16 @@ def _may_flip_phase(kind: WatchEventType, pod: JSON, old: JSON | None) -> bool:
     )
 
 
+def _keys_changed(pod: JSON, old: JSON | None) -> bool:
+    """The pod is new, or its labels or annotations (where membership keys live) changed."""
+    if old is None:
+        return True
+    meta, before = pod.get("metadata") or {}, old.get("metadata") or {}
+    return meta.get("labels") != before.get("labels") or meta.get("annotations") != before.get(
+        "annotations"
+    )
+
+
 @dataclass
 class Informers:
     """The operator's informers and the indexes its controllers read."""
@@ -219,6 +229,8 @@ class Leading:
         key = group_key_of(pod)
         previous = None if old is None else group_key_of(old)
         if key is not None:
+            if kind is not WatchEventType.DELETED and _keys_changed(pod, old):
+                self.status.member_seen(pod)
             self.status.touch(key, urgent=_may_flip_phase(kind, pod, old))
         if previous is not None and previous != key:
             self.status.touch(previous, urgent=True)  # it left that group

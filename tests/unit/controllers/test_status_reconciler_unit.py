@@ -16,6 +16,7 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
 from podgroup_operator.api.backoff import Backoff
+from podgroup_operator.controllers import status as status_module
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from tests.builders import pod, podgroup
@@ -728,6 +729,56 @@ async def test_a_placed_groups_first_status_waits_past_the_count_delay_for_its_s
     await h.reconcile()
     assert h.reconciler.writes == 1
     assert h.status()["phase"] == c.Phase.RUNNING
+
+
+async def test_a_held_first_status_is_decided_without_computing_the_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a placed gang binds and starts, each burst of member events reconciled it and
+    computed a whole status that was then held back: a third of the operator's time under 128
+    binds in flight. The phase and counts decide that now; the status is computed once, when
+    it is written."""
+    computed: list[tuple[str, str]] = []
+    real = status_module.compute_status
+
+    def counting(group: Any, *args: Any) -> Any:
+        computed.append(group.key)
+        return real(group, *args)
+
+    monkeypatch.setattr(status_module, "compute_status", counting)
+    h, (a, b) = await new_group_of_two(count_delay=3600.0)
+    h.reconciler.set_verdict(KEY, Verdict(placed=True))
+    bind(h, a)
+    await h.reconcile()
+    bound = bind(h, a, b)
+    await h.reconcile()
+    h.pods({**bound[0], "status": {"phase": c.PodPhase.RUNNING}})
+    await h.reconcile()
+    assert (h.reconciler.writes, computed) == (0, [])
+    h.pods(*({**p, "status": {"phase": c.PodPhase.RUNNING}} for p in bound))
+    await h.reconcile()
+    assert (h.reconciler.writes, computed) == (1, [KEY])
+    assert h.status()["phase"] == c.Phase.RUNNING
+
+
+async def test_an_urgent_touch_is_reconciled_without_the_settle_a_routine_one_waits() -> None:
+    """The member whose start completes a gang touches it urgently: the settle (20 ms by
+    default) was a tenth of the status convergence median under a backlog."""
+    h = Harness(workers=1)
+    h.reconciler.settle = 3600.0
+    h.group("gang", min_member=1)
+    h.group("other", min_member=1)
+    h.pods(running("a"))
+    calls = count_reconciles(h.reconciler)
+    h.reconciler.touch((NS, "other"))
+    h.reconciler.touch(KEY, urgent=True)
+    h.reconciler.start()
+    try:
+        await until(lambda: h.reconciler.writes == 1, "the urgent group written", timeout=2.0)
+    finally:
+        await h.reconciler.stop()
+    assert calls == [KEY]
+    assert h.reconciler.backlog == 1  # the routine touch still settles
 
 
 def bind(h: Harness, *pods: Body) -> list[Body]:
