@@ -32,7 +32,10 @@ scale` (backlog 1,000 x 10): at 64 without the writer process, status convergenc
 200 ms in one run; 256 and 512, with it, bound faster than kube-scheduler and convergence p99
 passed 1 s; since a placed gang's first status waits for its start, 256 stayed under 1 s in three
 of four runs, and in one of three paired runs once the sim kubelets' heartbeats had their own
-client (the NodeNotReady Events the flood seemed to cause were the simulator's doing; README)."""
+client (the NodeNotReady Events the flood seemed to cause were the simulator's doing; README).
+In between, 96 and 128 with the writer process bound 0.75 to 1.02x kube-scheduler's rate in three
+paired runs, with convergence p50 219 to 231 ms: no setting met both targets in every run on the
+2-core machine, so the default keeps status fast."""
 MAX_BIND_CONCURRENCY = 1024
 """The most `run --bind-concurrency` accepts: each bind in flight holds a connection."""
 
