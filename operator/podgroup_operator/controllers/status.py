@@ -630,7 +630,10 @@ class StatusReconciler:
         annotations changed, not by `reconcile`: checking every member at every reconcile of
         its group cost a tenth of the reconcile under a backlog, for keys that rarely change.
         """
-        uid = pod["metadata"].get("uid", "")
+        meta = pod["metadata"]
+        if self.namespaces and meta.get("namespace") not in self.namespaces:
+            return  # another operator's (run -n) to tell
+        uid = meta.get("uid", "")
         if uid in self._warned_conflicts:
             return
         conflict = membership_conflict(pod)

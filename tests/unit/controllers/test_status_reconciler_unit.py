@@ -781,6 +781,21 @@ async def test_an_urgent_touch_is_reconciled_without_the_settle_a_routine_one_wa
     assert h.reconciler.backlog == 1  # the routine touch still settles
 
 
+async def test_conflicting_membership_keys_are_warned_once_per_pod_in_its_namespaces() -> None:
+    """Checked as pod events arrive (no longer at every reconcile); `run -n` leaves other
+    namespaces' pods to their own operator."""
+    h = Harness()
+    h.reconciler.namespaces = frozenset({NS})
+    both = pod("both", group="by-label", group_annotation="by-annotation")
+    elsewhere = pod("x", "team-b", group="by-label", group_annotation="by-annotation")
+    for body in (both, both, elsewhere):
+        h.reconciler.member_seen(body)
+    await h.reconciler.settled()
+    (warning,) = h.fake.events(reason=c.Reason.CONFLICTING_MEMBERSHIP)
+    assert warning["involvedObject"]["name"] == "both"
+    assert "by-annotation" in warning["message"]
+
+
 def bind(h: Harness, *pods: Body) -> list[Body]:
     return h.pods(*({**p, "spec": {**p["spec"], "nodeName": "n"}} for p in pods))
 
