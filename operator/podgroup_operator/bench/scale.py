@@ -104,7 +104,8 @@ def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     each full collection: under a 1,000 x 10 backlog the bench paused 16 times for 20 to 748 ms
     (a `gc.callbacks` probe), and every event read in a pause got a late timestamp, which
     showed as convergence the scheduler under test did not cause. With slim pods and the
-    operator's collector settings (`heap.configure`, in `_run_side`) the pauses go.
+    operator's collector settings (`heap.configure`, in `main`), the same probe found no full
+    collection over 20 ms, and four young ones of 25 to 77 ms.
     """
     return {
         "metadata": _slim_metadata(pod),
