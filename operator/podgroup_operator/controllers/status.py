@@ -28,7 +28,6 @@ from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroup, PodGroupStatus
 from podgroup_operator.controllers.isolation import Failures, describe
-from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.lifecycle import compute_status, outlook, status_patch
 from podgroup_operator.domain.lightweight import (
     is_operator_created,
@@ -380,10 +379,11 @@ class StatusReconciler:
         `_counts_wait` to hold it back (measured under a 1,000 x 10 backlog: 7,500 to 8,000
         reconciles, of which about 1,000 wrote; under 128 binds in flight, reconciles took a
         third of the main process's time, and the process was busy 88% of the time, which
-        delays every watch event and PATCH answer it handles). The decision is the one
-        `_counts_wait` makes from the full status: the same phase (`compute_status` uses
-        `outlook` too), and `Scheduled` is True exactly when minMember members are bound.
-        A phase other than Pending, a refusal, or a group with a status goes the full way.
+        delays every watch event and PATCH answer it handles). It is the decision `_counts_wait`
+        used to make from the full status, and the only place it is made now: the same phase
+        (`compute_status` uses `outlook` too), and `Scheduled` is True exactly when minMember
+        members are bound. A phase other than Pending, a refusal, or a group with a status goes
+        the full way.
         """
         if not self.count_delay or group.status.phase is not None:
             return False
@@ -402,19 +402,15 @@ class StatusReconciler:
         """Whether a change waits: for `count_delay` from when it was first seen (the group is
         touched then), unless a phase or condition change writes it earlier.
 
-        Two kinds of change wait. Progress: the COUNTERS, condition messages that restate them
-        ("3 member pods can run, fewer than minMember 10") while every condition keeps its
-        status and reason, and `Scheduled` turning True (the members are bound; their start,
-        moments later, is the change users wait for, and its write carries `Scheduled` along).
-        And a group's first status while it would only say `Pending` and the gang scheduler
-        has not refused it (see `_first_status_wait`).
+        Progress waits: the COUNTERS, condition messages that restate them ("3 member pods can
+        run, fewer than minMember 10") while every condition keeps its status and reason, and
+        `Scheduled` turning True (the members are bound; their start, moments later, is the
+        change users wait for, and its write carries `Scheduled` along). A group's first status
+        has been decided before the status was computed (`_first_status_holds`): one that gets
+        here is written, and its patch sets the phase, which is not progress.
         """
         if not self.count_delay:
             return False
-        if self._first_status_waits(key, previous, new.phase):
-            scheduled = find_condition(new.conditions, c.ConditionType.SCHEDULED)
-            bound = scheduled is not None and scheduled.status == c.ConditionStatus.TRUE
-            return self._first_status_wait(key, bound=bound)
         if not self._only_progress(patch, previous, new):
             return False
         return self._delayed(self._counts_since, key, self.count_delay)
