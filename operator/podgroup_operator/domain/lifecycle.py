@@ -289,6 +289,8 @@ class _Reckoning:
     members: list[Pod]
     all_counts: MemberCounts
     loss: _Loss
+    before: Phase | None
+    """The previous phase."""
 
 
 def _reckon(
@@ -313,7 +315,7 @@ def _reckon(
         phase = _next_phase(
             before, counts, group.spec.min_member, loss, restart_decides=restart_decides
         )
-    return Outlook(phase, counts), _Reckoning(members, all_counts, loss)
+    return Outlook(phase, counts), _Reckoning(members, all_counts, loss, before)
 
 
 def compute_status(
@@ -343,7 +345,7 @@ def compute_status(
             "occupied_by": _occupied_by(reckoning.members) or previous.occupied_by,
         }
     )
-    before = Phase(previous.phase) if previous.phase is not None else None
+    before = reckoning.before
     if before is not None and before.terminal:
         return StatusResult(reported)
 
