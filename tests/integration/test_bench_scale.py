@@ -55,6 +55,20 @@ def test_operator_args_reach_run_and_the_writer_process_is_counted() -> None:
     assert ours["writer_peak_rss_mb"] > 0
 
 
+def test_repeat_prints_every_run_and_the_spread_of_its_figures() -> None:
+    result = subprocess.run(
+        [*COMMAND, *TINY, "--repeat", "2"], capture_output=True, text=True, timeout=480, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed = json.loads(result.stdout)
+    runs = [run["operator"] for run in printed["runs"]]
+    assert [(ours["bound"], ours["groups_running"]) for ours in runs] == [(6, 3), (6, 3)]
+    rates = printed["spread"]["operator.pods_per_s"]
+    assert rates["runs"] == 2
+    assert rates["min"] == min(ours["pods_per_s"] for ours in runs)
+    assert rates["max"] == max(ours["pods_per_s"] for ours in runs)
+
+
 def test_versus_without_a_built_kube_scheduler_says_so_and_exits_2(tmp_path: Path) -> None:
     """An empty cache: the check happens before any cluster is started."""
     env = {**os.environ, "PODGROUP_OPERATOR_CACHE": str(tmp_path)}

@@ -3,7 +3,9 @@ is checked here without a cluster (tests/integration/test_bench_scale.py runs th
 
 from __future__ import annotations
 
-from podgroup_operator.bench.scale import Observed, _summary
+import pytest
+
+from podgroup_operator.bench.scale import Observed, _summary, main, spread
 
 
 def observed() -> Observed:
@@ -36,3 +38,39 @@ def test_a_group_seen_running_without_members_running_has_no_convergence() -> No
     result = _summary(seen, pods=4, groups=2)
     assert result["convergence_ms"] == {"p50": 100, "p99": 100, "max": 100}
     assert "all_running_s" not in result
+
+
+def test_the_spread_of_repeated_runs_is_min_median_max_of_each_figure() -> None:
+    """A figure missing from a run (its side timed out, or no `--versus`) is left out of that
+    figure's spread, not counted as zero."""
+    runs = [
+        {
+            "operator": {"pods_per_s": 300.0, "convergence_ms": {"p50": 150}},
+            "pods_per_s_ratio": 0.7,
+        },
+        {
+            "operator": {"pods_per_s": 360.0, "convergence_ms": {"p50": 120}},
+            "pods_per_s_ratio": 1.06,
+        },
+        {"operator": {"pods_per_s": 330.0}, "pods_per_s_ratio": 0.8},
+    ]
+    result = spread(runs)
+    assert result["operator.pods_per_s"] == {"min": 300.0, "median": 330.0, "max": 360.0, "runs": 3}
+    assert result["pods_per_s_ratio"] == {"min": 0.7, "median": 0.8, "max": 1.06, "runs": 3}
+    assert result["operator.convergence_ms.p50"] == {
+        "min": 120,
+        "median": 135,
+        "max": 150,
+        "runs": 2,
+    }
+    assert "kube-scheduler.pods_per_s" not in result
+
+
+def test_repeat_takes_a_whole_number_of_runs_of_one_or_more(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--repeat", bad])
+        assert exit_.value.code == 2
+        assert f"{bad!r} is not a number of runs" in capsys.readouterr().err

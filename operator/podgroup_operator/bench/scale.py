@@ -474,6 +474,19 @@ def _start_scheduler(
     )
 
 
+def _positive(text: str) -> int:
+    """A `--repeat`: a whole number of runs, at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of runs: use a whole number of 1 or more (e.g. 5)"
+        )
+    return number
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="podgroup-operator bench scale", description=__doc__)
     parser.add_argument("--mode", choices=["backlog", "arrival"], default="backlog")
@@ -490,6 +503,13 @@ def main(argv: Sequence[str]) -> int:
         default="",
         help="more arguments for `podgroup-operator run`, as one shell-quoted string "
         '(e.g. --operator-args="--write-process --bind-concurrency 256")',
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_positive,
+        default=1,
+        help="runs in a row (each on fresh clusters); above 1 prints every run and the "
+        "min, median and max of each figure (`spread`)",
     )
     args = parser.parse_args(list(argv))
     if args.versus and not (devcluster.BINARIES / "bin" / KUBE_SCHEDULER).exists():
@@ -513,18 +533,28 @@ def main(argv: Sequence[str]) -> int:
         timeout=args.timeout,
         operator_args=shlex.split(args.operator_args),
     )
+    # The bench's watches time what the scheduler under test does: the collector must not pause
+    # them (see `_slim_pod`).
+    heap.configure()
+    reports = [_report(plan, versus=bool(args.versus)) for _ in range(args.repeat)]
+    if args.repeat == 1:
+        print(json.dumps(reports[0], indent=2))
+    else:
+        print(json.dumps({"runs": reports, "spread": spread(reports)}, indent=2))
+    return 0 if not any(report["operator"].get("timed_out") for report in reports) else 1
+
+
+def _report(plan: Plan, *, versus: bool) -> dict[str, Any]:
+    """One run: the operator's side on a fresh cluster, then kube-scheduler's (`--versus`)."""
     report: dict[str, Any] = {
         "mode": plan.mode,
         "nodes": plan.nodes,
         "gangs": plan.gangs,
         "gang_size": plan.size,
     }
-    # The bench's watches time what the scheduler under test does: the collector must not pause
-    # them (see `_slim_pod`).
-    heap.configure()
     with tempfile.TemporaryDirectory(prefix="podgroup-bench-scale-") as root:
         report["operator"] = asyncio.run(_run_side(plan, Path(root) / "operator", c.OPERATOR_NAME))
-        if args.versus:
+        if versus:
             theirs = asyncio.run(_run_side(plan, Path(root) / "versus", KUBE_SCHEDULER))
             report[KUBE_SCHEDULER] = theirs
             ours_rate = report["operator"].get("pods_per_s")
@@ -535,5 +565,46 @@ def main(argv: Sequence[str]) -> int:
             their_all = theirs.get("all_running_s")
             if ours_all and their_all:
                 report["all_running_ratio"] = round(their_all / ours_all, 2)
-    print(json.dumps(report, indent=2))
-    return 0 if not report["operator"].get("timed_out") else 1
+    return report
+
+
+SPREAD_FIGURES: tuple[tuple[str, ...], ...] = (
+    ("pods_per_s_ratio",),
+    ("all_running_ratio",),
+    ("operator", "pods_per_s"),
+    (KUBE_SCHEDULER, "pods_per_s"),
+    ("operator", "first_bind_s"),
+    ("operator", "all_running_s"),
+    (KUBE_SCHEDULER, "all_running_s"),
+    ("operator", "convergence_ms", "p50"),
+    ("operator", "convergence_ms", "p99"),
+    ("operator", "status_patches_per_group", "mean"),
+    ("operator", "peak_rss_mb"),
+)
+"""The figures `--repeat` summarizes, as paths into one run's report."""
+
+
+def spread(reports: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int]]:
+    """Min, median and max of each figure over the runs that have it, keyed by its dotted path.
+
+    Why: on a small shared machine one run's figures swing with whatever else the cores did
+    (kube-scheduler's own bind rate varied by 44% between paired runs here), so a target read
+    off one run says little; the median and the range over several say how often it holds.
+    """
+    result: dict[str, dict[str, float | int]] = {}
+    for path in SPREAD_FIGURES:
+        values = []
+        for report in reports:
+            value: Any = report
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                values.append(value)
+        if values:
+            result[".".join(path)] = {
+                "min": min(values),
+                "median": round(statistics.median(values), 2),
+                "max": max(values),
+                "runs": len(values),
+            }
+    return result
