@@ -35,6 +35,9 @@ the ratios (`pods_per_s_ratio`: ours over theirs; `all_running_ratio`: their tim
 over ours; above 1 is better for us). Convergence does not apply there: nothing writes PodGroup
 status.
 
+`--repeat N` does all of it N times, each on fresh clusters, and prints every run and the spread
+of each figure (min, median, max): on a small machine one run's figures swing with the machine.
+
 Figures are printed, never asserted: tests only check that the command works.
 """
 
