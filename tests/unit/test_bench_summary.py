@@ -3,8 +3,11 @@ is checked here without a cluster (tests/integration/test_bench_scale.py runs th
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from podgroup_operator.bench import scale
 from podgroup_operator.bench.scale import Observed, _summary, main, spread
 
 
@@ -74,3 +77,25 @@ def test_repeat_takes_a_whole_number_of_runs_of_one_or_more(
             main(["--repeat", bad])
         assert exit_.value.code == 2
         assert f"{bad!r} is not a number of runs" in capsys.readouterr().err
+
+
+def test_a_failed_run_keeps_the_runs_before_it_and_fails_the_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The third of three runs cannot start its cluster: the two done are printed with their
+    spread and the error, and the command exits 1."""
+    done = iter([{"operator": {"pods_per_s": 300.0}}, {"operator": {"pods_per_s": 340.0}}])
+
+    def one_run(plan: object, *, versus: bool) -> dict[str, object]:
+        try:
+            return next(done)
+        except StopIteration:
+            raise RuntimeError("etcd did not start") from None
+
+    monkeypatch.setattr(scale, "_report", one_run)
+    monkeypatch.setattr(scale.heap, "configure", lambda: None)
+    assert main(["--repeat", "3"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert [run["operator"]["pods_per_s"] for run in printed["runs"]] == [300.0, 340.0]
+    assert printed["spread"]["operator.pods_per_s"]["runs"] == 2
+    assert printed["error"] == "run 3 of 3: RuntimeError('etcd did not start')"

@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -539,12 +540,25 @@ def main(argv: Sequence[str]) -> int:
     # The bench's watches time what the scheduler under test does: the collector must not pause
     # them (see `_slim_pod`).
     heap.configure()
-    reports = [_report(plan, versus=bool(args.versus)) for _ in range(args.repeat)]
     if args.repeat == 1:
-        print(json.dumps(reports[0], indent=2))
-    else:
-        print(json.dumps({"runs": reports, "spread": spread(reports)}, indent=2))
-    return 0 if not any(report["operator"].get("timed_out") for report in reports) else 1
+        report = _report(plan, versus=bool(args.versus))
+        print(json.dumps(report, indent=2))
+        return 0 if not report["operator"].get("timed_out") else 1
+    reports: list[dict[str, Any]] = []
+    printed: dict[str, Any] = {"runs": reports}
+    for _ in range(args.repeat):
+        try:
+            reports.append(_report(plan, versus=bool(args.versus)))
+        except Exception as exc:
+            # An hour of runs is not thrown away because the last cluster failed to start: the
+            # runs so far are printed, with the error, and the command fails.
+            traceback.print_exc()
+            printed["error"] = f"run {len(reports) + 1} of {args.repeat}: {exc!r}"[:1000]
+            break
+    printed["spread"] = spread(reports)
+    print(json.dumps(printed, indent=2))
+    failed = "error" in printed or any(report["operator"].get("timed_out") for report in reports)
+    return 1 if failed else 0
 
 
 def _report(plan: Plan, *, versus: bool) -> dict[str, Any]:
