@@ -148,16 +148,19 @@ def _run(args: argparse.Namespace) -> int:
     )
 
 
-def _bind_concurrency(value: str) -> int:
-    """A `--bind-concurrency`: a whole number from 1 to c.MAX_BIND_CONCURRENCY."""
+def _bind_concurrency(value: str) -> int | None:
+    """A `--bind-concurrency`: `auto` (None: paced by latency), or a whole number from 1 to
+    c.MAX_BIND_CONCURRENCY."""
+    if value == c.BIND_CONCURRENCY_AUTO:
+        return None
     try:
         number = int(value)
     except ValueError:
         number = 0
     if not 1 <= number <= c.MAX_BIND_CONCURRENCY:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is not a bind concurrency: use a whole number from 1 to "
-            f"{c.MAX_BIND_CONCURRENCY} (e.g. {c.BIND_CONCURRENCY}, the default)"
+            f"{value!r} is not a bind concurrency: use {c.BIND_CONCURRENCY_AUTO} (the default) "
+            f"or a whole number from 1 to {c.MAX_BIND_CONCURRENCY} (e.g. {c.BIND_CONCURRENCY})"
         )
     return number
 
@@ -270,19 +273,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--write-process",
         action=argparse.BooleanOptionalAction,
-        default=False,
+        default=True,
         help="send the leader's binds and pod Events from a child process, "
-        "the operator's second CPU (default: off)",
+        "the operator's second CPU (default: on; --no-write-process keeps them in one process)",
     )
     run.add_argument(
         "--bind-concurrency",
         type=_bind_concurrency,
-        default=c.BIND_CONCURRENCY,
-        metavar="N",
-        help=f"binds in flight at once, 1 to {c.MAX_BIND_CONCURRENCY} (default: "
-        f"{c.BIND_CONCURRENCY}). More bind faster and delay "
-        "status writes on a busy control plane; above about 64 the operator's own thread "
-        "limits the rate unless --write-process is on",
+        default=None,
+        metavar="auto|N",
+        help=f"binds in flight at once: {c.BIND_CONCURRENCY_AUTO} (the default) moves the number "
+        f"between {c.BIND_CONCURRENCY} and {c.BIND_CONCURRENCY_CEILING}, as high as keeps the "
+        f"median bind under {c.BIND_LATENCY_TARGET_SECONDS * 1000:.0f} ms; N (1 to "
+        f"{c.MAX_BIND_CONCURRENCY}) fixes it. More bind faster and delay status writes on a "
+        "busy control plane; above about 64 the operator's own thread limits the rate unless "
+        "--write-process is on",
     )
     run.set_defaults(func=_run)
 

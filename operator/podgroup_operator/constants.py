@@ -24,18 +24,25 @@ SCHEDULER_NAME = "podgroup-scheduler"
 """`spec.schedulerName` of the pods placed by the bundled gang scheduler."""
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 BIND_CONCURRENCY = 32
-"""Binds in flight at once unless `run --bind-concurrency` says otherwise. A write's latency on a
-busy control plane grows with the writes in flight: the API server shares its CPU among them and
-etcd commits them in turn. More binds in flight take a larger share from the kubelets' writes and
-from our own status writes, so binding gets faster and status slower. Measured with `bench
-scale` (backlog 1,000 x 10): at 64 without the writer process, status convergence p50 passed
-200 ms in one run; 256 and 512, with it, bound faster than kube-scheduler and convergence p99
-passed 1 s; since a placed gang's first status waits for its start, 256 stayed under 1 s in three
-of four runs, and in one of three paired runs once the sim kubelets' heartbeats had their own
-client (the NodeNotReady Events the flood seemed to cause were the simulator's doing; README).
-In between, 96 and 128 with the writer process bound 0.75 to 1.02x kube-scheduler's rate in three
-paired runs, with convergence p50 219 to 231 ms: no setting met both targets in every run on the
-2-core machine, so the default keeps status fast."""
+"""Binds in flight when the pacer starts, and the fewest it goes down to (scheduling/pacing.py;
+`run --bind-concurrency N` fixes the number instead). A write's latency on a busy control plane
+grows with the writes in flight: the API server shares its CPU among them and etcd commits them
+in turn, so more binds in flight bind faster and delay the kubelets' and our own status writes.
+A fixed 32 (the default before the pacer) kept status convergence p50 under 200 ms in every
+measured run, on fast and slow machines alike (README, "How it keeps up with a big cluster")."""
+BIND_CONCURRENCY_CEILING = 256
+"""The most binds in flight the pacer allows: with the writer process, a fixed 256 bound 1.59 and
+1.75x kube-scheduler's rate on a 2-core machine with room (`bench scale`), so more buys nothing
+there and only holds more connections."""
+BIND_LATENCY_TARGET_SECONDS = 0.2
+"""Where the pacer holds the median bind latency of each half second. A status PATCH waits in the
+same queue as a bind. Tried with `bench scale` (1,000 x 10 backlog, one run each, operator
+alone): 0.18 s bound 622 pods/s on a 2-core machine with room (convergence p50 125 ms) and 360 on
+that machine held to 1.1 CPUs (148 ms); 0.25 s bound 818 (95 ms) and 335 (201 ms). At 0.2 s,
+paired with kube-scheduler: 0.93 and 1.25x its rate with p50 127 and 122 ms on the first, 0.92
+and 0.76x with 190 and 181 ms on the second (README)."""
+BIND_CONCURRENCY_AUTO = "auto"
+"""`run --bind-concurrency auto`: the pacer chooses (the default)."""
 MAX_BIND_CONCURRENCY = 1024
 """The most `run --bind-concurrency` accepts: each bind in flight holds a connection."""
 

@@ -61,8 +61,8 @@ def run(
     log_level: str = "info",
     log_format: str = "text",
     scheduler_names: list[str] | None = None,
-    write_process: bool = False,
-    bind_concurrency: int = c.BIND_CONCURRENCY,
+    write_process: bool = True,
+    bind_concurrency: int | None = None,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,

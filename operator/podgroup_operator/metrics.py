@@ -143,6 +143,11 @@ class RuntimeCollector(Collector):
         yield GaugeMetricFamily(
             "podgroup_leader", "1 while this replica holds the Lease.", value=state["leader"]
         )
+        yield GaugeMetricFamily(
+            "podgroup_binds_allowed_in_flight",
+            "Binds the leader allows in flight now (paced by their latency unless fixed).",
+            value=state["binds_allowed"],
+        )
 
 
 _observed: list[RuntimeView] = []

@@ -13,6 +13,7 @@ class View:
             "quota": {},
             "informers": {},
             "leader": 1.0,
+            "binds_allowed": 40.0,
         }
 
 
@@ -22,3 +23,9 @@ def test_phases_and_waiting_reasons_are_tallied() -> None:
     assert phases == {"Pending": 1, "Running": 2}
     waiting = {s.labels["reason"]: s.value for s in gauges["podgroup_waiting_gangs"].samples}
     assert waiting == {"NotEnoughResources": 1}
+
+
+def test_the_binds_allowed_in_flight_are_a_gauge() -> None:
+    gauges = {g.name: g for g in RuntimeCollector(View).collect()}
+    (sample,) = gauges["podgroup_binds_allowed_in_flight"].samples
+    assert sample.value == 40.0

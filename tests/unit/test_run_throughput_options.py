@@ -7,21 +7,43 @@ import pytest
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.cli import build_parser
-from podgroup_operator.constants import BIND_CONCURRENCY, MAX_BIND_CONCURRENCY
+from podgroup_operator.constants import (
+    BIND_CONCURRENCY,
+    BIND_CONCURRENCY_CEILING,
+    MAX_BIND_CONCURRENCY,
+)
 from podgroup_operator.controllers.runtime import LEASE_CONNECTIONS, Leading, build_runtime
 from podgroup_operator.settings import OperatorSettings
 from tests.fakes import FakeApiServer
 
 
-def test_defaults_are_32_binds_in_flight_and_no_writer_process() -> None:
+def test_defaults_are_paced_binds_and_the_writer_process() -> None:
     args = build_parser().parse_args(["run"])
-    assert (args.bind_concurrency, args.write_process) == (BIND_CONCURRENCY, False)
-    assert (OperatorSettings().bind_concurrency, OperatorSettings().write_process) == (32, False)
+    assert (args.bind_concurrency, args.write_process) == (None, True)
+    assert (OperatorSettings().bind_concurrency, OperatorSettings().write_process) == (None, True)
+    assert build_parser().parse_args(["run", "--no-write-process"]).write_process is False
+    assert build_parser().parse_args(["run", "--bind-concurrency", "auto"]).bind_concurrency is None
 
 
 def test_both_options_parse() -> None:
     args = build_parser().parse_args(["run", "--write-process", "--bind-concurrency", "512"])
     assert (args.bind_concurrency, args.write_process) == (512, True)
+
+
+async def test_paced_binds_start_at_the_floor_and_a_number_fixes_them() -> None:
+    kube = KubeClient(FakeApiServer())
+    settings = OperatorSettings(leader_election=False, metrics_address="", write_process=False)
+    paced = Leading(build_runtime(settings, kube))
+    assert paced.scheduler.pacer is not None
+    assert paced.scheduler.binds_allowed == BIND_CONCURRENCY
+    assert (paced.scheduler.pacer.floor, paced.scheduler.pacer.ceiling) == (
+        BIND_CONCURRENCY,
+        BIND_CONCURRENCY_CEILING,
+    )
+    settings.bind_concurrency = 48
+    fixed = Leading(build_runtime(settings, kube))
+    assert fixed.scheduler.pacer is None
+    assert fixed.scheduler.binds_allowed == 48
 
 
 @pytest.mark.parametrize("value", ["0", "-3", str(MAX_BIND_CONCURRENCY + 1), "many", "1.5"])
@@ -34,7 +56,7 @@ def test_a_bind_concurrency_out_of_range_is_refused_naming_the_flag_and_the_rang
     err = capsys.readouterr().err
     assert "--bind-concurrency" in err
     assert f"{value!r} is not a bind concurrency" in err
-    assert f"from 1 to {MAX_BIND_CONCURRENCY}" in err
+    assert f"use auto (the default) or a whole number from 1 to {MAX_BIND_CONCURRENCY}" in err
 
 
 async def test_the_writer_process_serves_the_schedulers_writes_only() -> None:
@@ -54,7 +76,7 @@ async def test_the_writer_process_serves_the_schedulers_writes_only() -> None:
         assert leading.scheduler.kube is runtime.writer
         assert leading.status.kube is kube
         assert leading.status.workers == 50  # half the binds in flight
-        assert leading.scheduler._bind_slots._value == 100
+        assert leading.scheduler.binds_allowed == 100
         assert runtime.informers.pods.kube is kube and runtime.quota.kube is kube
         assert runtime.writer.transport.pid is None  # started by the first write, not before
     finally:
@@ -63,12 +85,27 @@ async def test_the_writer_process_serves_the_schedulers_writes_only() -> None:
 
 def test_without_the_writer_process_everything_uses_one_client() -> None:
     kube = KubeClient(FakeApiServer())
-    runtime = build_runtime(OperatorSettings(leader_election=False, metrics_address=""), kube)
+    settings = OperatorSettings(leader_election=False, metrics_address="", write_process=False)
+    runtime = build_runtime(settings, kube)
     assert runtime.writer is kube
 
 
+async def test_the_writer_process_has_connections_for_the_most_binds_the_pacer_allows() -> None:
+    kube = KubeClient(FakeApiServer())
+    runtime = build_runtime(OperatorSettings(leader_election=False, metrics_address=""), kube)
+    try:
+        assert isinstance(runtime.writer.transport, WriterTransport)
+        command = runtime.writer.transport.command
+        assert command[command.index("--connections") + 1] == str(
+            writer_connections(BIND_CONCURRENCY_CEILING)
+        )
+    finally:
+        await runtime.writer.close()
+
+
 def test_status_workers_keep_up_with_the_binds_in_flight() -> None:
-    assert OperatorSettings().status_worker_count == 16  # 32 binds in flight
+    assert OperatorSettings().status_worker_count == BIND_CONCURRENCY_CEILING // 2  # paced
+    assert OperatorSettings(bind_concurrency=32).status_worker_count == 16
     assert OperatorSettings(bind_concurrency=128).status_worker_count == 64
     assert OperatorSettings(bind_concurrency=128, status_workers=80).status_worker_count == 80
     assert OperatorSettings(bind_concurrency=1).status_worker_count == 16

@@ -10,10 +10,12 @@ process. This one owns an aiohttp session and does nothing but send the requests
 answer with (status, body). Watches and lists stay in the main process, whose informers need
 them, and so do status writes: sent from here they waited behind the binds, in the pipe and in
 this process's loop (at 128 binds in flight a status PATCH took 180 ms at the median from here,
-138 ms from the main process). It is off by default: at the default 32 binds in flight it gains
-nothing measurable, and it costs memory: each request in flight holds a connection, and so
-a TLS read buffer (76 MB at 256 binds in flight, 141 MB before those buffers were shrunk to a
-TLS record: adapters/heap.py).
+138 ms from the main process). It is on by default since binds are paced (scheduling/pacing.py):
+the pacer allows up to 256 binds in flight when the API server answers them fast, which one
+thread cannot send (at a fixed 32 it gained nothing measurable). It costs memory: each request
+in flight holds a connection, and so a TLS read buffer (76 MB at 256 binds in flight, 141 MB
+before those buffers were shrunk to a TLS record: adapters/heap.py); `run --no-write-process`
+keeps everything in one process.
 
 The protocol is one orjson array per line on the child's stdin and stdout (orjson never emits a
 raw newline): `[id, method, path, params, body, content type]` in, `[id, status, body]` out. A

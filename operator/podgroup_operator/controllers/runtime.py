@@ -18,9 +18,10 @@ untyped memo attributes. Here it is typed and explicit:
    informer handlers with a replay of the stores, so a new leader rebuilds its whole state from
    what the informers hold (and from PodGroup status), and the quota service's release and status
    work. Losing the lead stops them and drops their state; a clean stop releases the Lease.
-   With `--write-process`, the scheduler's writes (binds, pod Events) go through a second
-   client whose requests a child process sends (adapters/writer.py); reads and status writes
-   stay with the first, so that a status PATCH never waits behind hundreds of binds.
+   With `--write-process` (the default), the scheduler's writes (binds, pod Events) go
+   through a second client whose requests a child process sends (adapters/writer.py); reads
+   and status writes stay with the first, so that a status PATCH never waits behind hundreds
+   of binds.
 
 Handlers here stay tiny: they route an event to the consumers that care and never raise into
 the informer (each consumer isolates its own failures).
@@ -399,6 +400,9 @@ class Runtime:
                 for informer in self.informers.all()
             },
             "leader": 1.0 if self.leading is not None else 0.0,
+            "binds_allowed": (
+                float(self.leading.scheduler.binds_allowed) if self.leading is not None else 0.0
+            ),
         }
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -426,7 +430,7 @@ def build_runtime(settings: OperatorSettings, kube: KubeClient | None = None) ->
     Lease then gets one of its own: `Runtime.lease_kube`), and the scheduler's writes sent by a
     writer process when the settings ask for one."""
     writer = (
-        KubeClient(WriterTransport(connections=writer_connections(settings.bind_concurrency)))
+        KubeClient(WriterTransport(connections=writer_connections(settings.most_binds_in_flight)))
         if settings.write_process
         else None
     )

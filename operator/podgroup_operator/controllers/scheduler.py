@@ -5,7 +5,10 @@ Pods whose `spec.schedulerName` is one of ours (`podgroup-scheduler`, or the nam
 node and every bound pod (anyone's) keeps a `scheduling.Snapshot` current; every pending member
 sits in `pending` by group. A cycle builds one `GangRequest` per waiting group, decides them in
 queue order against the snapshot (placements are assumed into it, refusals leave it untouched),
-and sends all bindings of a decision concurrently. A failed bind releases what that pod held
+and sends all bindings of a decision concurrently, as many in flight as the bind pacer allows
+(scheduling/pacing.py: more while the API server answers binds fast, fewer when it slows, so
+that our status writes and the kubelets' do not queue behind a flood; `run --bind-concurrency
+N` fixes the number instead). A failed bind releases what that pod held
 and puts it back in its group's queue (the members already bound stay bound and count toward
 minMember next time); the watch then brings the truth. A gang whose placement chose volumes for
 its claims has them bound first, and none of its pods is bound if that fails
@@ -40,6 +43,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.pacing import Slots
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Preemptor
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
@@ -47,6 +51,7 @@ from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
+from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import decide_wait, order_gangs
@@ -92,7 +97,7 @@ class GangScheduler:
         budgets: Callable[[], Sequence[DisruptionBudget]] = tuple,
         on_preempted: Callable[[GroupKey, Preempted], None] = lambda key, fact: None,
         scheduler_names: frozenset[str] = frozenset({c.SCHEDULER_NAME}),
-        bind_concurrency: int = c.BIND_CONCURRENCY,
+        bind_concurrency: int | None = None,
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
@@ -135,7 +140,18 @@ class GangScheduler:
         self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None]] = {}
         self._binding: set[asyncio.Task[None]] = set()
         """Bind batches still in flight (pipelined cycles)."""
-        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self.pacer = (
+            BindPacer(
+                floor=c.BIND_CONCURRENCY,
+                ceiling=c.BIND_CONCURRENCY_CEILING,
+                target_seconds=c.BIND_LATENCY_TARGET_SECONDS,
+            )
+            if bind_concurrency is None
+            else None
+        )
+        """Moves the binds in flight with their latency (scheduling/pacing.py); None when
+        `bind_concurrency` fixes the number."""
+        self._bind_slots = Slots(bind_concurrency or c.BIND_CONCURRENCY)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -395,6 +411,11 @@ class GangScheduler:
         elif binds:
             await self._bind_all(binds)
 
+    @property
+    def binds_allowed(self) -> int:
+        """Binds allowed in flight now: the pacer's choice, or the fixed `bind_concurrency`."""
+        return self._bind_slots.limit
+
     def _dispatch(self, binds: list[Binding]) -> None:
         """Send binds in the background (their pods are in flight, never decided twice)."""
         if binds:
@@ -638,12 +659,18 @@ class GangScheduler:
         self._drop_pending(binding.pod_uid)
 
     async def _bind_all(self, bindings: list[Binding]) -> None:
+        loop = asyncio.get_running_loop()
+
         async def bind(binding: Binding) -> None:
             async with self._bind_slots:
                 try:
+                    sent = loop.time()
                     await self.kube.bind(
                         binding.namespace, binding.pod, binding.node, binding.pod_uid
                     )
+                    if self.pacer is not None:
+                        answered = loop.time()
+                        self._bind_slots.limit = self.pacer.observe(answered - sent, answered)
                     self.binds += 1
                     metrics.BINDS.labels("bound").inc()
                     self.signals.bound(binding.pod_uid, binding.node)

@@ -20,6 +20,7 @@ from podgroup_operator.adapters.kube import PODS, KubeClient
 from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.domain.scheduling_status import Verdict
+from podgroup_operator.scheduling.pacing import BindPacer
 from tests.builders import node, pod, podgroup
 from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer, FakeIndex, Fault, FaultyTransport
@@ -769,3 +770,56 @@ async def test_a_group_that_raises_is_reported_and_backed_off_while_others_are_p
     await h.scheduler.cycle()  # the same failure again: counted, not reported again
     assert len(h.verdicts_for("poison")) == 1
     assert h.scheduler.failures.count((NS, "poison")) == 2
+
+
+# --- bind pacing ---------------------------------------------------------------------------------
+
+
+class RecordingPacer(BindPacer):
+    """A pacer that records what it is told and allows `answer` binds in flight."""
+
+    def __init__(self, answer: int) -> None:
+        super().__init__(floor=1, ceiling=1000, target_seconds=0.15)
+        self.answer = answer
+        self.told: list[tuple[float, float]] = []
+
+    def observe(self, seconds: float, now: float) -> int:
+        self.told.append((seconds, now))
+        return self.answer
+
+
+async def test_every_bind_answered_is_told_to_the_pacer_and_the_slots_follow_it() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=100)
+    h.add_group("gang", min_member=40)
+    h.add_pods("gang", 40, cpu="100m")
+    assert isinstance(h.scheduler.pacer, BindPacer)
+    assert h.scheduler.binds_allowed == c.BIND_CONCURRENCY  # paced by default, from the floor
+    h.scheduler.pacer = pacer = RecordingPacer(answer=77)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 40
+    assert len(pacer.told) == 40
+    assert all(seconds >= 0 for seconds, _ in pacer.told)
+    assert h.scheduler.binds_allowed == 77
+
+
+async def test_a_fixed_bind_concurrency_is_never_paced() -> None:
+    h = Harness()
+    fixed = GangScheduler(
+        h.kube, h.groups, h.members, publish=lambda key, verdict: None, bind_concurrency=4
+    )
+    fixed.on_node("ADDED", h.fake.seed(node("n1", cpu=100))[0])
+    h.groups.put((NS, "gang"), h.fake.seed(podgroup("gang", NS, min_member=40))[0])
+    for i in range(40):
+        (stored,) = h.fake.seed(
+            pod(f"gang-{i}", NS, group="gang", requests={"cpu": "100m"}, scheduler=c.SCHEDULER_NAME)
+        )
+        h.members.put((NS, "gang"), stored)
+        fixed.on_pod("ADDED", stored)
+
+    await fixed.cycle()
+
+    assert h.binds() == 40
+    assert fixed.pacer is None and fixed.binds_allowed == 4
