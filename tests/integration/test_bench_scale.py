@@ -42,17 +42,19 @@ def test_a_tiny_backlog_is_bound_and_reported() -> None:
         "kube-controller-manager",
         "sim-nodes",
         "scheduler",
+        "scheduler-writer",  # the writer process is on by default
     }
-    assert cpu["kube-apiserver"] > 0 and cpu["scheduler"] > 0
+    assert cpu["kube-apiserver"] > 0 and cpu["scheduler"] > 0 and cpu["scheduler-writer"] > 0
+    assert ours["writer_peak_rss_mb"] > 0
     # Events by reason: at least the groups' phase changes, each count a positive number.
     assert ours["events"].get("PhaseChanged", 0) >= 1
     assert all(isinstance(n, int) and n > 0 for n in ours["events"].values())
 
 
-def test_operator_args_reach_run_and_the_writer_process_is_counted() -> None:
-    ours = tiny_backlog("--operator-args=--write-process --bind-concurrency 4")
-    assert ours["cpu_seconds"]["scheduler-writer"] > 0
-    assert ours["writer_peak_rss_mb"] > 0
+def test_operator_args_reach_run_and_turn_the_writer_process_off() -> None:
+    ours = tiny_backlog("--operator-args=--no-write-process --bind-concurrency 4")
+    assert "scheduler-writer" not in ours["cpu_seconds"]
+    assert "writer_peak_rss_mb" not in ours
 
 
 def test_repeat_prints_every_run_and_the_spread_of_its_figures() -> None:
