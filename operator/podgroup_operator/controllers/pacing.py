@@ -9,7 +9,6 @@ slot. Waiters are served in the order they came (a gang's binds go out together)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from types import TracebackType
 
@@ -42,10 +41,16 @@ class Slots:
 
     @property
     def waiting(self) -> int:
+        """Holders-to-be queued now (a scan: for tests and diagnostics, not the bind path)."""
         return sum(not waiter.done() for waiter in self._waiters)
 
     async def __aenter__(self) -> None:
-        if self._held < self._limit and not self.waiting:
+        # Waiters cancelled while queued stay in the deque until they reach its head (removing
+        # each from the middle would cost a scan per cancellation: a stopping leader cancels
+        # thousands); `_wake` skips them, and here they are dropped from the head.
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        if self._held < self._limit and not self._waiters:
             self._held += 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -55,9 +60,6 @@ class Slots:
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self._release()  # granted, then cancelled before we could use it
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
             raise
 
     async def __aexit__(
