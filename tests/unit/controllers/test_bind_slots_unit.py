@@ -15,6 +15,15 @@ async def hold(slots: Slots, entered: list[int], release: asyncio.Event, number:
         await release.wait()
 
 
+async def one_holder_two_waiting(
+    slots: Slots, entered: list[int], release: asyncio.Event
+) -> list[asyncio.Task[None]]:
+    """Three tasks on one slot: 0 holds it, 1 and 2 wait in that order."""
+    tasks = [asyncio.create_task(hold(slots, entered, release, n)) for n in range(3)]
+    await turns()
+    return tasks
+
+
 async def turns(count: int = 3) -> None:
     for _ in range(count):
         await asyncio.sleep(0)
@@ -65,10 +74,7 @@ async def test_lowering_the_limit_interrupts_nobody_and_holds_newcomers_until_be
 
 async def test_a_cancelled_waiter_gives_up_its_place_and_takes_no_slot() -> None:
     slots, entered, release = Slots(1), [], asyncio.Event()
-    first = asyncio.create_task(hold(slots, entered, release, 0))
-    cancelled = asyncio.create_task(hold(slots, entered, release, 1))
-    last = asyncio.create_task(hold(slots, entered, release, 2))
-    await turns()
+    first, cancelled, last = await one_holder_two_waiting(slots, entered, release)
     cancelled.cancel()
     await turns()
     assert slots.waiting == 1
@@ -79,10 +85,7 @@ async def test_a_cancelled_waiter_gives_up_its_place_and_takes_no_slot() -> None
 
 async def test_a_waiter_cancelled_after_its_slot_was_granted_hands_the_slot_on() -> None:
     slots, entered, release = Slots(1), [], asyncio.Event()
-    first = asyncio.create_task(hold(slots, entered, release, 0))
-    granted = asyncio.create_task(hold(slots, entered, release, 1))
-    last = asyncio.create_task(hold(slots, entered, release, 2))
-    await turns()
+    first, granted, last = await one_holder_two_waiting(slots, entered, release)
     slots.limit = 2  # grants `granted` its slot at once, before it runs again
     granted.cancel()
     await turns()
