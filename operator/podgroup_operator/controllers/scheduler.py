@@ -658,19 +658,29 @@ class GangScheduler:
             self._bound_by_group.setdefault(key, set()).add(binding.pod_uid)
         self._drop_pending(binding.pod_uid)
 
-    async def _bind_all(self, bindings: list[Binding]) -> None:
-        loop = asyncio.get_running_loop()
+    async def _send_bind(self, binding: Binding) -> None:
+        """Send one bind and tell the pacer how long it took to answer, whether it bound or
+        failed: a bind refused or timed out after seconds says the API server's queue is long as
+        surely as a slow success (counting successes only, binds that all time out would never
+        lower the limit). A cancelled bind says nothing and is not told."""
+        sent = asyncio.get_running_loop().time()
+        try:
+            await self.kube.bind(binding.namespace, binding.pod, binding.node, binding.pod_uid)
+        except Exception:  # not CancelledError, a BaseException
+            self._answered(sent)
+            raise
+        self._answered(sent)
 
+    def _answered(self, sent: float) -> None:
+        if self.pacer is not None:
+            answered = asyncio.get_running_loop().time()
+            self._bind_slots.limit = self.pacer.observe(answered - sent, answered)
+
+    async def _bind_all(self, bindings: list[Binding]) -> None:
         async def bind(binding: Binding) -> None:
             async with self._bind_slots:
                 try:
-                    sent = loop.time()
-                    await self.kube.bind(
-                        binding.namespace, binding.pod, binding.node, binding.pod_uid
-                    )
-                    if self.pacer is not None:
-                        answered = loop.time()
-                        self._bind_slots.limit = self.pacer.observe(answered - sent, answered)
+                    await self._send_bind(binding)
                     self.binds += 1
                     metrics.BINDS.labels("bound").inc()
                     self.signals.bound(binding.pod_uid, binding.node)

@@ -823,3 +823,24 @@ async def test_a_fixed_bind_concurrency_is_never_paced() -> None:
 
     assert h.binds() == 40
     assert fixed.pacer is None and fixed.binds_allowed == 4
+
+
+async def test_failed_binds_are_told_to_the_pacer_too() -> None:
+    """A refused or unanswered bind says how long the API server's queue is as surely as a
+    bound one: told only successes, a pacer whose binds all fail would never lower the limit."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=3)
+    h.add_pods("gang", 3, cpu=1)
+    h.fake.inject_error("POST", binding_path("gang-1"), 404, "NotFound", 'pods "gang-1" not found')
+    path = binding_path("gang-2")
+    faulty = FaultyTransport(h.fake, matching=lambda r: r.path == path, fault=Fault.REFUSE)
+    h.scheduler.kube.transport = faulty
+    h.scheduler.pacer = pacer = RecordingPacer(answer=5)
+
+    await h.scheduler.cycle()
+
+    assert (h.node_of("gang-0"), h.node_of("gang-1"), h.node_of("gang-2")) == ("n1", None, None)
+    assert faulty.refused == 1
+    assert len(pacer.told) == 3
+    assert h.scheduler.binds_allowed == 5
