@@ -233,12 +233,21 @@ async def test_status_writes_per_transition(
             if kind == "MODIFIED":
                 writes.append(obj.get("status") or {})
 
+    async def seen(**expected: Any) -> None:
+        """Wait until the watch itself delivered a write with these fields: a GET can show a
+        write the watch has not delivered yet, which would then be counted in the wrong step."""
+
+        async def delivered() -> bool:
+            return any(all(w.get(k) == v for k, v in expected.items()) for w in writes)
+
+        await wait_for(delivered, 30, f"a watched status write with {expected}")
+
     watcher = asyncio.create_task(watch())
     try:
-        await wait_group(kube, namespace, "count", phase=c.Phase.PENDING)
+        await seen(phase=c.Phase.PENDING)
         pending_writes = len(writes)
         await run_members(kube, namespace, sim, ["c0", "c1", "c2"], group="count")
-        await wait_group(kube, namespace, "count", phase=c.Phase.RUNNING, running=3)
+        await seen(phase=c.Phase.RUNNING, running=3)
         to_running = len(writes) - pending_writes
         # An unrelated change to a member must not cause a write. The barrier: a spec change
         # made after it, whose observedGeneration the next write reports.
