@@ -34,13 +34,14 @@ BIND_CONCURRENCY_CEILING = 256
 """The most binds in flight the pacer allows: with the writer process, a fixed 256 bound 1.59 and
 1.75x kube-scheduler's rate on a 2-core machine with room (`bench scale`), so more buys nothing
 there and only holds more connections."""
-BIND_LATENCY_TARGET_SECONDS = 0.2
+BIND_LATENCY_TARGET_SECONDS = 0.3
 """Where the pacer holds the median bind latency of each half second. A status PATCH waits in the
-same queue as a bind. Tried with `bench scale` (1,000 x 10 backlog, one run each, operator
-alone): 0.18 s bound 622 pods/s on a 2-core machine with room (convergence p50 125 ms) and 360 on
-that machine held to 1.1 CPUs (148 ms); 0.25 s bound 818 (95 ms) and 335 (201 ms). At 0.2 s,
-paired with kube-scheduler: 0.93 and 1.25x its rate with p50 127 and 122 ms on the first, 0.92
-and 0.76x with 190 and 181 ms on the second (README)."""
+same queue as a bind, so a higher target binds faster where the API server has room and delays
+status where it has none. Paired with kube-scheduler (`bench scale --versus`, 1,000 x 10 backlog,
+2-core machine, the same day): 0.2 s gave a median bind-rate ratio of 0.83x over six runs and
+status convergence p50 of 122 to 155 ms; 0.3 s, 1.00x and 95 to 195 ms; 0.4 s, 1.15x and 138 to
+210 ms (nine runs). Held to 1.1 CPUs, 0.4 s bound no faster than 0.2 s and put the p50 at 274 to
+278 ms against 160 to 183 (README, "The target, measured again")."""
 BIND_CONCURRENCY_AUTO = "auto"
 """`run --bind-concurrency auto`: the pacer chooses (the default)."""
 MAX_BIND_CONCURRENCY = 1024
