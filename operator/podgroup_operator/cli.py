@@ -283,8 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="auto|N",
         help=f"binds in flight at once: {c.BIND_CONCURRENCY_AUTO} (the default) moves the number "
-        f"between {c.BIND_CONCURRENCY} and {c.BIND_CONCURRENCY_CEILING}, holding each half "
-        f"second's median bind near {c.BIND_LATENCY_TARGET_SECONDS * 1000:.0f} ms; N (1 to "
+        f"between {c.BIND_CONCURRENCY} and {c.BIND_CONCURRENCY_CEILING}, holding the median bind "
+        f"of the last two seconds near {c.BIND_LATENCY_TARGET_SECONDS * 1000:.0f} ms; N (1 to "
         f"{c.MAX_BIND_CONCURRENCY}) fixes it. More bind faster and delay status writes on a "
         "busy control plane; above about 64 the operator's own thread limits the rate unless "
         "--write-process is on",

@@ -35,13 +35,16 @@ BIND_CONCURRENCY_CEILING = 256
 1.75x kube-scheduler's rate on a 2-core machine with room (`bench scale`), so more buys nothing
 there and only holds more connections."""
 BIND_LATENCY_TARGET_SECONDS = 0.3
-"""Where the pacer holds the median bind latency of each half second. A status PATCH waits in the
-same queue as a bind, so a higher target binds faster where the API server has room and delays
-status where it has none. Paired with kube-scheduler (`bench scale --versus`, 1,000 x 10 backlog,
-2-core machine, the same day): 0.2 s gave a median bind-rate ratio of 0.83x over six runs and
-status convergence p50 of 122 to 155 ms; 0.3 s, 1.00x and 95 to 195 ms; 0.4 s, 1.15x and 138 to
-210 ms (nine runs). Held to 1.1 CPUs, 0.4 s bound no faster than 0.2 s and put the p50 at 274 to
-278 ms against 160 to 183 (README, "The target, measured again")."""
+"""Where the pacer holds the median bind latency of the last two seconds. A status PATCH waits in
+the same queue as a bind, so a higher target binds faster where the API server has room and
+delays status where it has none. Paired with kube-scheduler (`bench scale --versus`, 1,000 x 10
+backlog, 2-core machine, the same day, each decision then reading half a second of answers): 0.2
+s gave a median bind-rate ratio of 0.83x over six runs and status convergence p50 of 122 to 155
+ms; 0.3 s, 1.00x and 95 to 195 ms; 0.4 s, 1.15x and 138 to 210 ms (nine runs). Held to 1.1 CPUs,
+0.4 s bound no faster than 0.2 s and put the p50 at 274 to 278 ms against 160 to 183 (README,
+"The target, measured again"). Reading two seconds (scheduling/pacing.py) holds the median
+nearer the target for longer, which binds faster at 0.3 s and puts status p50 nearer 200 ms
+(README, "Reading the binds over two seconds")."""
 BIND_CONCURRENCY_AUTO = "auto"
 """`run --bind-concurrency auto`: the pacer chooses (the default)."""
 MAX_BIND_CONCURRENCY = 1024
