@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -181,7 +182,21 @@ def _sim_nodes(args: argparse.Namespace) -> int:
     return sim_main(args)
 
 
+def _interrupt_on_sigterm() -> None:
+    """Make SIGTERM stop the command as Ctrl-C does.
+
+    Why: the benches start whole dev clusters, sim nodes and schedulers, and stop them in
+    `finally` blocks, which Ctrl-C runs (inside `asyncio.run` it cancels the main task; outside
+    it raises KeyboardInterrupt). SIGTERM's default action ended the process at once and left
+    all of them running, with etcd's data in /dev/shm: found when a `bench scale` was stopped
+    by `kill`, as `timeout` or a CI job's cancel would stop it. The signal is turned into
+    SIGINT, so whichever handler is current (asyncio's or Python's default) does the stopping.
+    """
+    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+
+
 def _bench(args: argparse.Namespace, rest: list[str]) -> int:
+    _interrupt_on_sigterm()
     if args.kind == "webhook":
         from podgroup_operator.bench.webhook import main as webhook_main
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +92,69 @@ def test_versus_without_a_built_kube_scheduler_says_so_and_exits_2(tmp_path: Pat
         "--with-scheduler` first"
     ]
     assert not (tmp_path / f"kubernetes-{devcluster.KUBERNETES_VERSION}").exists()
+
+
+def _processes_naming(text: str) -> dict[int, str]:
+    """Live processes whose command line or environment contains `text` (pid -> command)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if text.encode() in cmdline + environ:
+            found[int(entry.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
+def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None:
+    """`kill` (or `timeout`, or a CI job's cancel) must not leave a dev cluster behind.
+
+    The gangs ask for more cpu than any node has, so the run waits for its timeout and is still
+    running when it is told to stop. Every process it started carries its temporary directory
+    (in TMPDIR) in its command line or environment: none may be left once it has exited.
+    """
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as sink:
+        bench = subprocess.Popen(
+            [*COMMAND, *TINY, "--pod-cpu", "100", "--timeout", "600"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        deadline = time.monotonic() + 180
+        logs: list[Path] = []
+        while time.monotonic() < deadline and bench.poll() is None:
+            logs = list(tmp_path.glob("podgroup-bench-scale-*/operator/operator.log"))
+            if logs and logs[0].stat().st_size > 0:
+                break
+            time.sleep(0.5)
+        assert logs, "the operator side never started"
+        state = json.loads((logs[0].parent / "cluster.json").read_text())
+        started = _processes_naming(str(tmp_path))
+        commands = " ".join(started.values())
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "sim-nodes", " run "):
+            assert name in commands, started
+        assert Path(state["etcd_data"]).exists()
+
+        bench.send_signal(signal.SIGTERM)
+        bench.wait(timeout=120)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode != 0, stderr.read_text()[-2000:]
+    left = _processes_naming(str(tmp_path))
+    etcd_data_left = Path(state["etcd_data"]).exists()
+    for pid in left:  # a failing run must not leave them to the next tests
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(state["etcd_data"], ignore_errors=True)
+    assert left == {}
+    assert not etcd_data_left
+    assert list(tmp_path.glob("podgroup-bench-scale-*")) == []
