@@ -126,6 +126,7 @@ def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None
             stdout=subprocess.DEVNULL,
             stderr=sink,
         )
+    state: dict[str, Any] = {}
     try:
         deadline = time.monotonic() + 180
         logs: list[Path] = []
@@ -145,16 +146,18 @@ def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None
         bench.send_signal(signal.SIGTERM)
         bench.wait(timeout=120)
     finally:
+        # Whatever happened above, nothing of this run is left to the tests after it.
         if bench.poll() is None:
             bench.kill()
             bench.wait()
+        left = _processes_naming(str(tmp_path))
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        etcd_data_left = bool(state) and Path(state["etcd_data"]).exists()
+        if state:
+            shutil.rmtree(state["etcd_data"], ignore_errors=True)
     assert bench.returncode != 0, stderr.read_text()[-2000:]
-    left = _processes_naming(str(tmp_path))
-    etcd_data_left = Path(state["etcd_data"]).exists()
-    for pid in left:  # a failing run must not leave them to the next tests
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(state["etcd_data"], ignore_errors=True)
     assert left == {}
     assert not etcd_data_left
     assert list(tmp_path.glob("podgroup-bench-scale-*")) == []
