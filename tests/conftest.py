@@ -8,7 +8,6 @@ Tests that need it use the `cluster` marker (added automatically to tests using 
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -75,12 +74,14 @@ class ClusterUnderTest:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[ClusterUnderTest]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterUnderTest]:
     external = os.environ.get("PODGROUP_TEST_KUBECONFIG")
     if external:
         yield ClusterUnderTest(Path(external), None)
         return
-    state_dir = Path(tempfile.mkdtemp(prefix="podgroup-test-cluster-"))
+    # Under pytest's temporary root, which keeps the last few sessions (their logs, for a
+    # failure) and removes older ones: a directory of its own was left behind by every run.
+    state_dir = tmp_path_factory.mktemp("podgroup-test-cluster")
     state = devcluster.up(state_dir)
     try:
         yield ClusterUnderTest(state.kubeconfig, state)

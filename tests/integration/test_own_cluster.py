@@ -12,7 +12,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -49,8 +48,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def own_cluster() -> Iterator[devcluster.ClusterState]:
-    state_dir = Path(tempfile.mkdtemp(prefix="podgroup-own-cluster-"))
+def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.ClusterState]:
+    state_dir = tmp_path_factory.mktemp("podgroup-own-cluster")  # kept as conftest's `cluster`
     state = devcluster.up(state_dir)
     try:
         yield state
