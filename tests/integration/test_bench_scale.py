@@ -50,6 +50,11 @@ def test_a_tiny_backlog_is_bound_and_reported() -> None:
     }
     assert cpu["kube-apiserver"] > 0 and cpu["scheduler"] > 0 and cpu["scheduler-writer"] > 0
     assert ours["writer_peak_rss_mb"] > 0
+    # The API server's own count of what the side cost it: one bind per pod, a status per group.
+    requests = ours["apiserver_requests"]
+    assert requests["POST pods/binding"]["count"] == 6
+    assert requests["PATCH podgroups/status"]["count"] >= 3
+    assert all(figures["count"] > 0 and figures["mean_ms"] >= 0 for figures in requests.values())
     # Events by reason: at least the groups' phase changes, each count a positive number.
     assert ours["events"].get("PhaseChanged", 0) >= 1
     assert all(isinstance(n, int) and n > 0 for n in ours["events"].values())

@@ -17,8 +17,10 @@ peak RSS (VmHWM from /proc; its writer process's apart, `writer_peak_rss_mb`), t
 every pod is Running (`all_running_s`, from the start), the CPU seconds each process of the side
 (etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler, the operator's writer
 process) spent from the scheduler's start to the end
-(on a small machine they share the same cores, so they show where the time of a run went), and
-the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'
+(on a small machine they share the same cores, so they show where the time of a run went), the
+requests the API server served in that time by verb and resource, with the mean time its handler
+took for each (`apiserver_requests`, from its own metrics: which writes and reads a side cost it),
+and the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'
 `PhaseChanged`, and whatever else the run caused, such as `NodeNotReady` if a node's heartbeats
 fall behind).
 
@@ -61,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters import heap
@@ -247,6 +250,49 @@ def _cpu_spent(before: dict[str, float | None], after: dict[str, float | None]) 
     return spent
 
 
+RequestTotals = dict[str, tuple[float, float]]
+"""Per `VERB resource[/subresource]`: (requests served, seconds spent in their handlers)."""
+
+
+def _apiserver_requests(state: devcluster.ClusterState) -> RequestTotals:
+    """The API server's own request counters so far (`apiserver_request_total` and the sum of
+    `apiserver_request_duration_seconds`), by verb and resource. Why: both sides saturate the
+    same two cores, so the rate a side reaches is set by what each pod costs the API server, and
+    its CPU seconds alone do not say which requests cost it."""
+    status, body = devcluster.admin_get(state, "/metrics", timeout=30)
+    if status != 200:
+        raise RuntimeError(f"GET /metrics of the API server answered {status}")
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name == "apiserver_request_total":
+                slot = 0
+            elif sample.name == "apiserver_request_duration_seconds_sum":
+                slot = 1
+            else:
+                continue
+            labels = sample.labels
+            resource = labels.get("resource", "")
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            key = f"{labels.get('verb', '')} {resource}".rstrip()
+            totals.setdefault(key, [0.0, 0.0])[slot] += sample.value
+    return {key: (count, seconds) for key, (count, seconds) in totals.items()}
+
+
+def _requests_spent(before: RequestTotals, after: RequestTotals) -> dict[str, Any]:
+    """The requests served between two readings, most first, each with the mean time its handler
+    took (a WATCH's is how long it stayed open)."""
+    spent = []
+    for key, (count, seconds) in after.items():
+        start_count, start_seconds = before.get(key, (0.0, 0.0))
+        served = round(count - start_count)
+        if served > 0:
+            mean_ms = (seconds - start_seconds) / served * 1000
+            spent.append((served, key, {"count": served, "mean_ms": round(mean_ms, 1)}))
+    return {key: figures for _, key, figures in sorted(spent, key=lambda item: -item[0])}
+
+
 async def _events_by_reason(kube: KubeClient) -> dict[str, int]:
     """Events in the bench namespace by reason, at the end of a side: the narration each
     scheduler sent through the apiserver while it placed the backlog (each one a write that
@@ -375,6 +421,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             watched["scheduler"] = scheduler_pid
         cpu_before = _cpu_usage(watched)
         cpu_before["scheduler"] = 0.0  # it just started: all its time counts
+        requests_before = await asyncio.to_thread(_apiserver_requests, state)
         if plan.mode == "arrival":
             if isinstance(process, OperatorProcess):
                 await asyncio.to_thread(process.wait_ready)
@@ -403,8 +450,10 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             # all its time counts, and its memory is the operator's too.
             watched[f"scheduler-writer{number or ''}"] = child
         cpu_after = _cpu_usage(watched)  # at the end of the side, before any summing up
+        requests_after = await asyncio.to_thread(_apiserver_requests, state)
         result = _summary(seen, total, plan.gangs)
         result["cpu_seconds"] = _cpu_spent(cpu_before, cpu_after)
+        result["apiserver_requests"] = _requests_spent(requests_before, requests_after)
         result["create_errors"] = errors
         result["events"] = await _events_by_reason(kube)
         result["timed_out"] = time.monotonic() >= deadline

@@ -164,11 +164,18 @@ def _spawn(name: str, argv: list[str], state_dir: Path) -> int:
     return proc.pid
 
 
-def _wait_ready(state: ClusterState, timeout: float) -> None:
+def admin_get(state: ClusterState, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    """GET `path` from the dev cluster's API server as its admin: (HTTP status, body). For what
+    the typed client does not read, such as `/readyz` and the API server's own `/metrics`."""
     context = ssl.create_default_context(cafile=str(Path(state.state_dir) / "pki" / "ca.crt"))
     request = urllib.request.Request(
-        f"{state.server}/readyz", headers={"Authorization": f"Bearer {state.tokens['admin']}"}
+        f"{state.server}{path}", headers={"Authorization": f"Bearer {state.tokens['admin']}"}
     )
+    with urllib.request.urlopen(request, context=context, timeout=timeout) as response:
+        return response.status, response.read()
+
+
+def _wait_ready(state: ClusterState, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last_error = ""
     while time.monotonic() < deadline:
@@ -183,9 +190,8 @@ def _wait_ready(state: ClusterState, timeout: float) -> None:
                     + "\n".join(lines[-20:])
                 )
         try:
-            with urllib.request.urlopen(request, context=context, timeout=2) as response:
-                if response.status == 200:
-                    return
+            if admin_get(state, "/readyz", timeout=2)[0] == 200:
+                return
         except OSError as exc:
             last_error = str(exc)
         time.sleep(0.3)
