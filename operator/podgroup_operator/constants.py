@@ -29,7 +29,7 @@ BIND_CONCURRENCY = 32
 grows with the writes in flight: the API server shares its CPU among them and etcd commits them
 in turn, so more binds in flight bind faster and delay the kubelets' and our own status writes.
 A fixed 32 (the default before the pacer) kept status convergence p50 under 200 ms in every
-measured run, on fast and slow machines alike (README, "How it keeps up with a big cluster")."""
+measured run, on fast and slow machines alike (docs/scale.md)."""
 BIND_CONCURRENCY_CEILING = 256
 """The most binds in flight the pacer allows: with the writer process, a fixed 256 bound 1.59 and
 1.75x kube-scheduler's rate on a 2-core machine with room (`bench scale`), so more buys nothing
@@ -41,10 +41,10 @@ delays status where it has none. Paired with kube-scheduler (`bench scale --vers
 backlog, 2-core machine, the same day, each decision then reading half a second of answers): 0.2
 s gave a median bind-rate ratio of 0.83x over six runs and status convergence p50 of 122 to 155
 ms; 0.3 s, 1.00x and 95 to 195 ms; 0.4 s, 1.15x and 138 to 210 ms (nine runs). Held to 1.1 CPUs,
-0.4 s bound no faster than 0.2 s and put the p50 at 274 to 278 ms against 160 to 183 (README,
+0.4 s bound no faster than 0.2 s and put the p50 at 274 to 278 ms against 160 to 183 (docs/scale.md,
 "The target, measured again"). Reading two seconds (scheduling/pacing.py) holds the median
 nearer the target for longer, which binds faster at 0.3 s and puts status p50 nearer 200 ms
-(README, "Reading the binds over two seconds")."""
+(docs/scale.md, "Reading the binds over two seconds")."""
 BIND_CONCURRENCY_AUTO = "auto"
 """`run --bind-concurrency auto`: the pacer chooses (the default)."""
 MAX_BIND_CONCURRENCY = 1024
