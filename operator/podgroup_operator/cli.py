@@ -16,7 +16,8 @@ from pathlib import Path
 
 from podgroup_operator import constants as c
 
-DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(rf"{DNS_LABEL.pattern}(\.{DNS_LABEL.pattern})*")
 
 
 def _dev_cluster(args: argparse.Namespace) -> int:
@@ -176,6 +177,16 @@ def _scheduler_name(value: str) -> str:
     return value
 
 
+def _namespace(value: str) -> str:
+    """A namespace name as the API accepts it: a DNS-1123 label."""
+    if not DNS_LABEL.fullmatch(value) or len(value) > 63:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a namespace name: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit (e.g. team-a)"
+        )
+    return value
+
+
 def _sim_nodes(args: argparse.Namespace) -> int:
     from podgroup_operator.devcluster.simnodes import main as sim_main
 
@@ -228,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-n",
         action="append",
         default=[],
+        type=_namespace,
         help="watch only this namespace (repeatable); default: all namespaces",
     )
     run.add_argument(
@@ -283,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--leader-elect-namespace",
         default=None,
+        type=_namespace,
         help="namespace of the Lease (default: $POD_NAMESPACE, else kube-system)",
     )
     run.add_argument(

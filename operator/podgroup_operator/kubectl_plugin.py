@@ -30,6 +30,7 @@ from podgroup_operator.adapters.kube import (
     PODGROUPS,
     PODS,
     ApiError,
+    InvalidNameError,
     KubeClient,
     KubeconfigError,
 )
@@ -520,6 +521,9 @@ def main(argv: list[str]) -> int:
         return 1
     except ApiError as exc:
         print(server_error(exc), file=sys.stderr)
+        return 1
+    except InvalidNameError as exc:  # refused before any request, as kubectl refuses it
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
         if not _connection_error(exc):

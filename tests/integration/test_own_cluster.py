@@ -339,6 +339,12 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                     c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "99999999999999999999",
                 },
             )
+            # A group name from an annotation is free text: this one walks up the API path to
+            # a Secret's (adapters/kube.py refuses any name that is not one path segment).
+            await member(
+                "climber",
+                group_annotation="../" * 6 + "api/v1/namespaces/kube-system/secrets/token",
+            )
             process.start()
             process.wait_ready()
             await create_group(own_kube, namespace, "healthy", minMember=2)

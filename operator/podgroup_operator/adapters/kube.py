@@ -219,15 +219,35 @@ class AiohttpTransport:
             await self._session.close()
 
 
+class InvalidNameError(ValueError):
+    """A name or namespace that no API path can hold; raised before any request is sent."""
+
+
+def _segment(what: str, value: str) -> str:
+    """`value` as one segment of an API path, or InvalidNameError saying why it cannot be one.
+
+    The rule is the API server's for names (client-go checks it before sending, as here): not
+    "." or "..", no "/" and no "%". Why here: a name from a pod's annotation is free text, and
+    aiohttp's URL library resolves "." and ".." segments (escaped or not), so "../../x" would
+    send the request to another path with the operator's credentials.
+    """
+    if value in (".", ".."):
+        raise InvalidNameError(f"invalid {what} {value!r}: may not be '.' or '..'")
+    for forbidden in ("/", "%"):
+        if forbidden in value:
+            raise InvalidNameError(f"invalid {what} {value!r}: may not contain {forbidden!r}")
+    return quote(value)
+
+
 def _path(
     group: str, version: str, plural: str, namespace: str | None, name: str | None, sub: str | None
 ) -> str:
     base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
     if namespace is not None:
-        base += f"/namespaces/{quote(namespace)}"
+        base += f"/namespaces/{_segment('namespace', namespace)}"
     base += f"/{plural}"
     if name is not None:
-        base += f"/{quote(name)}"
+        base += f"/{_segment('resource name', name)}"
     if sub is not None:
         base += f"/{sub}"
     return base

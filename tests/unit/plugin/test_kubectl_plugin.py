@@ -22,6 +22,7 @@ from podgroup_operator.kubectl_plugin import (
     context_namespace,
     execute,
     human_age,
+    main,
     parse,
 )
 from tests.builders import pod, podgroup
@@ -315,3 +316,32 @@ async def test_a_cluster_without_the_crd_says_so() -> None:
     assert outcome.errors == [
         'error: the server doesn\'t have a resource type "podgroups" (is the CRD installed?)'
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["-n", "team", "../x"], "error: invalid resource name '../x': may not contain '/'"),
+        (["-n", "team", ".."], "error: invalid resource name '..': may not be '.' or '..'"),
+        (["-n", "a/b"], "error: invalid namespace 'a/b': may not contain '/'"),
+    ],
+)
+def test_a_name_or_namespace_no_api_path_can_hold_is_one_error_line(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before any request: the kubeconfig's server (a closed port) is never reached."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    assert main(["--kubeconfig", str(kubeconfig), *argv]) == 1
+    assert capsys.readouterr().err.strip() == said
