@@ -9,15 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 from pathlib import Path
 
 from podgroup_operator import constants as c
-
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-DNS_SUBDOMAIN = re.compile(rf"{DNS_LABEL.pattern}(\.{DNS_LABEL.pattern})*")
+from podgroup_operator.api.names import is_dns_label, is_dns_subdomain
 
 
 def _dev_cluster(args: argparse.Namespace) -> int:
@@ -169,7 +166,7 @@ def _bind_concurrency(value: str) -> int | None:
 
 def _scheduler_name(value: str) -> str:
     """A `--scheduler-name` as the API accepts `spec.schedulerName`: a DNS-1123 subdomain."""
-    if not DNS_SUBDOMAIN.fullmatch(value) or len(value) > 253:
+    if not is_dns_subdomain(value):
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a valid spec.schedulerName: use lowercase letters, digits, '-' "
             "and '.', starting and ending with a letter or digit (e.g. scheduler-plugins-scheduler)"
@@ -179,7 +176,7 @@ def _scheduler_name(value: str) -> str:
 
 def _namespace(value: str) -> str:
     """A namespace name as the API accepts it: a DNS-1123 label."""
-    if not DNS_LABEL.fullmatch(value) or len(value) > 63:
+    if not is_dns_label(value):
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a namespace name: use at most 63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit (e.g. team-a)"

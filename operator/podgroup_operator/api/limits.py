@@ -31,11 +31,14 @@ MAX_GANG_GROUP = 64
 """The most PodGroups a `gangGroup` may name. All of them are placed in one decision on one
 snapshot and named in its refusal message; larger co-scheduled sets are better one PodGroup."""
 
-MAX_GANG_GROUP_ENTRY = 63 + 1 + 253
-"""`namespace/name`: a namespace is a DNS label (63), a PodGroup name a DNS subdomain (253)."""
+MAX_NAMESPACE_LENGTH = 63
+"""A namespace name is a DNS label."""
 
 MAX_NAME_LENGTH = 253
 """A PodGroup name is a DNS subdomain."""
+
+MAX_GANG_GROUP_ENTRY = MAX_NAMESPACE_LENGTH + 1 + MAX_NAME_LENGTH
+"""`namespace/name`: a namespace is a DNS label (63), a PodGroup name a DNS subdomain (253)."""
 
 MAX_MILLI = 2**63 - 1
 """The largest amount in milli-units: Kubernetes computes quantities as int64 milli-values

@@ -35,6 +35,7 @@ from podgroup_operator.api.limits import (
     MAX_RESTARTS,
     MAX_SECONDS,
 )
+from podgroup_operator.api.names import DNS_SUBDOMAIN
 from podgroup_operator.api.quantity import (
     COVERAGE_ERRORS_JOIN,
     NON_NEGATIVE_QUANTITY_PATTERN,
@@ -50,8 +51,7 @@ from podgroup_operator.constants import (
     PolicyAction,
 )
 
-_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_RESOURCE_NAME = rf"^({_DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+_RESOURCE_NAME = rf"^({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 """A resource name: `cpu`, or an extended resource qualified by a domain (`nvidia.com/gpu`)."""
 
 

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.limits import MAX_MIN_MEMBER, MAX_NAME_LENGTH
+from podgroup_operator.api.names import is_dns_subdomain
 from podgroup_operator.api.validation import spec_errors
 from podgroup_operator.domain.membership import (
     Pod,
@@ -29,8 +30,6 @@ from podgroup_operator.domain.membership import (
 )
 
 _DURATION = re.compile(r"^\s*(?:(\d+)h)?\s*(?:(\d+)m(?!s))?\s*(?:(\d+)s)?\s*$")
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-"""A PodGroup name is a DNS subdomain; a label value may hold capitals and underscores too."""
 _FIELD = re.compile(r"^spec\.([A-Za-z]+)(.*)$")
 _MAX_DIGITS = 64
 """Longer numbers are refused before int(): Python refuses to parse over 4,300 digits."""
@@ -87,7 +86,8 @@ def _declared(pod: Pod, namespace: str) -> _Declared | None:
     errors: list[str] = []
     spec: dict[str, Any] = {}
     source: dict[str, str] = {}  # spec field -> the label or annotation it came from
-    if len(gang.name) > MAX_NAME_LENGTH or not _NAME.match(gang.name):
+    # A PodGroup name is a DNS subdomain; a label value may hold capitals and underscores too.
+    if not is_dns_subdomain(gang.name):
         errors.append(
             f"{name_key}: {_shown(gang.name)} is not a valid PodGroup name; use at most "
             f"{MAX_NAME_LENGTH} lowercase letters, digits, '-' and '.', starting and ending "
