@@ -275,12 +275,13 @@ async def test_two_replicas_one_leads_a_killed_leader_is_replaced_and_every_gang
 
 # --- hostile objects stored before the CRD had bounds --------------------------------------------
 def _without_bounds(schema: Any) -> Any:
-    """The CRD's schema as an older release had it: no maximum, no maxItems, no pattern."""
+    """The CRD's schema as an older release had it: no maximum, no maxItems, no maxLength, no
+    maxProperties, no pattern."""
     if isinstance(schema, dict):
         return {
             key: _without_bounds(value)
             for key, value in schema.items()
-            if key not in ("maximum", "maxItems", "maxLength", "pattern")
+            if key not in ("maximum", "maxItems", "maxLength", "maxProperties", "pattern")
         }
     if isinstance(schema, list):
         return [_without_bounds(item) for item in schema]
@@ -291,8 +292,9 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
 ) -> None:
     """Each of these once stopped scheduling for everyone, froze a group's status, looped for
-    ever or flooded the log. Stored under a CRD without bounds (as after an upgrade), they are
-    reported once each and a healthy gang still runs."""
+    ever or flooded the log, or could have (a thousand resource names, a group name that climbs
+    the API path). Stored under a CRD without bounds (as after an upgrade), they are reported
+    once each and a healthy gang still runs."""
     crd = yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
     await own_kube.apply_json(CRDS, _without_bounds(crd))
     namespace = await make_namespace(own_kube, "poison")
@@ -339,6 +341,14 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                     c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "99999999999999999999",
                 },
             )
+            await create_group(
+                own_kube,
+                namespace,
+                "many",
+                minMember=1,
+                minResources={f"example.com/r{i}": 1 for i in range(1000)},
+            )
+            await member("many-0", "many")
             # A group name from an annotation is free text: this one walks up the API path to
             # a Secret's (adapters/kube.py refuses any name that is not one path segment).
             await member(
@@ -358,6 +368,7 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                     ("timeout", c.Reason.RECONCILE_FAILED),
                     ("backoff", c.Reason.RECONCILE_FAILED),
                     ("wide", c.Reason.RECONCILE_FAILED),
+                    ("many", c.Reason.RECONCILE_FAILED),
                     ("labelled", c.Reason.INVALID_GANG_LABELS),
                 }
                 seen = {(e["involvedObject"]["name"], e["reason"]) for e in events}
@@ -368,7 +379,9 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
             assert "scheduleTimeoutSeconds" in reports["timeout"]
             assert "maxBackoffSeconds" in reports["backoff"]
             assert "gangGroup" in reports["wide"] and len(reports["wide"]) <= 1024
-            assert sum(e["reason"] == c.Reason.RECONCILE_FAILED for e in events) == 3  # once each
+            assert "1000 resource names; at most 64" in reports["many"]
+            assert len(reports["many"]) <= 1024
+            assert sum(e["reason"] == c.Reason.RECONCILE_FAILED for e in events) == 4  # once each
             assert not any(
                 g["metadata"]["name"] == "lw"
                 for g in (await own_kube.list(PODGROUPS, namespace))["items"]

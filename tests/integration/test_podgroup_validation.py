@@ -96,6 +96,11 @@ POISON_NUMBERS: list[tuple[str, dict[str, Any], str]] = [
         {"minMember": 1, "minResources": {"cpu": 10**17}},
         "spec.minResources.cpu",
     ),
+    (
+        "65 resource names",
+        {"minMember": 1, "totalResources": {f"example.com/r{i}": 1 for i in range(65)}},
+        "spec.totalResources",
+    ),
 ]
 """Refused by the CRD schema itself (`maximum`, `maxItems`), before any webhook."""
 
@@ -109,8 +114,12 @@ BAD_SPECS.append(
     )
 )
 
-SCHEMA_REFUSALS = ("less than or equal to", "should have at most 64 items")
-"""The apiserver's own words for a broken `maximum` or `maxItems`."""
+SCHEMA_REFUSALS = (
+    "less than or equal to",
+    "should have at most 64 items",
+    "should have at most 64 properties",
+)
+"""The apiserver's own words for a broken `maximum`, `maxItems` or `maxProperties`."""
 
 
 @pytest.mark.parametrize(

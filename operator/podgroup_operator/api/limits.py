@@ -31,6 +31,12 @@ MAX_GANG_GROUP = 64
 """The most PodGroups a `gangGroup` may name. All of them are placed in one decision on one
 snapshot and named in its refusal message; larger co-scheduled sets are better one PodGroup."""
 
+MAX_RESOURCE_NAMES = 64
+"""The most resource names a `minResources` or `totalResources` may list. A node offers cpu,
+memory, ephemeral-storage, pods and a few extended resources; a real list has a handful. Without
+a bound one PodGroup with thousands of names passed the schema, and every refusal it got named
+each of them three times in its status condition."""
+
 MAX_NAMESPACE_LENGTH = 63
 """A namespace name is a DNS label."""
 

@@ -32,8 +32,10 @@ from podgroup_operator.api.limits import (
     MAX_MIN_MEMBER,
     MAX_QUANTITY,
     MAX_QUANTITY_INT,
+    MAX_RESOURCE_NAMES,
     MAX_RESTARTS,
     MAX_SECONDS,
+    summarize,
 )
 from podgroup_operator.api.names import DNS_SUBDOMAIN
 from podgroup_operator.api.quantity import (
@@ -51,7 +53,7 @@ from podgroup_operator.constants import (
     PolicyAction,
 )
 
-_RESOURCE_NAME = rf"^({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+_RESOURCE_NAME = rf"({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 """A resource name: `cpu`, or an extended resource qualified by a domain (`nvidia.com/gpu`)."""
 
 
@@ -97,10 +99,15 @@ Quantity = Annotated[
 
 
 def _check_resource_names(value: dict[str, Any]) -> dict[str, Any]:
-    bad = [name for name in value if not re.match(_RESOURCE_NAME, name)]
+    if len(value) > MAX_RESOURCE_NAMES:
+        raise ValueError(
+            f"{len(value)} resource names; at most {MAX_RESOURCE_NAMES}: list only the resources "
+            "the group needs"
+        )
+    bad = [name for name in value if not re.fullmatch(_RESOURCE_NAME, name)]
     if bad:
         raise ValueError(
-            f"invalid resource name(s) {', '.join(map(repr, bad))}; use names like 'cpu', "
+            f"invalid resource name(s) {summarize(map(repr, bad))}; use names like 'cpu', "
             "'memory', 'pods' or a qualified extended resource like 'nvidia.com/gpu'"
         )
     return value
@@ -112,6 +119,7 @@ ResourceList = Annotated[
     WithJsonSchema(
         {
             "type": "object",
+            "maxProperties": MAX_RESOURCE_NAMES,
             "additionalProperties": _QUANTITY_SCHEMA,
         }
     ),

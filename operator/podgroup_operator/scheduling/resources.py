@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from podgroup_operator.api.limits import MAX_RESOURCE_NAMES, summarize
 from podgroup_operator.api.quantity import format_milli, to_milli
 
 CPU = "cpu"
@@ -142,10 +143,14 @@ def copies_that_fit(request: Iterable[tuple[str, int]], free: Mapping[str, int])
 
 
 def format_resources(resources: Mapping[str, int], *, include_pods: bool = False) -> str:
-    """`{cpu: 8, memory: 32Gi, nvidia.com/gpu: 8}` for messages; `pods` omitted by default."""
+    """`{cpu: 8, memory: 32Gi, nvidia.com/gpu: 8}` for messages; `pods` omitted by default.
+
+    At most MAX_RESOURCE_NAMES are named, the rest counted: a PodGroup stored before the schema
+    bounded its resource lists could hold thousands, and each refusal names its lists."""
     order = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2, PODS: 3}
     names = sorted(
         (n for n in resources if include_pods or n != PODS),
         key=lambda n: (order.get(n, 4), n),
     )
-    return "{" + ", ".join(f"{n}: {format_milli(resources[n], n)}" for n in names) + "}"
+    shown = (f"{n}: {format_milli(resources[n], n)}" for n in names)
+    return "{" + summarize(shown, MAX_RESOURCE_NAMES) + "}"

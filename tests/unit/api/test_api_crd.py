@@ -14,6 +14,7 @@ from podgroup_operator.api.limits import (
     MAX_GANG_GROUP,
     MAX_MIN_MEMBER,
     MAX_QUANTITY_INT,
+    MAX_RESOURCE_NAMES,
     MAX_RESTARTS,
     MAX_SECONDS,
 )
@@ -142,6 +143,7 @@ def test_every_number_is_bounded_by_the_schema_itself() -> None:
     assert spec["gangGroup"]["items"]["maxLength"] == 63 + 1 + 253
     for field in ("minResources", "totalResources"):
         assert spec[field]["additionalProperties"]["maximum"] == MAX_QUANTITY_INT
+        assert spec[field]["maxProperties"] == MAX_RESOURCE_NAMES == 64
     unbounded = [
         path
         for path, node in nodes(openapi_schema())

@@ -232,6 +232,13 @@ POISON: list[tuple[str, dict[str, Any], str, str, str]] = [
         "use a realistic amount",
     ),
     (
+        "65 resource names",
+        {"minMember": 1, "minResources": {f"example.com/r{i}": 1 for i in range(65)}},
+        "spec.minResources",
+        "65 resource names; at most 64",
+        "list only the resources the group needs",
+    ),
+    (
         "gang group entry longer than a namespace/name can be",
         {"minMember": 1, "gangGroup": ["ns/" + "a" * 400]},
         "spec.gangGroup[0]",
@@ -260,8 +267,24 @@ def test_values_at_the_limits_are_accepted() -> None:
         "minResources": {"cpu": "9223372036854775.807"},
         "totalResources": {"cpu": 9223372036854775, "memory": "8Pi"},
     }
+    sixty_four = {f"example.com/r{i}": 1 for i in range(64)}
+    at_most = {"minMember": 1, "minResources": sixty_four, "totalResources": sixty_four}
+    assert spec_errors(at_most) == []
     assert spec_errors({**spec, "totalResources": {"cpu": "9223372036854775807m"}}) == []
     assert spec_errors({**spec, "minResources": {"cpu": 1}}) == []
+
+
+def test_bad_resource_names_are_named_a_few_at_a_time() -> None:
+    names = {f"Bad Name {i}": 1 for i in range(40)} | {"cpu\n": 1}
+    (error,) = spec_errors({"minMember": 1, "totalResources": names})
+    assert error.startswith("spec.totalResources: ")
+    assert "'Bad Name 0', 'Bad Name 1'" in error and "and 36 more;" in error
+    assert len(error) < 400
+
+
+def test_a_resource_name_ending_in_a_newline_is_refused() -> None:
+    (error,) = spec_errors({"minMember": 1, "minResources": {"cpu\n": 1}})
+    assert "invalid resource name(s) 'cpu\\n'" in error
 
 
 def test_many_bad_entries_make_a_bounded_answer() -> None:

@@ -75,3 +75,12 @@ def test_shortfall_and_format_name_the_gap() -> None:
     assert shortfall({"cpu": 8000, "memory": 1000}, {"cpu": 3000, "memory": 5000}) == {"cpu": 5000}
     text = format_resources({"nvidia.com/gpu": 8000, "cpu": 8000, "memory": 32 * 1024**3 * 1000})
     assert text == "{cpu: 8, memory: 32Gi, nvidia.com/gpu: 8}"
+
+
+def test_format_names_at_most_the_resources_a_list_may_hold() -> None:
+    """A PodGroup stored before the schema bounded its lists may hold thousands of names."""
+    many = {f"example.com/r{i:05}": 1000 for i in range(10_000)}
+    text = format_resources(many)
+    assert text.startswith("{example.com/r00000: 1, example.com/r00001: 1, ")
+    assert text.endswith("example.com/r00063: 1 and 9936 more}")
+    assert format_resources(dict(list(many.items())[:64])).endswith("example.com/r00063: 1}")
