@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from podgroup_operator import constants as c
@@ -164,24 +165,29 @@ def _bind_concurrency(value: str) -> int | None:
     return number
 
 
-def _scheduler_name(value: str) -> str:
-    """A `--scheduler-name` as the API accepts `spec.schedulerName`: a DNS-1123 subdomain."""
-    if not is_dns_subdomain(value):
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a valid spec.schedulerName: use lowercase letters, digits, '-' "
-            "and '.', starting and ending with a letter or digit (e.g. scheduler-plugins-scheduler)"
-        )
-    return value
+def _api_name(is_valid: Callable[[str], bool], what: str, rule: str) -> Callable[[str], str]:
+    """An argparse type for a name the API will check: refused here with the rule, at once."""
+
+    def checked(value: str) -> str:
+        if not is_valid(value):
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what}: use {rule}")
+        return value
+
+    return checked
 
 
-def _namespace(value: str) -> str:
-    """A namespace name as the API accepts it: a DNS-1123 label."""
-    if not is_dns_label(value):
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a namespace name: use at most 63 lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit (e.g. team-a)"
-        )
-    return value
+_scheduler_name = _api_name(
+    is_dns_subdomain,  # how the API checks spec.schedulerName
+    "a valid spec.schedulerName",
+    "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (e.g. "
+    "scheduler-plugins-scheduler)",
+)
+_namespace = _api_name(
+    is_dns_label,
+    "a namespace name",
+    "at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit "
+    "(e.g. team-a)",
+)
 
 
 def _sim_nodes(args: argparse.Namespace) -> int:
