@@ -61,26 +61,46 @@ def find(documents: Sequence[dict[str, Any]], kind: str, name: str | None = None
     return matches[0]
 
 
-def server_serves(kubeconfig: Path, group_version: str) -> bool:
-    """Whether the apiserver serves `group_version` (e.g. policy/v1, absent before 1.21)."""
-    out = kubectl("api-versions", kubeconfig=kubeconfig).stdout.split()
-    return group_version in out
+FLOWCONTROL = "flowcontrol.apiserver.k8s.io"
+OLDER_VERSIONS = {
+    "policy/v1": [("policy/v1beta1", "pdb-policy-v1beta1")],
+    f"{FLOWCONTROL}/v1": [
+        (f"{FLOWCONTROL}/v1beta2", "flowcontrol-v1beta2"),
+        (f"{FLOWCONTROL}/v1beta1", "flowcontrol-v1beta1"),
+    ],
+}
+"""What the base uses -> what an older server serves instead, and the component of
+deploy/components that moves the base's objects there (README, Using it on an existing cluster)."""
+
+
+def components_for(kubeconfig: Path) -> list[str]:
+    """The components a user of this server adds to the base."""
+    served = set(kubectl("api-versions", kubeconfig=kubeconfig).stdout.split())
+    chosen = []
+    for wanted, older in OLDER_VERSIONS.items():
+        if wanted not in served:
+            component = next((name for version, name in older if version in served), None)
+            assert component is not None, f"the server serves neither {wanted} nor {older}"
+            chosen.append(component)
+    return chosen
 
 
 def for_this_server(target: Path, kubeconfig: Path, workdir: Path) -> Path:
-    """`target`, or on a server without policy/v1 (the 1.20 dev cluster) a kustomization in
-    `workdir` that adds deploy/components/pdb-policy-v1beta1 to it: the one difference."""
-    if server_serves(kubeconfig, "policy/v1"):
+    """`target`, or on an older server (the 1.20 dev cluster) a kustomization in `workdir` that
+    adds the components of deploy/components it needs: the only differences."""
+    components = components_for(kubeconfig)
+    if not components:
         return target
     workdir.mkdir(parents=True, exist_ok=True)
-    component = DEPLOY / "components" / "pdb-policy-v1beta1"
     (workdir / "kustomization.yaml").write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
                 "resources": [os.path.relpath(target, workdir)],
-                "components": [os.path.relpath(component, workdir)],
+                "components": [
+                    os.path.relpath(DEPLOY / "components" / name, workdir) for name in components
+                ],
             }
         )
     )

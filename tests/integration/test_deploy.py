@@ -10,8 +10,9 @@
   operator pod can run here: no kubelet) refuse PodGroup writes; after `kubectl delete -k`,
   nothing is left that blocks them.
 
-The dev cluster is Kubernetes 1.20, which has no policy/v1: there, and only there, the tests
-add deploy/components/pdb-policy-v1beta1 to what they apply (`for_this_server`).
+The dev cluster is Kubernetes 1.20, which serves neither policy/v1 nor flowcontrol v1: there, the
+tests add deploy/components/pdb-policy-v1beta1 and flowcontrol-v1beta1 to what they apply
+(`for_this_server`).
 
 Uninstalling removes the CRD, so the last test re-applies crds/ before it creates its PodGroup,
 leaving the cluster as the session's `crds` fixture made it, and puts back the webhook
@@ -98,6 +99,8 @@ def test_the_base_holds_the_whole_install() -> None:
             "Service",
             "Deployment",
             "PodDisruptionBudget",
+            "FlowSchema",
+            "FlowSchema",
             "ValidatingWebhookConfiguration",
             "MutatingWebhookConfiguration",
         ]
@@ -107,7 +110,7 @@ def test_the_base_holds_the_whole_install() -> None:
     for document in documents:
         if document["kind"] not in ("Namespace", "CustomResourceDefinition") and not document[
             "kind"
-        ].startswith(("Cluster", "Validating", "Mutating")):
+        ].startswith(("Cluster", "Validating", "Mutating", "FlowSchema")):
             assert document["metadata"]["namespace"] == OPERATOR_NAMESPACE, document["kind"]
 
 
@@ -219,6 +222,34 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
         "*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster_role["rules"]
     )
     assert rules(cluster_role, "secrets") == rules(role, "secrets") == []
+
+
+def test_flow_schemas_give_the_service_account_kube_schedulers_priority_levels() -> None:
+    """Without them API Priority and Fairness files every request of the operator under
+    `workload-low`, shared with every controller of the cluster (deploy/base/flowschemas.yaml)."""
+    documents = render(BASE)
+    account = find(documents, "ServiceAccount")["metadata"]
+    subject = {
+        "kind": "ServiceAccount",
+        "serviceAccount": {"name": account["name"], "namespace": account["namespace"]},
+    }
+    everything = find(documents, "FlowSchema", "podgroup-operator")["spec"]
+    assert everything["priorityLevelConfiguration"] == {"name": "workload-high"}
+    assert everything["matchingPrecedence"] == 800  # kube-scheduler's, before service-accounts'
+    ((rule,),) = [everything["rules"]]
+    assert rule["subjects"] == [subject]
+    assert rule["resourceRules"][0]["resources"] == ["*"]
+    leases = find(documents, "FlowSchema", "podgroup-operator-leader-election")["spec"]
+    assert leases["priorityLevelConfiguration"] == {"name": "leader-election"}
+    assert leases["matchingPrecedence"] < everything["matchingPrecedence"]
+    ((rule,),) = [leases["rules"]]
+    assert rule["subjects"] == [subject]
+    # The Lease the operator renews, where it renews it, with the verbs its Role grants.
+    (lease_rule,) = rule["resourceRules"]
+    assert lease_rule["namespaces"] == [OPERATOR_NAMESPACE]
+    assert set(lease_rule["verbs"]) == verbs(find(documents, "Role"), "leases", named=LEADER_LEASE)
+    env = {e["name"]: e for e in container(documents)["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
 
 
 def test_cert_manager_overlay_issues_the_mounted_secret_and_injects_its_ca() -> None:

@@ -1,0 +1,109 @@
+"""The install's FlowSchemas, on a control plane with API Priority and Fairness turned on.
+
+Every response of such an API server names the priority level its request was given
+(`X-Kubernetes-PF-PriorityLevel-UID`); the level is chosen before authorization, so a request the
+identity may not make still shows where it would have queued. A cluster of its own: the session's
+runs with Priority and Fairness off (devcluster.up), as the benchmarks need.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from podgroup_operator.adapters.kube import Kind, KubeClient
+from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.manifests import OPERATOR_NAMESPACE
+from tests.deploy_helpers import DEPLOY, for_this_server, kubectl, render
+from tests.waiting import wait_for
+
+SECRETS = Kind("", "v1", "secrets")
+LEVELS = Kind("flowcontrol.apiserver.k8s.io", "v1beta1", "prioritylevelconfigurations")
+SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
+LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
+LEADER_LEASE = "podgroup-operator-leader"
+
+
+@pytest.fixture(scope="module")
+def apf_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.ClusterState]:
+    state_dir = tmp_path_factory.mktemp("podgroup-apf-cluster")
+    state = devcluster.up(state_dir, priority_and_fairness=True)
+    try:
+        yield state
+    finally:
+        devcluster.down(state_dir)
+
+
+@pytest.fixture
+async def apf_kube(apf_cluster: devcluster.ClusterState) -> AsyncIterator[KubeClient]:
+    async with KubeClient.from_kubeconfig(str(apf_cluster.kubeconfig)) as kube:
+        yield kube
+
+
+async def token_of(kube: KubeClient, account: str) -> str:
+    """The token kube-controller-manager minted for the ServiceAccount (Kubernetes 1.20)."""
+
+    async def minted() -> str | None:
+        for secret in (await kube.list(SECRETS, OPERATOR_NAMESPACE))["items"]:
+            annotations = secret["metadata"].get("annotations") or {}
+            if annotations.get("kubernetes.io/service-account.name") == account:
+                token = (secret.get("data") or {}).get("token")
+                if token:
+                    return base64.b64decode(token).decode()
+        return None
+
+    return await wait_for(minted, 30, f"a token for ServiceAccount {account}")
+
+
+def level_of(state: devcluster.ClusterState, token: str, path: str) -> str:
+    """The UID of the priority level the API server gave a GET of `path` with `token`."""
+    context = ssl.create_default_context(cafile=str(Path(state.state_dir) / "pki" / "ca.crt"))
+    request = urllib.request.Request(
+        f"{state.server}{path}", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            headers = response.headers
+    except urllib.error.HTTPError as refused:  # not allowed by RBAC: classified all the same
+        headers = refused.headers
+    level = headers.get(LEVEL_HEADER)
+    assert level, f"no {LEVEL_HEADER} on GET {path}: {dict(headers)}"
+    return str(level)
+
+
+async def test_the_operator_is_given_kube_schedulers_levels_and_its_lease_leader_election(
+    apf_cluster: devcluster.ClusterState, apf_kube: KubeClient, tmp_path: Path
+) -> None:
+    kubeconfig = apf_cluster.kubeconfig
+    documents = render(for_this_server(DEPLOY / "base", kubeconfig, tmp_path / "k"))
+    wanted = [d for d in documents if d["kind"] in ("Namespace", "ServiceAccount", "FlowSchema")]
+    assert sorted(d["kind"] for d in wanted) == [
+        "FlowSchema",
+        "FlowSchema",
+        "Namespace",
+        "ServiceAccount",
+    ]
+    kubectl("apply", "-f", "-", kubeconfig=kubeconfig, stdin=yaml.safe_dump_all(wanted))
+    (account,) = [d["metadata"]["name"] for d in wanted if d["kind"] == "ServiceAccount"]
+    # Another identity of the same namespace, which no FlowSchema of ours names: the control.
+    await apf_kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "bystander"}}, OPERATOR_NAMESPACE)
+    ours, bystander = await token_of(apf_kube, account), await token_of(apf_kube, "bystander")
+    uid = {
+        name: (await apf_kube.get(LEVELS, name))["metadata"]["uid"]
+        for name in ("workload-high", "workload-low", "leader-election")
+    }
+    pods = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods"
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/{LEADER_LEASE}"
+    podgroups = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+    assert level_of(apf_cluster, ours, pods) == uid["workload-high"]
+    assert level_of(apf_cluster, ours, podgroups) == uid["workload-high"]
+    assert level_of(apf_cluster, ours, lease) == uid["leader-election"]
+    assert level_of(apf_cluster, bystander, pods) == uid["workload-low"]
+    assert level_of(apf_cluster, bystander, lease) == uid["workload-low"]
