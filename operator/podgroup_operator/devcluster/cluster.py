@@ -216,9 +216,8 @@ def up(
 ) -> ClusterState:
     """Start etcd, kube-apiserver and kube-controller-manager; return once /readyz answers.
 
-    API Priority and Fairness is off unless asked for: the benchmarks compare schedulers under
-    the plain in-flight limits below, and every client here is admin (exempt from it anyway)
-    but the identities that tests of the install's FlowSchemas use."""
+    API Priority and Fairness is off unless asked for (a test of the install's FlowSchemas asks):
+    every benchmark figure of the project was measured under the plain in-flight limits below."""
     existing = load_state(state_dir)
     if existing and all(alive(pid) for pid in existing.pids.values()):
         return existing
