@@ -9,9 +9,6 @@ runs with Priority and Fairness off (devcluster.up), as the benchmarks need.
 from __future__ import annotations
 
 import base64
-import ssl
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -63,16 +60,9 @@ async def token_of(kube: KubeClient, account: str) -> str:
 
 
 def level_of(state: devcluster.ClusterState, token: str, path: str) -> str:
-    """The UID of the priority level the API server gave a GET of `path` with `token`."""
-    context = ssl.create_default_context(cafile=str(Path(state.state_dir) / "pki" / "ca.crt"))
-    request = urllib.request.Request(
-        f"{state.server}{path}", headers={"Authorization": f"Bearer {token}"}
-    )
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:
-            headers = response.headers
-    except urllib.error.HTTPError as refused:  # not allowed by RBAC: classified all the same
-        headers = refused.headers
+    """The UID of the priority level the API server gave a GET of `path` with `token` (a GET
+    that RBAC refuses is classified all the same)."""
+    _, headers, _ = devcluster.api_get(state, path, token=token)
     level = headers.get(LEVEL_HEADER)
     assert level, f"no {LEVEL_HEADER} on GET {path}: {dict(headers)}"
     return str(level)

@@ -259,7 +259,7 @@ def _apiserver_requests(state: devcluster.ClusterState) -> RequestTotals:
     `apiserver_request_duration_seconds`), by verb and resource. Why: both sides saturate the
     same two cores, so the rate a side reaches is set by what each pod costs the API server, and
     its CPU seconds alone do not say which requests cost it."""
-    status, body = devcluster.admin_get(state, "/metrics", timeout=30)
+    status, _, body = devcluster.api_get(state, "/metrics", timeout=30)
     if status != 200:
         raise RuntimeError(f"GET /metrics of the API server answered {status}")
     totals: dict[str, list[float]] = {}

@@ -21,8 +21,10 @@ import signal
 import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
+from email.message import Message
 from pathlib import Path
 
 import yaml
@@ -164,15 +166,22 @@ def _spawn(name: str, argv: list[str], state_dir: Path) -> int:
     return proc.pid
 
 
-def admin_get(state: ClusterState, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
-    """GET `path` from the dev cluster's API server as its admin: (HTTP status, body). For what
-    the typed client does not read, such as `/readyz` and the API server's own `/metrics`."""
+def api_get(
+    state: ClusterState, path: str, *, token: str | None = None, timeout: float = 10.0
+) -> tuple[int, Message, bytes]:
+    """GET `path` from the dev cluster's API server: (HTTP status, headers, body), a refusal
+    included; as its admin unless `token` says who. For what the typed client does not read:
+    `/readyz`, the API server's own `/metrics`, the headers of an answer."""
     context = ssl.create_default_context(cafile=str(Path(state.state_dir) / "pki" / "ca.crt"))
     request = urllib.request.Request(
-        f"{state.server}{path}", headers={"Authorization": f"Bearer {state.tokens['admin']}"}
+        f"{state.server}{path}",
+        headers={"Authorization": f"Bearer {token or state.tokens['admin']}"},
     )
-    with urllib.request.urlopen(request, context=context, timeout=timeout) as response:
-        return response.status, response.read()
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=timeout) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.headers, refused.read()
 
 
 def _wait_ready(state: ClusterState, timeout: float) -> None:
@@ -190,8 +199,10 @@ def _wait_ready(state: ClusterState, timeout: float) -> None:
                     + "\n".join(lines[-20:])
                 )
         try:
-            if admin_get(state, "/readyz", timeout=2)[0] == 200:
+            status = api_get(state, "/readyz", timeout=2)[0]
+            if status == 200:
                 return
+            last_error = f"/readyz answered {status}"
         except OSError as exc:
             last_error = str(exc)
         time.sleep(0.3)
