@@ -13,7 +13,13 @@ pod). An informer is one task per kind whatever the object count, as in client-g
   closes resumes from a recent version instead of listing again. A 410 Gone (as an HTTP answer
   or an ERROR event) means the version left the server's window: list again, and turn the
   difference between the store and the fresh list into ADDED/MODIFIED/DELETED events (the
-  "replace" of client-go's DeltaFIFO), so consumers never miss a deletion.
+  "replace" of client-go's DeltaFIFO), so consumers never miss a deletion. Any other end of a
+  watch (a reset connection, a server error, a watch that hung) watches again from the last
+  version seen, after a backoff if it failed, as client-go's reflector does: a list of every
+  pod of a 150,000-pod cluster for each dropped connection would cost the API server and us
+  far more than the watch it replaces. A watch the server has not ended WATCH_GRACE_SECONDS
+  after its own timeout is ended here: its connection is dead or hung, and without this bound
+  the store would stay stale, silently, for as long as the connection stays open.
 * **Store** of slim objects by key, with secondary indexes (e.g. pods by PodGroup) maintained
   on every change, so readers answer "members of this group" without a scan.
 * **Fan-out**: each event goes synchronously, in order, to every registered handler with the
@@ -50,6 +56,19 @@ PAGE_SIZE = 500
 WATCH_SECONDS = (240, 360)
 """The server ends each watch after a random time in this range, as client-go asks (5-10 min
 there); spreading the ends keeps several informers from re-watching at the same instant."""
+WATCH_GRACE_SECONDS = 30.0
+"""How long past a watch's `timeoutSeconds` we wait for the server to end it before we do.
+
+Why a bound past the server's own, not a limit on silence: a quiet kind's watch may carry no
+byte for its whole life (measured on the dev cluster's 1.20.2 API server: watches of nodes, pods
+of a namespace and ResourceQuotas, with bookmarks asked for, got nothing at all in 300 s until
+the server ended them), so silence says nothing, but a server that has not ended a watch well
+past the time it was given is not reaching us. Kopf's watches of PodGroups have the same bound
+(`settings.watching.client_timeout`, handlers/startup.py)."""
+SHORT_WATCH_SECONDS = 1.0
+"""A watch that ends sooner than this with nothing in it counts as a failure (backed off): a
+server or proxy that answers every watch with an empty stream would otherwise be asked again
+as fast as it answers. client-go calls this a "very short watch"."""
 RETRY = Backoff(initial_seconds=1.0, max_seconds=30.0)
 """Backoff after an unexpected failure of list or watch: 1 s, doubling, at most 30 s."""
 
@@ -67,6 +86,14 @@ def resource_version(obj: JSON) -> str:
 
 class ResourceVersionGoneError(Exception):
     """The resourceVersion we asked for is too old (410): list again."""
+
+
+class WatchStalledError(TimeoutError):
+    """The server did not end a watch WATCH_GRACE_SECONDS after its timeout: watch again."""
+
+
+class ShortWatchError(Exception):
+    """A watch ended at once with no event (see SHORT_WATCH_SECONDS): back off, watch again."""
 
 
 class IndexView:
@@ -166,6 +193,9 @@ class InformerStats:
     gone: int = 0
     handler_errors: int = 0
     failures: int = 0
+    """Lists and watches that failed (each then backed off)."""
+    stalls: int = 0
+    """Watches ended here because the server had not ended them (WATCH_GRACE_SECONDS)."""
     last_event: float = 0.0
     """Loop time of the last event or bookmark (to tell a quiet kind from a stuck one)."""
 
@@ -185,6 +215,8 @@ class Informer:
     fallbacks: tuple[Kind, ...] = ()
     """Older API versions of the kind, tried in order when the server does not serve `kind`
     (404 on the first list): e.g. policy/v1beta1 PodDisruptionBudgets before Kubernetes 1.21."""
+    watch_seconds: tuple[int, int] = WATCH_SECONDS
+    watch_grace_seconds: float = WATCH_GRACE_SECONDS
 
     def __post_init__(self) -> None:
         self.name = self.name or self.kind.plural
@@ -211,8 +243,7 @@ class Informer:
             try:
                 await self._list()
                 failures = 0
-                while True:
-                    await self._watch()
+                await self._watch_until_gone()
             except asyncio.CancelledError:
                 raise
             except ResourceVersionGoneError:
@@ -223,7 +254,31 @@ class Informer:
                 self.stats.failures += 1
                 delay = RETRY.delay(failures).total_seconds()
                 logger.warning(
-                    "%s: list/watch failed (%s); again in %.1fs", self.name, _short(exc), delay
+                    "%s: list failed (%s); again in %.1fs", self.name, _short(exc), delay
+                )
+                await asyncio.sleep(delay)
+
+    async def _watch_until_gone(self) -> None:
+        """Watch again and again from the last version seen; return only by raising
+        ResourceVersionGoneError (list again). A failed watch is backed off, not listed again:
+        the version it started from is still good unless the server says 410."""
+        failures = 0
+        while True:
+            try:
+                await self._watch()
+                failures = 0
+            except (asyncio.CancelledError, ResourceVersionGoneError):
+                raise
+            except Exception as exc:
+                failures += 1
+                self.stats.failures += 1
+                delay = RETRY.delay(failures).total_seconds()
+                logger.warning(
+                    "%s: watch failed (%s); watching again from resourceVersion %s in %.1fs",
+                    self.name,
+                    _short(exc),
+                    self._resource_version or "(none)",
+                    delay,
                 )
                 await asyncio.sleep(delay)
 
@@ -281,19 +336,40 @@ class Informer:
             self._fan_out(event, obj, current)
 
     async def _watch(self) -> None:
+        """One watch, from the last version seen, until the server ends it or it fails."""
         self.stats.watches += 1
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        seen = self.stats.events + self.stats.bookmarks
+        seconds = random.randint(*self.watch_seconds)
+        bound = asyncio.timeout(seconds + self.watch_grace_seconds)
         try:
-            async for event_type, raw in self.kube.watch(
-                self.kind,
-                self.namespace,
-                resource_version=self._resource_version,
-                timeout_seconds=random.randint(*WATCH_SECONDS),
-            ):
-                self._on_event(event_type, raw)
+            async with bound:
+                async for event_type, raw in self.kube.watch(
+                    self.kind,
+                    self.namespace,
+                    resource_version=self._resource_version,
+                    timeout_seconds=seconds,
+                ):
+                    self._on_event(event_type, raw)
         except ApiError as exc:
             if exc.gone:
                 raise ResourceVersionGoneError() from exc
             raise
+        except TimeoutError as exc:
+            if not bound.expired():
+                raise  # the transport's own timeout: a failure like any other
+            self.stats.stalls += 1
+            raise WatchStalledError(
+                f"the server had not ended the watch {self.watch_grace_seconds:.0f}s after its "
+                f"{seconds}s timeout; the connection is presumed dead"
+            ) from exc
+        if self.stats.events + self.stats.bookmarks == seen and (
+            loop.time() - started < SHORT_WATCH_SECONDS
+        ):
+            raise ShortWatchError(
+                f"the watch ended after {loop.time() - started:.2f}s with no event"
+            )
 
     def _on_event(self, event_type: str, raw: JSON) -> None:
         self.stats.last_event = asyncio.get_running_loop().time()

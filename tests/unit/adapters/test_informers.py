@@ -14,9 +14,11 @@ import orjson
 import pytest
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters import informers
 from podgroup_operator.adapters.informers import Informer, object_key
 from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODS, KubeClient
 from podgroup_operator.adapters.slim import SharedValues, slim_pod, without_managed_fields
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.runtime import Informers
 from podgroup_operator.domain.membership import group_key_of
@@ -154,6 +156,73 @@ async def test_a_late_handler_is_replayed_the_store() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class FaultyWatches(KubeClient):
+    """The fake's client, except that its first watches misbehave as `faults` says, in order:
+    "hang" never yields nor ends (a dead connection), "empty" ends at once with nothing,
+    "reset" fails as a dropped connection does."""
+
+    def __init__(self, api: FakeApiServer, *faults: str) -> None:
+        super().__init__(api)
+        self.faults = list(faults)
+        self.from_versions: list[str | None] = []
+
+    async def watch(
+        self, kind: Any, namespace: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        self.from_versions.append(kwargs.get("resource_version"))
+        fault = self.faults.pop(0) if self.faults else None
+        if fault == "hang":
+            await asyncio.Event().wait()
+        if fault == "reset":
+            raise ConnectionResetError("Connection reset by peer")
+        if fault is not None:
+            return
+        async for event in super().watch(kind, namespace, **kwargs):
+            yield event
+
+
+async def _run_until_seen(client: FaultyWatches, api: FakeApiServer, **fields: Any) -> Informer:
+    """Run an informer on `client` until a pod created after its first list is in its store."""
+    api.seed(pod("old"))
+    informer = Informer(client, PODS, slim_pod, **fields)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 2)
+        await KubeClient(api).create(PODS, pod("new"), "default")
+        await until(lambda: informer.store.get("default/new") is not None, "the new pod", 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return informer
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informers, "RETRY", Backoff(initial_seconds=0.001, max_seconds=0.002))
+
+
+@pytest.mark.usefixtures("quick_retries")
+async def test_a_watch_the_server_never_ends_is_ended_here_and_resumed_from_its_version(
+    api: FakeApiServer,
+) -> None:
+    client = FaultyWatches(api, "hang")
+    informer = await _run_until_seen(client, api, watch_seconds=(0, 0), watch_grace_seconds=0.05)
+    assert informer.stats.stalls == 1
+    assert informer.stats.lists == 1
+    assert client.from_versions[0] and client.from_versions[1] == client.from_versions[0]
+
+
+@pytest.mark.usefixtures("quick_retries")
+async def test_dropped_and_empty_watches_are_backed_off_and_resumed_without_a_list(
+    api: FakeApiServer,
+) -> None:
+    client = FaultyWatches(api, "reset", "empty", "empty")
+    informer = await _run_until_seen(client, api)
+    assert informer.stats.failures == 3  # each backed off, the empty ones too
+    assert informer.stats.lists == 1
+    assert len(set(client.from_versions)) == 1  # every watch from the list's version
 
 
 def test_slim_pods_keep_what_the_operator_reads_and_bare_pods_keep_their_spec() -> None:
