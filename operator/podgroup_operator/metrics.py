@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -93,7 +93,7 @@ class RuntimeCollector(Collector):
     def __init__(self, view: Callable[[], RuntimeView | None]) -> None:
         self.view = view
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         runtime = self.view()
         if runtime is None:
             return
@@ -131,15 +131,37 @@ class RuntimeCollector(Collector):
         objects = GaugeMetricFamily(
             "podgroup_informer_objects", "Objects in the kind's store.", labels=["kind"]
         )
+        lists = CounterMetricFamily(
+            "podgroup_informer_lists",
+            "Complete lists of the kind: the first, then one after each 410 Gone.",
+            labels=["kind"],
+        )
+        failures = CounterMetricFamily(
+            "podgroup_informer_failures",
+            "Lists and watches of the kind that failed and were backed off.",
+            labels=["kind"],
+        )
+        stalls = CounterMetricFamily(
+            "podgroup_informer_watch_stalls",
+            "Watches of the kind ended by the operator because the server had not ended them "
+            "(a dead or hung connection).",
+            labels=["kind"],
+        )
         now = time.monotonic()
         for kind, info in sorted(state["informers"].items()):
             synced.add_metric([kind], 1.0 if info["synced"] else 0.0)
             if info["last_event"]:
                 lag.add_metric([kind], max(0.0, now - info["last_event"]))
             objects.add_metric([kind], info["objects"])
+            lists.add_metric([kind], info["lists"])
+            failures.add_metric([kind], info["failures"])
+            stalls.add_metric([kind], info["stalls"])
         yield synced
         yield lag
         yield objects
+        yield lists
+        yield failures
+        yield stalls
         yield GaugeMetricFamily(
             "podgroup_leader", "1 while this replica holds the Lease.", value=state["leader"]
         )

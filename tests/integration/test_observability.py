@@ -47,6 +47,8 @@ async def test_a_gang_shows_in_the_metrics_and_the_operator_is_ready_and_alive(
     for kind in ("pods", "nodes", "podgroups", "resourcequotas"):
         assert sample(after, "podgroup_informer_synced", kind=kind) == 1
         assert ("podgroup_informer_objects", (("kind", kind),)) in after
+        assert sample(after, "podgroup_informer_lists_total", kind=kind) >= 1
+        assert ("podgroup_informer_watch_stalls_total", (("kind", kind),)) in after
 
     ready_status, ready = await asyncio.to_thread(http_get, f"{base}/readyz")
     assert ready_status == 200 and all(json.loads(ready)["informers_synced"].values())

@@ -396,6 +396,9 @@ class Runtime:
                     "synced": informer.synced.is_set(),
                     "last_event": informer.stats.last_event,
                     "objects": len(informer.store),
+                    "lists": informer.stats.lists,
+                    "failures": informer.stats.failures,
+                    "stalls": informer.stats.stalls,
                 }
                 for informer in self.informers.all()
             },
