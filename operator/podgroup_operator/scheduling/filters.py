@@ -52,7 +52,9 @@ class Rejection(NamedTuple):
     """A node's rejection: the filter that failed and, for taints/resources, which one."""
 
     exclusion: Exclusion
-    detail: str = ""
+    detail: object = ""
+    """Whatever names the failing part, written with str() only when a message says it (see
+    `Parenthesized`); equal details are counted together."""
 
     def describe(self, count: int) -> str:
         """kube-scheduler's wording: `2 Insufficient cpu`, `3 node(s) were not Ready`."""
@@ -61,6 +63,21 @@ class Rejection(NamedTuple):
         if self.detail:
             return f"{count} {self.exclusion.value} {self.detail}"
         return f"{count} {self.exclusion.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Parenthesized:
+    """A rejection's detail, `(value)` once written: the writing waits for a message.
+
+    Why: a gang's placement tries, for each member, the nodes its earlier members took before
+    a free one, and discards those rejections. Writing each term out as it was made was two
+    thirds of the time of a 1,000-member gang with hostname anti-affinity (`bench core
+    --scenario anti-affinity`, profiled)."""
+
+    value: object
+
+    def __str__(self) -> str:
+        return f"({self.value})"
 
 
 class Taint(NamedTuple):

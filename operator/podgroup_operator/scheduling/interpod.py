@@ -36,6 +36,7 @@ from podgroup_operator.scheduling.filters import (
     Constraints,
     Exclusion,
     NodeFacts,
+    Parenthesized,
     Rejection,
     matches_node_selection,
     untolerated_taint,
@@ -108,7 +109,7 @@ class MemberCheck:
                 for want in self.ports:
                     for have in used:
                         if want.conflicts(have):
-                            return Rejection(Exclusion.PORTS, f"({want})")
+                            return Rejection(Exclusion.PORTS, Parenthesized(want))
         if self.claims:
             verdict, _ = self.volumes(node)
             if verdict is not None:
@@ -118,21 +119,21 @@ class MemberCheck:
             constraint = state.constraint
             value = labels.get(constraint.topology_key)
             if value is None:
-                return Rejection(Exclusion.SPREAD_LABEL, f"({constraint.topology_key})")
+                return Rejection(Exclusion.SPREAD_LABEL, Parenthesized(constraint.topology_key))
             if state.counts.get(value, 0) + state.self_match - state.minimum > constraint.max_skew:
-                return Rejection(Exclusion.SPREAD, f"({constraint})")
+                return Rejection(Exclusion.SPREAD, Parenthesized(constraint))
         for term, allowed in self.affinity:
             value = labels.get(term.topology_key)
             if value is None or (allowed is not None and value not in allowed):
-                return Rejection(Exclusion.POD_AFFINITY, f"({term})")
+                return Rejection(Exclusion.POD_AFFINITY, Parenthesized(term))
         for term, closed in self.anti_affinity:
             value = labels.get(term.topology_key)
             if value is not None and value in closed:
-                return Rejection(Exclusion.POD_ANTI_AFFINITY, f"({term})")
+                return Rejection(Exclusion.POD_ANTI_AFFINITY, Parenthesized(term))
         for term, closed in self.existing:
             value = labels.get(term.topology_key)
             if value is not None and value in closed:
-                return Rejection(Exclusion.EXISTING_ANTI_AFFINITY, f"({term})")
+                return Rejection(Exclusion.EXISTING_ANTI_AFFINITY, Parenthesized(term))
         return None
 
     def volumes(self, node: NodeState) -> tuple[Rejection | None, tuple[VolumeDecision, ...]]:
