@@ -27,6 +27,7 @@ from podgroup_operator.api.limits import summarize
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.filters import (
     Constraints,
+    Exclusion,
     Rejection,
     insufficient,
     pod_constraints,
@@ -38,7 +39,7 @@ from podgroup_operator.scheduling.gang import (
     Placement,
     Refusal,
 )
-from podgroup_operator.scheduling.interpod import MemberCheck, claims_problem, member_check
+from podgroup_operator.scheduling.interpod import MemberCheck, MemberChecks, claims_problem
 from podgroup_operator.scheduling.podinfo import (
     NO_INTER_POD,
     InterPodConstraints,
@@ -277,37 +278,67 @@ def _walk(
         yield -negative, nodes[name]
 
 
+LASTING = frozenset({Exclusion.PORTS, Exclusion.POD_ANTI_AFFINITY})
+"""Rejections that members of one shape placed one after another keep meeting on a node: the
+ports in use and the domains the shape's own anti-affinity closes only grow as members are
+assumed (so does the room they take). Spread, affinity and the anti-affinity of other pods
+(which depends on each member's labels) may change either way."""
+
+
 def _choose(
     snapshot: Snapshot,
     feasibility: Feasibility,
     bonus: _Bonus,
     request: tuple[tuple[str, int], ...],
     check: MemberCheck | None,
+    lost: set[str] | None = None,
 ) -> NodeState | None:
     """The best node for one member: the first that passes, unless hostname-keyed soft spread
-    makes scores differ inside a class; then walk on while a better score is still possible."""
+    makes scores differ inside a class; then walk on while a better score is still possible.
+
+    `lost` names nodes an earlier member of the same shape could not use for a lasting reason
+    (too little room, LASTING): they are skipped, and the ones this member finds so are added.
+    Why: the nodes a shape's earlier members took come first in best-fit order, so without it
+    each member re-checks every one of them (quadratic in the gang's size)."""
     per_node = check is not None and check.soft_per_node
     first, least = request[0]
     if bonus is _NO_BONUS and not per_node:
         # Pure packing: the first node in best-fit order that passes is the answer. Full nodes
         # come first and most fail on the first resource, so that test is inlined.
         for node in snapshot.best_fit_order(feasibility):
+            if lost is not None and node.name in lost:
+                continue
             free = node.free
             if free.get(first, 0) < least or not copies_that_fit(request, free):
+                if lost is not None:
+                    lost.add(node.name)
                 continue
-            if check is None or check.verdict(node) is None:
+            if check is None:
                 return node
+            rejection = check.verdict(node)
+            if rejection is None:
+                return node
+            if lost is not None and rejection.exclusion in LASTING:
+                lost.add(node.name)
         return None
     best: NodeState | None = None
     best_score = 0.0
     for upper, node in _walk(snapshot, feasibility, bonus):
         if best is not None and upper <= best_score:
             break
+        if lost is not None and node.name in lost:
+            continue
         free = node.free
         if free.get(first, 0) < least or not copies_that_fit(request, free):
+            if lost is not None:
+                lost.add(node.name)
             continue
-        if check is not None and check.verdict(node) is not None:
-            continue
+        if check is not None:
+            rejection = check.verdict(node)
+            if rejection is not None:
+                if lost is not None and rejection.exclusion in LASTING:
+                    lost.add(node.name)
+                continue
         score = upper
         if per_node:
             assert check is not None
@@ -428,6 +459,11 @@ def _place_one_by_one(
     failed: set[tuple[tuple[str, str], ...]] = set()
     """Labels of members that found no node since the last assumption: a member with the same
     labels (and so the same checks) cannot do better, so it is not walked again."""
+    lost: set[str] = set()
+    """Nodes no later member of this shape can use (see `_choose`)."""
+    checks: dict[str, MemberChecks] = {}
+    """Per namespace (a gang group's shape may span several), kept current as members are
+    assumed (see `MemberChecks`)."""
     for pod in pods:
         meta = pod.get("metadata") or {}
         name = str(meta.get("name", ""))
@@ -444,11 +480,14 @@ def _place_one_by_one(
                 group.blocked[problem] += 1
                 attempt.unplaced.append(name)
                 continue
-        check = member_check(
-            snapshot, namespace, labels, shape.inter_pod, shape.constraints, claims
-        )
+        checks_here = checks.get(namespace)
+        if checks_here is None:
+            checks_here = checks[namespace] = MemberChecks(
+                snapshot, namespace, shape.inter_pod, shape.constraints
+            )
+        check = checks_here.check(labels, claims)
         bonus = _bonus(snapshot, group.feasibility, shape.preferences, check)
-        node = _choose(snapshot, group.feasibility, bonus, shape.request, check)
+        node = _choose(snapshot, group.feasibility, bonus, shape.request, check, lost)
         if node is None:
             if group.breakdown is None:
                 group.breakdown = _node_breakdown(group, snapshot, check)
@@ -467,6 +506,8 @@ def _place_one_by_one(
         )
         promised = {uid: decisions} if decisions else None
         attempt.undos.append(snapshot.assume([(uid, node.name, resources)], {uid: info}, promised))
+        for each in checks.values():
+            each.assumed(node, labels, namespace)
         attempt.bindings.append(_binding(pod, uid, node.name, decisions))
         group.placed += 1
         group.nodes.add(node.name)

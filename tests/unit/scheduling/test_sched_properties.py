@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podgroup_operator.constants import GangMode
+from podgroup_operator.scheduling import placement
 from podgroup_operator.scheduling.filters import check_node, node_facts, pod_constraints
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
@@ -239,3 +241,116 @@ def test_pod_to_pod_constraints_hold_between_every_kept_member(
             for n in where:
                 counts[zone_of[n]] += 1
             assert max(counts.values()) - min(counts.values()) <= 1
+
+
+@st.composite
+def anti_affine(
+    draw: st.DrawFn,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]]:
+    """Gangs whose members shun each other (and are shunned by running pods), on nodes of
+    mixed room and zones, some with host port 80 in use: what `MemberChecks` and `_choose`'s
+    lost nodes shortcut."""
+    nodes = [
+        node(
+            f"n{i}",
+            cpu=draw(st.integers(1, 4)),
+            labels={ZONE: draw(st.sampled_from("abcd"))},
+        )
+        for i in range(draw(st.integers(1, 10)))
+    ]
+    port = [{"name": "main", "image": "sim", "ports": [{"containerPort": 80, "hostPort": 80}]}]
+    running = []
+    for i in range(draw(st.integers(0, 3))):
+        shunned = draw(st.sampled_from([("app", "g0"), ("app", "g1"), ("index", "0")]))
+        term = {"labelSelector": {"matchLabels": dict([shunned])}, "topologyKey": HOST}
+        running.append(
+            pod(
+                f"r{i}",
+                labels={"app": "other"},
+                node=f"n{draw(st.integers(0, len(nodes) - 1))}",
+                requests={"cpu": "500m"},
+                affinity={
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+                },
+                **({"containers": port} if draw(st.booleans()) else {}),
+            )
+        )
+    requests = []
+    for g in range(draw(st.integers(1, 3))):
+        name = f"g{g}"
+        keys = draw(st.lists(st.sampled_from([HOST, ZONE]), min_size=1, max_size=2, unique=True))
+        terms = [{"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": k} for k in keys]
+        if draw(st.booleans()):  # also shun the previous gang
+            terms.append(
+                {"labelSelector": {"matchLabels": {"app": f"g{g - 1}"}}, "topologyKey": HOST}
+            )
+        spec: dict[str, Any] = {
+            "affinity": {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}
+            }
+        }
+        if draw(st.booleans()):
+            spec["containers"] = [{**port[0], "resources": {"requests": {"cpu": "500m"}}}]
+        varied = draw(st.booleans())  # members whose labels differ (an index label)
+        size = draw(st.integers(1, 8))
+        pods = [
+            pod(
+                f"{name}-{i}",
+                group=name,
+                labels={"app": name, **({"index": str(i % 2)} if varied else {})},
+                requests={"cpu": draw(st.sampled_from(["500m", "1"]))} if i == 0 else None,
+                **spec,
+            )
+            for i in range(size)
+        ]
+        # One shape: every member asks what the first asks.
+        first = pods[0]["spec"]["containers"][0].get("resources", {}).get("requests")
+        for member in pods[1:]:
+            member["spec"]["containers"][0].setdefault("resources", {})["requests"] = first
+        requests.append(
+            GangRequest(
+                namespace="default",
+                name=name,
+                uid=f"uid-{name}",
+                min_member=draw(st.integers(1, size)),
+                pending=tuple(pods),
+            )
+        )
+    return nodes, running, requests
+
+
+def _decide_all(
+    nodes: list[dict[str, Any]], running: list[dict[str, Any]], requests: list[GangRequest]
+) -> list[Any]:
+    snapshot = Snapshot.build(nodes, running)
+    outcomes: list[Any] = []
+    for request in requests:
+        outcome = place_group(request, snapshot)
+        if isinstance(outcome, Refusal):
+            outcomes.append(("refused", outcome.reason, outcome.message))
+        else:
+            outcomes.append(("placed", [(b.pod, b.node) for b in outcome.bindings]))
+    return outcomes
+
+
+@given(anti_affine())
+def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
+    scenario: tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]],
+) -> None:
+    """`MemberChecks` keeps the shape's closed domains as members are assumed, and `_choose`
+    skips nodes lost to earlier members; recounting and re-walking for each member (the plain
+    algorithm) must give the same placements and the same refusals, word for word."""
+    nodes, running, requests = scenario
+    shortcut = _decide_all(nodes, running, requests)
+    plain_choose = placement._choose
+
+    class Recounted(placement.MemberChecks):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.incremental = False
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(placement, "MemberChecks", Recounted)
+        patch.setattr(placement, "_choose", lambda *args, lost=None: plain_choose(*args[:5], None))
+        plain = _decide_all(nodes, running, requests)
+    assert shortcut == plain
