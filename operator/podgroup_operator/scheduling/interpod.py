@@ -234,43 +234,81 @@ def _spread_state(
     namespace: str,
     labels: Mapping[str, str],
 ) -> SpreadState:
-    domains, eligible_nodes = _domains(snapshot, constraint, keys, node_constraints)
-    key = constraint.topology_key
-    counts: dict[str, int] = {}
-    nodes = snapshot.nodes
-    eligible_classes: dict[int, bool] = {}
-    for entry in snapshot.pods_matching(constraint.selector, frozenset({namespace})):
-        if entry.info.terminating:
-            continue
-        state = nodes[entry.node]
-        if eligible_nodes is not None:
-            if entry.node not in eligible_nodes:
-                continue
+    counting = _SpreadCounts(snapshot, constraint, keys, node_constraints, namespace)
+    return counting.state(labels)
+
+
+class _SpreadCounts:
+    """One spread constraint's matching pods per domain, counted once for a namespace and then
+    kept current as pods are assumed (`add`); `state(labels)` is a member's SpreadState."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        constraint: SpreadConstraint,
+        keys: tuple[str, ...],
+        node_constraints: Constraints,
+        namespace: str,
+    ) -> None:
+        self.constraint = constraint
+        self.keys = keys
+        self.node_constraints = node_constraints
+        self.namespace = namespace
+        self.domains, self.eligible_nodes = _domains(snapshot, constraint, keys, node_constraints)
+        self._eligible_classes: dict[int, bool] = {}
+        self.counts: dict[str, int] = {}
+        nodes = snapshot.nodes
+        for entry in snapshot.pods_matching(constraint.selector, frozenset({namespace})):
+            if not entry.info.terminating:
+                self._count(nodes[entry.node])
+
+    def _count(self, state: NodeState) -> None:
+        if self.eligible_nodes is not None:
+            if state.name not in self.eligible_nodes:
+                return
         else:
             node_class = state.node_class
             assert node_class is not None
-            ok = eligible_classes.get(node_class.id)
+            ok = self._eligible_classes.get(node_class.id)
             if ok is None:
-                ok = eligible_classes[node_class.id] = _eligible(
-                    node_class.facts, constraint, keys, node_constraints
+                ok = self._eligible_classes[node_class.id] = _eligible(
+                    node_class.facts, self.constraint, self.keys, self.node_constraints
                 )
             if not ok:
-                continue
-        value = state.facts.labels[key]
-        counts[value] = counts.get(value, 0) + 1
-    if constraint.hard and len(domains) < constraint.min_domains:
-        minimum = 0
-    elif sum(1 for v in counts if v in domains) < len(domains):
-        minimum = 0  # some domain holds no matching pod at all
-    else:
-        minimum = min((counts[v] for v in domains), default=0)
-    return SpreadState(
-        constraint,
-        counts,
-        minimum,
-        1 if constraint.selector.matches(labels) else 0,
-        math.log(len(domains) + 2),
-    )
+                return
+        value = state.facts.labels[self.constraint.topology_key]
+        self.counts[value] = self.counts.get(value, 0) + 1
+
+    def add(self, node: NodeState, namespace: str, labels: Mapping[str, str]) -> None:
+        """A pod with `labels` in `namespace` was assumed on `node`: count it if it matches."""
+        if namespace == self.namespace and self.constraint.selector.matches(labels):
+            self._count(node)
+
+    def state(self, labels: Mapping[str, str]) -> SpreadState:
+        constraint, counts, domains = self.constraint, self.counts, self.domains
+        if constraint.hard and len(domains) < constraint.min_domains:
+            minimum = 0
+        elif sum(1 for v in counts if v in domains) < len(domains):
+            minimum = 0  # some domain holds no matching pod at all
+        else:
+            minimum = min((counts[v] for v in domains), default=0)
+        return SpreadState(
+            constraint,
+            counts,
+            minimum,
+            1 if constraint.selector.matches(labels) else 0,
+            math.log(len(domains) + 2),
+        )
+
+
+def _spread_keys(
+    spread: Sequence[SpreadConstraint],
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The topology keys of the hard and of the soft constraints: a node counts for a
+    constraint only if it carries every key of its kind (upstream's rule)."""
+    hard = tuple(sorted({c.topology_key for c in spread if c.hard}))
+    soft = tuple(sorted({c.topology_key for c in spread if not c.hard}))
+    return hard, soft
 
 
 def _closed_domains(snapshot: Snapshot, term: AffinityTerm) -> frozenset[str]:
@@ -339,8 +377,7 @@ def member_check(
     hard: list[SpreadState] = []
     soft: list[SpreadState] = []
     if constraints.spread:
-        hard_keys = tuple(sorted({c.topology_key for c in constraints.spread if c.hard}))
-        soft_keys = tuple(sorted({c.topology_key for c in constraints.spread if not c.hard}))
+        hard_keys, soft_keys = _spread_keys(constraints.spread)
         for constraint in constraints.spread:
             keys = hard_keys if constraint.hard else soft_keys
             spread = _spread_state(snapshot, constraint, keys, node_constraints, namespace, labels)
@@ -361,17 +398,19 @@ def member_check(
 
 class MemberChecks:
     """The checks of one shape's members placed one after another, each after the previous one
-    was assumed: `check(labels)` for the next member, `assumed(node, labels)` once it is booked.
+    was assumed: `check(labels)` for the next member, `assumed(node, labels, namespace)` once it
+    is booked.
 
-    Why: a member's anti-affinity closes the domains of every pod its terms select, and every
-    earlier member's terms may close domains to it; recounting those pods for each member made a
-    gang's checks quadratic in its size (a 4,000-member gang with hostname anti-affinity on 5,000
-    nodes took 49 s to decide, `bench core --scenario anti-affinity`). When the shape has no
-    affinity, spread or claims (whose state is not a union that only grows), the domains are
-    kept as sets and grow by the domain of each member assumed, which is what a recount would
-    find: the snapshot changes by nothing else between members. Otherwise, and for the running
-    pods' terms whenever a member's labels differ from the previous one's, `member_check` reads
-    the snapshot afresh.
+    Why: a member's anti-affinity closes the domains of every pod its terms select, every
+    earlier member's terms may close domains to it, and its spread counts every matching pod;
+    recounting those pods for each member made a gang's checks quadratic in its size (on 5,000
+    nodes, a 4,000-member gang took 49 s to decide with hostname anti-affinity and 16 s with
+    zone spread: `bench core --scenario anti-affinity|spread`). When the shape has no affinity
+    or claims, the closed domains and the spread counts are counted once and then grow with
+    each member assumed, which is what a recount would find: the snapshot changes by nothing
+    else between members. A shape with affinity or claims is checked afresh by `member_check`
+    for every member, and so are running pods' terms for a member whose labels differ from the
+    previous one's.
     """
 
     def __init__(
@@ -385,10 +424,11 @@ class MemberChecks:
         self.namespace = namespace
         self.constraints = constraints
         self.node_constraints = node_constraints
-        self.incremental = bool(constraints.anti_affinity) and not (
-            constraints.affinity or constraints.spread or constraints.claims
+        self.incremental = bool(constraints.anti_affinity or constraints.spread) and not (
+            constraints.affinity or constraints.claims
         )
         self._own: dict[AffinityTerm, set[str]] | None = None
+        self._spread: list[_SpreadCounts] = []
         self._existing: dict[AffinityTerm, set[str]] = {}
         self._existing_for: tuple[tuple[str, str], ...] | None = None
         self._existing_labels: Mapping[str, str] | None = None
@@ -413,6 +453,18 @@ class MemberChecks:
                 term: set(_closed_domains(self.snapshot, term))
                 for term in self.constraints.anti_affinity
             }
+            spread = self.constraints.spread
+            hard_keys, soft_keys = _spread_keys(spread)
+            self._spread = [
+                _SpreadCounts(
+                    self.snapshot,
+                    constraint,
+                    hard_keys if constraint.hard else soft_keys,
+                    self.node_constraints,
+                    self.namespace,
+                )
+                for constraint in spread
+            ]
         key = tuple(sorted(labels.items()))
         if key != self._existing_for:
             self._existing = {}
@@ -429,9 +481,13 @@ class MemberChecks:
             self._existing_for, self._existing_labels = key, dict(labels)
         existing = [(term, closed) for term, closed in self._existing.items() if closed]
         existing.sort(key=lambda pair: self._name(pair[0]))  # member_check's order
+        states = [counting.state(labels) for counting in self._spread]
         return MemberCheck(
             anti_affinity=tuple((term, closed) for term, closed in self._own.items() if closed),
             existing=tuple(existing),
+            hard=tuple(state for state in states if state.constraint.hard),
+            soft=tuple(state for state in states if not state.constraint.hard),
+            spread_keys=tuple(sorted({c.topology_key for c in self.constraints.spread})),
             ports=self.constraints.ports,
             snapshot=self.snapshot,
         )
@@ -441,6 +497,8 @@ class MemberChecks:
         nothing else changed: it carries the shape's terms and may match them."""
         if not self.incremental or self._own is None:
             return
+        for counting in self._spread:
+            counting.add(node, namespace, labels)
         node_labels = node.facts.labels
         for term in self.constraints.anti_affinity:
             value = node_labels.get(term.topology_key)

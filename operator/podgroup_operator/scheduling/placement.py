@@ -10,7 +10,11 @@ Speed comes from shape, not from tuning: members are stamped from one template, 
 identical requests and constraints form one `MemberShape`; static filters are evaluated once per
 (shape, node class) and cached in the snapshot; and for a shape the nodes are walked once in
 best-fit order (fullest first, ties by name), each taking `min(free // request)` copies, instead
-of searching all nodes for every pod.
+of searching all nodes for every pod. Members that depend on other pods are placed one by one,
+but keep what their shape learnt as they go (`interpod.MemberChecks`, and the nodes `_choose`
+found lost) instead of recounting it for each: with hostname anti-affinity on 5,000 nodes a
+member costs about 0.15 ms in a gang of 1,000 and 0.5 ms in one of 4,000, against 2 to 3 and
+12 ms when each recounted (`bench core --scenario anti-affinity`).
 """
 
 from __future__ import annotations

@@ -247,9 +247,9 @@ def test_pod_to_pod_constraints_hold_between_every_kept_member(
 def anti_affine(
     draw: st.DrawFn,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]]:
-    """Gangs whose members shun each other (and are shunned by running pods), on nodes of
-    mixed room and zones, some with host port 80 in use: what `MemberChecks` and `_choose`'s
-    lost nodes shortcut."""
+    """Gangs whose members shun each other (and are shunned by running pods) or spread, on
+    nodes of mixed room and zones, some with host port 80 in use: what `MemberChecks` and
+    `_choose`'s lost nodes shortcut."""
     nodes = [
         node(
             f"n{i}",
@@ -278,7 +278,7 @@ def anti_affine(
     requests = []
     for g in range(draw(st.integers(1, 3))):
         name = f"g{g}"
-        keys = draw(st.lists(st.sampled_from([HOST, ZONE]), min_size=1, max_size=2, unique=True))
+        keys = draw(st.lists(st.sampled_from([HOST, ZONE]), max_size=2, unique=True))
         terms = [{"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": k} for k in keys]
         if draw(st.booleans()):  # also shun the previous gang
             terms.append(
@@ -289,6 +289,27 @@ def anti_affine(
                 "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}
             }
         }
+        spread = draw(
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "maxSkew": st.integers(1, 2),
+                        "topologyKey": st.sampled_from([HOST, ZONE]),
+                        "whenUnsatisfiable": st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]),
+                        "labelSelector": st.sampled_from(
+                            [{"matchLabels": {"app": name}}, {"matchLabels": {"index": "0"}}]
+                        ),
+                        "minDomains": st.integers(1, 3),
+                    }
+                ),
+                max_size=2,
+            )
+        )
+        for constraint in spread:
+            if constraint["whenUnsatisfiable"] == "ScheduleAnyway":
+                del constraint["minDomains"]  # the API allows it with DoNotSchedule only
+        if spread:
+            spec["topologySpreadConstraints"] = spread
         if draw(st.booleans()):
             spec["containers"] = [{**port[0], "resources": {"requests": {"cpu": "500m"}}}]
         varied = draw(st.booleans())  # members whose labels differ (an index label)
@@ -337,9 +358,10 @@ def _decide_all(
 def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
     scenario: tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]],
 ) -> None:
-    """`MemberChecks` keeps the shape's closed domains as members are assumed, and `_choose`
-    skips nodes lost to earlier members; recounting and re-walking for each member (the plain
-    algorithm) must give the same placements and the same refusals, word for word."""
+    """`MemberChecks` keeps the shape's closed domains and spread counts as members are
+    assumed, and `_choose` skips nodes lost to earlier members; recounting and re-walking for
+    each member (the plain algorithm) must give the same placements and the same refusals,
+    word for word."""
     nodes, running, requests = scenario
     shortcut = _decide_all(nodes, running, requests)
     plain_choose = placement._choose
