@@ -18,6 +18,8 @@ Scenarios:
   (hostname) against its own gang's label, so each gang takes one node per member.
 - spread: the same nodes; every member has a DoNotSchedule zone topology spread constraint
   (maxSkew 1) over its own gang's label, so each gang spreads over the zones.
+- affinity: the same nodes; every member has required pod affinity (zone) to its own gang's
+  label, so each gang lands in one zone (its first member's).
 - preemption: `--nodes` nodes (8 cpu) full of as many low-priority gangs of 8 one-cpu pods, gang
   g running on nodes g..g+7; one high-priority gang of `--gang-size` members of 8 cpu each asks
   for room. The plan (`plan_preemption`, a what-if that leaves the snapshot as it was) is timed
@@ -135,7 +137,17 @@ def homogeneous_scenario(
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
-SCENARIOS = ("homogeneous", "heterogeneous", "trace", "anti-affinity", "spread", "preemption")
+SCENARIOS = (
+    "homogeneous",
+    "heterogeneous",
+    "trace",
+    "anti-affinity",
+    "spread",
+    "affinity",
+    "preemption",
+)
+CONSTRAINED = ("anti-affinity", "spread", "affinity")
+"""The scenarios of `constrained_scenario`."""
 
 
 def _zoned_nodes(nodes: int) -> list[dict[str, Any]]:
@@ -163,6 +175,16 @@ def constrained_scenario(
                     "podAntiAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": [
                             {"labelSelector": mine, "topologyKey": HOSTNAME}
+                        ]
+                    }
+                }
+            }
+        elif kind == "affinity":
+            spec = {
+                "affinity": {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": mine, "topologyKey": ZONE}
                         ]
                     }
                 }
@@ -466,7 +488,7 @@ def run_core(
         node_list, gang_list, notes = trace_scenario(trace_dir, nodes, gangs, gang_size)
     elif scenario == "heterogeneous":
         node_list, gang_list = heterogeneous_scenario(nodes, gangs, gang_size, rng)
-    elif scenario in ("anti-affinity", "spread"):
+    elif scenario in CONSTRAINED:
         node_list, gang_list = constrained_scenario(scenario, nodes, gangs, gang_size)
     elif scenario == "homogeneous":
         node_list, gang_list = homogeneous_scenario(nodes, gangs, gang_size)

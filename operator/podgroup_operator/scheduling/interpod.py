@@ -48,7 +48,7 @@ from podgroup_operator.scheduling.podinfo import (
     SpreadConstraint,
 )
 from podgroup_operator.scheduling.selectors import AffinityTerm
-from podgroup_operator.scheduling.snapshot import NodeState, Snapshot
+from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
 from podgroup_operator.scheduling.volumes import (
     VolumeClaim,
     VolumeDecision,
@@ -81,7 +81,7 @@ class SpreadState:
 class MemberCheck:
     """Filters (and the spread score) for one pod, valid until the snapshot changes."""
 
-    affinity: tuple[tuple[AffinityTerm, frozenset[str] | None], ...] = ()
+    affinity: tuple[tuple[AffinityTerm, AbstractSet[str] | None], ...] = ()
     """Each required affinity term with the domains that satisfy it (None: any domain, the
     first-pod rule)."""
     anti_affinity: tuple[tuple[AffinityTerm, AbstractSet[str]], ...] = ()
@@ -301,6 +301,16 @@ class _SpreadCounts:
         )
 
 
+def _matching_every(snapshot: Snapshot, terms: Sequence[AffinityTerm]) -> list[PodEntry]:
+    """Pods on nodes that every term selects (required pod affinity wants all of them met)."""
+    first, rest = terms[0], terms[1:]
+    return [
+        entry
+        for entry in snapshot.pods_matching(first.selector, first.namespaces)
+        if all(t.matches(entry.info.namespace, entry.info.labels) for t in rest)
+    ]
+
+
 def _spread_keys(
     spread: Sequence[SpreadConstraint],
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -352,12 +362,7 @@ def member_check(
     affinity: list[tuple[AffinityTerm, frozenset[str] | None]] = []
     if constraints.affinity:
         terms = constraints.affinity
-        first, rest = terms[0], terms[1:]
-        matched = [
-            entry
-            for entry in snapshot.pods_matching(first.selector, first.namespaces)
-            if all(t.matches(entry.info.namespace, entry.info.labels) for t in rest)
-        ]
+        matched = _matching_every(snapshot, terms)
         if not matched and all(t.matches(namespace, labels) for t in terms):
             affinity = [(t, None) for t in terms]
         else:
@@ -402,15 +407,15 @@ class MemberChecks:
     is booked.
 
     Why: a member's anti-affinity closes the domains of every pod its terms select, every
-    earlier member's terms may close domains to it, and its spread counts every matching pod;
-    recounting those pods for each member made a gang's checks quadratic in its size (on 5,000
-    nodes, a 4,000-member gang took 49 s to decide with hostname anti-affinity and 16 s with
-    zone spread: `bench core --scenario anti-affinity|spread`). When the shape has no affinity
-    or claims, the closed domains and the spread counts are counted once and then grow with
-    each member assumed, which is what a recount would find: the snapshot changes by nothing
-    else between members. A shape with affinity or claims is checked afresh by `member_check`
-    for every member, and so are running pods' terms for a member whose labels differ from the
-    previous one's.
+    earlier member's terms may close domains to it, its affinity wants the domains of every pod
+    matching its terms, and its spread counts every matching pod; recounting those pods for
+    each member made a gang's checks quadratic in its size (on 5,000 nodes, a 4,000-member gang
+    took 49 s to decide with hostname anti-affinity, 17 s with zone affinity and 16 s with zone
+    spread: `bench core --scenario anti-affinity|affinity|spread`). When the shape has no
+    claims, these domains and counts are counted once and then grow with each member assumed,
+    which is what a recount would find: the snapshot changes by nothing else between members.
+    A shape with claims is checked afresh by `member_check` for every member, and so are
+    running pods' terms for a member whose labels differ from the previous one's.
     """
 
     def __init__(
@@ -424,11 +429,15 @@ class MemberChecks:
         self.namespace = namespace
         self.constraints = constraints
         self.node_constraints = node_constraints
-        self.incremental = bool(constraints.anti_affinity or constraints.spread) and not (
-            constraints.affinity or constraints.claims
+        self.incremental = not constraints.claims and bool(
+            constraints.anti_affinity or constraints.spread or constraints.affinity
         )
         self._own: dict[AffinityTerm, set[str]] | None = None
         self._spread: list[_SpreadCounts] = []
+        self._wanted: list[set[str]] = []
+        """Per required affinity term, the domains of pods matching every term."""
+        self._any_wanted = False
+        """Whether any pod matches every affinity term (else the first-pod rule may apply)."""
         self._existing: dict[AffinityTerm, set[str]] = {}
         self._existing_for: tuple[tuple[str, str], ...] | None = None
         self._existing_labels: Mapping[str, str] | None = None
@@ -453,6 +462,19 @@ class MemberChecks:
                 term: set(_closed_domains(self.snapshot, term))
                 for term in self.constraints.anti_affinity
             }
+            terms = self.constraints.affinity
+            if terms:
+                matched = _matching_every(self.snapshot, terms)
+                self._any_wanted = bool(matched)
+                nodes = self.snapshot.nodes
+                self._wanted = [
+                    {
+                        v
+                        for entry in matched
+                        if (v := nodes[entry.node].facts.labels.get(term.topology_key)) is not None
+                    }
+                    for term in terms
+                ]
             spread = self.constraints.spread
             hard_keys, soft_keys = _spread_keys(spread)
             self._spread = [
@@ -482,7 +504,14 @@ class MemberChecks:
         existing = [(term, closed) for term, closed in self._existing.items() if closed]
         existing.sort(key=lambda pair: self._name(pair[0]))  # member_check's order
         states = [counting.state(labels) for counting in self._spread]
+        terms = self.constraints.affinity
+        affinity: tuple[tuple[AffinityTerm, AbstractSet[str] | None], ...]
+        if not self._any_wanted and all(t.matches(self.namespace, labels) for t in terms):
+            affinity = tuple((term, None) for term in terms)  # the first pod of its kind
+        else:
+            affinity = tuple(zip(terms, self._wanted, strict=True))
         return MemberCheck(
+            affinity=affinity,
             anti_affinity=tuple((term, closed) for term, closed in self._own.items() if closed),
             existing=tuple(existing),
             hard=tuple(state for state in states if state.constraint.hard),
@@ -500,6 +529,13 @@ class MemberChecks:
         for counting in self._spread:
             counting.add(node, namespace, labels)
         node_labels = node.facts.labels
+        terms = self.constraints.affinity
+        if terms and all(t.matches(namespace, labels) for t in terms):
+            self._any_wanted = True  # it matches every term: its domains are wanted
+            for term, wanted in zip(terms, self._wanted, strict=True):
+                value = node_labels.get(term.topology_key)
+                if value is not None:
+                    wanted.add(value)
         for term in self.constraints.anti_affinity:
             value = node_labels.get(term.topology_key)
             if value is None:

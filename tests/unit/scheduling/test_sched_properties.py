@@ -247,9 +247,9 @@ def test_pod_to_pod_constraints_hold_between_every_kept_member(
 def anti_affine(
     draw: st.DrawFn,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]]:
-    """Gangs whose members shun each other (and are shunned by running pods) or spread, on
-    nodes of mixed room and zones, some with host port 80 in use: what `MemberChecks` and
-    `_choose`'s lost nodes shortcut."""
+    """Gangs whose members shun, seek or spread from each other (and are shunned by running
+    pods), on nodes of mixed room and zones, some with host port 80 in use: what `MemberChecks`
+    and `_choose`'s lost nodes shortcut."""
     nodes = [
         node(
             f"n{i}",
@@ -284,9 +284,22 @@ def anti_affine(
             terms.append(
                 {"labelSelector": {"matchLabels": {"app": f"g{g - 1}"}}, "topologyKey": HOST}
             )
+        seeking = [
+            ({"app": name}, ZONE),  # together, in one zone
+            ({"app": f"g{g - 1}"}, ZONE),  # near the previous gang
+            ({"index": "0"}, HOST),  # beside an index-0 member
+        ]
+        picked = draw(st.lists(st.integers(0, len(seeking) - 1), max_size=2, unique=True))
+        wanted = [seeking[i] for i in picked]
         spec: dict[str, Any] = {
             "affinity": {
-                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms},
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
+                        for selector, key in wanted
+                    ]
+                },
             }
         }
         spread = draw(
@@ -358,8 +371,8 @@ def _decide_all(
 def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
     scenario: tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]],
 ) -> None:
-    """`MemberChecks` keeps the shape's closed domains and spread counts as members are
-    assumed, and `_choose` skips nodes lost to earlier members; recounting and re-walking for
+    """`MemberChecks` keeps the shape's closed and wanted domains and spread counts as members
+    are assumed, and `_choose` skips nodes lost to earlier members; recounting and re-walking for
     each member (the plain algorithm) must give the same placements and the same refusals,
     word for word."""
     nodes, running, requests = scenario
