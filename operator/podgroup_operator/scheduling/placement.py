@@ -466,8 +466,8 @@ def _place_one_by_one(
     lost: set[str] = set()
     """Nodes no later member of this shape can use (see `_choose`)."""
     checks: dict[str, MemberChecks] = {}
-    """Per namespace (a gang group's shape may span several), kept current as members are
-    assumed (see `MemberChecks`)."""
+    """Per member namespace (a shape's members normally share one; nothing here assumes it),
+    each told of every member assumed (see `MemberChecks`)."""
     for pod in pods:
         meta = pod.get("metadata") or {}
         name = str(meta.get("name", ""))
