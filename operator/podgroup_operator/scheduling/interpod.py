@@ -443,6 +443,7 @@ class MemberChecks:
         self._existing_labels: Mapping[str, str] | None = None
         """The labels `_existing` was counted for (None: not yet counted)."""
         self._names: dict[AffinityTerm, str] = {}
+        self._spread_keys = tuple(sorted({c.topology_key for c in constraints.spread}))
 
     def check(
         self, labels: Mapping[str, str], claims: Sequence[VolumeClaim] = ()
@@ -516,7 +517,7 @@ class MemberChecks:
             existing=tuple(existing),
             hard=tuple(state for state in states if state.constraint.hard),
             soft=tuple(state for state in states if not state.constraint.hard),
-            spread_keys=tuple(sorted({c.topology_key for c in self.constraints.spread})),
+            spread_keys=self._spread_keys,
             ports=self.constraints.ports,
             snapshot=self.snapshot,
         )
