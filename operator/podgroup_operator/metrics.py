@@ -22,6 +22,7 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 """The operator's own registry (not the process-global one: tests may build several runtimes)."""
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_STALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 SCHEDULING_ATTEMPTS = Counter(
     "podgroup_scheduling_attempts",
@@ -33,7 +34,14 @@ SCHEDULING_LATENCY = Histogram(
     "podgroup_scheduling_attempt_duration_seconds",
     "Time to decide one gang (or gang group) on the snapshot, by result.",
     ["result"],
-    buckets=_LATENCY_BUCKETS,
+    buckets=(*_LATENCY_BUCKETS, 5.0, 10.0, 30.0),
+    registry=REGISTRY,
+)
+EVENT_LOOP_LAG = Histogram(
+    "podgroup_event_loop_lag_seconds",
+    "How late a half-second timer of the operator's event loop fired: the time everything on "
+    "the loop (lease renewal, webhooks, probes, watches) waited for whatever held it.",
+    buckets=_STALL_BUCKETS,
     registry=REGISTRY,
 )
 BINDS = Counter(

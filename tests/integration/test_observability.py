@@ -41,6 +41,10 @@ async def test_a_gang_shows_in_the_metrics_and_the_operator_is_ready_and_alive(
     )
     assert sample(after, "podgroup_podgroups", phase="Running") >= 1
     assert sample(after, "podgroup_leader") == 1
+    # Sampled every half second since the operator started, on every replica.
+    assert sample(after, "podgroup_event_loop_lag_seconds_count") > sample(
+        before, "podgroup_event_loop_lag_seconds_count"
+    )
     # The session's operator runs with the defaults: binds paced between the floor and ceiling.
     allowed = sample(after, "podgroup_binds_allowed_in_flight")
     assert c.BIND_CONCURRENCY <= allowed <= c.BIND_CONCURRENCY_CEILING

@@ -33,11 +33,12 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator import constants as c
+from podgroup_operator import metrics
 from podgroup_operator.adapters.informers import Handler, IndexView, Informer
 from podgroup_operator.adapters.kube import (
     JSON,
@@ -82,6 +83,23 @@ BY_GROUP = "by-group"
 BY_KEY = "by-key"
 """Index of PodGroups by (namespace, name)."""
 BY_NAMESPACE = "by-namespace"
+
+
+LOOP_LAG_PERIOD_SECONDS = 0.5
+"""How often the event loop's lag is sampled (`measure_loop_lag`)."""
+
+
+async def measure_loop_lag(
+    observe: Callable[[float], None], period: float = LOOP_LAG_PERIOD_SECONDS
+) -> None:
+    """Sleep `period` again and again and report how late each wake-up came: the time the loop
+    was held by something (a long gang decision, a collector pause, a burst of events) while
+    lease renewal, webhooks and probes waited. Every replica measures its own loop."""
+    loop = asyncio.get_running_loop()
+    while True:
+        start = loop.time()
+        await asyncio.sleep(period)
+        observe(max(0.0, loop.time() - start - period))
 
 
 def _namespace_of(obj: JSON) -> Hashable | None:
@@ -333,6 +351,9 @@ class Runtime:
             for informer in self.informers.all()
         ]
         self._tasks.append(asyncio.create_task(self._lead_when_synced(), name="lead"))
+        self._tasks.append(
+            asyncio.create_task(measure_loop_lag(metrics.EVENT_LOOP_LAG.observe), name="loop-lag")
+        )
 
     async def _lead_when_synced(self) -> None:
         """Campaign only once synced: a new leader must be able to act on the whole cluster."""

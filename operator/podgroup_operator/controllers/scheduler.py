@@ -62,6 +62,9 @@ logger = logging.getLogger(__name__)
 
 CYCLE_BUDGET_SECONDS = 0.2
 """Deciding time per cycle (see `cycle`)."""
+SLOW_DECISION_SECONDS = 1.0
+"""A gang's decision longer than this is logged with the gang's name: one decision runs on the
+event loop to its end, so lease renewal, webhooks and probes waited for it all that time."""
 PLACED, REFUSED, ERROR = "placed", "refused", "error"
 """Results of one decision, as the scheduling metrics label them."""
 YIELD_SECONDS = 0.01
@@ -403,9 +406,19 @@ class GangScheduler:
                 result = ERROR
             else:
                 self.failures.succeeded(request.key)
+            elapsed = time.perf_counter() - started
             if result is not None:
                 metrics.SCHEDULING_ATTEMPTS.labels(result).inc()
-                metrics.SCHEDULING_LATENCY.labels(result).observe(time.perf_counter() - started)
+                metrics.SCHEDULING_LATENCY.labels(result).observe(elapsed)
+            if elapsed > SLOW_DECISION_SECONDS:
+                logger.warning(
+                    "deciding %s/%s (%d pods waiting) took %.1fs; everything on the event loop "
+                    "(lease renewal, webhooks, probes) waited for it",
+                    request.namespace,
+                    request.name,
+                    len(request.pending),
+                    elapsed,
+                )
         if pipeline:
             self._dispatch(binds)
         elif binds:

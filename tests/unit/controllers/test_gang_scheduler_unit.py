@@ -18,6 +18,7 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS, KubeClient
 from podgroup_operator.api.keys import pod_uid
+from podgroup_operator.controllers import scheduler as scheduler_module
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.scheduling.pacing import BindPacer
@@ -844,3 +845,20 @@ async def test_failed_binds_are_told_to_the_pacer_too() -> None:
     assert faulty.refused == 1
     assert len(pacer.told) == 3
     assert h.scheduler.binds_allowed == 5
+
+
+async def test_a_slow_decision_is_logged_with_the_gang_it_held_the_loop_for(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Any decision counts as slow here: what is checked is that the log names the gang.
+    monkeypatch.setattr(scheduler_module, "SLOW_DECISION_SECONDS", 0.0)
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=3)
+    h.add_pods("gang", 3)
+    with caplog.at_level("WARNING", logger=scheduler_module.__name__):
+        await h.scheduler.cycle()
+    assert h.binds() == 3
+    (slow,) = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
+    assert slow.startswith("deciding default/gang (3 pods waiting) took ")
+    assert "lease renewal, webhooks, probes" in slow

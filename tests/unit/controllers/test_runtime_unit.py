@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from podgroup_operator.adapters.kube import KubeClient
-from podgroup_operator.controllers.runtime import Runtime
+from podgroup_operator.controllers.runtime import Runtime, measure_loop_lag
 from podgroup_operator.scheduling.volumes import BindingMode
 from podgroup_operator.settings import OperatorSettings
 from tests.builders import node, pod
 from tests.fakes import FakeApiServer
+from tests.waiting import until
 
 
 async def test_not_ready_before_the_first_list_ready_after_and_leading_without_election() -> None:
@@ -78,3 +80,15 @@ async def test_the_leaders_scheduler_sees_volumes_claims_and_their_storage_class
         assert claim.binding_mode is BindingMode.WAIT_FOR_FIRST_CONSUMER
     finally:
         await runtime.stop()
+
+
+async def test_the_loop_lag_is_how_long_something_held_the_event_loop() -> None:
+    lags: list[float] = []
+    task = asyncio.create_task(measure_loop_lag(lags.append, period=0.01))
+    try:
+        await until(lambda: lags, "a first sample")
+        time.sleep(0.3)  # hold the loop, as a long gang decision does
+        await until(lambda: any(lag >= 0.25 for lag in lags), "the held loop's lag")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
