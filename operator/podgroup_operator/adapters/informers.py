@@ -251,12 +251,7 @@ class Informer:
                 logger.info("%s: resourceVersion expired; listing again", self.name)
             except Exception as exc:
                 failures += 1
-                self.stats.failures += 1
-                delay = RETRY.delay(failures).total_seconds()
-                logger.warning(
-                    "%s: list failed (%s); again in %.1fs", self.name, _short(exc), delay
-                )
-                await asyncio.sleep(delay)
+                await self._back_off(failures, exc, "list", "again")
 
     async def _watch_until_gone(self) -> None:
         """Watch again and again from the last version seen; return only by raising
@@ -271,16 +266,18 @@ class Informer:
                 raise
             except Exception as exc:
                 failures += 1
-                self.stats.failures += 1
-                delay = RETRY.delay(failures).total_seconds()
-                logger.warning(
-                    "%s: watch failed (%s); watching again from resourceVersion %s in %.1fs",
-                    self.name,
-                    _short(exc),
-                    self._resource_version or "(none)",
-                    delay,
+                version = self._resource_version or "(none)"
+                await self._back_off(
+                    failures, exc, "watch", f"watching again from resourceVersion {version}"
                 )
-                await asyncio.sleep(delay)
+
+    async def _back_off(self, failures: int, exc: Exception, step: str, then: str) -> None:
+        """Count and log the `failures`-th failure in a row of `step` (list or watch), saying
+        what comes `then`, and wait RETRY's delay for it."""
+        self.stats.failures += 1
+        delay = RETRY.delay(failures).total_seconds()
+        logger.warning("%s: %s failed (%s); %s in %.1fs", self.name, step, _short(exc), then, delay)
+        await asyncio.sleep(delay)
 
     async def _list(self) -> None:
         # Everything a list loads lives as long as the store: no collector walks meanwhile.

@@ -311,6 +311,41 @@ def _matching_every(snapshot: Snapshot, terms: Sequence[AffinityTerm]) -> list[P
     ]
 
 
+def _wanted_domains(
+    snapshot: Snapshot, terms: Sequence[AffinityTerm], matched: Sequence[PodEntry]
+) -> list[set[str]]:
+    """Per affinity term, the domains (its topology key's values) of the `matched` pods."""
+    nodes = snapshot.nodes
+    return [
+        {
+            v
+            for entry in matched
+            if (v := nodes[entry.node].facts.labels.get(term.topology_key)) is not None
+        }
+        for term in terms
+    ]
+
+
+def _closed_by_others(
+    snapshot: Snapshot, namespace: str, labels: Mapping[str, str]
+) -> dict[AffinityTerm, set[str]]:
+    """Placed pods' anti-affinity terms that select a pod with `namespace` and `labels`, each with
+    the domains of the nodes of the pods carrying it (possibly none: a node without the key)."""
+    closed: dict[AffinityTerm, set[str]] = {}
+    if not snapshot.has_anti_affinity:
+        return closed
+    nodes = snapshot.nodes
+    for term, holders in snapshot.anti_affinity_against(namespace, labels):
+        domains = closed.setdefault(term, set())
+        for name in holders:
+            state = nodes.get(name)
+            if state is not None:
+                value = state.facts.labels.get(term.topology_key)
+                if value is not None:
+                    domains.add(value)
+    return closed
+
+
 def _spread_keys(
     spread: Sequence[SpreadConstraint],
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -344,19 +379,11 @@ def member_check(
 
     `claims` are the pod's PVCs already resolved and checked by `claims_problem`.
     """
-    existing: list[tuple[AffinityTerm, frozenset[str]]] = []
-    if snapshot.has_anti_affinity:
-        nodes = snapshot.nodes
-        for term, holders in snapshot.anti_affinity_against(namespace, labels):
-            closed: set[str] = set()
-            for name in holders:
-                state = nodes.get(name)
-                if state is not None:
-                    value = state.facts.labels.get(term.topology_key)
-                    if value is not None:
-                        closed.add(value)
-            if closed:
-                existing.append((term, frozenset(closed)))
+    existing = [
+        (term, frozenset(closed))
+        for term, closed in _closed_by_others(snapshot, namespace, labels).items()
+        if closed
+    ]
     if constraints.empty and not existing:
         return None
     affinity: list[tuple[AffinityTerm, frozenset[str] | None]] = []
@@ -366,14 +393,8 @@ def member_check(
         if not matched and all(t.matches(namespace, labels) for t in terms):
             affinity = [(t, None) for t in terms]
         else:
-            nodes = snapshot.nodes
-            for term in terms:
-                values = {
-                    v
-                    for e in matched
-                    if (v := nodes[e.node].facts.labels.get(term.topology_key)) is not None
-                }
-                affinity.append((term, frozenset(values)))
+            wanted = _wanted_domains(snapshot, terms, matched)
+            affinity = [(t, frozenset(v)) for t, v in zip(terms, wanted, strict=True)]
     anti = tuple(
         (term, closed_here)
         for term in constraints.anti_affinity
@@ -467,15 +488,7 @@ class MemberChecks:
             if terms:
                 matched = _matching_every(self.snapshot, terms)
                 self._any_wanted = bool(matched)
-                nodes = self.snapshot.nodes
-                self._wanted = [
-                    {
-                        v
-                        for entry in matched
-                        if (v := nodes[entry.node].facts.labels.get(term.topology_key)) is not None
-                    }
-                    for term in terms
-                ]
+                self._wanted = _wanted_domains(self.snapshot, terms, matched)
             spread = self.constraints.spread
             hard_keys, soft_keys = _spread_keys(spread)
             self._spread = [
@@ -490,17 +503,7 @@ class MemberChecks:
             ]
         key = tuple(sorted(labels.items()))
         if key != self._existing_for:
-            self._existing = {}
-            if self.snapshot.has_anti_affinity:
-                nodes = self.snapshot.nodes
-                for term, holders in self.snapshot.anti_affinity_against(self.namespace, labels):
-                    closed = self._existing.setdefault(term, set())
-                    for name in holders:
-                        state = nodes.get(name)
-                        if state is not None:
-                            value = state.facts.labels.get(term.topology_key)
-                            if value is not None:
-                                closed.add(value)
+            self._existing = _closed_by_others(self.snapshot, self.namespace, labels)
             self._existing_for, self._existing_labels = key, dict(labels)
         existing = [(term, closed) for term, closed in self._existing.items() if closed]
         existing.sort(key=lambda pair: self._name(pair[0]))  # member_check's order
