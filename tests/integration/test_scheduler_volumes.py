@@ -7,6 +7,7 @@ scoped: each test names its own and deletes them.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,7 @@ from podgroup_operator.adapters.kube import (
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.kube_helpers import (
     create_group,
+    create_pod,
     gang_pods,
     group_status,
     pool,
@@ -157,3 +159,63 @@ async def test_an_unbound_immediate_claim_keeps_its_gang_waiting_naming_the_clai
         await wait_scheduling_attempts(operator, "refused", since=refused, more=2)
         pod = await kube.get(PODS, "job-0", namespace)
         assert not pod["spec"].get("nodeName")
+
+
+async def test_members_that_shun_each_other_each_get_a_local_pv_on_a_node_of_their_own(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """Claims and hostname anti-affinity in one gang: the path where each member's volumes are
+    checked live while the shape's closed domains grow member by member (interpod.MemberChecks).
+    Node 1 holds two PVs and room for every member, so best fit alone would stack two members
+    there; node 0 holds none."""
+    suffix = uuid.uuid4().hex[:6]
+    klass = f"local-{suffix}"
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "shard"}}, "topologyKey": HOSTNAME}
+            ]
+        }
+    }
+    async with (
+        pool(kube, count=4, cpu="8", memory="16Gi") as (_, name),
+        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "WaitForFirstConsumer")),
+        contextlib.AsyncExitStack() as volumes,
+    ):
+        hosts = {f"pv-{suffix}-{i}": f"{name}-{n}" for i, n in enumerate((1, 1, 2, 3))}
+        for pv_name, host in hosts.items():
+            await volumes.enter_async_context(
+                cluster_scoped(kube, PERSISTENT_VOLUMES, local_pv(pv_name, klass, host))
+            )
+        await create_group(kube, namespace, "shards", min_member=3)
+        for i in range(3):
+            await kube.create(PERSISTENT_VOLUME_CLAIMS, claim(f"data-{i}", klass), namespace)
+            await create_pod(
+                kube,
+                namespace,
+                f"shards-{i}",
+                group="shards",
+                labels={"app": "shard"},
+                requests={"cpu": "1"},
+                scheduler=c.SCHEDULER_NAME,
+                nodeSelector={"pool": name},
+                affinity=anti,
+                volumes=mounting(f"data-{i}"),
+            )
+
+        async def placed() -> tuple[list[str], dict[str, str]] | None:
+            pods = [await kube.get(PODS, f"shards-{i}", namespace) for i in range(3)]
+            pvcs = [
+                await kube.get(PERSISTENT_VOLUME_CLAIMS, f"data-{i}", namespace) for i in range(3)
+            ]
+            if not all(p["spec"].get("nodeName") for p in pods) or any(
+                p.get("status", {}).get("phase") != "Bound" for p in pvcs
+            ):
+                return None
+            volumes = {p["metadata"]["name"]: p["spec"]["volumeName"] for p in pvcs}
+            return [p["spec"]["nodeName"] for p in pods], volumes
+
+        nodes, volume_of = await wait_for(placed, 60, "every member bound, and its claim")
+        assert sorted(nodes) == [f"{name}-1", f"{name}-2", f"{name}-3"], nodes
+        for i, node in enumerate(nodes):
+            assert hosts[volume_of[f"data-{i}"]] == node, (volume_of, nodes)

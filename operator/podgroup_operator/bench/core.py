@@ -20,6 +20,9 @@ Scenarios:
   (maxSkew 1) over its own gang's label, so each gang spreads over the zones.
 - affinity: the same nodes; every member has required pod affinity (zone) to its own gang's
   label, so each gang lands in one zone (its first member's).
+- claims: anti-affinity's gangs, each member also mounting a claim of its own that a
+  WaitForFirstConsumer provisioner serves in every zone, so every member's volumes are checked
+  on every node it is tried on.
 - preemption: `--nodes` nodes (8 cpu) full of as many low-priority gangs of 8 one-cpu pods, gang
   g running on nodes g..g+7; one high-priority gang of `--gang-size` members of 8 cpu each asks
   for room. The plan (`plan_preemption`, a what-if that leaves the snapshot as it was) is timed
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import platform
 import random
@@ -54,6 +58,7 @@ from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preempt
 from podgroup_operator.scheduling.queue import order_gangs
 from podgroup_operator.scheduling.resources import GPU
 from podgroup_operator.scheduling.snapshot import Snapshot
+from podgroup_operator.scheduling.volumes import VolumeClaim, volume_claim
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 TRACE_NODES = "openb_node_list_all_node.csv"
@@ -144,10 +149,31 @@ SCENARIOS = (
     "anti-affinity",
     "spread",
     "affinity",
+    "claims",
     "preemption",
 )
-CONSTRAINED = ("anti-affinity", "spread", "affinity")
+CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims")
 """The scenarios of `constrained_scenario`."""
+_PROVISIONED = {
+    "metadata": {"name": "provisioned"},
+    "provisioner": "csi.example.com",
+    "volumeBindingMode": "WaitForFirstConsumer",
+}
+"""The StorageClass of the claims scenario's claims."""
+
+
+def _claim(namespace: str, name: str) -> VolumeClaim:
+    return volume_claim(
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "storageClassName": "provisioned",
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        _PROVISIONED,
+    )
 
 
 def _zoned_nodes(nodes: int) -> list[dict[str, Any]]:
@@ -169,7 +195,7 @@ def constrained_scenario(
     for i in range(gangs):
         mine = {"matchLabels": {LABEL_POD_GROUP: f"gang-{i:05d}"}}
         spec: dict[str, Any]
-        if kind == "anti-affinity":
+        if kind in ("anti-affinity", "claims"):
             spec = {
                 "affinity": {
                     "podAntiAffinity": {
@@ -200,7 +226,18 @@ def constrained_scenario(
                     }
                 ]
             }
-        gang_list.append(_gang(i, gang_size, {"cpu": "1", "memory": "2Gi"}, **spec))
+        gang = _gang(i, gang_size, {"cpu": "1", "memory": "2Gi"}, **spec)
+        if kind == "claims":
+            claims = {}
+            for pod in gang.pending:
+                meta = pod["metadata"]
+                claim = _claim(meta["namespace"], f"{meta['name']}-data")
+                pod["spec"]["volumes"] = [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": claim.name}}
+                ]
+                claims[claim.key] = claim
+            gang = dataclasses.replace(gang, claims=claims)
+        gang_list.append(gang)
     return _zoned_nodes(nodes), gang_list
 
 

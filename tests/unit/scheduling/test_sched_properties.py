@@ -15,6 +15,7 @@ from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, R
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.resources import node_allocatable
 from podgroup_operator.scheduling.snapshot import Snapshot
+from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
 from tests.builders import node, pod
 from tests.unit.scheduling.helpers import GPU, overcommitted, uid_of, usage_by_node
 
@@ -243,12 +244,91 @@ def test_pod_to_pod_constraints_hold_between_every_kept_member(
             assert max(counts.values()) - min(counts.values()) <= 1
 
 
+Scenario = tuple[
+    list[dict[str, Any]], list[dict[str, Any]], list[GangRequest], list[dict[str, Any]]
+]
+"""Nodes, running pods, gangs in queue order, and PersistentVolumes."""
+
+STATIC_CLASS = {
+    "metadata": {"name": "local"},
+    "provisioner": "kubernetes.io/no-provisioner",
+    "volumeBindingMode": "WaitForFirstConsumer",
+}
+
+
+def _local_pv(name: str, host: str, gib: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": "local",
+            "capacity": {"storage": f"{gib}Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": HOST, "operator": "In", "values": [host]}]}
+                    ]
+                }
+            },
+        },
+        "status": {"phase": "Available"},
+    }
+
+
+def _claim(name: str, gib: int, klass: dict[str, Any]) -> VolumeClaim:
+    raw = {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "storageClassName": klass["metadata"]["name"],
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": f"{gib}Gi"}},
+        },
+    }
+    return volume_claim(raw, klass)
+
+
+def _mounting(claim: str | None) -> dict[str, Any]:
+    """The pod spec's volumes mounting `claim` (none for None)."""
+    if claim is None:
+        return {}
+    return {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+
+
 @st.composite
-def anti_affine(
-    draw: st.DrawFn,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]]:
+def _claims_of(
+    draw: st.DrawFn, gang: str, size: int
+) -> tuple[list[str | None], dict[tuple[str, str], VolumeClaim]]:
+    """The claim each member mounts (none, one of its own from static local PVs or from a
+    provisioner limited to some zones, or one shared by all), and the claims by key."""
+    kind = draw(st.sampled_from(["none", "own-static", "own-dynamic", "shared-static"]))
+    if kind == "none":
+        return [None] * size, {}
+    if kind == "own-dynamic":
+        zones = draw(st.lists(st.sampled_from("abcd"), min_size=1, max_size=3, unique=True))
+        klass = {
+            "metadata": {"name": "zonal"},
+            "provisioner": "csi.example.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": zones}]}],
+        }
+    else:
+        klass = STATIC_CLASS
+    if kind == "shared-static":
+        names = [f"{gang}-shared"] * size
+    else:
+        names = [f"{gang}-data-{i}" for i in range(size)]
+    claims = {
+        ("default", name): _claim(name, draw(st.integers(1, 3)), klass)
+        for name in sorted(set(names))
+    }
+    return list(names), claims
+
+
+@st.composite
+def anti_affine(draw: st.DrawFn) -> Scenario:
     """Gangs whose members shun, seek or spread from each other (and are shunned by running
-    pods), on nodes of mixed room and zones, some with host port 80 in use: what `MemberChecks`
+    pods), on nodes of mixed room and zones, some with host port 80 in use, some members
+    mounting claims that only some nodes' local PVs or zones can serve: what `MemberChecks`
     and `_choose`'s lost nodes shortcut."""
     nodes = [
         node(
@@ -257,6 +337,11 @@ def anti_affine(
             labels={ZONE: draw(st.sampled_from("abcd"))},
         )
         for i in range(draw(st.integers(1, 10)))
+    ]
+    volumes = [
+        _local_pv(f"pv-{i}-{j}", f"n{i}", draw(st.integers(1, 3)))
+        for i in range(len(nodes))
+        for j in range(draw(st.integers(0, 2)))
     ]
     port = [{"name": "main", "image": "sim", "ports": [{"containerPort": 80, "hostPort": 80}]}]
     running = []
@@ -327,6 +412,7 @@ def anti_affine(
             spec["containers"] = [{**port[0], "resources": {"requests": {"cpu": "500m"}}}]
         varied = draw(st.booleans())  # members whose labels differ (an index label)
         size = draw(st.integers(1, 8))
+        mounts, claims = draw(_claims_of(name, size))
         pods = [
             pod(
                 f"{name}-{i}",
@@ -334,6 +420,7 @@ def anti_affine(
                 labels={"app": name, **({"index": str(i % 2)} if varied else {})},
                 requests={"cpu": draw(st.sampled_from(["500m", "1"]))} if i == 0 else None,
                 **spec,
+                **_mounting(mounts[i]),
             )
             for i in range(size)
         ]
@@ -348,35 +435,36 @@ def anti_affine(
                 uid=f"uid-{name}",
                 min_member=draw(st.integers(1, size)),
                 pending=tuple(pods),
+                claims=claims,
             )
         )
-    return nodes, running, requests
+    return nodes, running, requests, volumes
 
 
-def _decide_all(
-    nodes: list[dict[str, Any]], running: list[dict[str, Any]], requests: list[GangRequest]
-) -> list[Any]:
+def _decide_all(scenario: Scenario) -> list[Any]:
+    nodes, running, requests, volumes = scenario
     snapshot = Snapshot.build(nodes, running)
+    for raw in volumes:
+        snapshot.set_volume(persistent_volume(raw))
     outcomes: list[Any] = []
     for request in requests:
         outcome = place_group(request, snapshot)
         if isinstance(outcome, Refusal):
             outcomes.append(("refused", outcome.reason, outcome.message))
         else:
-            outcomes.append(("placed", [(b.pod, b.node) for b in outcome.bindings]))
+            outcomes.append(("placed", [(b.pod, b.node, b.volumes) for b in outcome.bindings]))
     return outcomes
 
 
 @given(anti_affine())
 def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
-    scenario: tuple[list[dict[str, Any]], list[dict[str, Any]], list[GangRequest]],
+    scenario: Scenario,
 ) -> None:
     """`MemberChecks` keeps the shape's closed and wanted domains and spread counts as members
     are assumed, and `_choose` skips nodes lost to earlier members; recounting and re-walking for
-    each member (the plain algorithm) must give the same placements and the same refusals,
-    word for word."""
-    nodes, running, requests = scenario
-    shortcut = _decide_all(nodes, running, requests)
+    each member (the plain algorithm) must give the same placements, the same volumes and the
+    same refusals, word for word."""
+    shortcut = _decide_all(scenario)
     plain_choose = placement._choose
 
     class Recounted(placement.MemberChecks):
@@ -387,5 +475,5 @@ def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(placement, "MemberChecks", Recounted)
         patch.setattr(placement, "_choose", lambda *args, lost=None: plain_choose(*args[:5], None))
-        plain = _decide_all(nodes, running, requests)
+        plain = _decide_all(scenario)
     assert shortcut == plain
