@@ -37,6 +37,11 @@ SCHEDULING_LATENCY = Histogram(
     buckets=(*_LATENCY_BUCKETS, 5.0, 10.0, 30.0),
     registry=REGISTRY,
 )
+SCHEDULING_IN_THREAD = Counter(
+    "podgroup_scheduling_thread_decisions",
+    "Gang decisions made in the scheduler's worker thread (large gangs; the event loop went on).",
+    registry=REGISTRY,
+)
 EVENT_LOOP_LAG = Histogram(
     "podgroup_event_loop_lag_seconds",
     "How late a half-second timer of the operator's event loop fired: the time everything on "

@@ -11,6 +11,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
+from podgroup_operator.controllers.scheduler import DECIDE_IN_THREAD_MEMBERS
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.builders import replicaset
 from tests.kube_helpers import (
@@ -19,7 +20,9 @@ from tests.kube_helpers import (
     gang_pods,
     group_status,
     pool,
+    sample,
     scheduling_attempts,
+    scrape,
     wait_scheduling_attempts,
 )
 from tests.waiting import wait_for
@@ -410,3 +413,27 @@ async def test_nonstrict_gang_holds_capacity_until_its_timeout(
         # The verdict reaches the status a moment after the bind it allowed.
         await wait_for(timed_out, 10, "greedy to report ScheduleTimeout")
         assert not bound(await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=greedy"))
+
+
+THREAD_DECISIONS = "podgroup_scheduling_thread_decisions_total"
+
+
+async def test_a_large_gang_is_decided_in_the_worker_thread_and_runs_whole(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """A gang of DECIDE_IN_THREAD_MEMBERS or more is decided off the event loop (scheduler.py);
+    its placement is booked and bound as any other's."""
+    size = DECIDE_IN_THREAD_MEMBERS + 16
+    before = sample(await scrape(operator), THREAD_DECISIONS)
+    async with pool(kube, count=2, cpu="8", memory="16Gi") as (_, name):
+        await create_group(kube, namespace, "big", min_member=size)
+        await gang_pods(kube, namespace, "big", size, name, group="big", requests={"cpu": "100m"})
+
+        async def running() -> dict[str, Any] | None:
+            status = await group_status(kube, namespace, "big")
+            return status if status.get("phase") == c.Phase.RUNNING else None
+
+        status = await wait_for(running, 60, "the large gang to run")
+        assert status["running"] == size
+        assert len(bound(await pods_of(kube, namespace))) == size
+        assert sample(await scrape(operator), THREAD_DECISIONS) >= before + 1

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
@@ -113,6 +113,11 @@ def _why(priority: int, victim: VictimGang) -> str:
     )
 
 
+async def _run_here(members: int, call: Callable[..., Any], *args: Any) -> Any:
+    """`Preemptor.run` when no scheduler gives one: the plan is made at once, here."""
+    return call(*args)
+
+
 @dataclass(eq=False, repr=False)
 class Preemptor:
     """The scheduler's preemption step, called when a gang is refused for room.
@@ -129,6 +134,9 @@ class Preemptor:
     budgets: Callable[[], Sequence[DisruptionBudget]]
     on_preempted: Callable[[GroupKey, Preempted], None]
     clock: Callable[[], dt.datetime]
+    run: Callable[..., Awaitable[Any]] = field(default=_run_here)
+    """How a plan is made: `run(members, plan_preemption, group, snapshot, budgets)`. The
+    scheduler gives its own, which runs a large gang's plan in its worker thread."""
     nominations: dict[GroupKey, Nomination] = field(default_factory=dict, init=False)
     _writes: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(WRITE_CONCURRENCY), init=False
@@ -136,7 +144,7 @@ class Preemptor:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     # --- the scheduler's calls -------------------------------------------------------------------
-    def refused(
+    async def refused(
         self, requests: GangRequest | Sequence[GangRequest], message: str, now: dt.datetime
     ) -> str:
         """The gang (or gang group, which must fit together) was refused for room: go on with
@@ -169,7 +177,10 @@ class Preemptor:
         # look like victims, so their holds are lifted while planning, and dropped if the plan
         # nominates any of their nodes (they plan again when next decided).
         yielded = self._lift_below(priority)
-        plan = plan_preemption(group, self.snapshot, self.budgets())
+        members = sum(len(r.pending) for r in group)
+        plan: PreemptionPlan | PreemptionRefusal = await self.run(
+            members, plan_preemption, group, self.snapshot, self.budgets()
+        )
         taken = set() if isinstance(plan, PreemptionRefusal) else {b.node for b in plan.nominations}
         for other in yielded:
             if taken & {b.node for b in other.bindings}:

@@ -128,15 +128,29 @@ class VolumeBinder:
         self.bind_timeout_seconds = bind_timeout_seconds
         self.snapshot: Snapshot | None = None
         self.changed: Callable[[], None] = lambda: None
+        self.exclusive: Callable[..., None] = lambda call, *args: call(*args)
+        """How a change reaches the snapshot: the scheduler's, which holds it back while a
+        worker thread decides on the snapshot (controllers/scheduler.py)."""
         self._waiters: dict[ClaimKey, list[asyncio.Future[None]]] = {}
 
-    def attach(self, snapshot: Snapshot, changed: Callable[[], None]) -> None:
-        """The snapshot PVs go into, and what to call when a waiting gang may now fit."""
+    def attach(
+        self,
+        snapshot: Snapshot,
+        changed: Callable[[], None],
+        exclusive: Callable[..., None] | None = None,
+    ) -> None:
+        """The snapshot PVs go into, what to call when a waiting gang may now fit, and how to
+        reach the snapshot (`exclusive(call, *args)`: at once, or after a decision using it)."""
         self.snapshot = snapshot
         self.changed = changed
+        if exclusive is not None:
+            self.exclusive = exclusive
 
     # --- informer events ---------------------------------------------------------------------
     def on_volume(self, kind: WatchEventType, pv: JSON, old: JSON | None) -> None:
+        self.exclusive(self._on_volume, kind, pv, old)
+
+    def _on_volume(self, kind: WatchEventType, pv: JSON, old: JSON | None) -> None:
         if self.snapshot is None:
             return
         name = str((pv.get("metadata") or {}).get("name") or "")

@@ -35,6 +35,9 @@ Key = tuple[str, str]
 class Harness:
     """The scheduler with its two indexes, a verdict log and the fake API server behind it."""
 
+    thread_members = scheduler_module.DECIDE_IN_THREAD_MEMBERS
+    """What its scheduler decides in the worker thread from (see `decisions_in`)."""
+
     def __init__(self, default_timeout_seconds: int = 60) -> None:
         self.clock = Clock()
         self.fake = FakeApiServer(clock=self.clock)
@@ -49,6 +52,7 @@ class Harness:
             publish=lambda key, verdict: self.verdicts.append((key, verdict)),
             default_timeout_seconds=default_timeout_seconds,
             clock=self.clock,
+            thread_members=self.thread_members,
         )
 
     # --- the world -------------------------------------------------------------------------------
@@ -114,6 +118,16 @@ class Harness:
 
     def cpu_free(self, node_name: str) -> int:
         return self.scheduler.snapshot.free(node_name)["cpu"]
+
+
+@pytest.fixture(autouse=True, params=["on the loop", "in the thread"])
+def decisions_in(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs twice: with the default threshold (these gangs are small, so they
+    are decided on the event loop) and with every decision made in the worker thread. Both
+    must decide and book alike."""
+    if request.param == "in the thread":
+        monkeypatch.setattr(Harness, "thread_members", 1)
+    return str(request.param)
 
 
 def binding_path(name: str) -> str:
@@ -848,7 +862,7 @@ async def test_failed_binds_are_told_to_the_pacer_too() -> None:
 
 
 async def test_a_slow_decision_is_logged_with_the_gang_it_held_the_loop_for(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, decisions_in: str
 ) -> None:
     # Any decision counts as slow here: what is checked is that the log names the gang.
     monkeypatch.setattr(scheduler_module, "SLOW_DECISION_SECONDS", 0.0)
@@ -861,4 +875,7 @@ async def test_a_slow_decision_is_logged_with_the_gang_it_held_the_loop_for(
     assert h.binds() == 3
     (slow,) = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
     assert slow.startswith("deciding default/gang (3 pods waiting) took ")
-    assert "lease renewal, webhooks, probes" in slow
+    if decisions_in == "in the thread":
+        assert slow.endswith("in the worker thread, while the event loop went on")
+    else:
+        assert "lease renewal, webhooks, probes" in slow

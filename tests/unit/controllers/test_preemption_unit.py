@@ -2,7 +2,9 @@
 
 The harness is the gang scheduler's (events fed by hand, cycles run by hand); the watch's view of
 deletions is delivered only when a test says so, which is how "victims still terminating" is
-held still: the scheduler must neither evict again nor let another gang take the room.
+held still: the scheduler must neither evict again nor let another gang take the room. Every test
+runs twice, deciding and planning on the event loop and in the scheduler's worker thread
+(`decisions_in`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from podgroup_operator.adapters.kube import PODS
 from podgroup_operator.controllers.preemption import NOMINATION_SECONDS, budgets_of
 from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.scheduling.snapshot import pod_uid
-from tests.unit.controllers.test_gang_scheduler_unit import NS, Harness
+from tests.unit.controllers.test_gang_scheduler_unit import (  # noqa: F401 (an autouse fixture)
+    NS,
+    Harness,
+    decisions_in,
+)
 
 Body = dict[str, Any]
 

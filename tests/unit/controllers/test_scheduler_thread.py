@@ -1,0 +1,222 @@
+"""Large gangs are decided in the scheduler's worker thread while the event loop goes on; what
+comes for the snapshot meanwhile (events, bind answers) waits for the decision and then
+applies in order (controllers/scheduler.py).
+
+A decision is held in the thread by a wrapper around the pure `place_group` that waits for the
+test's word, so each test sees the loop run while the thread decides, and nothing here depends
+on timing: the test waits for the thread to say it started, and every wait has a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from podgroup_operator.constants import SCHEDULER_NAME, WatchEventType
+from podgroup_operator.controllers import preemption as preemption_module
+from podgroup_operator.controllers import scheduler as scheduler_module
+from podgroup_operator.scheduling.gang import GangRequest
+from podgroup_operator.scheduling.snapshot import Snapshot
+from tests.unit.controllers.test_gang_scheduler_unit import Harness
+
+WAIT = 10.0
+PV = {
+    "metadata": {"name": "pv-1"},
+    "spec": {"storageClassName": "local", "capacity": {"storage": "1Gi"}},
+    "status": {"phase": "Available"},
+}
+
+
+class HeldDecision:
+    """`place_group` that, for the gangs named, waits in the thread until `release()`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *held: str) -> None:
+        self.held = set(held)
+        self.started = threading.Event()
+        self.proceed = threading.Event()
+        self.threads: list[str] = []
+        real: Callable[[GangRequest, Snapshot], Any] = scheduler_module.place_group
+
+        def place(request: GangRequest, snapshot: Snapshot) -> Any:
+            self.threads.append(threading.current_thread().name)
+            if request.name in self.held:
+                self.started.set()
+                assert self.proceed.wait(WAIT), "the test never released the decision"
+            return real(request, snapshot)
+
+        monkeypatch.setattr(scheduler_module, "place_group", place)
+
+    async def wait_started(self) -> None:
+        assert await asyncio.to_thread(self.started.wait, WAIT), "no decision started"
+
+    def release(self) -> None:
+        self.proceed.set()
+
+
+async def eventually(check: Callable[[], bool], what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not check():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def threaded_harness() -> Harness:
+    h = Harness()
+    h.scheduler.thread_members = 2
+    return h
+
+
+async def test_a_node_arriving_while_the_thread_decides_waits_for_it_then_applies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = threaded_harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    h.add_pods("gang", 2)
+    decision = HeldDecision(monkeypatch, "gang")
+
+    cycle = asyncio.create_task(h.scheduler.cycle())
+    await decision.wait_started()
+    # The event loop runs (this test is on it) while the thread decides.
+    assert h.scheduler.deciding_in_thread
+    h.add_node("n2", cpu=8)
+    h.scheduler.volumes.on_volume(WatchEventType.ADDED, PV, None)
+    assert h.scheduler.deferred_total == 2
+    # The thread's snapshot is not touched.
+    assert "n2" not in h.scheduler.snapshot.nodes
+    assert "pv-1" not in h.scheduler.snapshot.volumes
+    decision.release()
+    await asyncio.wait_for(cycle, WAIT)
+
+    assert not h.scheduler.deciding_in_thread
+    assert "n2" in h.scheduler.snapshot.nodes
+    assert "pv-1" in h.scheduler.snapshot.volumes
+    assert sorted(h.bound_pods()) == ["gang-0", "gang-1"]
+    assert decision.threads == ["podgroup-decision_0"]
+
+
+async def test_a_gang_under_the_threshold_is_decided_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = threaded_harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("solo", min_member=1)
+    h.add_pods("solo", 1)
+    decision = HeldDecision(monkeypatch)
+
+    await h.scheduler.cycle()
+
+    assert h.bound_pods() == ["solo-0"]
+    assert decision.threads == [threading.current_thread().name]
+
+
+async def test_bind_answers_during_a_later_decision_are_booked_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pipelined cycle sends the first gang's binds, then decides the second in the thread:
+    the first gang's bind answers come meanwhile and are booked (pods no longer pending)
+    only once that decision is done."""
+    monkeypatch.setattr(scheduler_module, "YIELD_SECONDS", 0.0)  # send binds between decisions
+    h = threaded_harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("first", min_member=2, priority=10)
+    h.add_pods("first", 2)
+    h.add_group("second", min_member=2)
+    h.add_pods("second", 2)
+    decision = HeldDecision(monkeypatch, "second")
+
+    cycle = asyncio.create_task(h.scheduler.cycle(pipeline=True))
+    await decision.wait_started()
+    await eventually(lambda: h.binds() == 2, "the first gang's binds to be answered")
+    await eventually(lambda: h.scheduler.deferred_total >= 4, "their answers to be held back")
+    assert sorted(h.bound_pods()) == ["first-0", "first-1"]
+    assert ("default", "first") in h.scheduler.pending  # not booked yet
+    decision.release()
+    await asyncio.wait_for(cycle, WAIT)
+    await eventually(lambda: h.binds() == 4, "the second gang's binds")
+    await eventually(lambda: not h.scheduler._binding, "every bind batch to end")
+
+    assert ("default", "first") not in h.scheduler.pending
+    assert not h.scheduler.in_flight
+    assert sorted(h.bound_pods()) == ["first-0", "first-1", "second-0", "second-1"]
+
+
+async def test_a_cycle_cancelled_mid_decision_leaves_the_snapshot_to_the_thread_until_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = threaded_harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    h.add_pods("gang", 2)
+    decision = HeldDecision(monkeypatch, "gang")
+
+    cycle = asyncio.create_task(h.scheduler.cycle())
+    await decision.wait_started()
+    cycle.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cycle
+    assert h.scheduler.deciding_in_thread  # the thread cannot be stopped: still its snapshot
+    h.add_node("n2", cpu=8)
+    assert "n2" not in h.scheduler.snapshot.nodes
+    decision.release()
+    await eventually(lambda: not h.scheduler.deciding_in_thread, "the thread to end")
+
+    assert "n2" in h.scheduler.snapshot.nodes
+    assert h.binds() == 0  # the cancelled cycle's placement is never sent
+
+
+async def test_a_held_back_event_that_raises_is_logged_and_the_rest_still_apply(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = threaded_harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    h.add_pods("gang", 2)
+    decision = HeldDecision(monkeypatch, "gang")
+
+    cycle = asyncio.create_task(h.scheduler.cycle())
+    await decision.wait_started()
+    nameless = {"metadata": {"namespace": "default"}, "spec": {"schedulerName": SCHEDULER_NAME}}
+    h.scheduler.on_pod("ADDED", nameless)  # a pending pod of ours without a name: raises
+    h.add_node("n2", cpu=8)
+    decision.release()
+    with caplog.at_level("ERROR", logger=scheduler_module.__name__):
+        await asyncio.wait_for(cycle, WAIT)
+
+    assert "n2" in h.scheduler.snapshot.nodes
+    assert any(
+        "after a decision in a worker thread failed" in r.getMessage() for r in caplog.records
+    )
+    assert sorted(h.bound_pods()) == ["gang-0", "gang-1"]
+
+
+async def test_a_large_gangs_preemption_plan_is_made_in_the_thread_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = threaded_harness()
+    h.add_node("n1", cpu=4)
+    h.add_group("low", min_member=2)
+    for i in range(2):
+        h.add_pod(f"low-{i}", group="low", cpu=2, node="n1", priority=1)
+    h.add_group("high", min_member=2)
+    h.add_pods("high", 2, cpu=2, priority=10)
+    planned_in: list[str] = []
+    real = preemption_module.plan_preemption
+
+    def plan(*args: Any) -> Any:
+        planned_in.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(preemption_module, "plan_preemption", plan)
+
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+
+    assert planned_in == ["podgroup-decision_0"]
+    assert len([r for r in h.fake.request_log if r.method == "DELETE"]) == 2
+    assert not h.scheduler.deciding_in_thread
