@@ -25,9 +25,9 @@ A large gang is decided in a worker thread (`DECIDE_IN_THREAD_MEMBERS`), so that
 webhooks, probes, the watches and status writes go on meanwhile: one decision of thousands of
 constrained members takes seconds, longer than the leader may go without renewing. The snapshot
 is the thread's alone while it decides: everything that would change it from the event loop
-(node, pod and PV events, bind answers) is queued in arrival order and applied once the thread
-is done, before anything else of the scheduler runs. That is what the event loop held by the
-decision did before, for the scheduler; only the other work no longer waits.
+(node, pod and PV events, bind answers) is queued in arrival order and applied once the
+decision is booked, before the scheduler does anything else. For the scheduler that is what the
+event loop held by the decision did before; only the other work no longer waits.
 """
 
 from __future__ import annotations
@@ -597,8 +597,13 @@ class GangScheduler:
         for call in deferred:
             try:
                 call()
-            except Exception:
-                logger.exception("applying %r after a decision in a worker thread failed", call)
+            except Exception as exc:
+                logger.error(
+                    "%s, held back during a decision in the worker thread, failed: %s",
+                    getattr(getattr(call, "func", call), "__qualname__", "a call"),
+                    truncate(describe(exc)),
+                    exc_info=True,
+                )
 
     def _request(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> GangRequest | None:
         if key[1].startswith("pod:"):

@@ -190,7 +190,8 @@ async def test_a_held_back_event_that_raises_is_logged_and_the_rest_still_apply(
 
     assert "n2" in h.scheduler.snapshot.nodes
     assert any(
-        "after a decision in a worker thread failed" in r.getMessage() for r in caplog.records
+        "GangScheduler._on_pod, held back during a decision" in r.getMessage()
+        for r in caplog.records
     )
     assert sorted(h.bound_pods()) == ["gang-0", "gang-1"]
 
