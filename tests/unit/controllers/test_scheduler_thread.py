@@ -71,17 +71,24 @@ def threaded_harness() -> Harness:
     return h
 
 
-async def test_a_node_arriving_while_the_thread_decides_waits_for_it_then_applies(
+async def held_in_thread(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
+) -> tuple[Harness, HeldDecision, asyncio.Task[None]]:
+    """A gang of two that fits on n1, its decision started and held in the worker thread."""
     h = threaded_harness()
     h.add_node("n1", cpu=8)
     h.add_group("gang", min_member=2)
     h.add_pods("gang", 2)
     decision = HeldDecision(monkeypatch, "gang")
-
     cycle = asyncio.create_task(h.scheduler.cycle())
     await decision.wait_started()
+    return h, decision, cycle
+
+
+async def test_a_node_arriving_while_the_thread_decides_waits_for_it_then_applies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h, decision, cycle = await held_in_thread(monkeypatch)
     # The event loop runs (this test is on it) while the thread decides.
     assert h.scheduler.deciding_in_thread
     h.add_node("n2", cpu=8)
@@ -149,14 +156,7 @@ async def test_bind_answers_during_a_later_decision_are_booked_after_it(
 async def test_a_cycle_cancelled_mid_decision_leaves_the_snapshot_to_the_thread_until_it_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    h = threaded_harness()
-    h.add_node("n1", cpu=8)
-    h.add_group("gang", min_member=2)
-    h.add_pods("gang", 2)
-    decision = HeldDecision(monkeypatch, "gang")
-
-    cycle = asyncio.create_task(h.scheduler.cycle())
-    await decision.wait_started()
+    h, decision, cycle = await held_in_thread(monkeypatch)
     cycle.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cycle
@@ -173,14 +173,7 @@ async def test_a_cycle_cancelled_mid_decision_leaves_the_snapshot_to_the_thread_
 async def test_a_held_back_event_that_raises_is_logged_and_the_rest_still_apply(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    h = threaded_harness()
-    h.add_node("n1", cpu=8)
-    h.add_group("gang", min_member=2)
-    h.add_pods("gang", 2)
-    decision = HeldDecision(monkeypatch, "gang")
-
-    cycle = asyncio.create_task(h.scheduler.cycle())
-    await decision.wait_started()
+    h, decision, cycle = await held_in_thread(monkeypatch)
     nameless = {"metadata": {"namespace": "default"}, "spec": {"schedulerName": SCHEDULER_NAME}}
     h.scheduler.on_pod("ADDED", nameless)  # a pending pod of ours without a name: raises
     h.add_node("n2", cpu=8)

@@ -18,6 +18,7 @@ from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
 from tests.builders import node, pod
 from tests.unit.scheduling.helpers import GPU, overcommitted, uid_of, usage_by_node
+from tests.unit.scheduling.test_sched_volumes import local_pv
 
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
 
@@ -256,25 +257,6 @@ STATIC_CLASS = {
 }
 
 
-def _local_pv(name: str, host: str, gib: int) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "storageClassName": "local",
-            "capacity": {"storage": f"{gib}Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": HOST, "operator": "In", "values": [host]}]}
-                    ]
-                }
-            },
-        },
-        "status": {"phase": "Available"},
-    }
-
-
 def _claim(name: str, gib: int, klass: dict[str, Any]) -> VolumeClaim:
     raw = {
         "metadata": {"name": name, "namespace": "default"},
@@ -339,7 +321,7 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
         for i in range(draw(st.integers(1, 10)))
     ]
     volumes = [
-        _local_pv(f"pv-{i}-{j}", f"n{i}", draw(st.integers(1, 3)))
+        local_pv(f"pv-{i}-{j}", f"n{i}", f"{draw(st.integers(1, 3))}Gi")
         for i in range(len(nodes))
         for j in range(draw(st.integers(0, 2)))
     ]
