@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from podgroup_operator.constants import GangMode, Reason
-from podgroup_operator.scheduling.gang import GangGroupPlacement, Placement, Refusal
+from podgroup_operator.scheduling import placement
+from podgroup_operator.scheduling.gang import GangGroupPlacement, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node, pod
@@ -264,3 +267,64 @@ def test_gang_group_undo_releases_every_member_group() -> None:
     assert snapshot.state() != before
     outcome.undo()
     assert snapshot.state() == before
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _two_zones_and_a_full_node(used_in_a: int, cpu: int) -> Snapshot:
+    """a-node (zone a) runs one `app=web` pod using `used_in_a` cpu, b-node (zone b) is empty,
+    both with `cpu`; c-node (no zone) is full, so the first member finds it lost at once."""
+    return Snapshot.build(
+        [
+            node("a-node", cpu=cpu, labels={ZONE: "a"}),
+            node("b-node", cpu=cpu, labels={ZONE: "b"}),
+            node("c-node", cpu=1),
+        ],
+        [
+            pod("web-old", labels={"app": "web"}, node="a-node", requests={"cpu": used_in_a}),
+            pod("other", labels={"app": "other"}, node="c-node", requests={"cpu": 1}),
+        ],
+    )
+
+
+def _spread_web(count: int) -> GangRequest:
+    """`count` members of 2 cpu, spread over the zones with maxSkew 1."""
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": ZONE,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    pods = members(
+        "web", count, labels={"app": "web"}, requests={"cpu": 2}, topologySpreadConstraints=[spread]
+    )
+    return gang("web", pods)
+
+
+def test_a_node_a_member_took_moves_up_in_the_shapes_own_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once a shape walks its own best-fit order without its lost nodes (`_Lost.order`; built
+    here from the first lost node), the node a member was just assumed on must move up with
+    its score: the next member takes the fullest node that passes, as a fresh walk would.
+
+    a-node starts fuller than b-node (1 of 4 cpu against none), but zone spread sends the first
+    member to b-node, which is then the fuller (2 of 4), so the second member goes there too."""
+    monkeypatch.setattr(placement, "UNLOST_ORDER_AFTER", 0.0)
+    outcome = place_group(_spread_web(2), _two_zones_and_a_full_node(used_in_a=1, cpu=4))
+    assert isinstance(outcome, Placement), outcome
+    assert [b.node for b in outcome.bindings] == ["b-node", "b-node"]
+
+
+def test_a_node_refused_for_spread_stays_in_the_shapes_own_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A spread refusal does not last (it changes as members are assumed), so the node stays
+    in the shape's own order. The zones take turns; a-node comes first whenever it is as full
+    as b-node or fuller (ties go by name), so it is refused to the third member (zone a one
+    ahead) and is where the fourth goes."""
+    monkeypatch.setattr(placement, "UNLOST_ORDER_AFTER", 0.0)
+    outcome = place_group(_spread_web(4), _two_zones_and_a_full_node(used_in_a=2, cpu=8))
+    assert isinstance(outcome, Placement), outcome
+    assert [b.node for b in outcome.bindings] == ["b-node", "a-node", "b-node", "a-node"]

@@ -438,15 +438,20 @@ def _decide_all(scenario: Scenario) -> list[Any]:
     return outcomes
 
 
+@pytest.mark.parametrize("unlost_after", [0.0, placement.UNLOST_ORDER_AFTER])
 @given(anti_affine())
 def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
-    scenario: Scenario,
+    unlost_after: float, scenario: Scenario
 ) -> None:
     """`MemberChecks` keeps the shape's closed and wanted domains and spread counts as members
-    are assumed, and `_choose` skips nodes lost to earlier members; recounting and re-walking for
-    each member (the plain algorithm) must give the same placements, the same volumes and the
-    same refusals, word for word."""
-    shortcut = _decide_all(scenario)
+    are assumed, and `_choose` skips nodes lost to earlier members (walking the shape's own
+    order without them once `unlost_after` lost nodes per node were met: these gangs are
+    small, so 0, from the first lost node, is what exercises it); recounting and re-walking
+    for each member (the plain algorithm) must give the same placements, the same volumes and
+    the same refusals, word for word."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(placement, "UNLOST_ORDER_AFTER", unlost_after)
+        shortcut = _decide_all(scenario)
     plain_choose = placement._choose
 
     class Recounted(placement.MemberChecks):
