@@ -193,6 +193,8 @@ class GangScheduler:
         """What came for the snapshot meanwhile, in arrival order."""
         self.deferred_total = 0
         """Calls ever queued behind a thread's decision (tests and diagnostics)."""
+        self.deferred_errors = 0
+        """Of those, the ones that raised when applied."""
 
     # --- events ---------------------------------------------------------------------------------
     def on_node(self, event_type: str | None, node: JSON, old: JSON | None = None) -> None:
@@ -590,18 +592,19 @@ class GangScheduler:
     def _thaw(self) -> None:
         """Apply, in arrival order, what came for the snapshot during a thread's decision.
         Each call is isolated as the informers isolate their handlers: one that raises is
-        logged and the rest still apply."""
+        logged (with a traceback for the first few) and the rest still apply."""
         self.deciding_in_thread = False
         deferred, self._deferred = self._deferred, []
         for call in deferred:
             try:
                 call()
             except Exception as exc:
+                self.deferred_errors += 1
                 logger.error(
                     "%s, held back during a decision in the worker thread, failed: %s",
                     getattr(getattr(call, "func", call), "__qualname__", "a call"),
                     truncate(describe(exc)),
-                    exc_info=True,
+                    exc_info=self.deferred_errors <= 3,
                 )
 
     def _request(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> GangRequest | None:

@@ -13,8 +13,9 @@ best-fit order (fullest first, ties by name), each taking `min(free // request)`
 of searching all nodes for every pod. Members that depend on other pods are placed one by one,
 but keep what their shape learnt as they go (`interpod.MemberChecks`, and the nodes `_choose`
 found lost, `_Lost`) instead of recounting it for each: with hostname anti-affinity on 5,000
-nodes a member costs about 0.1 ms in a gang of 1,000 or of 4,000, against 2 to 3 and 12 ms when
-each recounted and walked past every node taken (`bench core --scenario anti-affinity`).
+nodes a member costs about 0.1 to 0.16 ms in a gang of 1,000 or of 4,000, against 2 to 3 and
+12 ms when each recounted and walked past every node taken (`bench core --scenario
+anti-affinity`).
 """
 
 from __future__ import annotations

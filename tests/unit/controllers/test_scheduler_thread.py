@@ -182,6 +182,7 @@ async def test_a_held_back_event_that_raises_is_logged_and_the_rest_still_apply(
         await asyncio.wait_for(cycle, WAIT)
 
     assert "n2" in h.scheduler.snapshot.nodes
+    assert h.scheduler.deferred_errors == 1
     assert any(
         "GangScheduler._on_pod, held back during a decision" in r.getMessage()
         for r in caplog.records
