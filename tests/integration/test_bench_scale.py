@@ -18,15 +18,39 @@ from podgroup_operator.devcluster import cluster as devcluster
 COMMAND = [str(Path(sys.executable).with_name("podgroup-operator")), "bench", "scale"]
 
 
-TINY = ["--nodes", "3", "--gangs", "3", "--gang-size", "2", "--node-cpu", "4"]
+TINY = ["--nodes", "3", "--gangs", "3", "--gang-size", "2", "--node-cpu", "4", "--timeout", "60"]
+"""Six pods on three sim nodes; a side that has not drained in 60 s (it takes a few seconds)
+ends, says what it was waiting for and exits 1, well before pytest's own timeout would kill the
+command and its output with it."""
+
+
+def run_bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`bench scale` with `args`; exit 0 expected, else its stderr (what was stuck) is shown.
+
+    A command still running at `timeout` gets SIGTERM, so that it stops the clusters it started
+    (a SIGKILL, which `subprocess.run` sends, would leave them running), and its output so far
+    is shown."""
+    with subprocess.Popen(
+        [*COMMAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                stdout, stderr = process.communicate(timeout=45)
+            finally:
+                process.kill()
+            raise AssertionError(
+                f"bench scale ran past {timeout:.0f}s:\n{stderr[-6000:]}"
+            ) from None
+    assert process.returncode == 0, stderr[-6000:]
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def tiny_backlog(*args: str) -> dict[str, Any]:
     """The operator's side of a 3 x 2 backlog on 3 sim nodes; all bound and Running."""
-    result = subprocess.run(
-        [*COMMAND, *TINY, *args], capture_output=True, text=True, timeout=240, check=False
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_bench(*TINY, *args, timeout=240)
     ours: dict[str, Any] = json.loads(result.stdout)["operator"]
     assert (ours["pods"], ours["bound"], ours["groups_running"]) == (6, 6, 3)
     return ours
@@ -67,10 +91,9 @@ def test_operator_args_reach_run_and_turn_the_writer_process_off() -> None:
 
 
 def test_repeat_prints_every_run_and_the_spread_of_its_figures() -> None:
-    result = subprocess.run(
-        [*COMMAND, *TINY, "--repeat", "2"], capture_output=True, text=True, timeout=480, check=False
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    # Two runs of at most 60 s each, with their clusters' starts and stops, and a SIGTERM's
+    # grace: under pytest's 300 s.
+    result = run_bench(*TINY, "--repeat", "2", timeout=230)
     printed = json.loads(result.stdout)
     runs = [run["operator"] for run in printed["runs"]]
     assert [(ours["bound"], ours["groups_running"]) for ours in runs] == [(6, 3), (6, 3)]
@@ -78,6 +101,44 @@ def test_repeat_prints_every_run_and_the_spread_of_its_figures() -> None:
     assert rates["runs"] == 2
     assert rates["min"] == min(ours["pods_per_s"] for ours in runs)
     assert rates["max"] == max(ours["pods_per_s"] for ours in runs)
+
+
+def test_a_side_that_cannot_drain_exits_1_naming_what_it_waited_for() -> None:
+    """Two pods of 3 cpu on one 4-cpu node: the gang never fits, the side ends at --timeout."""
+    never_fits = ["--nodes", "1", "--gangs", "1", "--gang-size", "2", "--node-cpu", "4"]
+    result = subprocess.run(
+        [*COMMAND, *never_fits, "--pod-cpu", "3", "--timeout", "20"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    ours = json.loads(result.stdout)["operator"]
+    assert ours["timed_out"]
+    stuck = ours["stuck"]
+    assert stuck["unbound"] == {"count": 2, "first": ["g0-0", "g0-1"]}
+    assert stuck["groups_not_running"]["count"] == 1
+    # The operator said why, and the status the watch last saw carries it.
+    conditions = stuck["groups_not_running"]["first"]["g0"]["conditions"]
+    assert conditions.get("Unschedulable", "").startswith("True"), conditions
+    assert "--- last " in result.stderr and "lines of operator.log ---" in result.stderr
+
+
+def test_a_scheduler_that_exits_ends_its_side_at_once_with_its_exit_code() -> None:
+    """`run` refuses an unknown option (exit 2): the side stops there, not at its timeout."""
+    result = subprocess.run(
+        [*COMMAND, *TINY, "--operator-args=--no-such-option"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    ours = json.loads(result.stdout)["operator"]
+    assert (ours["scheduler_exit_code"], ours["timed_out"], ours["bound"]) == (2, False, 0)
+    assert ours["stuck"]["unbound"]["count"] == 6
+    assert "--no-such-option" in result.stderr  # the operator's own words, from its log
 
 
 def test_versus_without_a_built_kube_scheduler_says_so_and_exits_2(tmp_path: Path) -> None:

@@ -99,3 +99,32 @@ def test_a_failed_run_keeps_the_runs_before_it_and_fails_the_command(
     assert [run["operator"]["pods_per_s"] for run in printed["runs"]] == [300.0, 340.0]
     assert printed["spread"]["operator.pods_per_s"]["runs"] == 2
     assert printed["error"] == "run 3 of 3: RuntimeError('etcd did not start')"
+
+
+def test_a_side_that_timed_out_says_which_pods_and_groups_it_waited_for() -> None:
+    """g1-1 never bound, g1-0 bound but never Running, g1 never Running: each named, with the
+    phase and condition reasons g1's status last showed."""
+    seen = observed()
+    del seen.bound["g1-1"]
+    del seen.pod_running["g1-1"], seen.pod_running["g1-0"]
+    del seen.group_running["g1"]
+    seen.last_status["g1"] = {
+        "phase": "Scheduling",
+        "conditions": [{"type": "Scheduled", "status": "False", "reason": "Unschedulable"}],
+    }
+    plan = scale.Plan(
+        mode="backlog", nodes=1, gangs=2, size=2, cpu="1", node_cpu="1", rate=1.0, timeout=1.0
+    )
+    stuck = scale._stuck(seen, plan, scale.c.OPERATOR_NAME)
+    assert stuck == {
+        "unbound": {"count": 1, "first": ["g1-1"]},
+        "bound_not_running": {"count": 1, "first": ["g1-0"]},
+        "groups_not_running": {
+            "count": 1,
+            "first": {
+                "g1": {"phase": "Scheduling", "conditions": {"Scheduled": "False Unschedulable"}}
+            },
+        },
+    }
+    # kube-scheduler's side has no group status to wait for.
+    assert "groups_not_running" not in scale._stuck(seen, plan, scale.KUBE_SCHEDULER)

@@ -22,7 +22,10 @@ requests the API server served in that time by verb and resource, with the mean 
 took for each (`apiserver_requests`, from its own metrics: which writes and reads a side cost it),
 and the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'
 `PhaseChanged`, and whatever else the run caused, such as `NodeNotReady` if a node's heartbeats
-fall behind).
+fall behind). A side whose scheduler process exits stops there (`scheduler_exit_code`). A side that
+reaches `--timeout`, or whose scheduler exited, also prints what it was still waiting for
+(`stuck`: pods never bound, bound but never Running, groups never Running with their last phase
+and condition reasons) and the last lines of its scheduler's and sim nodes' logs on stderr.
 
 A side ends when every pod is Running (and, for the operator, every group), not at the last
 bind: on two cores a scheduler that floods the apiserver with binds starves the sim kubelets'
@@ -438,11 +441,13 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
                 await asyncio.sleep(max(0.0, (index + 1) / plan.rate - seen.now()))
         total = plan.gangs * plan.size
         deadline = time.monotonic() + plan.timeout
+        exit_code: int | None = None
         while time.monotonic() < deadline:
             done = len(seen.pod_running) >= total and (
                 scheduler != c.OPERATOR_NAME or len(seen.group_running) >= plan.gangs
             )
-            if done:
+            exit_code = _exit_code(process)
+            if done or exit_code is not None:
                 break
             await asyncio.sleep(0.5)
         writers = process.children() if isinstance(process, OperatorProcess) else []
@@ -458,6 +463,11 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         result["create_errors"] = errors
         result["events"] = await _events_by_reason(kube)
         result["timed_out"] = time.monotonic() >= deadline
+        if exit_code is not None:
+            result["scheduler_exit_code"] = exit_code
+        if result["timed_out"] or exit_code is not None:
+            result["stuck"] = _stuck(seen, plan, scheduler)
+            _print_log_tails(state_dir)
         pid = _pid_of(process)
         if pid is not None:
             result["peak_rss_mb"] = _peak_rss_mb(pid)
@@ -482,6 +492,75 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         with contextlib.suppress(subprocess.TimeoutExpired):
             sim.wait(timeout=10)
         devcluster.down(state_dir)
+
+
+STUCK_NAMES = 20
+"""How many names of each kind `_stuck` lists: enough to see a pattern, bounded at any size."""
+
+LOG_TAIL_LINES = 60
+
+
+def _stuck(seen: Observed, plan: Plan, scheduler: str) -> dict[str, Any]:
+    """What a side that timed out was still waiting for, as the watches last saw it.
+
+    Why: a run that ends at its timeout says only that; which pods were never bound, which were
+    bound but never Running, and which groups never turned Running (with the phase and reasons
+    their status last showed) tell the scheduler's fault from the sim kubelets' or the watch's.
+    """
+    names = [f"g{group}-{member}" for group in range(plan.gangs) for member in range(plan.size)]
+    unbound = [name for name in names if name not in seen.bound]
+    not_running = [name for name in names if name in seen.bound and name not in seen.pod_running]
+    stuck: dict[str, Any] = {
+        "unbound": {"count": len(unbound), "first": unbound[:STUCK_NAMES]},
+        "bound_not_running": {"count": len(not_running), "first": not_running[:STUCK_NAMES]},
+    }
+    if scheduler == c.OPERATOR_NAME:
+        groups = [
+            f"g{group}" for group in range(plan.gangs) if f"g{group}" not in seen.group_running
+        ]
+        stuck["groups_not_running"] = {
+            "count": len(groups),
+            "first": {
+                name: _status_gist(seen.last_status.get(name)) for name in groups[:STUCK_NAMES]
+            },
+        }
+    return stuck
+
+
+def _status_gist(status: Any) -> dict[str, Any]:
+    """A group's last status in brief: its phase and the reason of each condition."""
+    if not isinstance(status, dict):
+        return {"phase": None}
+    conditions = status.get("conditions") or []
+    return {
+        "phase": status.get("phase"),
+        "conditions": {
+            str(cond.get("type")): f"{cond.get('status')} {cond.get('reason')}"
+            for cond in conditions
+            if isinstance(cond, dict)
+        },
+    }
+
+
+def _print_log_tails(state_dir: Path) -> None:
+    """The last lines of each log the side wrote (scheduler, sim nodes), on stderr: the state
+    directory is removed when the run ends, and a timed-out run is the one whose logs matter."""
+    for log in sorted(state_dir.glob("*.log")):
+        with contextlib.suppress(OSError):
+            lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+            print(f"--- last {len(lines)} lines of {log.name} ---", file=sys.stderr)
+            for line in lines:
+                print(line[:500], file=sys.stderr)
+
+
+def _exit_code(process: OperatorProcess | subprocess.Popen[bytes]) -> int | None:
+    """The scheduler's exit code if it has ended, else None.
+
+    Why: a scheduler that dies (a port taken, a crash at start) binds nothing more; a run that
+    waited for its timeout anyway (15 minutes by default) looked like a hang, and said nothing
+    of why."""
+    popen = process.process if isinstance(process, OperatorProcess) else process
+    return None if popen is None else popen.poll()
 
 
 def _pid_of(process: OperatorProcess | subprocess.Popen[bytes]) -> int | None:
@@ -593,7 +672,7 @@ def main(argv: Sequence[str]) -> int:
     if args.repeat == 1:
         report = _report(plan, versus=bool(args.versus))
         print(json.dumps(report, indent=2))
-        return 0 if not report["operator"].get("timed_out") else 1
+        return 0 if not _failed(report) else 1
     reports: list[dict[str, Any]] = []
     printed: dict[str, Any] = {"runs": reports}
     for _ in range(args.repeat):
@@ -607,8 +686,14 @@ def main(argv: Sequence[str]) -> int:
             break
     printed["spread"] = spread(reports)
     print(json.dumps(printed, indent=2))
-    failed = "error" in printed or any(report["operator"].get("timed_out") for report in reports)
+    failed = "error" in printed or any(map(_failed, reports))
     return 1 if failed else 0
+
+
+def _failed(report: dict[str, Any]) -> bool:
+    """The operator's side timed out or its process ended before the run did."""
+    ours = report["operator"]
+    return bool(ours.get("timed_out")) or "scheduler_exit_code" in ours
 
 
 def _report(plan: Plan, *, versus: bool) -> dict[str, Any]:
