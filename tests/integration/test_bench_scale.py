@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,27 +25,32 @@ ends, says what it was waiting for and exits 1, well before pytest's own timeout
 command and its output with it."""
 
 
-def run_bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """`bench scale` with `args`; exit 0 expected, else its stderr (what was stuck) is shown.
+def run_bench(*args: str, timeout: float, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    """`bench scale` with `args`; exit `expect` expected, else its stderr (what was stuck) is shown.
 
     A command still running at `timeout` gets SIGTERM, so that it stops the clusters it started
     (a SIGKILL, which `subprocess.run` sends, would leave them running), and its output so far
-    is shown."""
-    with subprocess.Popen(
-        [*COMMAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as process:
+    is shown. Output goes to files, not pipes: waiting for a pipe's end would also wait for any
+    process the command left behind holding it."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen([*COMMAND, *args], stdout=out, stderr=err)
+        ran_past = False
         try:
-            stdout, stderr = process.communicate(timeout=timeout)
+            process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            ran_past = True
             process.terminate()
             try:
-                stdout, stderr = process.communicate(timeout=45)
-            finally:
+                process.wait(timeout=45)
+            except subprocess.TimeoutExpired:
                 process.kill()
-            raise AssertionError(
-                f"bench scale ran past {timeout:.0f}s:\n{stderr[-6000:]}"
-            ) from None
-    assert process.returncode == 0, stderr[-6000:]
+                process.wait()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if ran_past:
+        raise AssertionError(f"bench scale ran past {timeout:.0f}s:\n{stderr[-6000:]}")
+    assert process.returncode == expect, stderr[-6000:]
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
@@ -106,14 +112,7 @@ def test_repeat_prints_every_run_and_the_spread_of_its_figures() -> None:
 def test_a_side_that_cannot_drain_exits_1_naming_what_it_waited_for() -> None:
     """Two pods of 3 cpu on one 4-cpu node: the gang never fits, the side ends at --timeout."""
     never_fits = ["--nodes", "1", "--gangs", "1", "--gang-size", "2", "--node-cpu", "4"]
-    result = subprocess.run(
-        [*COMMAND, *never_fits, "--pod-cpu", "3", "--timeout", "20"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 1, result.stderr[-3000:]
+    result = run_bench(*never_fits, "--pod-cpu", "3", "--timeout", "20", timeout=240, expect=1)
     ours = json.loads(result.stdout)["operator"]
     assert ours["timed_out"]
     stuck = ours["stuck"]
@@ -127,14 +126,7 @@ def test_a_side_that_cannot_drain_exits_1_naming_what_it_waited_for() -> None:
 
 def test_a_scheduler_that_exits_ends_its_side_at_once_with_its_exit_code() -> None:
     """`run` refuses an unknown option (exit 2): the side stops there, not at its timeout."""
-    result = subprocess.run(
-        [*COMMAND, *TINY, "--operator-args=--no-such-option"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 1, result.stderr[-3000:]
+    result = run_bench(*TINY, "--operator-args=--no-such-option", timeout=240, expect=1)
     ours = json.loads(result.stdout)["operator"]
     assert (ours["scheduler_exit_code"], ours["timed_out"], ours["bound"]) == (2, False, 0)
     assert ours["stuck"]["unbound"]["count"] == 6
