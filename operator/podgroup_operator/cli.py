@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.names import is_dns_label, is_dns_subdomain
@@ -203,14 +204,68 @@ def _interrupt_on_sigterm() -> None:
     `finally` blocks, which Ctrl-C runs (inside `asyncio.run` it cancels the main task; outside
     it raises KeyboardInterrupt). SIGTERM's default action ended the process at once and left
     all of them running, with etcd's data in /dev/shm: found when a `bench scale` was stopped
-    by `kill`, as `timeout` or a CI job's cancel would stop it. The signal is turned into
-    SIGINT, so whichever handler is current (asyncio's or Python's default) does the stopping.
+    by `kill`, as `timeout` or a CI job's cancel would stop it. SIGTERM calls whichever SIGINT
+    handler is current (asyncio's or Python's default), so it stops exactly as Ctrl-C would.
+
+    When SIGINT is ignored, as a shell without job control ignores it for the commands it runs
+    in the background (`bench scale ... &` in a script, or a job runner that does so), there is
+    no handler to call: SIGTERM then raises KeyboardInterrupt itself. Raising SIGINT instead, as
+    this once did, was then ignored too, and such a bench ran on after `kill` with its clusters.
     """
-    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def _dump_stacks(signum: int, frame: object) -> None:
+    """Every thread's stack, then every asyncio task's, on stderr (SIGUSR1 in the benches).
+
+    Why: `bench scale` twice hung in CI past its test's timeout (once mid-run, once after a
+    SIGTERM) and the kill that ended it said nothing of where. A test that gives up on a bench
+    now sends SIGUSR1 first; the tasks' stacks say which await never returned, which the main
+    thread's stack (the event loop's select) cannot."""
+    import asyncio  # here: the CLI's other commands start without it
+    import faulthandler
+
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return  # between event loops: the threads' stacks say it all
+    for task in asyncio.all_tasks(loop):
+        print(f"--- task {task.get_name()}, awaiting (outermost first):", file=sys.stderr)
+        for awaiting in _await_chain(task.get_coro()):
+            code = awaiting.f_code
+            print(f"  {code.co_filename}:{awaiting.f_lineno} in {code.co_name}", file=sys.stderr)
+    sys.stderr.flush()
+
+
+def _await_chain(awaitable: object) -> list[Any]:
+    """The frames of a coroutine and of whatever it awaits, down to the innermost (a task's own
+    stack shows only its outermost coroutine)."""
+    frames = []
+    for _ in range(64):
+        frame = _first_attribute(awaitable, ("cr_frame", "ag_frame", "gi_frame"))
+        if frame is None:
+            break
+        frames.append(frame)
+        awaitable = _first_attribute(awaitable, ("cr_await", "ag_await", "gi_yieldfrom"))
+    return frames
+
+
+def _first_attribute(obj: object, names: tuple[str, ...]) -> Any:
+    return next((value for name in names if (value := getattr(obj, name, None))), None)
 
 
 def _bench(args: argparse.Namespace, rest: list[str]) -> int:
     _interrupt_on_sigterm()
+    signal.signal(signal.SIGUSR1, _dump_stacks)
     if args.kind == "webhook":
         from podgroup_operator.bench.webhook import main as webhook_main
 

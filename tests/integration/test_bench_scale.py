@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from podgroup_operator.devcluster import cluster as devcluster
 
 COMMAND = [str(Path(sys.executable).with_name("podgroup-operator")), "bench", "scale"]
@@ -39,6 +41,8 @@ def run_bench(*args: str, timeout: float, expect: int = 0) -> subprocess.Complet
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             ran_past = True
+            process.send_signal(signal.SIGUSR1)  # its stacks on stderr (cli._dump_stacks)
+            time.sleep(STACKS_SECONDS)
             process.terminate()
             try:
                 process.wait(timeout=45)
@@ -49,9 +53,21 @@ def run_bench(*args: str, timeout: float, expect: int = 0) -> subprocess.Complet
         err.seek(0)
         stdout, stderr = out.read(), err.read()
     if ran_past:
-        raise AssertionError(f"bench scale ran past {timeout:.0f}s:\n{stderr[-6000:]}")
+        raise AssertionError(f"bench scale ran past {timeout:.0f}s:\n{stderr[-8000:]}")
     assert process.returncode == expect, stderr[-6000:]
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+STACKS_SECONDS = 3.0
+"""How long a bench is given to print its stacks after SIGUSR1."""
+
+
+def stacks_of(process: subprocess.Popen[bytes], stderr: Path) -> str:
+    """The stacks of a bench that does not end (SIGUSR1, see `cli._dump_stacks`), as the tail
+    of the file its stderr goes to."""
+    process.send_signal(signal.SIGUSR1)
+    time.sleep(STACKS_SECONDS)
+    return stderr.read_text(errors="replace")[-8000:]
 
 
 def tiny_backlog(*args: str) -> dict[str, Any]:
@@ -168,8 +184,13 @@ def _processes_naming(text: str) -> dict[int, str]:
     return found
 
 
-def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path, sigint: str) -> None:
     """`kill` (or `timeout`, or a CI job's cancel) must not leave a dev cluster behind.
+
+    Also when the bench starts with SIGINT ignored, as a shell without job control starts the
+    commands it runs in the background (`bench scale ... &` in a script): SIGTERM must still
+    stop it (it once ran on, its clusters with it).
 
     The gangs ask for more cpu than any node has, so the run waits for its timeout and is still
     running when it is told to stop. Every process it started carries its temporary directory
@@ -178,8 +199,12 @@ def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     stderr = tmp_path / "stderr.txt"
     with stderr.open("wb") as sink:
+        # An ignored signal stays ignored across exec: the shell's `trap '' INT` is inherited.
+        shell = ["/bin/sh", "-c", "trap '' INT; exec \"$@\"", "sh"]
+        ignoring = shell if sigint == "ignored" else []
+        never_fits = ["--pod-cpu", "100", "--timeout", "600"]
         bench = subprocess.Popen(
-            [*COMMAND, *TINY, "--pod-cpu", "100", "--timeout", "600"],
+            [*ignoring, *COMMAND, *TINY, *never_fits],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=sink,
@@ -201,8 +226,18 @@ def test_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None
             assert name in commands, started
         assert Path(state["etcd_data"]).exists()
 
+        # What a test that gives up on a bench gets first: every thread's and task's stack.
+        stacks = stacks_of(bench, stderr)
+        assert "Current thread" in stacks, stacks
+        assert "in _run_side" in stacks and "scale.py:" in stacks, stacks
+        assert bench.poll() is None  # it goes on
+
         bench.send_signal(signal.SIGTERM)
-        bench.wait(timeout=120)
+        try:
+            bench.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            stacks = stacks_of(bench, stderr)
+            raise AssertionError(f"bench scale still ran 120 s after SIGTERM:\n{stacks}") from None
     finally:
         # Whatever happened above, nothing of this run is left to the tests after it.
         if bench.poll() is None:
