@@ -77,6 +77,22 @@ class SpreadState:
         return MAX_SCORE * max_skew / (max_skew + skew)
 
 
+LASTING = frozenset({Exclusion.PORTS, Exclusion.POD_ANTI_AFFINITY})
+"""Rejections that members of one shape placed one after another keep meeting on a node: the
+ports in use and the domains the shape's own anti-affinity closes only grow as members are
+assumed (so does the room they take). Spread and the anti-affinity of other pods (which depends
+on each member's labels) may change either way; affinity too, until it is settled
+(`LASTING_SETTLED`)."""
+LASTING_SETTLED = LASTING | {Exclusion.POD_AFFINITY}
+"""`LASTING` once some pod matches every required affinity term. From then on the first-pod
+rule (any domain, for a pod matching its own terms while no pod does) never applies again, so
+the domains that satisfy a term can only grow by a member placed in a domain outside them, which
+the filter forbids: a node refused for affinity stays refused while the shape is placed. Before
+then, a member whose labels do not match its terms is refused everywhere, and a later member
+whose labels do may go anywhere (the property tests draw such gangs). Why it matters: members
+seeking each other's zone met every node of the other zones, one by one, for each member."""
+
+
 @dataclass(slots=True)
 class MemberCheck:
     """Filters (and the spread score) for one pod, valid until the snapshot changes."""
@@ -95,6 +111,9 @@ class MemberCheck:
     claims: tuple[VolumeClaim, ...] = ()
     claim_classes: tuple[str, ...] = ()
     snapshot: Snapshot | None = field(default=None, repr=False)
+    lasting: frozenset[Exclusion] = LASTING
+    """The exclusions this member's rejections share with the shape's later members: `_choose`
+    drops such nodes from their walks."""
 
     @property
     def soft_per_node(self) -> bool:
@@ -387,6 +406,7 @@ def member_check(
     if constraints.empty and not existing:
         return None
     affinity: list[tuple[AffinityTerm, frozenset[str] | None]] = []
+    lasting = LASTING
     if constraints.affinity:
         terms = constraints.affinity
         matched = _matching_every(snapshot, terms)
@@ -395,6 +415,8 @@ def member_check(
         else:
             wanted = _wanted_domains(snapshot, terms, matched)
             affinity = [(t, frozenset(v)) for t, v in zip(terms, wanted, strict=True)]
+        if matched:
+            lasting = LASTING_SETTLED
     anti = tuple(
         (term, closed_here)
         for term in constraints.anti_affinity
@@ -419,6 +441,7 @@ def member_check(
         claims=tuple(claims),
         claim_classes=_claim_classes(claims),
         snapshot=snapshot,
+        lasting=lasting,
     )
 
 
@@ -535,6 +558,7 @@ class MemberChecks:
             claims=tuple(claims),
             claim_classes=_claim_classes(claims),
             snapshot=self.snapshot,
+            lasting=LASTING_SETTLED if terms and self._any_wanted else LASTING,
         )
 
     def assumed(self, node: NodeState, labels: Mapping[str, str], namespace: str) -> None:

@@ -33,7 +33,6 @@ from podgroup_operator.api.limits import summarize
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.filters import (
     Constraints,
-    Exclusion,
     Rejection,
     insufficient,
     pod_constraints,
@@ -284,11 +283,6 @@ def _walk(
         yield -negative, nodes[name]
 
 
-LASTING = frozenset({Exclusion.PORTS, Exclusion.POD_ANTI_AFFINITY})
-"""Rejections that members of one shape placed one after another keep meeting on a node: the
-ports in use and the domains the shape's own anti-affinity closes only grow as members are
-assumed (so does the room they take). Spread, affinity and the anti-affinity of other pods
-(which depends on each member's labels) may change either way."""
 _NO_NAMES: frozenset[str] = frozenset()
 UNLOST_ORDER_AFTER = 1.0
 """Lost nodes met by a shape's walks (each skip and each node found lost counts), per node in the
@@ -366,7 +360,7 @@ class _Lost:
                     rejection = check.verdict(node)
                     if rejection is None:
                         return node
-                    if rejection.exclusion not in LASTING:
+                    if rejection.exclusion not in check.lasting:
                         at += 1
                         continue
                     names.add(name)
@@ -386,7 +380,8 @@ def _choose(
     makes scores differ inside a class; then walk on while a better score is still possible.
 
     `lost` names nodes an earlier member of the same shape could not use for a lasting reason
-    (too little room, LASTING): they are skipped, and the ones this member finds so are added.
+    (too little room, or a rejection in its check's `lasting`): they are skipped, and the ones
+    this member finds so are added.
     Why: the nodes a shape's earlier members took come first in best-fit order, so without it
     each member re-checks every one of them (see `_Lost`)."""
     per_node = check is not None and check.soft_per_node
@@ -415,7 +410,7 @@ def _choose(
             if rejection is None:
                 found = node
                 break
-            if lost is not None and rejection.exclusion in LASTING:
+            if lost is not None and rejection.exclusion in check.lasting:
                 lost.add(node.name)
         if lost is not None and skipped:
             lost.met(skipped)
@@ -435,7 +430,7 @@ def _choose(
         if check is not None:
             rejection = check.verdict(node)
             if rejection is not None:
-                if lost is not None and rejection.exclusion in LASTING:
+                if lost is not None and rejection.exclusion in check.lasting:
                     lost.add(node.name)
                 continue
         score = upper

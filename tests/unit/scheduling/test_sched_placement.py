@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from podgroup_operator.constants import GangMode, Reason
-from podgroup_operator.scheduling import placement
+from podgroup_operator.scheduling import interpod, placement
 from podgroup_operator.scheduling.gang import GangGroupPlacement, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
@@ -328,3 +330,40 @@ def test_a_node_refused_for_spread_stays_in_the_shapes_own_order(
     outcome = place_group(_spread_web(4), _two_zones_and_a_full_node(used_in_a=2, cpu=8))
     assert isinstance(outcome, Placement), outcome
     assert [b.node for b in outcome.bindings] == ["b-node", "a-node", "b-node", "a-node"]
+
+
+def test_nodes_refused_for_zone_affinity_are_checked_once_for_the_whole_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once a pod matches every affinity term, a node whose zone holds none stays refused as
+    members are assumed (`interpod.LASTING_SETTLED`), so the shape's later members skip it.
+
+    Forty fuller nodes in zone b come first in best-fit order; the only `app=web` pod runs in
+    zone a. Each of the 20 members goes to a-node; zone b's nodes are checked by the first
+    member only: 40 + 20 checks, where checking them for every member took 20 x 41."""
+    nodes = [node("a-node", cpu=100, labels={ZONE: "a"})]
+    running = [pod("web-old", labels={"app": "web"}, node="a-node", requests={"cpu": 1})]
+    for i in range(40):
+        nodes.append(node(f"b-{i:02}", cpu=100, labels={ZONE: "b"}))
+        running.append(pod(f"other-{i}", node=f"b-{i:02}", requests={"cpu": 50}))
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE}
+    pods = members(
+        "web",
+        20,
+        labels={"app": "web"},
+        requests={"cpu": 1},
+        affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+    )
+    checked = 0
+    verdict = interpod.MemberCheck.verdict
+
+    def counted(self: interpod.MemberCheck, node_state: Any) -> Any:
+        nonlocal checked
+        checked += 1
+        return verdict(self, node_state)
+
+    monkeypatch.setattr(interpod.MemberCheck, "verdict", counted)
+    outcome = place_group(gang("web", pods), Snapshot.build(nodes, running))
+    assert isinstance(outcome, Placement), outcome
+    assert {b.node for b in outcome.bindings} == {"a-node"}
+    assert checked == 40 + 20

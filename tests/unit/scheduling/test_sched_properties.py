@@ -393,13 +393,16 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
         if draw(st.booleans()):
             spec["containers"] = [{**port[0], "resources": {"requests": {"cpu": "500m"}}}]
         varied = draw(st.booleans())  # members whose labels differ (an index label)
+        # Which index comes first: a first member not matching its own affinity term is refused
+        # everywhere, and a later one that does may still go anywhere (the first-pod rule).
+        offset = draw(st.integers(0, 1))
         size = draw(st.integers(1, 8))
         mounts, claims = draw(_claims_of(name, size))
         pods = [
             pod(
                 f"{name}-{i}",
                 group=name,
-                labels={"app": name, **({"index": str(i % 2)} if varied else {})},
+                labels={"app": name, **({"index": str((i + offset) % 2)} if varied else {})},
                 requests={"cpu": draw(st.sampled_from(["500m", "1"]))} if i == 0 else None,
                 **spec,
                 **_mounting(mounts[i]),
