@@ -226,10 +226,10 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def _dump_stacks(signum: int, frame: object) -> None:
     """Every thread's stack, then every asyncio task's, on stderr (SIGUSR1 in the benches).
 
-    Why: `bench scale` twice hung in CI past its test's timeout (once mid-run, once after a
-    SIGTERM) and the kill that ended it said nothing of where. A test that gives up on a bench
-    now sends SIGUSR1 first; the tasks' stacks say which await never returned, which the main
-    thread's stack (the event loop's select) cannot."""
+    Why: `bench scale` ran past its test's timeout twice (mid-run in CI on 5d1d14a, and after
+    a SIGTERM in a fresh-clone run here), and the kill that ended it said nothing of where. A
+    test that gives up on a bench now sends SIGUSR1 first; the tasks' stacks say which await
+    never returned, which the main thread's stack (the event loop's select) cannot."""
     import asyncio  # here: the CLI's other commands start without it
     import faulthandler
 
