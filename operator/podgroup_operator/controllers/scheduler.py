@@ -80,8 +80,8 @@ DECIDE_IN_THREAD_MEMBERS = 64
 """Gangs (or gang groups) with at least this many waiting members are decided in a worker
 thread. Why not every gang: a decision of a few members takes well under a millisecond (`bench
 core`), less than handing it to a thread and back, and in a thread it contends with the event
-loop for the interpreter lock. A constrained member costs about 0.1 to 0.4 ms on 5,000 nodes
-(`bench core --scenario anti-affinity|spread|claims|affinity`, 4,000 members in 0.4 to 1.5 s),
+loop for the interpreter lock. A constrained member costs about 0.1 to 0.2 ms on 5,000 nodes
+(`bench core --scenario anti-affinity|spread|affinity|claims`, 4,000 members in 0.4 to 0.7 s),
 so a gang under this size holds the event loop for some tens of milliseconds at most."""
 PLACED, REFUSED, ERROR = "placed", "refused", "error"
 """Results of one decision, as the scheduling metrics label them."""
