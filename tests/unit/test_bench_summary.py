@@ -3,12 +3,16 @@ is checked here without a cluster (tests/integration/test_bench_scale.py runs th
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import pytest
 
+from podgroup_operator.adapters.kube import PODGROUPS, PODS, KubeClient
 from podgroup_operator.bench import scale
 from podgroup_operator.bench.scale import Observed, _summary, main, spread
+from tests.fakes import FakeApiServer
 
 
 def observed() -> Observed:
@@ -25,6 +29,38 @@ def test_convergence_runs_from_each_groups_last_member_running() -> None:
     result = _summary(observed(), pods=4, groups=2)
     assert result["convergence_ms"] == {"p50": 500, "p99": 500, "max": 500}
     assert result["all_running_s"] == 4.0
+
+
+def test_the_slowest_groups_come_with_their_members_and_status_writes_in_time() -> None:
+    """g1 (0.5 s) before g0 (0.1 s): g1's Pending was written before its members ran, its
+    Running after; each group's writes are counted once."""
+    seen = observed()
+    scale._group_event(seen, {"metadata": {"name": "g1"}, "status": None})
+    seen.start = time.monotonic() - 3.25  # the watch's clock: 3.25 s after the start
+    scale._group_event(seen, {"metadata": {"name": "g1"}, "status": {"phase": "Pending"}})
+    scale._group_event(seen, {"metadata": {"name": "g1"}, "status": {"phase": "Pending"}})
+    seen.status_writes["g1"].append((4.5, "Running"))
+    seen.status_writes["g0"] = [(2.5, "Running")]
+    result = _summary(seen, pods=4, groups=2)
+    [(at, phase), running] = result["slowest_groups"][0]["status_writes"]
+    assert 3.25 <= at < 3.25 + 30 and (phase, running) == ("Pending", [4.5, "Running"])
+    assert result["slowest_groups"] == [
+        {
+            "group": "g1",
+            "convergence_ms": 500,
+            "last_bound_s": 3.0,
+            "last_running_s": 4.0,
+            "status_writes": [[round(at, 2), "Pending"], [4.5, "Running"]],
+        },
+        {
+            "group": "g0",
+            "convergence_ms": 100,
+            "last_bound_s": 1.5,
+            "last_running_s": 2.4,
+            "status_writes": [[2.5, "Running"]],
+        },
+    ]
+    assert result["status_patches_per_group"] == {"mean": 1.5, "max": 2}
 
 
 def test_binds_are_counted_between_the_first_and_the_last() -> None:
@@ -128,3 +164,38 @@ def test_a_side_that_timed_out_says_which_pods_and_groups_it_waited_for() -> Non
     }
     # kube-scheduler's side has no group status to wait for.
     assert "groups_not_running" not in scale._stuck(seen, plan, scale.KUBE_SCHEDULER)
+
+
+async def test_the_wait_for_the_benchs_watches_ends_naming_the_kind_that_never_listed() -> None:
+    """A list the API server keeps refusing ends the side with the informer's name and its
+    failed tries, instead of a wait with no end (the informer itself retries for ever)."""
+    api = FakeApiServer()
+    api.inject_error("GET", "/podgroups", 403, "Forbidden", times=1_000)
+    kube = KubeClient(api)
+    pods = scale._observe(kube, PODS, scale._slim_pod, lambda pod: None)
+    groups = scale._observe(kube, PODGROUPS, scale._slim_group, lambda group: None)
+    tasks = [asyncio.create_task(informer.run()) for informer in (pods, groups)]
+    try:
+        with pytest.raises(TimeoutError, match=r"within 1s for bench-podgroups \([1-9]\d* failed"):
+            await scale._wait_synced([pods, groups], timeout=1.0)
+        assert pods.synced.is_set()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_the_wait_for_the_benchs_watches_returns_once_every_kind_has_listed() -> None:
+    kube = KubeClient(FakeApiServer())
+    informers = [
+        scale._observe(kube, PODS, scale._slim_pod, lambda pod: None),
+        scale._observe(kube, PODGROUPS, scale._slim_group, lambda group: None),
+    ]
+    tasks = [asyncio.create_task(informer.run()) for informer in informers]
+    try:
+        await scale._wait_synced(informers, timeout=10.0)
+        assert all(informer.synced.is_set() for informer in informers)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -13,7 +13,9 @@ JSON object: first bind and last bind (seconds from the start), pods bound per s
 them, status convergence (per group: from its last member Running to the group's phase Running)
 p50/p99/max, status changes per group (the watch's MODIFIED events that changed `status`: the
 status PATCHes the operator sent, since nothing else writes PodGroup status), the operator's
-peak RSS (VmHWM from /proc; its writer process's apart, `writer_peak_rss_mb`), the time until
+peak RSS (VmHWM from /proc; its writer process's apart, `writer_peak_rss_mb`), the slowest
+groups' timelines (`slowest_groups`: the last member bound and Running, and each status write
+with its phase, in seconds from the start), the time until
 every pod is Running (`all_running_s`, from the start), the CPU seconds each process of the side
 (etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler, the operator's writer
 process) spent from the scheduler's start to the end
@@ -100,7 +102,8 @@ class Observed:
     pod_running: dict[str, float] = field(default_factory=dict)
     pod_group: dict[str, str] = field(default_factory=dict)
     group_running: dict[str, float] = field(default_factory=dict)
-    status_changes: dict[str, int] = field(default_factory=dict)
+    status_writes: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
+    """Per group, when the watch saw its status change, and the phase it then had."""
     last_status: dict[str, Any] = field(default_factory=dict)
 
     def now(self) -> float:
@@ -144,6 +147,32 @@ def _observe(
     return informer
 
 
+SYNC_TIMEOUT = 120.0
+"""Seconds the bench's own watches get for their first complete list of a fresh, empty namespace
+(well under a second here); past it the side stops rather than wait for ever."""
+
+
+async def _wait_synced(informers: list[Informer], timeout: float) -> None:
+    """Wait for every informer's first complete list; TimeoutError naming the ones without it.
+
+    Why: an informer retries a failing list for ever (right for the operator, whose probes say it
+    is not ready), so a bench whose API server refused its lists waited in silence until killed.
+    """
+    try:
+        await asyncio.wait_for(
+            asyncio.gather(*(informer.synced.wait() for informer in informers)), timeout
+        )
+    except TimeoutError:
+        late = [
+            f"{informer.name} ({informer.stats.failures} failed tries)"
+            for informer in informers
+            if not informer.synced.is_set()
+        ]
+        raise TimeoutError(
+            f"no complete list within {timeout:.0f}s for {', '.join(late)}: see the warnings above"
+        ) from None
+
+
 def _pod_event(seen: Observed, pod: dict[str, Any]) -> None:
     name = pod["metadata"]["name"]
     if pod.get("spec", {}).get("nodeName") and name not in seen.bound:
@@ -157,10 +186,9 @@ def _pod_event(seen: Observed, pod: dict[str, Any]) -> None:
 def _group_event(seen: Observed, group: dict[str, Any]) -> None:
     name = group["metadata"]["name"]
     status = group.get("status")
-    if name in seen.last_status and status != seen.last_status[name]:
-        seen.status_changes[name] = seen.status_changes.get(name, 0) + 1
-    elif name not in seen.last_status and status:
-        seen.status_changes[name] = 1
+    if status != seen.last_status.get(name):
+        phase = (status or {}).get("phase")
+        seen.status_writes.setdefault(name, []).append((seen.now(), phase))
     seen.last_status[name] = status
     if (status or {}).get("phase") == c.Phase.RUNNING and name not in seen.group_running:
         seen.group_running[name] = seen.now()
@@ -334,30 +362,70 @@ def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
         )
     if len(seen.pod_running) >= pods:
         result["all_running_s"] = round(max(seen.pod_running.values()), 2)
-    # One pass over the pods (a scan of every pod per group took minutes at 100,000 pods).
-    last_member: dict[str, float] = {}
-    for pod, running_at in seen.pod_running.items():
-        group = seen.pod_group.get(pod)
-        if group is not None:
-            last_member[group] = max(running_at, last_member.get(group, running_at))
-    lags = [
-        max(0.0, running_at - last_member[group])
+    last_member = _last_member(seen.pod_running, seen.pod_group)
+    lags = {
+        group: max(0.0, running_at - last_member[group])
         for group, running_at in seen.group_running.items()
         if group in last_member
-    ]
+    }
     if lags:
+        values = list(lags.values())
         result["convergence_ms"] = {
-            "p50": round(_percentile(lags, 0.5) * 1000),
-            "p99": round(_percentile(lags, 0.99) * 1000),
-            "max": round(max(lags) * 1000),
+            "p50": round(_percentile(values, 0.5) * 1000),
+            "p99": round(_percentile(values, 0.99) * 1000),
+            "max": round(max(values) * 1000),
         }
-    if seen.status_changes:
-        changes = list(seen.status_changes.values())
+        result["slowest_groups"] = _slowest(seen, lags, last_member)
+    if seen.status_writes:
+        changes = [len(writes) for writes in seen.status_writes.values()]
         result["status_patches_per_group"] = {
             "mean": round(statistics.mean(changes), 2),
             "max": max(changes),
         }
     return result
+
+
+def _last_member(at: dict[str, float], pod_group: dict[str, str]) -> dict[str, float]:
+    """Per group, the latest of its members' times in `at`, in one pass over the pods (a scan
+    of every pod per group took minutes at 100,000 pods)."""
+    last: dict[str, float] = {}
+    for pod, when in at.items():
+        group = pod_group.get(pod)
+        if group is not None:
+            last[group] = max(when, last.get(group, when))
+    return last
+
+
+SLOWEST_GROUPS = 5
+
+
+def _slowest(
+    seen: Observed, lags: dict[str, float], last_running: dict[str, float]
+) -> list[dict[str, Any]]:
+    """The SLOWEST_GROUPS groups with the longest convergence, each with its timeline: when its
+    last member was bound and Running, and every status write the watch saw, with its phase.
+
+    Why: a percentile says how long the tail is, not what it waited for; a timeline tells a
+    write that came late from one that came early with a phase the members had already left
+    (`Pending` written, then `Running` queued behind it)."""
+    slowest = sorted(lags, key=lambda group: -lags[group])[:SLOWEST_GROUPS]
+    members = set(slowest)
+    last_bound = _last_member(
+        {pod: at for pod, at in seen.bound.items() if seen.pod_group.get(pod) in members},
+        seen.pod_group,
+    )
+    return [
+        {
+            "group": group,
+            "convergence_ms": round(lags[group] * 1000),
+            "last_bound_s": round(last_bound[group], 2) if group in last_bound else None,
+            "last_running_s": round(last_running[group], 2),
+            "status_writes": [
+                [round(at, 2), phase] for at, phase in seen.status_writes.get(group, [])
+            ],
+        }
+        for group in slowest
+    ]
 
 
 @dataclass
@@ -404,7 +472,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             _observe(kube, PODGROUPS, _slim_group, lambda g: _group_event(seen, g)),
         ]
         watches = [asyncio.create_task(observer.run()) for observer in observers]
-        await asyncio.gather(*(observer.synced.wait() for observer in observers))
+        await _wait_synced(observers, SYNC_TIMEOUT)
         for group in range(plan.gangs):
             for member in range(plan.size):
                 seen.pod_group[f"g{group}-{member}"] = f"g{group}"
