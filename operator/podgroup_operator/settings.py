@@ -57,7 +57,9 @@ class OperatorSettings:
     default_schedule_timeout_seconds: int = 60
     """scheduleTimeoutSeconds for groups that set none."""
     status_workers: int = 16
-    """PodGroup status reconciles that may run at once, at least (see `status_worker_count`)."""
+    """PodGroup status reconciles that may run at once, at least (see `status_worker_count`),
+    and the routine ones (no member changed phase) that may run at once, at most
+    (`StatusReconciler.touch`)."""
     write_process: bool = True
     """Send the leader's binds and pod Events from a child process, the operator's second CPU
     (adapters/writer.py; `run --write-process`)."""

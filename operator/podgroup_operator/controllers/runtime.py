@@ -218,6 +218,7 @@ class Leading:
             informers.groups,
             informers.members,
             workers=settings.status_worker_count,
+            routine_workers=settings.status_workers,
             namespaces=frozenset(settings.namespaces),
         )
         self.started = 0.0

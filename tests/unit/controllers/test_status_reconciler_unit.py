@@ -36,7 +36,7 @@ Body = dict[str, Any]
 class Harness:
     """The reconciler with its two indexes and the fake API server behind its client."""
 
-    def __init__(self, workers: int = 8) -> None:
+    def __init__(self, workers: int = 8, routine_workers: int | None = None) -> None:
         self.clock = Clock()
         self.fake = FakeApiServer(clock=self.clock)
         self.kube = KubeClient(self.fake)
@@ -47,6 +47,7 @@ class Harness:
             self.groups,  # type: ignore[arg-type]  # kopf.Index is read as a Mapping
             self.members,  # type: ignore[arg-type]
             workers=workers,
+            routine_workers=routine_workers,
             settle=0,  # no wall-clock wait for a burst to settle: tests drive the loop
             count_delay=0,  # every change written at once (the delay has its own test)
             clock=self.clock,
@@ -779,6 +780,33 @@ async def test_an_urgent_touch_is_reconciled_without_the_settle_a_routine_one_wa
         await h.reconciler.stop()
     assert calls == [KEY]
     assert h.reconciler.backlog == 1  # the routine touch still settles
+
+
+async def test_routine_writes_wait_for_their_own_workers_and_urgent_ones_do_not() -> None:
+    """Two routine groups and one routine worker: the second waits for the first's PATCH, while
+    an urgent group's PATCH goes out beside it (a burst of first statuses must not share the API
+    server's time with a gang turning Running)."""
+    h = Harness(workers=4, routine_workers=1)
+    for name in ("r1", "r2", "u"):
+        h.group(name, min_member=1)
+        h.pods(running(f"{name}-a", group=name))
+    answer = h.fake.hold("PATCH", lambda request: True)
+    h.reconciler.touch((NS, "r1"))
+    h.reconciler.touch((NS, "r2"))
+    h.reconciler.start()
+    try:
+        await settle(lambda: h.fake.count("PATCH") == 1)
+        await settle()
+        assert h.fake.count("PATCH") == 1  # r2 waits for the routine worker
+        h.reconciler.touch((NS, "u"), urgent=True)
+        await settle(lambda: h.fake.count("PATCH") == 2)
+        assert h.fake.count("PATCH") == 2  # the urgent group did not wait
+        answer.set()
+        await settle(lambda: h.reconciler.writes == 3)
+    finally:
+        await h.reconciler.stop()
+    assert h.reconciler.writes == 3
+    assert all(h.status(name)["phase"] for name in ("r1", "r2", "u"))
 
 
 async def test_conflicting_membership_keys_are_warned_once_per_pod_in_its_namespaces() -> None:
