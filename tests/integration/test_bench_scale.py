@@ -104,6 +104,16 @@ def test_a_tiny_backlog_is_bound_and_reported() -> None:
     # Events by reason: at least the groups' phase changes, each count a positive number.
     assert ours["events"].get("PhaseChanged", 0) >= 1
     assert all(isinstance(n, int) and n > 0 for n in ours["events"].values())
+    # The operator's own metrics, read before it stopped: its decisions and status writes.
+    operator = ours["operator_metrics"]
+    assert operator["decisions"]["placed"]["count"] >= 3
+    assert 3 <= operator["status_writes"] <= requests["PATCH podgroups/status"]["count"]
+    assert operator["loop_lag_samples"] > 0 and set(operator["loop_lag_over_s"]) == {
+        "0.25",
+        "1",
+        "5",
+    }
+    assert operator["informer_trouble"] == {}
 
 
 def test_operator_args_reach_run_and_turn_the_writer_process_off() -> None:

@@ -199,3 +199,54 @@ async def test_the_wait_for_the_benchs_watches_returns_once_every_kind_has_liste
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+METRICS = """\
+# TYPE podgroup_event_loop_lag_seconds histogram
+podgroup_event_loop_lag_seconds_bucket{le="0.1"} 90.0
+podgroup_event_loop_lag_seconds_bucket{le="0.25"} 96.0
+podgroup_event_loop_lag_seconds_bucket{le="0.5"} 98.0
+podgroup_event_loop_lag_seconds_bucket{le="1.0"} 99.0
+podgroup_event_loop_lag_seconds_bucket{le="5.0"} 100.0
+podgroup_event_loop_lag_seconds_bucket{le="+Inf"} 100.0
+podgroup_event_loop_lag_seconds_count 100.0
+podgroup_event_loop_lag_seconds_sum 7.5
+# TYPE podgroup_status_writes counter
+podgroup_status_writes_total 1040.0
+# TYPE podgroup_informer_lists counter
+podgroup_informer_lists_total{kind="pods"} 2.0
+podgroup_informer_lists_total{kind="nodes"} 1.0
+podgroup_informer_lists_total{kind="podgroups"} 1.0
+# TYPE podgroup_informer_failures counter
+podgroup_informer_failures_total{kind="pods"} 0.0
+podgroup_informer_failures_total{kind="nodes"} 0.0
+podgroup_informer_failures_total{kind="podgroups"} 3.0
+# TYPE podgroup_informer_watch_stalls counter
+podgroup_informer_watch_stalls_total{kind="pods"} 1.0
+podgroup_informer_watch_stalls_total{kind="nodes"} 0.0
+podgroup_informer_watch_stalls_total{kind="podgroups"} 0.0
+# TYPE podgroup_scheduling_attempt_duration_seconds histogram
+podgroup_scheduling_attempt_duration_seconds_bucket{le="1.0",result="placed"} 998.0
+podgroup_scheduling_attempt_duration_seconds_bucket{le="+Inf",result="placed"} 1000.0
+podgroup_scheduling_attempt_duration_seconds_count{result="placed"} 1000.0
+podgroup_scheduling_attempt_duration_seconds_sum{result="placed"} 4.5
+podgroup_scheduling_attempt_duration_seconds_bucket{le="1.0",result="refused"} 0.0
+podgroup_scheduling_attempt_duration_seconds_bucket{le="+Inf",result="refused"} 0.0
+podgroup_scheduling_attempt_duration_seconds_count{result="refused"} 0.0
+podgroup_scheduling_attempt_duration_seconds_sum{result="refused"} 0.0
+"""
+
+
+def test_the_operators_metrics_say_when_its_loop_was_held_and_what_its_informers_did() -> None:
+    """Lags counted over each threshold; only kinds with more than one list, a failure or a
+    stall are named; decisions with none of a result are left out."""
+    assert scale._operator_figures(METRICS) == {
+        "loop_lag_samples": 100,
+        "loop_lag_over_s": {"0.25": 4, "1": 1, "5": 0},
+        "status_writes": 1040,
+        "informer_trouble": {
+            "pods": {"lists": 2, "failures": 0, "stalls": 1},
+            "podgroups": {"lists": 1, "failures": 3, "stalls": 0},
+        },
+        "decisions": {"placed": {"count": 1000, "mean_ms": 4.5, "over_1_s": 2}},
+    }

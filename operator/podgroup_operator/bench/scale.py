@@ -15,7 +15,10 @@ p50/p99/max, status changes per group (the watch's MODIFIED events that changed 
 status PATCHes the operator sent, since nothing else writes PodGroup status), the operator's
 peak RSS (VmHWM from /proc; its writer process's apart, `writer_peak_rss_mb`), the slowest
 groups' timelines (`slowest_groups`: the last member bound and Running, and each status write
-with its phase, in seconds from the start), the time until
+with its phase, in seconds from the start), what the operator's own metrics say of the run
+(`operator_metrics`: event loop lags over 0.25, 1 and 5 s, informers that listed more than once
+or failed, gang decisions by result with their mean and the count over a second, status
+writes), the time until
 every pod is Running (`all_running_s`, from the start), the CPU seconds each process of the side
 (etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler, the operator's writer
 process) spent from the scheduler's start to the end
@@ -62,6 +65,7 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,6 +315,83 @@ def _apiserver_requests(state: devcluster.ClusterState) -> RequestTotals:
     return {key: (count, seconds) for key, (count, seconds) in totals.items()}
 
 
+LAG_THRESHOLDS = (0.25, 1.0, 5.0)
+"""Event loop lags `_operator_figures` counts samples over, in seconds (buckets of the metric)."""
+
+
+def _operator_figures(metrics_text: str) -> dict[str, Any]:
+    """What the operator's own /metrics say of its run: how often its event loop was held past
+    each of LAG_THRESHOLDS (from its half-second lag samples), its informers' lists, failures and
+    watch stalls for any kind that had more than its first list, its gang decisions by result
+    with their mean and the count over a second, and its status writes.
+
+    Why: the watches time what the cluster shows, not why a group waited; a tail of slow groups
+    clustered in one second is told apart by these (the loop held, a relist of every pod, a slow
+    decision) from an API server that was slow to answer.
+    """
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            key = tuple(sorted(sample.labels.items()))
+            samples.setdefault(sample.name, {})[key] = sample.value
+
+    def value(name: str, **labels: str) -> float:
+        return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+    lag_total = value("podgroup_event_loop_lag_seconds_count")
+    figures: dict[str, Any] = {
+        "loop_lag_samples": round(lag_total),
+        "loop_lag_over_s": {
+            f"{limit:g}": round(
+                lag_total - value("podgroup_event_loop_lag_seconds_bucket", le=str(limit))
+            )
+            for limit in LAG_THRESHOLDS
+        },
+        "status_writes": round(value("podgroup_status_writes_total")),
+    }
+    informers = {}
+    for labels, lists in samples.get("podgroup_informer_lists_total", {}).items():
+        kind = dict(labels)["kind"]
+        failures = value("podgroup_informer_failures_total", kind=kind)
+        stalls = value("podgroup_informer_watch_stalls_total", kind=kind)
+        if lists != 1 or failures or stalls:
+            informers[kind] = {
+                "lists": round(lists),
+                "failures": round(failures),
+                "stalls": round(stalls),
+            }
+    figures["informer_trouble"] = informers
+    decisions: dict[str, Any] = {}
+    for labels, count in samples.get(
+        "podgroup_scheduling_attempt_duration_seconds_count", {}
+    ).items():
+        result = dict(labels)["result"]
+        if count:
+            total = value("podgroup_scheduling_attempt_duration_seconds_sum", result=result)
+            within = value(
+                "podgroup_scheduling_attempt_duration_seconds_bucket", result=result, le="1.0"
+            )
+            decisions[result] = {
+                "count": round(count),
+                "mean_ms": round(total / count * 1000, 2),
+                "over_1_s": round(count - within),
+            }
+    figures["decisions"] = decisions
+    return figures
+
+
+def _scrape_operator(process: OperatorProcess) -> dict[str, Any] | None:
+    """`_operator_figures` of the running operator; None (and a line on stderr) if it does not
+    answer: a side's figures never depend on it."""
+    url = f"http://127.0.0.1:{process.metrics_port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return _operator_figures(response.read().decode())
+    except (OSError, ValueError) as exc:
+        print(f"bench scale: the operator's metrics not read: {exc}", file=sys.stderr)
+        return None
+
+
 def _requests_spent(before: RequestTotals, after: RequestTotals) -> dict[str, Any]:
     """The requests served between two readings, most first, each with the mean time its handler
     took (a WATCH's is how long it stayed open)."""
@@ -524,12 +605,19 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             # all its time counts, and its memory is the operator's too.
             watched[f"scheduler-writer{number or ''}"] = child
         cpu_after = _cpu_usage(watched)  # at the end of the side, before any summing up
+        operator_figures = (
+            await asyncio.to_thread(_scrape_operator, process)
+            if isinstance(process, OperatorProcess) and exit_code is None
+            else None
+        )
         requests_after = await asyncio.to_thread(_apiserver_requests, state)
         result = _summary(seen, total, plan.gangs)
         result["cpu_seconds"] = _cpu_spent(cpu_before, cpu_after)
         result["apiserver_requests"] = _requests_spent(requests_before, requests_after)
         result["create_errors"] = errors
         result["events"] = await _events_by_reason(kube)
+        if operator_figures is not None:
+            result["operator_metrics"] = operator_figures
         result["timed_out"] = time.monotonic() >= deadline
         if exit_code is not None:
             result["scheduler_exit_code"] = exit_code
