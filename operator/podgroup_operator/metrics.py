@@ -15,8 +15,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from podgroup_operator.adapters import heap
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The operator's own registry (not the process-global one: tests may build several runtimes)."""
@@ -194,3 +201,28 @@ def observe(runtime: RuntimeView | None) -> None:
 
 
 REGISTRY.register(RuntimeCollector(lambda: _observed[0] if _observed else None))
+
+
+class CollectorPausesCollector(Collector):
+    """`podgroup_gc_pause_seconds` from `heap.pauses` at scrape time (the record is kept with no
+    lock, so it is read here, never observed into a Histogram from the collector's callback)."""
+
+    def collect(self) -> Iterator[Metric]:
+        record = heap.pauses
+        family = HistogramMetricFamily(
+            "podgroup_gc_pause_seconds",
+            "Runs of CPython's cycle collector, by generation: how long each held the process, "
+            "its event loop with it.",
+            labels=["generation"],
+        )
+        for generation in range(3):
+            buckets = [
+                (str(bound), float(count))
+                for bound, count in zip(heap.PAUSE_BUCKETS, record.buckets[generation], strict=True)
+            ]
+            buckets.append(("+Inf", float(record.count[generation])))
+            family.add_metric([str(generation)], buckets, record.total[generation])
+        yield family
+
+
+REGISTRY.register(CollectorPausesCollector())

@@ -50,6 +50,8 @@ async def test_a_gang_shows_in_the_metrics_and_the_operator_is_ready_and_alive(
         return sample(await scrape(operator), lag_count) > sample(after, lag_count)
 
     await wait_for(sampled_again, 10, "the event loop's lag to be sampled again")
+    # The collector ran at least once after start-up (the informers' first lists end with one).
+    assert sum(sample(after, "podgroup_gc_pause_seconds_count", generation=g) for g in "012") >= 1
     # The session's operator runs with the defaults: binds paced between the floor and ceiling.
     allowed = sample(after, "podgroup_binds_allowed_in_flight")
     assert c.BIND_CONCURRENCY <= allowed <= c.BIND_CONCURRENCY_CEILING

@@ -211,6 +211,19 @@ podgroup_event_loop_lag_seconds_bucket{le="5.0"} 100.0
 podgroup_event_loop_lag_seconds_bucket{le="+Inf"} 100.0
 podgroup_event_loop_lag_seconds_count 100.0
 podgroup_event_loop_lag_seconds_sum 7.5
+# TYPE podgroup_gc_pause_seconds histogram
+podgroup_gc_pause_seconds_bucket{generation="0",le="0.25"} 50.0
+podgroup_gc_pause_seconds_bucket{generation="0",le="1.0"} 50.0
+podgroup_gc_pause_seconds_bucket{generation="0",le="5.0"} 50.0
+podgroup_gc_pause_seconds_bucket{generation="0",le="+Inf"} 50.0
+podgroup_gc_pause_seconds_count{generation="0"} 50.0
+podgroup_gc_pause_seconds_sum{generation="0"} 0.5
+podgroup_gc_pause_seconds_bucket{generation="2",le="0.25"} 1.0
+podgroup_gc_pause_seconds_bucket{generation="2",le="1.0"} 2.0
+podgroup_gc_pause_seconds_bucket{generation="2",le="5.0"} 3.0
+podgroup_gc_pause_seconds_bucket{generation="2",le="+Inf"} 3.0
+podgroup_gc_pause_seconds_count{generation="2"} 3.0
+podgroup_gc_pause_seconds_sum{generation="2"} 2.756
 # TYPE podgroup_status_writes counter
 podgroup_status_writes_total 1040.0
 # TYPE podgroup_informer_lists counter
@@ -238,12 +251,14 @@ podgroup_scheduling_attempt_duration_seconds_sum{result="refused"} 0.0
 
 
 def test_the_operators_metrics_say_when_its_loop_was_held_and_what_its_informers_did() -> None:
-    """Lags counted over each threshold; only kinds with more than one list, a failure or a
-    stall are named; decisions with none of a result are left out."""
+    """Lags and collections counted over each threshold (collections summed over generations);
+    only kinds with more than one list, a failure or a stall are named; decisions with none of
+    a result are left out."""
     assert scale._operator_figures(METRICS) == {
         "loop_lag_samples": 100,
         "loop_lag_over_s": {"0.25": 4, "1": 1, "5": 0},
         "status_writes": 1040,
+        "gc_pauses": {"collections": 53, "seconds": 3.26, "over_s": {"0.25": 2, "1": 1, "5": 0}},
         "informer_trouble": {
             "pods": {"lists": 2, "failures": 0, "stalls": 1},
             "podgroups": {"lists": 1, "failures": 3, "stalls": 0},

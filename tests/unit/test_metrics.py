@@ -2,7 +2,10 @@
 
 from typing import Any
 
-from podgroup_operator.metrics import RuntimeCollector
+import pytest
+
+from podgroup_operator.adapters import heap
+from podgroup_operator.metrics import CollectorPausesCollector, RuntimeCollector
 
 
 class View:
@@ -48,3 +51,26 @@ def test_each_informers_lists_failures_and_stalls_are_counters() -> None:
         assert families[name].type == "counter"
         (sample,) = [s for s in families[name].samples if s.name == f"{name}_total"]
         assert sample.labels == {"kind": "pods"} and sample.value == value
+
+
+def test_the_collectors_pauses_are_a_histogram_per_generation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    record = heap.Pauses()
+    record.count = [3, 1, 0]
+    record.total = [0.03, 1.5, 0.0]
+    record.buckets = [
+        [3] * len(heap.PAUSE_BUCKETS),
+        [0 if bound < 2.5 else 1 for bound in heap.PAUSE_BUCKETS],
+        [0] * len(heap.PAUSE_BUCKETS),
+    ]
+    monkeypatch.setattr(heap, "pauses", record)
+    (family,) = CollectorPausesCollector().collect()
+    values = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in family.samples}
+    young = (("generation", "0"),)
+    assert values["podgroup_gc_pause_seconds_count", young] == 3
+    assert values["podgroup_gc_pause_seconds_sum", (("generation", "1"),)] == 1.5
+    bucket = "podgroup_gc_pause_seconds_bucket"
+    assert values[bucket, (("generation", "1"), ("le", "1.0"))] == 0
+    assert values[bucket, (("generation", "1"), ("le", "2.5"))] == 1
+    assert values[bucket, (("generation", "1"), ("le", "+Inf"))] == 1

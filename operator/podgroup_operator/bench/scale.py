@@ -16,9 +16,9 @@ status PATCHes the operator sent, since nothing else writes PodGroup status), th
 peak RSS (VmHWM from /proc; its writer process's apart, `writer_peak_rss_mb`), the slowest
 groups' timelines (`slowest_groups`: the last member bound and Running, and each status write
 with its phase, in seconds from the start), what the operator's own metrics say of the run
-(`operator_metrics`: event loop lags over 0.25, 1 and 5 s, informers that listed more than once
-or failed, gang decisions by result with their mean and the count over a second, status
-writes), the time until
+(`operator_metrics`: event loop lags and garbage collector runs over 0.25, 1 and 5 s, informers
+that listed more than once or failed, gang decisions by result with their mean and the count
+over a second, status writes), the time until
 every pod is Running (`all_running_s`, from the start), the CPU seconds each process of the side
 (etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler, the operator's writer
 process) spent from the scheduler's start to the end
@@ -321,7 +321,8 @@ LAG_THRESHOLDS = (0.25, 1.0, 5.0)
 
 def _operator_figures(metrics_text: str) -> dict[str, Any]:
     """What the operator's own /metrics say of its run: how often its event loop was held past
-    each of LAG_THRESHOLDS (from its half-second lag samples), its informers' lists, failures and
+    each of LAG_THRESHOLDS (from its half-second lag samples), its collector's runs (how many,
+    their total time, how many lasted past each threshold), its informers' lists, failures and
     watch stalls for any kind that had more than its first list, its gang decisions by result
     with their mean and the count over a second, and its status writes.
 
@@ -348,6 +349,26 @@ def _operator_figures(metrics_text: str) -> dict[str, Any]:
             for limit in LAG_THRESHOLDS
         },
         "status_writes": round(value("podgroup_status_writes_total")),
+    }
+    generations = [
+        dict(labels)["generation"] for labels in samples.get("podgroup_gc_pause_seconds_count", {})
+    ]
+    collections = sum(value("podgroup_gc_pause_seconds_count", generation=g) for g in generations)
+    figures["gc_pauses"] = {
+        "collections": round(collections),
+        "seconds": round(
+            sum(value("podgroup_gc_pause_seconds_sum", generation=g) for g in generations), 2
+        ),
+        "over_s": {
+            f"{limit:g}": round(
+                collections
+                - sum(
+                    value("podgroup_gc_pause_seconds_bucket", generation=g, le=str(limit))
+                    for g in generations
+                )
+            )
+            for limit in LAG_THRESHOLDS
+        },
     }
     informers = {}
     for labels, lists in samples.get("podgroup_informer_lists_total", {}).items():

@@ -34,11 +34,13 @@ def collector() -> Iterator[None]:
     gc.unfreeze()
     gc.enable()
     threshold = gc.get_threshold()
+    callbacks = list(gc.callbacks)
     asyncio.sslproto.SSLProtocol.max_size = ASYNCIO_TLS_READ_BUFFER
     yield
     gc.unfreeze()
     gc.enable()
     gc.set_threshold(*threshold)
+    gc.callbacks[:] = callbacks
     asyncio.sslproto.SSLProtocol.max_size = ASYNCIO_TLS_READ_BUFFER
 
 
@@ -87,6 +89,30 @@ def test_configure_raises_the_young_threshold_and_freezes_what_start_up_loaded()
     heap.configure()
     assert gc.get_threshold()[0] == heap.YOUNG_THRESHOLD
     assert gc.get_freeze_count() > 0
+
+
+def test_each_collection_is_timed_in_its_generation_with_cumulative_buckets() -> None:
+    pauses = heap.Pauses()
+    gc.disable()  # no collection but the ones asked for
+    gc.callbacks.append(pauses)
+    gc.collect(1)
+    gc.collect(2)
+    gc.collect(2)
+    gc.callbacks.remove(pauses)
+    assert pauses.count == [0, 1, 2]
+    assert pauses.total[0] == 0.0 and pauses.total[1] > 0.0 and pauses.total[2] > 0.0
+    for generation, counts in enumerate(pauses.buckets):
+        assert counts == sorted(counts)  # cumulative: each bucket holds the ones below it
+        assert counts[-1] == pauses.count[generation]  # no collection took 30 s
+
+
+def test_configure_times_every_later_collection_once() -> None:
+    heap.configure()
+    heap.configure()
+    assert gc.callbacks.count(heap.pauses) == 1
+    before = heap.pauses.count[2]
+    gc.collect()
+    assert heap.pauses.count[2] == before + 1
 
 
 def test_configure_sizes_tls_read_buffers_to_one_record() -> None:
