@@ -339,36 +339,34 @@ def _operator_figures(metrics_text: str) -> dict[str, Any]:
     def value(name: str, **labels: str) -> float:
         return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
 
-    lag_total = value("podgroup_event_loop_lag_seconds_count")
-    figures: dict[str, Any] = {
-        "loop_lag_samples": round(lag_total),
-        "loop_lag_over_s": {
+    def series(histogram: str, label: str) -> list[dict[str, str]]:
+        """The label sets of a histogram's series, by its one label."""
+        return [{label: dict(key)[label]} for key in samples.get(f"{histogram}_count", {})]
+
+    def total(histogram: str, part: str, of: list[dict[str, str]]) -> float:
+        return sum(value(f"{histogram}_{part}", **labels) for labels in of)
+
+    def over(histogram: str, of: list[dict[str, str]]) -> dict[str, int]:
+        """Observations past each of LAG_THRESHOLDS, summed over the series `of`."""
+        count = total(histogram, "count", of)
+        return {
             f"{limit:g}": round(
-                lag_total - value("podgroup_event_loop_lag_seconds_bucket", le=str(limit))
+                count - sum(value(f"{histogram}_bucket", le=str(limit), **x) for x in of)
             )
             for limit in LAG_THRESHOLDS
+        }
+
+    lag, gc = "podgroup_event_loop_lag_seconds", "podgroup_gc_pause_seconds"
+    generations = series(gc, "generation")
+    figures: dict[str, Any] = {
+        "loop_lag_samples": round(total(lag, "count", [{}])),
+        "loop_lag_over_s": over(lag, [{}]),
+        "gc_pauses": {
+            "collections": round(total(gc, "count", generations)),
+            "seconds": round(total(gc, "sum", generations), 2),
+            "over_s": over(gc, generations),
         },
         "status_writes": round(value("podgroup_status_writes_total")),
-    }
-    generations = [
-        dict(labels)["generation"] for labels in samples.get("podgroup_gc_pause_seconds_count", {})
-    ]
-    collections = sum(value("podgroup_gc_pause_seconds_count", generation=g) for g in generations)
-    figures["gc_pauses"] = {
-        "collections": round(collections),
-        "seconds": round(
-            sum(value("podgroup_gc_pause_seconds_sum", generation=g) for g in generations), 2
-        ),
-        "over_s": {
-            f"{limit:g}": round(
-                collections
-                - sum(
-                    value("podgroup_gc_pause_seconds_bucket", generation=g, le=str(limit))
-                    for g in generations
-                )
-            )
-            for limit in LAG_THRESHOLDS
-        },
     }
     informers = {}
     for labels, lists in samples.get("podgroup_informer_lists_total", {}).items():
@@ -383,19 +381,14 @@ def _operator_figures(metrics_text: str) -> dict[str, Any]:
             }
     figures["informer_trouble"] = informers
     decisions: dict[str, Any] = {}
-    for labels, count in samples.get(
-        "podgroup_scheduling_attempt_duration_seconds_count", {}
-    ).items():
-        result = dict(labels)["result"]
+    decision = "podgroup_scheduling_attempt_duration_seconds"
+    for result in series(decision, "result"):
+        count = total(decision, "count", [result])
         if count:
-            total = value("podgroup_scheduling_attempt_duration_seconds_sum", result=result)
-            within = value(
-                "podgroup_scheduling_attempt_duration_seconds_bucket", result=result, le="1.0"
-            )
-            decisions[result] = {
+            decisions[result["result"]] = {
                 "count": round(count),
-                "mean_ms": round(total / count * 1000, 2),
-                "over_1_s": round(count - within),
+                "mean_ms": round(total(decision, "sum", [result]) / count * 1000, 2),
+                "over_1_s": over(decision, [result])["1"],
             }
     figures["decisions"] = decisions
     return figures
