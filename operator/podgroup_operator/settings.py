@@ -81,7 +81,8 @@ class OperatorSettings:
 
     @property
     def status_worker_count(self) -> int:
-        """`status_workers`, or half the binds in flight if that is more.
+        """Status reconciles of groups whose members changed phase (the urgent lane) that may
+        run at once: `status_workers`, or half the binds in flight if that is more.
 
         Why: a worker holds a status PATCH as long as the API server takes to answer it, and
         on a busy control plane that is about as long as a bind takes; binding faster means

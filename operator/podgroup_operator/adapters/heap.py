@@ -25,7 +25,8 @@ So:
   (CPython's default) mostly walked live objects. Measured under the same backlog: the pauses
   and freezes alone brought the collector to 2.3 s of 13.2 s of CPU (678 young and 6 full
   collections); with this threshold as well, 0.5 s of 11.5 s (22 young, one full). Peak RSS
-  did not move (200 MB).
+  did not move (200 MB). It also times every later collection (`Pauses`), since a full one
+  holds the event loop as long as it walks.
 
 CPython documents `gc.freeze()` as a way to speed up collection as well as to keep memory
 shared after fork; this module uses it for the former.
