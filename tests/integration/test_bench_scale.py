@@ -41,8 +41,7 @@ def run_bench(*args: str, timeout: float, expect: int = 0) -> subprocess.Complet
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             ran_past = True
-            process.send_signal(signal.SIGUSR1)  # its stacks on stderr (cli._dump_stacks)
-            time.sleep(STACKS_SECONDS)
+            ask_for_stacks(process)
             process.terminate()
             try:
                 process.wait(timeout=45)
@@ -62,11 +61,16 @@ STACKS_SECONDS = 3.0
 """How long a bench is given to print its stacks after SIGUSR1."""
 
 
-def stacks_of(process: subprocess.Popen[bytes], stderr: Path) -> str:
-    """The stacks of a bench that does not end (SIGUSR1, see `cli._dump_stacks`), as the tail
-    of the file its stderr goes to."""
+def ask_for_stacks(process: subprocess.Popen[bytes]) -> None:
+    """Make a bench that does not end print its stacks on its stderr (SIGUSR1, see
+    `cli._dump_stacks`), and give it the time to."""
     process.send_signal(signal.SIGUSR1)
     time.sleep(STACKS_SECONDS)
+
+
+def stacks_of(process: subprocess.Popen[bytes], stderr: Path) -> str:
+    """The stacks of a bench that does not end, as the tail of the file its stderr goes to."""
+    ask_for_stacks(process)
     return stderr.read_text(errors="replace")[-8000:]
 
 
