@@ -9,8 +9,10 @@ the clock only moves when a test moves it.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime as dt
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -24,9 +26,11 @@ from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.scheduling.pacing import BindPacer
 from tests.builders import node, pod, podgroup
 from tests.clock import T0, Clock
-from tests.fakes import FakeApiServer, FakeIndex, Fault, FaultyTransport
+from tests.fakes import FakeApiServer, FakeIndex, Fault, FaultyTransport, Request
 
 NS = "default"
+WAIT_SECONDS = 10.0
+"""The most a test waits for a bind held in the background (never reached when it passes)."""
 
 Body = dict[str, Any]
 Key = tuple[str, str]
@@ -785,6 +789,185 @@ async def test_a_group_that_raises_is_reported_and_backed_off_while_others_are_p
     await h.scheduler.cycle()  # the same failure again: counted, not reported again
     assert len(h.verdicts_for("poison")) == 1
     assert h.scheduler.failures.count((NS, "poison")) == 2
+
+
+# --- the queue: kept across cycles, requests built only for what is decided ---------------------
+
+
+def count_calls(monkeypatch: pytest.MonkeyPatch, h: Harness, method: str) -> list[Key]:
+    """The group keys `method` (`_queued` or `_request`) is called for, in order."""
+    calls: list[Key] = []
+    real = getattr(h.scheduler, method)
+
+    def counting(first: Any, *args: Any) -> Any:
+        calls.append(first if method == "_queued" else first.key)
+        return real(first, *args)
+
+    monkeypatch.setattr(h.scheduler, method, counting)
+    return calls
+
+
+async def test_a_budgeted_cycle_builds_requests_only_for_the_groups_it_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a backlog a cycle decides what its budget allows; building the request of every
+    waiting group each cycle held the event loop for seconds at 5,000 gangs."""
+    h = Harness()
+    h.add_node("n1", cpu=100)
+    for i in range(30):
+        h.add_group(f"g{i:02}", min_member=2)
+        h.add_pods(f"g{i:02}", 2, cpu="100m")
+    built = count_calls(monkeypatch, h, "_request")
+
+    await h.scheduler.cycle(budget=0.0)  # a cycle always decides at least one group
+
+    assert built == [(NS, "g00")]
+    assert sorted(h.bound_pods()) == ["g00-0", "g00-1"]
+    assert h.scheduler._wake.is_set()  # the rest of the queue: another cycle at once
+
+    await h.scheduler.cycle(budget=0.0)
+
+    assert built == [(NS, "g00"), (NS, "g01")]  # in queue order, each built once
+    assert len(h.bound_pods()) == 4
+
+
+async def test_a_queue_entry_is_entered_again_only_when_its_group_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    h.add_group("small", min_member=2)
+    h.add_pods("small", 2, cpu=1)
+    h.add_group("big", min_member=2)
+    h.add_pods("big", 2, cpu=3)  # 1 cpu left after "small": refused, and waits
+    h.add_group("late", min_member=1)
+    queued = count_calls(monkeypatch, h, "_queued")
+    built = count_calls(monkeypatch, h, "_request")
+
+    await h.scheduler.cycle()
+    assert sorted(queued) == [(NS, "big"), (NS, "small")]  # "late" has no pods
+    assert sorted(h.bound_pods()) == ["small-0", "small-1"]
+
+    queued.clear()
+    built.clear()
+    h.clock.advance(3600)  # "big"'s backoff is over; nothing about it changed
+    await h.scheduler.cycle()
+    assert queued == []  # "small" is bound: it leaves the queue without being entered
+    assert set(h.scheduler._queue) == {(NS, "big")}
+    assert built == [(NS, "big")]  # decided again, from the entry it kept
+
+    h.add_pods("late", 1, cpu=1)
+    await h.scheduler.cycle()
+    assert queued == [(NS, "late")]
+    assert "late-0" in h.bound_pods()
+
+    queued.clear()
+    h.scheduler.on_group((NS, "big"))  # a new version of the PodGroup
+    await h.scheduler.cycle()
+    assert (NS, "big") in queued
+
+
+class GatedBinds:
+    """The fake API server, with the requests to one path held until `gate` opens."""
+
+    def __init__(self, api: FakeApiServer, path: str) -> None:
+        self.api = api
+        self.path = path
+        self.gate = asyncio.Event()
+
+    async def send(self, request: Request) -> tuple[int, Any]:
+        if request.path == self.path:
+            await self.gate.wait()
+        return await self.api.send(request)
+
+    def stream(self, request: Request) -> AsyncIterator[Body]:
+        return self.api.stream(request)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+
+async def until(check: Callable[[], bool]) -> None:
+    """Let the event loop run until `check()` holds (at most WAIT_SECONDS)."""
+
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(poll(), WAIT_SECONDS)
+
+
+async def test_a_gang_in_flight_leaves_the_queue_and_a_refused_bind_brings_its_pod_back() -> None:
+    """Pipelined cycles go on while binds are in flight: the next one must not decide the gang
+    again, and a refusal that comes later must bring the pod back with no other event."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    g0, g1 = h.add_pods("gang", 2, cpu=2)
+    h.add_group("gang", min_member=2)
+    path = binding_path("gang-1")
+    gated = GatedBinds(h.fake, path)
+    h.scheduler.kube.transport = gated
+    h.fake.inject_error("POST", path, 404, "NotFound", 'pods "gang-1" not found')
+
+    await h.scheduler.cycle(pipeline=True)
+    (batch,) = h.scheduler._binding
+    await h.scheduler.cycle(pipeline=True)  # both binds in flight
+    assert (NS, "gang") not in h.scheduler._queue
+    assert len(h.scheduler._binding) == 1  # nothing decided, nothing sent again
+
+    await until(lambda: pod_uid(g0) not in h.scheduler.in_flight)  # gang-0 bound
+    await h.scheduler.cycle(pipeline=True)
+    assert (NS, "gang") not in h.scheduler._queue  # gang-1 is still in flight
+
+    gated.gate.set()
+    await asyncio.wait_for(batch, WAIT_SECONDS)  # gang-1's bind is refused
+    await h.scheduler.cycle()  # no watch event came: gang-0 counts as our own recent bind
+
+    assert (h.node_of("gang-0"), h.node_of("gang-1")) == ("n1", "n1")
+    assert h.binds("gang-1") == 2
+    assert pod_uid(g1) not in h.scheduler.in_flight
+
+
+async def test_the_kept_queue_always_matches_one_entered_afresh() -> None:
+    """Whatever happened to the pending pods, the binds in flight and the PodGroups, the
+    entries the scheduler kept are those it would enter from scratch."""
+    h = Harness()
+    h.add_node("n1", cpu=6)
+    for name, size, cpu in (("a", 2, 1), ("b", 3, 1), ("c", 2, 4), ("d", 2, 1)):
+        h.add_group(name, min_member=size)
+        h.add_pods(name, size, cpu=cpu)
+    h.add_pod("solo", cpu=1)
+    h.fake.inject_error("POST", binding_path("b-2"), 404, "NotFound", 'pods "b-2" not found')
+    scheduler = h.scheduler
+
+    def fresh() -> dict[Key, Any]:
+        kept = dict(scheduler._refresh_queue(h.clock()))
+        scheduler._queue, scheduler._stale = {}, set(scheduler.pending)
+        entered = dict(scheduler._refresh_queue(h.clock()))
+        assert entered == kept
+        return entered
+
+    await scheduler.cycle()  # a and solo bound, b's third bind fails, c does not fit
+    assert set(fresh()) == {(NS, "b"), (NS, "c"), (NS, "d")}
+    assert [p["metadata"]["name"] for p in scheduler._queue[(NS, "b")].waiting] == ["b-2"]
+
+    h.watch_catches_up()
+    body = copy.deepcopy(h.groups.get((NS, "c"))[0])
+    body["spec"]["minMember"] = 1
+    body["metadata"]["resourceVersion"] = "changed"
+    h.groups.put((NS, "c"), body)
+    scheduler.on_group((NS, "c"))
+    assert fresh()[(NS, "c")].group.spec.min_member == 1  # type: ignore[union-attr]
+    moved = copy.deepcopy(h.fake.get_object(PODS, "d-1", NS))
+    moved["metadata"]["labels"][c.LABEL_POD_GROUP] = "c"  # d-1 moves to group c
+    scheduler.on_pod("MODIFIED", moved)
+    scheduler.on_pod("DELETED", h.fake.get_object(PODS, "d-0", NS))
+    entries = fresh()
+    assert [p["metadata"]["name"] for p in entries[(NS, "c")].waiting] == ["c-0", "c-1", "d-1"]
+    assert (NS, "d") not in entries
+
+    await scheduler.cycle()
+    fresh()
 
 
 # --- bind pacing ---------------------------------------------------------------------------------
