@@ -111,6 +111,11 @@ def _group_key(body: JSON) -> GroupKey:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        logger.error("leading did not start: %s", exc, exc_info=exc)
+
+
 def _may_flip_phase(kind: WatchEventType, pod: JSON, old: JSON | None) -> bool:
     """A member that changed phase, or went away, may flip its group's phase."""
     if kind is WatchEventType.DELETED:
@@ -222,6 +227,7 @@ class Leading:
             namespaces=frozenset(settings.namespaces),
         )
         self.started = 0.0
+        self._starting: asyncio.Task[None] | None = None
         self.scheduler = GangScheduler(
             runtime.writer,
             informers.groups,
@@ -272,20 +278,34 @@ class Leading:
         ]
 
     def start(self) -> None:
+        """Start leading in the background (`_start`): the elector renews the Lease meanwhile."""
         self.started = asyncio.get_running_loop().time()
+        self._starting = asyncio.create_task(self._start(), name="leading-start")
+        self._starting.add_done_callback(_log_failure)
+
+    async def _start(self) -> None:
+        """Replay the stores to the handlers, then start the controllers.
+
+        The replays come first and whole: the scheduler must know every node and every bound
+        pod before it places one, and the status reconciler every member before it counts.
+        Each replay lets the event loop run between slices (`Informer.attach`), because the
+        Lease's first renewal, the probes and the watches must not wait for 50,000 pods."""
         informers = self.runtime.informers
         # Nodes first, so the snapshot knows every node before the pods bound to them.
-        informers.nodes.add_handler(self.on_node)
+        await informers.nodes.attach(self.on_node)
         for informer, handler in self._volume_handlers():
-            informer.add_handler(handler)
-        informers.pods.add_handler(self.on_pod)
-        informers.podgroups.add_handler(self.on_group)
+            await informer.attach(handler)
+        await informers.pods.attach(self.on_pod)
+        await informers.podgroups.attach(self.on_group)
         self.status.start()
         self.scheduler.start()
         self.runtime.quota.publish = self.status.set_quota_view
         self.runtime.quota.start()
 
     async def stop(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()  # still replaying: the controllers never start
+            await asyncio.gather(self._starting, return_exceptions=True)
         informers = self.runtime.informers
         informers.nodes.remove_handler(self.on_node)
         informers.pods.remove_handler(self.on_pod)

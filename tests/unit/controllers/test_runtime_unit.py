@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
+from podgroup_operator.adapters import informers as informers_module
 from podgroup_operator.adapters.kube import KubeClient
+from podgroup_operator.constants import SCHEDULER_NAME
 from podgroup_operator.controllers.runtime import Runtime, measure_loop_lag
 from podgroup_operator.scheduling.volumes import BindingMode
 from podgroup_operator.settings import OperatorSettings
@@ -72,12 +76,68 @@ async def test_the_leaders_scheduler_sees_volumes_claims_and_their_storage_class
             await asyncio.sleep(0)
         assert runtime.leading is not None
         scheduler = runtime.leading.scheduler
-        assert set(scheduler.snapshot.volumes) == {"pv1"}
+        await until(lambda: set(scheduler.snapshot.volumes) == {"pv1"}, "the PV's replay")
         member = pod(
             "p", group="g", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
         )
         (claim,) = scheduler.volumes.claims_for([member]).values()
         assert claim.binding_mode is BindingMode.WAIT_FOR_FIRST_CONSUMER
+    finally:
+        await runtime.stop()
+
+
+async def test_the_leaders_controllers_start_only_after_every_store_is_replayed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replay lets the loop run between slices; the scheduler and the status reconciler
+    start only once every node and pod was replayed, and a stop during the replay ends it
+    with neither started nor any handler left behind."""
+    monkeypatch.setattr(informers_module, "REPLAY_SLICE", 1)
+    api = FakeApiServer()
+    api.seed(
+        node("n1"),
+        node("n2"),
+        *(pod(f"p{i}", group="g", scheduler=SCHEDULER_NAME) for i in range(4)),
+    )
+    runtime = Runtime(OperatorSettings(leader_election=False, metrics_address=""), KubeClient(api))
+    await runtime.start()
+    try:
+        await asyncio.wait_for(runtime.informers.wait_synced(), 2)
+        await until(lambda: runtime.leading is not None, "leading")
+        leading = runtime.leading
+        assert leading is not None
+        turns = 0
+        while leading.scheduler._task is None:
+            turns += 1
+            await asyncio.sleep(0)
+        assert turns > 1  # the replay took several turns of the loop, not one
+        # The scheduler started only once every node and pod had been replayed to it.
+        assert set(leading.scheduler.pending) == {("default", "g")}
+        assert len(leading.scheduler.pending[("default", "g")]) == 4
+        assert set(leading.scheduler.snapshot.nodes) == {"n1", "n2"}
+    finally:
+        await runtime.stop()
+
+
+async def test_losing_the_lead_during_the_replay_starts_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(informers_module, "REPLAY_SLICE", 1)
+    api = FakeApiServer()
+    api.seed(node("n1"), *(pod(f"p{i}", group="g") for i in range(4)))
+    runtime = Runtime(OperatorSettings(leader_election=False, metrics_address=""), KubeClient(api))
+    await runtime.start()
+    try:
+        await asyncio.wait_for(runtime.informers.wait_synced(), 2)
+        await until(lambda: runtime.leading is not None, "leading")
+        leading = runtime.leading
+        assert leading is not None
+        await runtime.stop_leading()  # the replay has had at most one turn
+        assert leading.scheduler._task is None
+        assert leading.status._tasks == []
+        for informer in runtime.informers.all():
+            assert leading.on_pod not in informer._handlers
+            assert leading.on_node not in informer._handlers
     finally:
         await runtime.stop()
 
