@@ -158,68 +158,58 @@ async def test_a_late_handler_is_replayed_the_store() -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+@pytest.fixture
+async def six_pods(api: FakeApiServer, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Informer]:
+    """A synced pod informer over p0..p5, replaying two objects per slice."""
+    monkeypatch.setattr(informers, "REPLAY_SLICE", 2)
+    api.seed(*(pod(f"p{i}") for i in range(6)))
+    informer = Informer(KubeClient(api), PODS, slim_pod)
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(informer.synced.wait(), 2)
+    yield informer
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_an_attached_handler_is_replayed_in_slices_and_never_sees_the_deleted_again(
-    monkeypatch: pytest.MonkeyPatch,
+    six_pods: Informer,
 ) -> None:
     """Between slices the loop runs: events meanwhile reach the handler at once, and an object
     they delete or change before its turn is skipped, or replayed as it is now."""
-    monkeypatch.setattr(informers, "REPLAY_SLICE", 2)
-    api = FakeApiServer()
-    api.seed(*(pod(f"p{i}") for i in range(6)))
-    informer = Informer(KubeClient(api), PODS, slim_pod)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(informer.synced.wait(), 2)
-        seen: list[str] = []
+    informer = six_pods
+    seen: list[str] = []
 
-        def record(kind: WatchEventType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            labels = obj["metadata"].get("labels") or {}
-            seen.append(f"{kind}:{obj['metadata']['name']}{':' + labels['v'] if labels else ''}")
+    def record(kind: WatchEventType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        labels = obj["metadata"].get("labels") or {}
+        seen.append(f"{kind}:{obj['metadata']['name']}{':' + labels['v'] if labels else ''}")
 
-        async def meanwhile() -> None:
-            """What the watch brings after the first slice (the task's first turn)."""
-            p3, p4 = informer.store.get("default/p3"), informer.store.get("default/p4")
-            assert p3 is not None and p4 is not None
-            informer._on_event(
-                "MODIFIED", {**p3, "metadata": {**p3["metadata"], "labels": {"v": "2"}}}
-            )
-            informer._on_event("DELETED", p4)
+    async def meanwhile() -> None:
+        """What the watch brings after the first slice (the task's first turn)."""
+        p3, p4 = informer.store.get("default/p3"), informer.store.get("default/p4")
+        assert p3 is not None and p4 is not None
+        informer._on_event("MODIFIED", {**p3, "metadata": {**p3["metadata"], "labels": {"v": "2"}}})
+        informer._on_event("DELETED", p4)
 
-        side = asyncio.create_task(meanwhile())
-        await informer.attach(record)
-        await side
+    side = asyncio.create_task(meanwhile())
+    await informer.attach(record)
+    await side
 
-        assert seen[:2] == ["ADDED:p0", "ADDED:p1"]
-        assert seen[2:4] == ["MODIFIED:p3:2", "DELETED:p4"]  # between the slices
-        assert seen[4:] == ["ADDED:p2", "ADDED:p3:2", "ADDED:p5"]  # p4 is gone: not replayed
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    assert seen[:2] == ["ADDED:p0", "ADDED:p1"]
+    assert seen[2:4] == ["MODIFIED:p3:2", "DELETED:p4"]  # between the slices
+    assert seen[4:] == ["ADDED:p2", "ADDED:p3:2", "ADDED:p5"]  # p4 is gone: not replayed
 
 
-async def test_a_handler_removed_during_its_replay_gets_no_more_of_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(informers, "REPLAY_SLICE", 2)
-    api = FakeApiServer()
-    api.seed(*(pod(f"p{i}") for i in range(6)))
-    informer = Informer(KubeClient(api), PODS, slim_pod)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(informer.synced.wait(), 2)
-        seen: list[str] = []
+async def test_a_handler_removed_during_its_replay_gets_no_more_of_it(six_pods: Informer) -> None:
+    seen: list[str] = []
 
-        def record(kind: WatchEventType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            seen.append(obj["metadata"]["name"])
-            if len(seen) == 2:
-                informer.remove_handler(record)
+    def record(kind: WatchEventType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        seen.append(obj["metadata"]["name"])
+        if len(seen) == 2:
+            six_pods.remove_handler(record)
 
-        await informer.attach(record)
-        assert seen == ["p0", "p1"]
-        informer.remove_handler(record)  # a second removal is let be
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await six_pods.attach(record)
+    assert seen == ["p0", "p1"]
+    six_pods.remove_handler(record)  # a second removal is let be
 
 
 class FaultyWatches(KubeClient):

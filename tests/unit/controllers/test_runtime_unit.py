@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
 from podgroup_operator.adapters import informers as informers_module
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.constants import SCHEDULER_NAME
-from podgroup_operator.controllers.runtime import Runtime, measure_loop_lag
+from podgroup_operator.controllers.runtime import Leading, Runtime, measure_loop_lag
 from podgroup_operator.scheduling.volumes import BindingMode
 from podgroup_operator.settings import OperatorSettings
 from tests.builders import node, pod
 from tests.fakes import FakeApiServer
 from tests.waiting import until
+
+
+@contextlib.asynccontextmanager
+async def leading_over(api: FakeApiServer) -> AsyncIterator[tuple[Runtime, Leading]]:
+    """A runtime over `api`, synced and just made leader (without election)."""
+    runtime = Runtime(OperatorSettings(leader_election=False, metrics_address=""), KubeClient(api))
+    await runtime.start()
+    try:
+        await asyncio.wait_for(runtime.informers.wait_synced(), 2)
+        await until(lambda: runtime.leading is not None, "leading")
+        assert runtime.leading is not None
+        yield runtime, runtime.leading
+    finally:
+        await runtime.stop()
 
 
 async def test_not_ready_before_the_first_list_ready_after_and_leading_without_election() -> None:
@@ -66,46 +82,26 @@ async def test_the_leaders_scheduler_sees_volumes_claims_and_their_storage_class
             "spec": {"storageClassName": "local"},
         },
     )
-    runtime = Runtime(OperatorSettings(leader_election=False, metrics_address=""), KubeClient(api))
-    await runtime.start()
-    try:
-        await asyncio.wait_for(runtime.informers.wait_synced(), 2)
-        for _ in range(100):
-            if runtime.leading is not None:
-                break
-            await asyncio.sleep(0)
-        assert runtime.leading is not None
-        scheduler = runtime.leading.scheduler
+    async with leading_over(api) as (_, leading):
+        scheduler = leading.scheduler
         await until(lambda: set(scheduler.snapshot.volumes) == {"pv1"}, "the PV's replay")
         member = pod(
             "p", group="g", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
         )
         (claim,) = scheduler.volumes.claims_for([member]).values()
         assert claim.binding_mode is BindingMode.WAIT_FOR_FIRST_CONSUMER
-    finally:
-        await runtime.stop()
 
 
 async def test_the_leaders_controllers_start_only_after_every_store_is_replayed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The replay lets the loop run between slices; the scheduler and the status reconciler
-    start only once every node and pod was replayed, and a stop during the replay ends it
-    with neither started nor any handler left behind."""
+    start only once every node and pod was replayed."""
     monkeypatch.setattr(informers_module, "REPLAY_SLICE", 1)
     api = FakeApiServer()
-    api.seed(
-        node("n1"),
-        node("n2"),
-        *(pod(f"p{i}", group="g", scheduler=SCHEDULER_NAME) for i in range(4)),
-    )
-    runtime = Runtime(OperatorSettings(leader_election=False, metrics_address=""), KubeClient(api))
-    await runtime.start()
-    try:
-        await asyncio.wait_for(runtime.informers.wait_synced(), 2)
-        await until(lambda: runtime.leading is not None, "leading")
-        leading = runtime.leading
-        assert leading is not None
+    members = (pod(f"p{i}", group="g", scheduler=SCHEDULER_NAME) for i in range(4))
+    api.seed(node("n1"), node("n2"), *members)
+    async with leading_over(api) as (_, leading):
         turns = 0
         while leading.scheduler._task is None:
             turns += 1
@@ -115,31 +111,22 @@ async def test_the_leaders_controllers_start_only_after_every_store_is_replayed(
         assert set(leading.scheduler.pending) == {("default", "g")}
         assert len(leading.scheduler.pending[("default", "g")]) == 4
         assert set(leading.scheduler.snapshot.nodes) == {"n1", "n2"}
-    finally:
-        await runtime.stop()
 
 
 async def test_losing_the_lead_during_the_replay_starts_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A stop during the replay ends it: neither controller starts, no handler is left."""
     monkeypatch.setattr(informers_module, "REPLAY_SLICE", 1)
     api = FakeApiServer()
     api.seed(node("n1"), *(pod(f"p{i}", group="g") for i in range(4)))
-    runtime = Runtime(OperatorSettings(leader_election=False, metrics_address=""), KubeClient(api))
-    await runtime.start()
-    try:
-        await asyncio.wait_for(runtime.informers.wait_synced(), 2)
-        await until(lambda: runtime.leading is not None, "leading")
-        leading = runtime.leading
-        assert leading is not None
+    async with leading_over(api) as (runtime, leading):
         await runtime.stop_leading()  # the replay has had at most one turn
         assert leading.scheduler._task is None
         assert leading.status._tasks == []
         for informer in runtime.informers.all():
             assert leading.on_pod not in informer._handlers
             assert leading.on_node not in informer._handlers
-    finally:
-        await runtime.stop()
 
 
 async def test_the_loop_lag_is_how_long_something_held_the_event_loop() -> None:
