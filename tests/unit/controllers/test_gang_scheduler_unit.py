@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from podgroup_operator.scheduling.pacing import BindPacer
 from tests.builders import node, pod, podgroup
 from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer, FakeIndex, Fault, FaultyTransport, Request
+from tests.waiting import until
 
 NS = "default"
 WAIT_SECONDS = 10.0
@@ -811,7 +812,7 @@ async def test_a_budgeted_cycle_builds_requests_only_for_the_groups_it_decides(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Under a backlog a cycle decides what its budget allows; building the request of every
-    waiting group each cycle held the event loop for seconds at 5,000 gangs."""
+    waiting group each cycle kept the event loop busy at 5,000 gangs (docs/scale.md)."""
     h = Harness()
     h.add_node("n1", cpu=100)
     for i in range(30):
@@ -887,16 +888,6 @@ class GatedBinds:
         await self.api.close()
 
 
-async def until(check: Callable[[], bool]) -> None:
-    """Let the event loop run until `check()` holds (at most WAIT_SECONDS)."""
-
-    async def poll() -> None:
-        while not check():
-            await asyncio.sleep(0.001)
-
-    await asyncio.wait_for(poll(), WAIT_SECONDS)
-
-
 async def test_a_gang_in_flight_leaves_the_queue_and_a_refused_bind_brings_its_pod_back() -> None:
     """Pipelined cycles go on while binds are in flight: the next one must not decide the gang
     again, and a refusal that comes later must bring the pod back with no other event."""
@@ -915,7 +906,7 @@ async def test_a_gang_in_flight_leaves_the_queue_and_a_refused_bind_brings_its_p
     assert (NS, "gang") not in h.scheduler._queue
     assert len(h.scheduler._binding) == 1  # nothing decided, nothing sent again
 
-    await until(lambda: pod_uid(g0) not in h.scheduler.in_flight)  # gang-0 bound
+    await until(lambda: pod_uid(g0) not in h.scheduler.in_flight, "gang-0's bind answered")
     await h.scheduler.cycle(pipeline=True)
     assert (NS, "gang") not in h.scheduler._queue  # gang-1 is still in flight
 
@@ -947,7 +938,7 @@ async def test_the_kept_queue_always_matches_one_entered_afresh() -> None:
         assert entered == kept
         return entered
 
-    await scheduler.cycle()  # a and solo bound, b's third bind fails, c does not fit
+    await scheduler.cycle()  # a, b and solo placed (b's third bind fails); c and d do not fit
     assert set(fresh()) == {(NS, "b"), (NS, "c"), (NS, "d")}
     assert [p["metadata"]["name"] for p in scheduler._queue[(NS, "b")].waiting] == ["b-2"]
 
