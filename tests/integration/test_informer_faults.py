@@ -1,4 +1,5 @@
-"""Informers on the real API server through connections that break: reset, or dead and silent.
+"""Informers on the real API server: through connections that break (reset, or dead and silent),
+and over the TLS connections the operator sizes for watches.
 
 The faults come from a TCP proxy (tests/faults.py) between the informer and the real API
 server; the objects are created directly. Each test waits for an object created after the
@@ -10,12 +11,15 @@ listing every object again.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.informers import Informer
 from podgroup_operator.adapters.kube import PODS, KubeClient
 from podgroup_operator.adapters.slim import slim_pod
@@ -101,3 +105,42 @@ async def test_a_reset_connection_is_watched_again_from_the_last_version_without
     assert informer.stats.failures >= 1  # the open watch failed, and was resumed
     assert informer.stats.lists == 1
     assert informer.stats.gone == 0
+
+
+async def test_a_watch_of_the_real_api_server_reads_wide_and_closes_its_connection_at_its_end(
+    cluster: ClusterUnderTest, kube: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the record-sized TLS buffers the operator runs with, each watch over the API
+    server's TLS widens its connection (adapters/heap.py) and still delivers; when the server
+    ends a watch, its connection is closed, not pooled for the requests that follow."""
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", heap.TLS_READ_BUFFER)
+    widened: list[tuple[Any, bool]] = []
+    real_widen = heap.widen_tls_buffer
+
+    def recording_widen(transport: object) -> bool:
+        result = real_widen(transport)
+        widened.append((transport, result))
+        return result
+
+    monkeypatch.setattr(heap, "widen_tls_buffer", recording_widen)
+    client = cluster.client()  # a session of its own, opened with the shrunk buffers
+    informer = Informer(
+        client,
+        PODS,
+        slim_pod,
+        namespace=namespace,
+        watch_seconds=WATCH_SECONDS,
+        watch_grace_seconds=GRACE_SECONDS,
+    )
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 30)
+        await _created_and_seen(kube, informer, namespace, "seen")
+        await until(lambda: len(widened) >= 2, "a second watch under way", timeout=30)
+        # Checked while the client is open (closing it closes every connection).
+        assert widened[0][0].is_closing()  # the first watch ended; its connection went with it
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+    assert len(widened) >= 2 and all(result for _, result in widened)

@@ -40,7 +40,9 @@ TLS record carries at most 16 KiB, so a read still takes a whole record. Measure
 over 256 TLS connections to a local server (both ends in one process): 164 MB of RSS with
 CPython's buffer, 35 MB with this one; reading a 5 MB body twenty times cost 0.35-0.37 s of CPU
 against 0.41 s. Under the 1,000 x 10 backlog the operator's peak RSS fell from 201-202 MB to
-183 MB, and the writer's at 256 binds in flight from 141-143 MB to 76 MB.
+183 MB, and the writer's at 256 binds in flight from 141-143 MB to 76 MB. A watch is the one
+connection that carries more than a record at a time, and it widens its own buffer back
+(`widen_tls_buffer`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,45 @@ TLS_READ_BUFFER = 16 * 1024
 def shrink_tls_buffers() -> None:
     """Give TLS connections opened from now on a read buffer of `TLS_READ_BUFFER` bytes."""
     asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
+
+
+WATCH_READ_BUFFER = 256 * 1024
+"""Bytes a watch's TLS connection reads at a time: asyncio's own default, whatever
+`shrink_tls_buffers` set for the others (see `widen_tls_buffer`)."""
+
+
+WATCH_EVENTS_PER_TURN = 16
+"""Events of one wide read a watch hands on before it lets the event loop turn (see
+`widen_tls_buffer`)."""
+
+
+def widen_tls_buffer(transport: object) -> bool:
+    """Let one TLS connection read `WATCH_READ_BUFFER` bytes per turn of the event loop; False
+    when `transport` is not asyncio's TLS transport (plain HTTP reads 256 KiB already).
+
+    Why: the event loop reads each ready socket once per turn, at most a buffer's worth. A
+    request's connection gets a Status or a PodGroup in one record, but the pod watch carries
+    every bind and every kubelet status write of the cluster. Read a record (16 KiB, three or
+    four pod events) per turn, it fell behind whenever the turns were long: under a 1,000 x 10
+    backlog (five runs) the operator saw a gang's last member Running 30 to 99 ms after the
+    bench's own watch at the median and 205 to 549 ms at p90, and that lag is part of every
+    group's status convergence. Read 256 KiB per turn, 12 to 22 ms and 68 to 117 ms
+    (docs/scale.md, "2026-11-26, afternoon"). `KubeClient.stream` then hands on at most
+    `WATCH_EVENTS_PER_TURN` events before it lets the loop turn: a wide read holds fifty pod
+    events or more, and the bind pacer times each bind on this loop, so one long turn reads as
+    a slow API server. The buffer belongs to the connection, so the dozen watches cost about
+    3 MiB; `KubeClient.stream` closes a widened connection when its watch ends, so the binds'
+    and status writes' connections, taken from the pool, keep their record-sized ones.
+
+    asyncio has no public way to size one connection's reads: the TLS transport's protocol
+    (`_ssl_protocol`, an `asyncio.sslproto.SSLProtocol`, since Python 3.5) reads `max_size` at
+    each read, so an attribute on that instance overrides the class's for that connection only.
+    """
+    protocol = getattr(transport, "_ssl_protocol", None)
+    if not isinstance(protocol, asyncio.sslproto.SSLProtocol):
+        return False
+    protocol.max_size = WATCH_READ_BUFFER  # type: ignore[misc]  # shadows the ClassVar here only
+    return True
 
 
 PAUSE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

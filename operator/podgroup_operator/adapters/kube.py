@@ -29,6 +29,7 @@ import aiohttp
 import orjson
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.credentials import Credentials
 
 logger = logging.getLogger(__name__)
@@ -206,12 +207,25 @@ class AiohttpTransport:
                 raise ApiError(
                     response.status, await response.json(content_type=None), "WATCH", request.path
                 )
+            connection = response.connection
+            if (
+                connection is not None
+                and heap.widen_tls_buffer(connection.transport)
+                and connection.protocol is not None
+            ):
+                # A watch reads a wide buffer per turn of the loop; its connection is closed
+                # when the watch ends instead of pooled, so no request inherits the buffer.
+                connection.protocol.force_close()
             buffer = b""
+            handed = 0
             async for chunk in response.content.iter_any():
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     if line.strip():
+                        handed += 1
+                        if handed % heap.WATCH_EVENTS_PER_TURN == 0:
+                            await asyncio.sleep(0)  # a wide read's events share the loop's turns
                         yield orjson.loads(line)
 
     async def close(self) -> None:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import contextlib
 import gc
 import ssl
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 from aiohttp import web
 
 from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.informers import Informer
-from podgroup_operator.adapters.kube import PODS, KubeClient
+from podgroup_operator.adapters.kube import PODS, AiohttpTransport, KubeClient, Request
 from podgroup_operator.adapters.slim import slim_pod
 from podgroup_operator.tls import make_serving_cert
 from tests.builders import pod
@@ -203,3 +205,113 @@ async def test_an_informer_lists_with_the_collector_paused_and_is_synced_after_t
     assert handled == [False] * 5  # the fan-out of the first list is part of the load
     assert gc.isenabled() and informer.synced.is_set()
     assert gc.get_freeze_count() > 0
+
+
+def test_widening_leaves_anything_but_an_asyncio_tls_transport_alone() -> None:
+    """Plain HTTP (a local API server, the fake) already reads asyncio's 256 KiB a turn."""
+    assert heap.widen_tls_buffer(None) is False
+    assert heap.widen_tls_buffer(object()) is False
+
+
+WATCH_EVENTS = 2_000
+"""Watch lines the local server streams: about 2 MiB, many times a record."""
+
+
+@contextlib.asynccontextmanager
+async def _tls_watch_server(tmp_path: Path) -> AsyncIterator[tuple[AiohttpTransport, list[int]]]:
+    """A local TLS server streaming WATCH_EVENTS watch lines at /watch and a Status at /get,
+    a transport to it, and the client port of each request it served."""
+    files = make_serving_cert(tmp_path, "local", ["127.0.0.1"])
+    serving = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving.load_cert_chain(files.certfile, files.pkeyfile)
+    trusting = ssl.create_default_context(cafile=str(files.cafile))
+    client_ports: list[int] = []
+
+    def served(request: web.Request) -> None:
+        assert request.transport is not None
+        client_ports.append(request.transport.get_extra_info("peername")[1])
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        served(request)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for index in range(WATCH_EVENTS):
+            line = {"type": "ADDED", "object": {"index": index, "padding": "x" * 1000}}
+            await response.write(orjson.dumps(line) + b"\n")
+        await response.write_eof()
+        return response
+
+    async def get(request: web.Request) -> web.Response:
+        served(request)
+        return web.json_response({"kind": "Status", "status": "Success"})
+
+    app = web.Application()
+    app.router.add_get("/watch", watch)
+    app.router.add_get("/get", get)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=serving)
+    await site.start()
+    transport = AiohttpTransport(
+        f"https://127.0.0.1:{runner.addresses[0][1]}", ssl_context=trusting
+    )
+    try:
+        yield transport, client_ports
+    finally:
+        await transport.close()
+        await runner.cleanup()
+
+
+async def test_a_watch_widens_its_tls_connection_and_no_request_inherits_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the record-sized buffers the operator runs with, a watch over TLS reads its whole
+    stream through a connection widened to WATCH_READ_BUFFER; that connection closes with the
+    watch, so the request after it is served on a new connection (another client port)."""
+    heap.shrink_tls_buffers()
+    widened: list[tuple[Any, bool]] = []
+    real_widen = heap.widen_tls_buffer
+
+    def recording_widen(transport: object) -> bool:
+        result = real_widen(transport)
+        widened.append((transport, result))
+        return result
+
+    monkeypatch.setattr(heap, "widen_tls_buffer", recording_widen)
+    async with _tls_watch_server(tmp_path) as (transport, client_ports):
+        events = [event async for event in transport.stream(Request("GET", "/watch"))]
+        status, body = await transport.send(Request("GET", "/get"))
+    assert [event["object"]["index"] for event in events] == list(range(WATCH_EVENTS))
+    assert (status, body["status"]) == (200, "Success")
+    assert [result for _, result in widened] == [True]
+    protocol = widened[0][0]._ssl_protocol
+    assert protocol.max_size == heap.WATCH_READ_BUFFER
+    assert len(protocol.get_buffer(-1)) == heap.WATCH_READ_BUFFER
+    assert asyncio.sslproto.SSLProtocol.max_size == heap.TLS_READ_BUFFER  # the others' size
+    assert len(client_ports) == 2 and client_ports[0] != client_ports[1]
+
+
+async def test_a_watch_lets_the_event_loop_turn_between_its_events(tmp_path: Path) -> None:
+    """However much one read brought, at most WATCH_EVENTS_PER_TURN events are handed on
+    between two turns of the event loop, which a task counting turns sees; and the wide reads
+    do bring many events at once (more than one turn's worth arrives between some turns)."""
+    heap.shrink_tls_buffers()
+    events: list[Any] = []
+    handed_between_turns: list[int] = []
+    done = asyncio.Event()
+
+    async def count_turns() -> None:
+        last = 0
+        while not done.is_set():
+            handed_between_turns.append(len(events) - last)
+            last = len(events)
+            await asyncio.sleep(0)
+
+    async with _tls_watch_server(tmp_path) as (transport, _):
+        counter = asyncio.create_task(count_turns())
+        async for event in transport.stream(Request("GET", "/watch")):
+            events.append(event)
+        done.set()
+        await counter
+    assert len(events) == WATCH_EVENTS
+    assert max(handed_between_turns) == heap.WATCH_EVENTS_PER_TURN
