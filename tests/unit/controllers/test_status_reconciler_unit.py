@@ -863,6 +863,71 @@ async def test_a_bound_group_that_does_not_start_gets_pending_after_the_starting
     assert condition({"status": status}, c.ConditionType.SCHEDULED)["status"] == "True"
 
 
+async def pending_group_placed(h: Harness) -> list[Body]:
+    """A group of two whose `Pending` status was written while it queued, then placed, with
+    the count delay (0.01 s) already over when its members bind."""
+    h.group(min_member=2)
+    pods = h.pods(pending("a"), pending("b"))
+    await h.reconcile()  # written at once (the harness's count delay is 0)
+    assert h.status()["phase"] == c.Phase.PENDING
+    h.reconciler.count_delay = 0.01
+    h.reconciler.set_verdict(KEY, Verdict(placed=True))
+    await asyncio.sleep(0.05)
+    return pods
+
+
+async def test_a_placed_pending_gangs_binds_and_starts_wait_for_its_running_write() -> None:
+    """Its progress waits as a first status would: no count-only `Pending` write is in flight
+    when the last member starts, and the `Running` write carries the counts."""
+    h = Harness()
+    h.reconciler.binding_delay = h.reconciler.starting_delay = 3600.0
+    a, b = await pending_group_placed(h)
+    writes = h.reconciler.writes
+    bound = bind(h, a, b)
+    await h.reconcile()
+    await asyncio.sleep(0.05)  # past the count delay: an unplaced group's counts go out now
+    await h.reconcile()
+    assert h.reconciler.writes == writes
+    h.pods({**bound[0], "status": {"phase": c.PodPhase.RUNNING}})
+    await h.reconcile()
+    assert h.reconciler.writes == writes
+    h.pods({**bound[1], "status": {"phase": c.PodPhase.RUNNING}})
+    await h.reconcile()
+    assert h.reconciler.writes == writes + 1
+    status = h.status()
+    assert (status["phase"], status["scheduled"], status["running"]) == (c.Phase.RUNNING, 2, 2)
+
+
+async def test_a_placed_pending_gang_not_starting_gets_its_counts_after_the_starting_delay() -> (
+    None
+):
+    h = Harness()
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.05
+    a, b = await pending_group_placed(h)
+    bind(h, a, b)
+    await h.reconcile()
+    assert h.reconciler.writes == 1  # the first Pending only: the starting delay runs
+    h.reconciler.writes = 0
+    status = await written_by_the_timer(h)
+    assert (status["phase"], status["scheduled"]) == (c.Phase.PENDING, 2)
+
+
+async def test_an_unplaced_pending_groups_counts_still_wait_only_the_count_delay() -> None:
+    """Members bound by another scheduler (no verdict of ours): the short delay, as before."""
+    h = Harness()
+    h.reconciler.binding_delay = h.reconciler.starting_delay = 3600.0
+    h.group(min_member=2)
+    a, b = h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    h.reconciler.count_delay = 0.01
+    h.reconciler.writes = 0
+    bind(h, a, b)
+    await h.reconcile()
+    assert h.reconciler.writes == 0
+    status = await written_by_the_timer(h)
+    assert (status["phase"], status["scheduled"]) == (c.Phase.PENDING, 2)
+
+
 async def test_a_group_nobody_judges_gets_its_pending_status_after_the_delay() -> None:
     """Pods of another scheduler, or too few pods: no verdict ever comes, the status still does."""
     h, _ = await new_group_of_two(count_delay=0.05)
