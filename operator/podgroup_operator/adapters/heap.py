@@ -119,13 +119,16 @@ def widen_tls_buffer(transport: object) -> bool:
     four pod events) per turn, it fell behind whenever the turns were long: under a 1,000 x 10
     backlog (five runs) the operator saw a gang's last member Running 30 to 99 ms after the
     bench's own watch at the median and 205 to 549 ms at p90, and that lag is part of every
-    group's status convergence. Read 256 KiB per turn, 12 to 22 ms and 68 to 117 ms
-    (docs/scale.md, "2026-11-26, afternoon"). `KubeClient.stream` then hands on at most
-    `WATCH_EVENTS_PER_TURN` events before it lets the loop turn: a wide read holds fifty pod
-    events or more, and the bind pacer times each bind on this loop, so one long turn reads as
-    a slow API server. The buffer belongs to the connection, so the dozen watches cost about
-    3 MiB; `KubeClient.stream` closes a widened connection when its watch ends, so the binds'
-    and status writes' connections, taken from the pool, keep their record-sized ones.
+    group's status convergence. Read 256 KiB per turn, 12 to 15 ms and 68 to 80 ms (three
+    runs). `KubeClient.stream` hands on at most `WATCH_EVENTS_PER_TURN` events before it lets
+    the loop turn: a wide read holds fifty pod events or more, and everything else on the
+    loop, the answers the bind pacer times among them, would wait for all of them. Paired with
+    kube-scheduler, three runs each way alternated: convergence p50 254 to 277 ms against 297 to
+    339, and the bind rate not lower in a way three pairs show (docs/scale.md, "2026-11-26,
+    afternoon", which also has why a wider buffer for every connection was not kept). The
+    buffer belongs to the connection, so the dozen watches cost about 3 MiB;
+    `KubeClient.stream` closes a widened connection when its watch ends, so the binds' and
+    status writes' connections, taken from the pool, keep their record-sized ones.
 
     asyncio has no public way to size one connection's reads: the TLS transport's protocol
     (`_ssl_protocol`, an `asyncio.sslproto.SSLProtocol`, since Python 3.5) reads `max_size` at
