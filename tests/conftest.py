@@ -12,10 +12,12 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import pytest
 
+from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
@@ -114,6 +116,22 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
     except ApiError as exc:
         if not exc.not_found:
             raise
+
+
+@pytest.fixture
+def widened(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, bool]]:
+    """Every call of `heap.widen_tls_buffer` from now on, with the transport it was given and
+    what it answered (the real function still runs)."""
+    calls: list[tuple[Any, bool]] = []
+    real_widen = heap.widen_tls_buffer
+
+    def recording_widen(transport: object) -> bool:
+        result = real_widen(transport)
+        calls.append((transport, result))
+        return result
+
+    monkeypatch.setattr(heap, "widen_tls_buffer", recording_widen)
+    return calls
 
 
 REPO = Path(__file__).resolve().parents[1]

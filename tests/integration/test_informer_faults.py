@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,12 @@ async def proxied(
     await client.close()
 
 
-@pytest.fixture
-async def informer(proxied: KubeClient, namespace: str) -> AsyncIterator[Informer]:
+@contextlib.asynccontextmanager
+async def pod_informer(client: KubeClient, namespace: str) -> AsyncIterator[Informer]:
+    """A running, synced informer of the namespace's pods, whose watches the server ends
+    every WATCH_SECONDS."""
     informer = Informer(
-        proxied,
+        client,
         PODS,
         slim_pod,
         namespace=namespace,
@@ -66,10 +69,18 @@ async def informer(proxied: KubeClient, namespace: str) -> AsyncIterator[Informe
         watch_grace_seconds=GRACE_SECONDS,
     )
     task = asyncio.create_task(informer.run())
-    await asyncio.wait_for(informer.synced.wait(), 30)
-    yield informer
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 30)
+        yield informer
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.fixture
+async def informer(proxied: KubeClient, namespace: str) -> AsyncIterator[Informer]:
+    async with pod_informer(proxied, namespace) as running:
+        yield running
 
 
 async def _created_and_seen(
@@ -108,39 +119,23 @@ async def test_a_reset_connection_is_watched_again_from_the_last_version_without
 
 
 async def test_a_watch_of_the_real_api_server_reads_wide_and_closes_its_connection_at_its_end(
-    cluster: ClusterUnderTest, kube: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+    cluster: ClusterUnderTest,
+    kube: KubeClient,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    widened: list[tuple[Any, bool]],
 ) -> None:
     """With the record-sized TLS buffers the operator runs with, each watch over the API
     server's TLS widens its connection (adapters/heap.py) and still delivers; when the server
     ends a watch, its connection is closed, not pooled for the requests that follow."""
     monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", heap.TLS_READ_BUFFER)
-    widened: list[tuple[Any, bool]] = []
-    real_widen = heap.widen_tls_buffer
-
-    def recording_widen(transport: object) -> bool:
-        result = real_widen(transport)
-        widened.append((transport, result))
-        return result
-
-    monkeypatch.setattr(heap, "widen_tls_buffer", recording_widen)
     client = cluster.client()  # a session of its own, opened with the shrunk buffers
-    informer = Informer(
-        client,
-        PODS,
-        slim_pod,
-        namespace=namespace,
-        watch_seconds=WATCH_SECONDS,
-        watch_grace_seconds=GRACE_SECONDS,
-    )
-    task = asyncio.create_task(informer.run())
     try:
-        await asyncio.wait_for(informer.synced.wait(), 30)
-        await _created_and_seen(kube, informer, namespace, "seen")
-        await until(lambda: len(widened) >= 2, "a second watch under way", timeout=30)
-        # Checked while the client is open (closing it closes every connection).
-        assert widened[0][0].is_closing()  # the first watch ended; its connection went with it
+        async with pod_informer(client, namespace) as informer:
+            await _created_and_seen(kube, informer, namespace, "seen")
+            await until(lambda: len(widened) >= 2, "a second watch under way", timeout=30)
+            # Checked while the client is open (closing it closes every connection).
+            assert widened[0][0].is_closing()  # the first watch ended; its connection with it
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
         await client.close()
-    assert len(widened) >= 2 and all(result for _, result in widened)
+    assert all(result for _, result in widened)

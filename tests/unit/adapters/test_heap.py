@@ -263,21 +263,12 @@ async def _tls_watch_server(tmp_path: Path) -> AsyncIterator[tuple[AiohttpTransp
 
 
 async def test_a_watch_widens_its_tls_connection_and_no_request_inherits_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, widened: list[tuple[Any, bool]]
 ) -> None:
     """With the record-sized buffers the operator runs with, a watch over TLS reads its whole
     stream through a connection widened to WATCH_READ_BUFFER; that connection closes with the
     watch, so the request after it is served on a new connection (another client port)."""
     heap.shrink_tls_buffers()
-    widened: list[tuple[Any, bool]] = []
-    real_widen = heap.widen_tls_buffer
-
-    def recording_widen(transport: object) -> bool:
-        result = real_widen(transport)
-        widened.append((transport, result))
-        return result
-
-    monkeypatch.setattr(heap, "widen_tls_buffer", recording_widen)
     async with _tls_watch_server(tmp_path) as (transport, client_ports):
         events = [event async for event in transport.stream(Request("GET", "/watch"))]
         status, body = await transport.send(Request("GET", "/get"))
