@@ -284,8 +284,8 @@ async def test_a_watch_widens_its_tls_connection_and_no_request_inherits_it(
 
 async def test_a_watch_lets_the_event_loop_turn_between_its_events(tmp_path: Path) -> None:
     """However much one read brought, at most WATCH_EVENTS_PER_TURN events are handed on
-    between two turns of the event loop, which a task counting turns sees; and the wide reads
-    do bring many events at once (more than one turn's worth arrives between some turns)."""
+    between two turns of the event loop, which a task counting turns sees; and some reads do
+    bring a turn's worth or more (the most handed on between two turns is exactly that)."""
     heap.shrink_tls_buffers()
     events: list[Any] = []
     handed_between_turns: list[int] = []

@@ -864,15 +864,14 @@ async def test_a_bound_group_that_does_not_start_gets_pending_after_the_starting
 
 
 async def pending_group_placed(h: Harness) -> list[Body]:
-    """A group of two whose `Pending` status was written while it queued, then placed, with
-    the count delay (0.01 s) already over when its members bind."""
+    """A group of two whose `Pending` status was written while it queued, then placed; the
+    count delay is 0.01 s from here on."""
     h.group(min_member=2)
     pods = h.pods(pending("a"), pending("b"))
     await h.reconcile()  # written at once (the harness's count delay is 0)
     assert h.status()["phase"] == c.Phase.PENDING
     h.reconciler.count_delay = 0.01
     h.reconciler.set_verdict(KEY, Verdict(placed=True))
-    await asyncio.sleep(0.05)
     return pods
 
 
@@ -886,7 +885,7 @@ async def test_a_placed_pending_gangs_binds_and_starts_wait_for_its_running_writ
     bound = bind(h, a, b)
     await h.reconcile()
     await asyncio.sleep(0.05)  # past the count delay: an unplaced group's counts go out now
-    await h.reconcile()
+    await h.reconcile()  # awaited: whether it writes is decided here, not by a later timer
     assert h.reconciler.writes == writes
     h.pods({**bound[0], "status": {"phase": c.PodPhase.RUNNING}})
     await h.reconcile()
