@@ -23,9 +23,10 @@ from tests.kube_helpers import (
     sample,
     scheduling_attempts,
     scrape,
+    wait_group,
     wait_scheduling_attempts,
 )
-from tests.waiting import wait_for
+from tests.waiting import until, wait_for
 
 REPLICASETS = Kind("apps", "v1", "replicasets")
 
@@ -340,6 +341,60 @@ async def test_a_placed_gang_slower_to_start_than_the_count_delay_is_first_writt
         assert await wait_for(narrated, 30, "the gang's new -> Running Event") == ["new -> Running"]
         status = await group_status(kube, namespace, "slow")
         assert (status["phase"], status["running"]) == (c.Phase.RUNNING, 2)
+
+
+async def test_a_pending_gang_placed_later_writes_no_count_while_its_members_start(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """A group already written `Pending` (it waited for its pods), then placed: its members
+    start 1 s and 5 s after their binds. The first start is count-only progress, and it waits
+    with the binds for the gang's start (controllers/status.py, `_counts_wait`): no status says
+    `Pending` with one member running; `Running` carries the counts."""
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        await create_group(kube, namespace, "held", min_member=2)
+        await wait_group(kube, namespace, "held", phase=c.Phase.PENDING)
+        version = (await kube.get(PODGROUPS, "held", namespace))["metadata"]["resourceVersion"]
+        seen: list[dict[str, Any]] = []
+
+        async def record() -> None:
+            async for _, body in kube.watch(
+                PODGROUPS, namespace, resource_version=version, timeout_seconds=60
+            ):
+                seen.append(dict(body.get("status") or {}))
+
+        watching = asyncio.create_task(record())
+        try:
+            await asyncio.gather(
+                *(
+                    create_pod(
+                        kube,
+                        namespace,
+                        f"held-{index}",
+                        group="held",
+                        requests={"cpu": "1"},
+                        scheduler=c.SCHEDULER_NAME,
+                        nodeSelector={"pool": name},
+                        annotations={c.SIM_ANNOTATION_START_DELAY: delay},
+                    )
+                    for index, delay in enumerate(("1", "5"))
+                )
+            )
+            await until(
+                lambda: any(x.get("phase") == c.Phase.RUNNING for x in seen),
+                "the watch to bring the group's Running status",
+                timeout=30,
+            )
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+    pending = [
+        (x.get("scheduled", 0), x.get("running", 0))
+        for x in seen
+        if x.get("phase") == c.Phase.PENDING
+    ]
+    assert all(running == 0 for _, running in pending), pending
+    running = next(x for x in seen if x.get("phase") == c.Phase.RUNNING)
+    assert (running["scheduled"], running["running"]) == (2, 2)
 
 
 async def test_kubectl_podgroup_plugin_explains_waiting_gangs(
