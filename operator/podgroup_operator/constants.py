@@ -174,6 +174,9 @@ class Reason(StrEnum):
     time); its pods were not bound, and it is decided again after a backoff."""
     RECONCILE_FAILED = "ReconcileFailed"
     """Warning Event: the group's status could not be computed or written; retried with backoff."""
+    STATUS_REWRITTEN = "StatusRewritten"
+    """Warning Event: stored status fields this operator cannot read (a scheduler-plugins phase,
+    a value another writer left) were rewritten from the members; the message names them."""
     INVALID_GANG_LABELS = "InvalidGangLabels"
     """Warning Event on a pod whose lightweight-gang labels or annotations are invalid; no
     PodGroup is created for them until they are fixed."""

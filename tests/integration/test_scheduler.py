@@ -187,6 +187,33 @@ async def test_gang_whose_podgroup_comes_after_its_pods(
         await wait_for(both_bound, 20, "the gang to be placed once its PodGroup exists")
 
 
+async def test_a_gang_migrated_from_scheduler_plugins_with_its_status_runs(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """A group whose status scheduler-plugins wrote (its `Scheduling` phase), and with a value
+    another writer left that this operator cannot read: both were once read as an invalid
+    PodGroup, its status left alone and its gang never scheduled."""
+    async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, name):
+        await create_group(kube, namespace, "moved", min_member=2)
+        left = {"phase": "Scheduling", "occupiedBy": f"{namespace}/job", "scheduled": 1}
+        left["reservation"] = {"reserved": {"cpu": "1e30"}}
+        await kube.patch_status(PODGROUPS, "moved", namespace, left)
+        await gang_pods(kube, namespace, "moved", 2, name, group="moved")
+        status = await wait_group(kube, namespace, "moved", phase=c.Phase.RUNNING, running=2)
+        assert status["occupiedBy"] == f"{namespace}/job"
+        assert "reservation" not in status
+
+        async def said() -> list[dict[str, Any]]:
+            events = (await kube.list(EVENTS, namespace))["items"]
+            return [e for e in events if e["reason"] == c.Reason.STATUS_REWRITTEN]
+
+        (event,) = await wait_for(said, 10, "a Warning naming the fields rewritten")
+        assert event["involvedObject"]["name"] == "moved"
+        assert "status.phase: must be one of" in event["message"]
+        assert "not 'Scheduling'" in event["message"]
+        assert "status.reservation.reserved.cpu: '1e30' is too large" in event["message"]
+
+
 async def test_gang_group_across_two_namespaces(
     kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:

@@ -44,7 +44,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from podgroup_operator.api.models import Condition, PodGroupSpec, PodGroupStatus, RestartPolicy
+from podgroup_operator.api.models import (
+    Condition,
+    PodGroupSpec,
+    PodGroupStatus,
+    RestartPolicy,
+    salvage_status,
+)
 from podgroup_operator.constants import (
     ANNOTATION_GROUP_NAME,
     API_VERSION,
@@ -214,8 +220,10 @@ def _plain(value: Any) -> Any:
 
 def read_status(podgroup: Mapping[str, Any]) -> PodGroupStatus:
     """The typed status of a PodGroup body; an object the operator has not seen yet reads as
-    an empty status (phase None, counters 0). Unknown fields written by others are ignored."""
-    return PodGroupStatus.model_validate(_plain(podgroup.get("status") or {}))
+    an empty status (phase None, counters 0). Unknown fields written by others are ignored, and
+    a field this model cannot read (a scheduler-plugins phase such as `Scheduling`, a value
+    another writer left) reads as absent, as the operator reads it until it rewrites it."""
+    return salvage_status(_plain(podgroup.get("status") or {}))[0]
 
 
 def condition(status: PodGroupStatus, condition_type: ConditionType | str) -> Condition | None:

@@ -9,6 +9,7 @@ The spec is a compatible superset of scheduler-plugins' PodGroup (`minMember`, `
 """
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictInt,
+    ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -332,6 +334,39 @@ class PodGroupStatus(_Model):
     )
 
 
+def salvage_status(raw: Any) -> tuple[PodGroupStatus, list[dict[str, Any]]]:
+    """A stored status as this operator reads it, and the pydantic errors of what it could not.
+
+    Why: status is ours to write, but not only we write it. A cluster moving over from
+    scheduler-plugins has groups in its phases (`PreScheduling`, `Scheduling`, `Scheduled`);
+    another controller, a person with a status patch or an older release may leave values this
+    model refuses (a phase it does not know, a reserved amount too large). Refusing the whole
+    group for that left its status alone and its gang unscheduled for ever. Each top-level
+    field that does not validate is read as absent instead, and the errors say which, so the
+    status reconciler rewrites those fields from the members and says so once (an Event).
+    """
+    try:
+        return PodGroupStatus.model_validate(raw), []
+    except ValidationError as exc:
+        errors: list[dict[str, Any]] = [dict(error) for error in exc.errors(include_url=False)]
+    if isinstance(raw, Mapping):
+        unreadable = {error["loc"][0] for error in errors if error["loc"]}
+        kept = {key: value for key, value in raw.items() if key not in unreadable}
+        try:
+            return PodGroupStatus.model_validate(kept), errors
+        except ValidationError:
+            pass  # an error without a field to drop: read nothing of it
+    return PodGroupStatus(), errors
+
+
+def unreadable_fields(errors: list[dict[str, Any]]) -> set[str]:
+    """The status fields (API names) that `salvage_status` read as absent."""
+    fields = {str(error["loc"][0]) for error in errors if error["loc"]}
+    if any(not error["loc"] for error in errors):
+        fields |= {f.alias or name for name, f in PodGroupStatus.model_fields.items()}
+    return fields
+
+
 class ObjectMeta(BaseModel):
     """The few metadata fields the operator reads; the rest passes through untouched."""
 
@@ -356,6 +391,22 @@ class PodGroup(BaseModel):
     metadata: ObjectMeta
     spec: PodGroupSpec
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+    unreadable_status: list[dict[str, Any]] = Field(default_factory=list, exclude=True, repr=False)
+    """The errors of the stored status fields read as absent (`salvage_status`); empty when
+    the status was read whole. Never part of the API: set from `status` on every parse."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _salvage_status(cls, data: Any) -> Any:
+        """Read the status leniently (`salvage_status`): only the spec can make a PodGroup
+        unreadable, and that is the user's to fix."""
+        if not isinstance(data, Mapping):
+            return data
+        status = data.get("status")
+        if isinstance(status, PodGroupStatus):
+            return {**data, "unreadable_status": []}
+        read, errors = salvage_status(status or {})
+        return {**data, "status": read, "unreadable_status": errors}
 
     @field_validator("spec", mode="before")
     @classmethod

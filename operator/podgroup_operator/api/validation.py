@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from podgroup_operator.api.models import PodGroupSpec
+from podgroup_operator.api.models import PodGroupSpec, PodGroupStatus
 from podgroup_operator.api.quantity import coverage_errors
 
 _ONE_YEAR = "one year; use a shorter duration"
@@ -140,6 +140,25 @@ def _bounded(errors: list[str]) -> list[str]:
     if len(errors) <= MAX_ERRORS:
         return errors
     return [*errors[:MAX_ERRORS], f"... and {len(errors) - MAX_ERRORS} more errors"]
+
+
+SHOWN_INPUT = 80
+"""Characters of a refused value repeated in a message about stored status (a phase can be a
+100 KB string: the message must still say which field and what to do)."""
+
+
+def status_errors(errors: list[dict[str, Any]]) -> list[str]:
+    """The errors of `models.salvage_status` as `status.field.path: what was wrong`."""
+    lines = []
+    for error in errors:
+        shown = error.get("input")
+        if isinstance(shown, str) and len(shown) > SHOWN_INPUT:
+            shown = f"{shown[:SHOWN_INPUT]}... ({len(shown)} chars)"
+        elif isinstance(shown, dict | list):
+            shown = f"a {type(shown).__name__} of {len(shown)}"
+        message = _message({**error, "input": shown}, PodGroupStatus)
+        lines.append(f"{_path(tuple(error['loc']), 'status')}: {message}")
+    return _bounded(list(dict.fromkeys(lines)))
 
 
 def podgroup_errors(body: dict[str, Any]) -> list[str]:

@@ -25,7 +25,8 @@ from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.keys import GroupKey
-from podgroup_operator.api.models import PodGroup, PodGroupStatus
+from podgroup_operator.api.models import PodGroup, PodGroupStatus, unreadable_fields
+from podgroup_operator.api.validation import podgroup_errors, status_errors
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.lifecycle import compute_status, outlook, status_patch
 from podgroup_operator.domain.lightweight import (
@@ -359,10 +360,11 @@ class StatusReconciler:
         try:
             group = PodGroup.model_validate(body)
         except ValidationError as exc:
-            # Admitted before our webhook ran (or with it off); the CRD schema kept the worst
-            # out. Raised, so the worker reports it once (an Event) and backs off.
+            # Its spec was admitted before our webhook ran (or with it off); the CRD schema kept
+            # the worst out. Raised, so the worker reports it once (an Event) and backs off.
             raise InvalidPodGroupError(
-                f"the PodGroup is not valid, status left alone: {exc}"
+                "the PodGroup's spec is not valid, status left alone until it is fixed: "
+                + "; ".join(podgroup_errors(dict(body)) or [str(exc)])
             ) from exc
         now = self.clock()
         if await self._restart_step(key, group, body, pods, now):
@@ -371,7 +373,10 @@ class StatusReconciler:
             self.touch(key)
             return
         members = current_incarnation(group.status, pods)
-        if self._first_status_holds(key, group, members):
+        # Stored fields we cannot read (models.salvage_status) are rewritten at once: what
+        # they show is not what the operator acts on.
+        rewrite = unreadable_fields(group.unreadable_status)
+        if not rewrite and self._first_status_holds(key, group, members):
             return
         result = compute_status(group, members, group.status, now)
         id_seed = group.metadata.uid or "/".join(key)
@@ -380,14 +385,22 @@ class StatusReconciler:
         )
         status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
         status = apply_preempted(status, self.preempted.get(key), now, id_seed=id_seed)
-        patch = status_patch(group.status, status)
-        if patch is None or self._counts_wait(key, patch, group, status):
+        patch = status_patch(group.status, status, rewrite)
+        if patch is None or (not rewrite and self._counts_wait(key, patch, group, status)):
             return
         # A merge patch replaces `conditions` whole: write only over the version we read (the
         # restart step and a lagging watch are the other ways this status changes).
         updated = await self._write_status(key, body, patch)
         if updated is None:
             return
+        if rewrite:
+            self._narrate(
+                updated,
+                c.EventType.WARNING,
+                c.Reason.STATUS_REWRITTEN,
+                "status fields this operator cannot read were rewritten from the members: "
+                + "; ".join(status_errors(group.unreadable_status)),
+            )
         for event in result.events:
             self._narrate(updated, event.type, event.reason, event.message)
 

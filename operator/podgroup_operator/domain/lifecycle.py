@@ -54,7 +54,7 @@ Failed; lastFailureTime whenever, while Running or Unknown, a member failed or l
 on entering Unknown.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import Enum
@@ -514,14 +514,25 @@ def _occupied_by(members: Iterable[Pod]) -> str | None:
     return ",".join(sorted(owners)) or None
 
 
-def status_patch(previous: PodGroupStatus, new: PodGroupStatus) -> dict[str, Any] | None:
+_UNREAD = object()
+"""Stands for a stored value `previous` could not read: equal to nothing `new` holds."""
+
+
+def status_patch(
+    previous: PodGroupStatus, new: PodGroupStatus, rewrite: Collection[str] = ()
+) -> dict[str, Any] | None:
     """The JSON merge-patch body `{"status": {...}}` turning `previous` into `new`, or None.
 
     Only changed fields are sent, by their API (camelCase) names; a field that disappeared is
     sent as null, which a merge patch reads as "remove". Lists (conditions) are sent whole, as
-    merge patches replace lists. None means nothing changed: write nothing.
+    merge patches replace lists. None means nothing changed: write nothing. `rewrite` names
+    fields whose stored value `previous` read as absent (`models.salvage_status`): they are
+    sent as `new` has them, or as null, whatever `previous` says.
     """
-    diff = _merge_diff(previous.to_api(), new.to_api())
+    old = previous.to_api()
+    for key in rewrite:
+        old[key] = _UNREAD
+    diff = _merge_diff(old, new.to_api())
     return {"status": diff} if diff else None
 
 

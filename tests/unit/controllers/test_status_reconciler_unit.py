@@ -322,6 +322,59 @@ async def test_an_invalid_group_is_left_alone_and_reported_once() -> None:
     assert not any(method == "PATCH" for method, _ in h.fake.requests)
 
 
+async def test_an_invalid_spec_is_reported_on_one_line_naming_each_field() -> None:
+    h = Harness(workers=1)
+    (stored,) = h.fake.seed(podgroup("gang", NS, min_member=0, scheduleTimeoutSeconds=-1))
+    h.groups.put(KEY, stored)
+    with pytest.raises(InvalidPodGroupError) as raised:
+        await h.reconcile(KEY)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "spec.minMember: must be >= 1" in message
+    assert "spec.scheduleTimeoutSeconds: must be >= 1" in message
+
+
+# A scheduler-plugins PodGroup migrated as it was: its phases are not this operator's.
+MIGRATED_STATUS = {"phase": "Scheduling", "occupiedBy": "default/job", "scheduled": 1}
+
+
+async def test_a_status_in_scheduler_plugins_phases_is_rewritten_at_once_and_said_once() -> None:
+    """Such a group was refused whole ("status left alone") and its gang never scheduled: now
+    the unreadable phase reads as absent and is replaced at once, without the wait a first
+    status has, with one Warning naming the field."""
+    h = Harness()
+    h.reconciler.count_delay = 3600.0  # a held write never comes: this one is not held
+    h.group(min_member=2, status=dict(MIGRATED_STATUS))
+    h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    assert h.reconciler.writes == 1
+    assert h.status()["phase"] == c.Phase.PENDING
+    assert h.status()["occupiedBy"] == "default/job"  # what it could read stays
+    assert h.status()["scheduled"] == 0  # and is brought up to date
+    (warning,) = h.fake.events(involved="gang", reason=c.Reason.STATUS_REWRITTEN)
+    assert warning["type"] == c.EventType.WARNING
+    assert "status.phase: must be one of" in warning["message"]
+    assert "not 'Scheduling'" in warning["message"]
+    h.index_catches_up()
+    await h.reconcile()
+    assert h.reconciler.writes == 1
+    assert len(h.fake.events(involved="gang", reason=c.Reason.STATUS_REWRITTEN)) == 1
+
+
+async def test_an_unreadable_field_the_new_status_lacks_is_removed() -> None:
+    """A reservation too large to read, on a group that reserves nothing: sent as null, since
+    a status computed without it would otherwise leave the stored one as it is."""
+    h = Harness()
+    reserved = {"phase": "Pending", "reservation": {"reserved": {"cpu": "1e30"}}}
+    h.group(min_member=2, status=reserved)
+    h.pods(pending("a"), pending("b"))
+    await h.reconcile()
+    assert h.reconciler.writes == 1
+    assert "reservation" not in h.status()
+    (warning,) = h.fake.events(involved="gang", reason=c.Reason.STATUS_REWRITTEN)
+    assert "status.reservation.reserved.cpu: '1e30' is too large" in warning["message"]
+
+
 # --- the index lagging behind --------------------------------------------------------------------
 
 

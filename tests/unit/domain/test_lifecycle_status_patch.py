@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from podgroup_operator.api.models import Condition, PodGroupStatus, Reservation
-from podgroup_operator.constants import EventType, Reason
+from podgroup_operator.constants import EventType, Phase, Reason
 from podgroup_operator.domain.lifecycle import compute_status, status_patch
 from tests.unit.domain.lifecycle_helpers import T0, at, gang, members, story
 from tests.unit.domain.phase_table import STORIES
@@ -109,6 +109,18 @@ def test_conditions_are_sent_whole_because_merge_patches_replace_lists() -> None
 
 def test_equal_statuses_need_no_patch() -> None:
     assert status_patch(PodGroupStatus(), PodGroupStatus()) is None
+
+
+def test_fields_stored_unreadable_are_sent_as_the_new_status_has_them_or_null() -> None:
+    """`previous` read them as absent (models.salvage_status): equal absences must not hide
+    that the stored value still has to go."""
+    old = PodGroupStatus(running=2)
+    new = PodGroupStatus(phase=Phase.PENDING, running=2)
+    assert status_patch(old, old, rewrite={"reservation"}) == {"status": {"reservation": None}}
+    assert status_patch(old, new, rewrite={"phase", "reservation"}) == {
+        "status": {"phase": "Pending", "reservation": None}
+    }
+    assert status_patch(old, old) is None
 
 
 # --- events ----------------------------------------------------------------------------------

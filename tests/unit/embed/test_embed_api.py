@@ -219,3 +219,11 @@ def test_the_public_names_are_exported_and_exist() -> None:
         "ConditionType",
     }
     assert all(hasattr(embed, name) for name in embed.__all__)
+
+
+def test_a_status_left_by_scheduler_plugins_reads_without_its_phase() -> None:
+    """A controller reading a group migrated from scheduler-plugins must not crash on it: the
+    operator rewrites that phase, and until then it reads as none."""
+    status = embed.read_status({"status": {"phase": "Scheduled", "running": 3}})
+    assert (status.phase, status.running) == (None, 3)
+    assert not embed.is_broken(status)

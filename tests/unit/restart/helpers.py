@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import Field
-
-from podgroup_operator.api.models import PodGroup, PodGroupStatus
+from podgroup_operator.api.models import PodGroup
 from podgroup_operator.constants import SCHEDULER_NAME, Phase, PodPhase
 from podgroup_operator.domain.restart import (
     Fail,
@@ -38,18 +36,6 @@ def iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-class FutureStatus(PodGroupStatus):
-    """PodGroupStatus with the two fields the restart policy needs; api/models.py is to gain
-    them (see domain/restart.py), and then this subclass only repeats them."""
-
-    restarting_uids: list[str] = Field(default_factory=list, alias="restartingUIDs")
-    restart_pods: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class FuturePodGroup(PodGroup):
-    status: FutureStatus = Field(default_factory=FutureStatus)
-
-
 POLICY = {"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 10, "maxBackoffSeconds": 300}
 NO_BACKOFF = {**POLICY, "backoffSeconds": 0}
 
@@ -63,7 +49,7 @@ def gang(
 ) -> PodGroup:
     spec: dict[str, Any] = {} if policy is None else {"policy": dict(policy)}
     body = podgroup(name, min_member=min_member, status=dict(status or {}), **spec)
-    return FuturePodGroup.model_validate(body)
+    return PodGroup.model_validate(body)
 
 
 def running_status(**extra: Any) -> dict[str, Any]:
@@ -107,7 +93,7 @@ def apply_status_patch(group: PodGroup, patch: Mapping[str, Any] | None) -> PodG
     if patch is None:
         return group
     body = group.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return FuturePodGroup.model_validate(merge_patch(body, patch))
+    return PodGroup.model_validate(merge_patch(body, patch))
 
 
 @dataclass
