@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from podgroup_operator.api.limits import MAX_RESOURCE_NAMES, summarize
+from podgroup_operator.api.limits import MAX_MILLI, MAX_RESOURCE_NAMES, summarize
 from podgroup_operator.api.quantity import format_milli, to_milli
 
 CPU = "cpu"
@@ -152,5 +152,13 @@ def format_resources(resources: Mapping[str, int], *, include_pods: bool = False
         (n for n in resources if include_pods or n != PODS),
         key=lambda n: (order.get(n, 4), n),
     )
-    shown = (f"{n}: {format_milli(resources[n], n)}" for n in names)
+    shown = (f"{n}: {_amount(resources[n], n)}" for n in names)
     return "{" + summarize(shown, MAX_RESOURCE_NAMES) + "}"
+
+
+def _amount(milli: int, resource: str) -> str:
+    """An amount for people; one `to_milli` saturated (a pod stored asking for `9Ei` of memory)
+    says so, instead of showing 2^63-1 milli-units as if someone had asked for them."""
+    if milli >= MAX_MILLI:
+        return f"more than {format_milli(MAX_MILLI - MAX_MILLI % 1000, resource)} (too large)"
+    return format_milli(milli, resource)

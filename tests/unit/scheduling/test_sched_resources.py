@@ -84,3 +84,10 @@ def test_format_names_at_most_the_resources_a_list_may_hold() -> None:
     assert text.startswith("{example.com/r00000: 1, example.com/r00001: 1, ")
     assert text.endswith("example.com/r00063: 1 and 9936 more}")
     assert format_resources(dict(list(many.items())[:64])).endswith("example.com/r00063: 1}")
+
+
+def test_an_amount_too_large_to_count_says_so() -> None:
+    """The apiserver stores `9Ei` of memory; counted in 64-bit milli-units as kube-scheduler
+    does, it saturates, and a message must not show 2^63-1 milli-units as the request."""
+    text = format_resources(pod_requests(pod("p", containers=[container("a", memory="9Ei")])))
+    assert text == "{memory: more than 9223372036854775 (too large)}"
