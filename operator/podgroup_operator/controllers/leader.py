@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 from podgroup_operator.adapters.kube import LEASES, ApiError, KubeClient
 from podgroup_operator.controllers.isolation import describe
-from podgroup_operator.domain.leadership import LeaseRecord, Step, decide, released
+from podgroup_operator.domain.leadership import (
+    LONGEST_LEASE_SECONDS,
+    LeaseRecord,
+    Step,
+    decide,
+    released,
+)
+from podgroup_operator.logs import truncate
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +51,8 @@ class Timing:
     lease_seconds: float = 12.0
     renew_deadline_seconds: float = 8.0
     retry_seconds: float = 1.0
+    longest_lease_seconds: float = LONGEST_LEASE_SECONDS
+    """Another holder's lease is believed for at most this long (domain/leadership.py)."""
 
 
 class LeaderElector:
@@ -72,6 +81,7 @@ class LeaderElector:
         self._seen_at: dt.datetime | None = None
         self._version: str | None = None
         self._released = False
+        self._overlong: tuple[str, int] | None = None
 
     async def run(self, on_started: Callback, on_stopped: Callback) -> None:
         """Campaign, lead, and campaign again after losing the lease, until `release()`."""
@@ -176,6 +186,7 @@ class LeaderElector:
             now=now,
             observed_at=self._seen_at,
             lease_seconds=int(self.timing.lease_seconds),
+            longest_lease_seconds=int(self.timing.longest_lease_seconds),
         )
         if decision.step is Step.WAIT or decision.record is None:
             return False
@@ -193,6 +204,18 @@ class LeaderElector:
         record = LeaseRecord.from_spec(body.get("spec"))
         if record != self._seen:
             self._seen, self._seen_at = record, self.clock()
+        overlong = (record.holder, record.lease_seconds)
+        if record.holder != self.identity and overlong != self._overlong:
+            self._overlong = overlong  # said once per holder and duration, not per renewal
+            if record.lease_seconds > self.timing.longest_lease_seconds:
+                logger.warning(
+                    "lease %s/%s: %s holds it for %ds; taken over if not renewed within %ds",
+                    self.namespace,
+                    self.name,
+                    truncate(record.holder, 100),
+                    record.lease_seconds,
+                    self.timing.longest_lease_seconds,
+                )
         self._version = body["metadata"].get("resourceVersion")
         return record
 

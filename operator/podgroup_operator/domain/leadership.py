@@ -27,6 +27,18 @@ from typing import Any
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 """The Lease's MicroTime format."""
 
+MAX_TRANSITIONS = 2**31 - 1
+"""`leaseTransitions` is an int32: the count after this one starts again from 0. Why: a Lease
+left at the top (by hand, or by a tool gone wrong) made every take-over write 2^31, which the
+API server refuses (`ReadInt32: overflow`), so no replica ever led again (found on the dev
+cluster: one refused PUT a second, for ever)."""
+
+LONGEST_LEASE_SECONDS = 300
+"""The longest `leaseDurationSeconds` of another holder this candidate believes. Why: a record
+stays its holder's for that long after it last changed, and one written with 2^31-1 would keep
+every replica waiting 68 years while no gang is scheduled. A live holder renews every few
+seconds, so this only cuts short the wait for a holder that stopped: 5 minutes at most."""
+
 
 class Step(StrEnum):
     ACQUIRE = "acquire"
@@ -82,11 +94,13 @@ def decide(
     now: datetime,
     observed_at: datetime | None,
     lease_seconds: int,
+    longest_lease_seconds: int = LONGEST_LEASE_SECONDS,
 ) -> Decision:
     """What `identity` does with the lease it just read.
 
     `current` is None when no Lease exists. `observed_at` is when this candidate last saw the
-    record change (its own clock); `now` is the same clock now.
+    record change (its own clock); `now` is the same clock now. Another holder's lease is
+    believed for at most `longest_lease_seconds` (see LONGEST_LEASE_SECONDS).
     """
     if current is None:
         return Decision(Step.ACQUIRE, LeaseRecord(identity, lease_seconds, now, now, 0))
@@ -100,16 +114,16 @@ def decide(
                 acquire_time=current.acquire_time or now,
             ),
         )
+    believed = min(max(current.lease_seconds, 1), longest_lease_seconds)
     expired = (
         not current.holder
         or observed_at is None
-        or now >= observed_at + timedelta(seconds=max(current.lease_seconds, 1))
+        or now >= observed_at + timedelta(seconds=believed)
     )
     if not expired:
         return Decision(Step.WAIT)
-    return Decision(
-        Step.ACQUIRE, LeaseRecord(identity, lease_seconds, now, now, current.transitions + 1)
-    )
+    transitions = current.transitions + 1 if 0 <= current.transitions < MAX_TRANSITIONS else 0
+    return Decision(Step.ACQUIRE, LeaseRecord(identity, lease_seconds, now, now, transitions))
 
 
 def released(current: LeaseRecord, now: datetime) -> LeaseRecord:

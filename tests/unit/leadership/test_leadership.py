@@ -7,12 +7,20 @@ import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from podgroup_operator.adapters.kube import LEASES, KubeClient
 from podgroup_operator.controllers.leader import LeaderElector, Timing
-from podgroup_operator.domain.leadership import LeaseRecord, Step, decide, released
+from podgroup_operator.domain.leadership import (
+    LONGEST_LEASE_SECONDS,
+    MAX_TRANSITIONS,
+    LeaseRecord,
+    Step,
+    decide,
+    released,
+)
 from tests.clock import T0
 from tests.fakes import FakeApiServer, Fault, FaultyTransport
 
@@ -59,6 +67,41 @@ def test_expiry_is_judged_on_our_clock_from_when_we_saw_the_record_change() -> N
     seen = T0 + dt.timedelta(seconds=100)
     now = seen + dt.timedelta(seconds=14)
     assert decide(skewed, "b", now=now, observed_at=seen, lease_seconds=15).step is Step.WAIT
+
+
+def test_another_holders_lease_is_believed_for_at_most_the_longest_lease() -> None:
+    """A record written with 2^31-1 seconds would otherwise be waited out for 68 years."""
+    overlong = LeaseRecord("stale", 2**31 - 1, T0, T0, 3)
+    seen = T0 + dt.timedelta(seconds=5)
+
+    def at(seconds: float) -> Step:
+        now = seen + dt.timedelta(seconds=seconds)
+        return decide(overlong, "a", now=now, observed_at=seen, lease_seconds=15).step
+
+    assert at(LONGEST_LEASE_SECONDS - 0.001) is Step.WAIT
+    assert at(LONGEST_LEASE_SECONDS) is Step.ACQUIRE
+    short = decide(
+        overlong,
+        "a",
+        now=seen + dt.timedelta(seconds=4),
+        observed_at=seen,
+        lease_seconds=15,
+        longest_lease_seconds=4,
+    )
+    assert short.step is Step.ACQUIRE and short.record is not None
+    assert short.record.transitions == 4
+
+
+@pytest.mark.parametrize(("left", "written"), [(MAX_TRANSITIONS, 0), (-3, 0), (41, 42)])
+def test_transitions_start_again_from_zero_past_what_an_int32_holds(
+    left: int, written: int
+) -> None:
+    """The API server refuses 2^31 (`ReadInt32: overflow`): every take-over failed."""
+    expired = LeaseRecord("stale", 1, T0, T0, left)
+    later = T0 + dt.timedelta(seconds=2)
+    decision = decide(expired, "a", now=later, observed_at=T0, lease_seconds=15)
+    assert decision.step is Step.ACQUIRE and decision.record is not None
+    assert decision.record.transitions == written
 
 
 def test_a_released_lease_is_free_at_once() -> None:
