@@ -11,10 +11,14 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
-from podgroup_operator.controllers.scheduler import DECIDE_IN_THREAD_MEMBERS
+from podgroup_operator.controllers.scheduler import (
+    DECIDE_IN_THREAD_MEMBERS,
+    DECIDE_IN_THREAD_TERM_PODS,
+)
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.builders import replicaset
 from tests.kube_helpers import (
+    create_bound,
     create_group,
     create_pod,
     gang_pods,
@@ -498,6 +502,7 @@ async def test_nonstrict_gang_holds_capacity_until_its_timeout(
 
 
 THREAD_DECISIONS = "podgroup_scheduling_thread_decisions_total"
+HOSTNAME = "kubernetes.io/hostname"
 
 
 async def test_a_large_gang_is_decided_in_the_worker_thread_and_runs_whole(
@@ -518,4 +523,33 @@ async def test_a_large_gang_is_decided_in_the_worker_thread_and_runs_whole(
         status = await wait_for(running, 60, "the large gang to run")
         assert status["running"] == size
         assert len(bound(await pods_of(kube, namespace))) == size
+        assert sample(await scrape(operator), THREAD_DECISIONS) >= before + 1
+
+
+FILLERS = 40
+
+
+async def test_a_gang_of_one_with_costly_pod_terms_is_decided_in_the_worker_thread(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """One member whose pod terms times the cluster's placed pods reach
+    DECIDE_IN_THREAD_TERM_PODS is decided off the event loop too: hundreds of pod-affinity
+    terms once held it for seconds, past the leader's renew deadline. The test places its own
+    pods, so the terms it needs do not depend on what other tests left."""
+    terms = DECIDE_IN_THREAD_TERM_PODS // FILLERS + 1
+    # Anti-affinity to a label no pod has: satisfied anywhere, yet every term is walked.
+    term = {"labelSelector": {"matchLabels": {"nobody": "here"}}, "topologyKey": HOSTNAME}
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term] * terms}}
+    before = sample(await scrape(operator), THREAD_DECISIONS)
+    async with pool(kube, count=1, cpu="8", memory="16Gi") as (sim, name):
+        node = sim.node_names[0]
+        await asyncio.gather(
+            *(
+                create_bound(kube, namespace, f"filler-{i}", node, requests={"cpu": "10m"})
+                for i in range(FILLERS)
+            )
+        )
+        await create_group(kube, namespace, "costly", min_member=1)
+        await gang_pods(kube, namespace, "costly", 1, name, group="costly", affinity=anti)
+        await wait_group(kube, namespace, "costly", timeout=60, phase=c.Phase.RUNNING)
         assert sample(await scrape(operator), THREAD_DECISIONS) >= before + 1

@@ -113,7 +113,7 @@ def _why(priority: int, victim: VictimGang) -> str:
     )
 
 
-async def _run_here(members: int, call: Callable[..., Any], *args: Any) -> Any:
+async def _run_here(requests: Sequence[GangRequest], call: Callable[..., Any], *args: Any) -> Any:
     """`Preemptor.run` when no scheduler gives one: the plan is made at once, here."""
     return call(*args)
 
@@ -135,8 +135,8 @@ class Preemptor:
     on_preempted: Callable[[GroupKey, Preempted], None]
     clock: Callable[[], dt.datetime]
     run: Callable[..., Awaitable[Any]] = field(default=_run_here)
-    """How a plan is made: `run(members, plan_preemption, group, snapshot, budgets)`. The
-    scheduler gives its own, which runs a large gang's plan in its worker thread."""
+    """How a plan is made: `run(group, plan_preemption, group, snapshot, budgets)`. The
+    scheduler gives its own, which runs a large or costly gang's plan in its worker thread."""
     nominations: dict[GroupKey, Nomination] = field(default_factory=dict, init=False)
     _writes: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(WRITE_CONCURRENCY), init=False
@@ -177,9 +177,8 @@ class Preemptor:
         # look like victims, so their holds are lifted while planning, and dropped if the plan
         # nominates any of their nodes (they plan again when next decided).
         yielded = self._lift_below(priority)
-        members = sum(len(r.pending) for r in group)
         plan: PreemptionPlan | PreemptionRefusal = await self.run(
-            members, plan_preemption, group, self.snapshot, self.budgets()
+            group, plan_preemption, group, self.snapshot, self.budgets()
         )
         taken = set() if isinstance(plan, PreemptionRefusal) else {b.node for b in plan.nominations}
         for other in yielded:

@@ -23,9 +23,11 @@ of the cluster; `namespaces` only limits which pending pods it places. A group w
 raises is backed off and reported in its status (controllers/isolation.py); the cycle goes on
 with the others.
 
-A large gang is decided in a worker thread (`DECIDE_IN_THREAD_MEMBERS`), so that lease renewal,
-webhooks, probes, the watches and status writes go on meanwhile: one decision of thousands of
-constrained members takes seconds, longer than the leader may go without renewing. The snapshot
+A large gang is decided in a worker thread (`DECIDE_IN_THREAD_MEMBERS`), and so is one whose pod
+terms make it costly (`DECIDE_IN_THREAD_TERM_PODS`), so that lease renewal, webhooks, probes, the
+watches and status writes go on meanwhile: one decision of thousands of constrained members, or
+of one member with hundreds of pod-affinity terms, takes seconds, longer than the leader may go
+without renewing. The snapshot
 is the thread's alone while it decides: everything that would change it from the event loop
 (node, pod and PV events, bind answers) is queued in arrival order and applied once the
 decision is booked, before the scheduler does anything else. For the scheduler that is what the
@@ -62,7 +64,7 @@ from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingErr
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from podgroup_operator.logs import truncate
-from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
+from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal, pod_terms
 from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.preemption import DisruptionBudget
@@ -78,6 +80,12 @@ CYCLE_BUDGET_SECONDS = 0.2
 SLOW_DECISION_SECONDS = 1.0
 """A gang's decision longer than this is logged with the gang's name (and, when it ran on the
 event loop, everything else there waited for it)."""
+DECIDE_IN_THREAD_TERM_PODS = 100_000
+"""A gang whose waiting members' pod affinity, anti-affinity and spread terms (`pod_terms`)
+times the snapshot's pods reach this is decided in the worker thread too, whatever its size.
+Measured with `bench core`'s shapes on 5,000 nodes and 20,000 pods, one member: 47 ms with one
+required pod-affinity term whose selector matches every pod, 98 ms with 3, 2.2 s with 100,
+10.3 s with 500 (about 1 us per term and pod); so about 100 ms at most on the event loop."""
 DECIDE_IN_THREAD_MEMBERS = 64
 """Gangs (or gang groups) with at least this many waiting members are decided in a worker
 thread. Why not every gang: a decision of a few members takes well under a millisecond (`bench
@@ -151,6 +159,7 @@ class GangScheduler:
         scheduler_names: frozenset[str] = frozenset({c.SCHEDULER_NAME}),
         bind_concurrency: int | None = None,
         thread_members: int = DECIDE_IN_THREAD_MEMBERS,
+        thread_term_pods: int = DECIDE_IN_THREAD_TERM_PODS,
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
@@ -221,6 +230,8 @@ class GangScheduler:
         self._task: asyncio.Task[None] | None = None
         self.thread_members = thread_members
         """Waiting members from which a decision runs in `_thread` (DECIDE_IN_THREAD_MEMBERS)."""
+        self.thread_term_pods = thread_term_pods
+        """Pod terms times placed pods from which it does too (DECIDE_IN_THREAD_TERM_PODS)."""
         self._thread: ThreadPoolExecutor | None = None
         self.deciding_in_thread = False
         """True while a worker thread decides on the snapshot (see the module docstring)."""
@@ -560,8 +571,7 @@ class GangScheduler:
         if len(gang_group) > 1:
             for member in gang_group:
                 self.preemption.release(member.key)
-            members = sum(len(member.pending) for member in gang_group)
-            outcome = await self._pure(members, place_gang_group, gang_group, self.snapshot)
+            outcome = await self._pure(gang_group, place_gang_group, gang_group, self.snapshot)
             if isinstance(outcome, Refusal):
                 message = outcome.message
                 if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
@@ -574,7 +584,7 @@ class GangScheduler:
             binds.extend(outcome.bindings)
             return PLACED
         self._release(request.key)  # decide afresh, with what this group held until now
-        decision = await self._pure(len(request.pending), place_group, request, self.snapshot)
+        decision = await self._pure([request], place_group, request, self.snapshot)
         if isinstance(decision, Placement):
             self._placed(decision)
             binds.extend(decision.bindings)
@@ -594,13 +604,19 @@ class GangScheduler:
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
 
-    async def _pure(self, members: int, call: Callable[..., _Outcome], *args: Any) -> _Outcome:
-        """`call(*args)`, a pure placement or preemption plan on the snapshot for `members`
-        waiting members: here, or, for DECIDE_IN_THREAD_MEMBERS or more, in the worker thread.
-        After that, the snapshot stays held (`deciding_in_thread`) until the cycle has booked
-        the outcome (`_decided`): to what came meanwhile, the decision and its bookkeeping are
-        one step, as on the event loop."""
-        if members < self.thread_members:
+    async def _pure(
+        self, requests: Sequence[GangRequest], call: Callable[..., _Outcome], *args: Any
+    ) -> _Outcome:
+        """`call(*args)`, a pure placement or preemption plan on the snapshot for `requests`:
+        here, or in the worker thread for DECIDE_IN_THREAD_MEMBERS waiting members or more, or
+        pod terms that make it costly (DECIDE_IN_THREAD_TERM_PODS). After that, the snapshot
+        stays held (`deciding_in_thread`) until the cycle has booked the outcome (`_decided`):
+        to what came meanwhile, the decision and its bookkeeping are one step, as on the event
+        loop."""
+        members = sum(len(request.pending) for request in requests)
+        if members < self.thread_members and (
+            pod_terms(requests) * self.snapshot.pod_count < self.thread_term_pods
+        ):
             return call(*args)
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="podgroup-decision")

@@ -69,6 +69,41 @@ class GangRequest:
         return f"{self.namespace}/{self.name}"
 
 
+_POD_TERM_LISTS = (
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "preferredDuringSchedulingIgnoredDuringExecution",
+)
+
+
+def pod_terms(requests: Sequence[GangRequest]) -> int:
+    """The pod affinity, anti-affinity and topology spread terms of the requests' waiting
+    members, each list counted once however many members hold it.
+
+    Why: a decision's cost grows with these terms times the pods already placed (each term
+    finds the domains its selector's pods occupy), not only with the members: one member with
+    100 required pod-affinity terms among 20,000 pods took 2.2 s on 5,000 nodes, and one with
+    500 terms 10.3 s, on the event loop, longer than the leader may go without renewing its
+    Lease. The scheduler decides such gangs in its worker thread (`DECIDE_IN_THREAD_TERM_PODS`).
+    A template's members share their lists in the informers' stores (`adapters/slim.py`), so
+    they count once; lists not shared count for each member, which only errs towards the thread.
+    """
+    seen: set[int] = set()
+    total = 0
+    for request in requests:
+        for pod in request.pending:
+            spec = pod.get("spec") or {}
+            affinity = spec.get("affinity") or {}
+            lists = [spec.get("topologySpreadConstraints")]
+            for kind in ("podAffinity", "podAntiAffinity"):
+                terms = affinity.get(kind) or {}
+                lists.extend(terms.get(key) for key in _POD_TERM_LISTS)
+            for terms in lists:
+                if terms and id(terms) not in seen:
+                    seen.add(id(terms))
+                    total += len(terms)
+    return total
+
+
 @dataclass(frozen=True)
 class Binding:
     """One decision: this pod goes to this node."""

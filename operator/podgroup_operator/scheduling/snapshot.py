@@ -247,6 +247,11 @@ class Snapshot:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    @property
+    def pod_count(self) -> int:
+        """Pods the snapshot holds (bound, assumed or nominated)."""
+        return len(self._pods)
+
     def free(self, node: str) -> Resources:
         """A copy of the node's free amounts."""
         return dict(self._nodes[node].free)

@@ -122,6 +122,37 @@ async def test_a_gang_under_the_threshold_is_decided_on_the_event_loop(
     assert decision.threads == [threading.current_thread().name]
 
 
+def affinity_to_app(terms: int) -> dict[str, Any]:
+    """`terms` required pod-affinity terms, each to the pods labelled `app` (any value)."""
+    term = {
+        "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term] * terms}}
+
+
+@pytest.mark.parametrize(("terms", "in_thread"), [(1, False), (2, True)])
+async def test_a_small_gang_whose_pod_terms_are_costly_is_decided_in_the_thread(
+    monkeypatch: pytest.MonkeyPatch, terms: int, in_thread: bool
+) -> None:
+    """A member with hundreds of pod-affinity terms held the event loop for seconds (scheduler
+    DECIDE_IN_THREAD_TERM_PODS): the threshold here is 2 terms times the snapshot's 2 pods."""
+    h = Harness()
+    h.scheduler.thread_term_pods = 4
+    h.add_node("n1", cpu=8)
+    for name in ("web-0", "web-1"):
+        h.add_pod(name, node="n1", phase="Running", labels={"app": "web"})
+    h.add_group("solo", min_member=1)
+    h.add_pods("solo", 1, affinity=affinity_to_app(terms))
+    decision = HeldDecision(monkeypatch)
+
+    await h.scheduler.cycle()
+
+    assert h.bound_pods("solo") == ["solo-0"]
+    loop_thread = threading.current_thread().name
+    assert decision.threads == ["podgroup-decision_0" if in_thread else loop_thread]
+
+
 async def test_bind_answers_during_a_later_decision_are_booked_after_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

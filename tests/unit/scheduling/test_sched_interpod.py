@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from podgroup_operator.constants import Reason
-from podgroup_operator.scheduling.gang import Placement, Refusal
+from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal, pod_terms
 from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node, pod
@@ -489,3 +489,28 @@ def test_only_the_members_a_running_pods_anti_affinity_selects_are_kept_away() -
     assert isinstance(outcome, Placement)
     where = {b.pod: b.node for b in outcome.bindings}
     assert where == {"job-0": "n1", "job-2": "n1", "job-1": "n0", "job-3": "n0"}
+
+
+def test_pod_terms_count_each_shared_list_once_and_every_kind_of_term() -> None:
+    """What makes a decision costly beyond its size (scheduler DECIDE_IN_THREAD_TERM_PODS)."""
+    term = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone"}
+    shared_required = [term, term, term]
+    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+    preferred = [{"weight": 1, "podAffinityTerm": term}]
+
+    def member(name: str, required: list[Any]) -> dict[str, Any]:
+        affinity = {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required},
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred},
+        }
+        return pod(name, affinity=affinity, topologySpreadConstraints=spread)
+
+    template = [member(f"m{i}", shared_required) for i in range(10)]
+    gang = GangRequest(namespace="ns", name="g", min_member=10, pending=template)
+    assert pod_terms([gang]) == 3 + 1 + 1  # one template: its lists count once
+    own = GangRequest(
+        namespace="ns", name="h", min_member=2, pending=[member("x", [term]), member("y", [term])]
+    )
+    assert pod_terms([gang, own]) == 5 + 2  # lists of their own count for each member
+    bare = GangRequest(namespace="ns", name="b", min_member=1, pending=[pod("b")])
+    assert pod_terms([bare]) == 0
