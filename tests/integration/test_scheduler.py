@@ -12,10 +12,11 @@ from typing import Any
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, NAMESPACES, PODGROUPS, PODS, Kind, KubeClient
 from podgroup_operator.controllers.scheduler import (
+    DECIDE_IN_THREAD_COST_US,
     DECIDE_IN_THREAD_MEMBERS,
-    DECIDE_IN_THREAD_TERM_PODS,
 )
 from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.scheduling.gang import POD_TERM_COST
 from tests.builders import replicaset
 from tests.kube_helpers import (
     create_bound,
@@ -533,10 +534,10 @@ async def test_a_gang_of_one_with_costly_pod_terms_is_decided_in_the_worker_thre
     kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
     """One member whose pod terms times the cluster's placed pods reach
-    DECIDE_IN_THREAD_TERM_PODS is decided off the event loop too: hundreds of pod-affinity
-    terms once held it for seconds, past the leader's renew deadline. The test places its own
-    pods, so the terms it needs do not depend on what other tests left."""
-    terms = DECIDE_IN_THREAD_TERM_PODS // FILLERS + 1
+    DECIDE_IN_THREAD_COST_US (gang.POD_TERM_COST each) is decided off the event loop too:
+    hundreds of pod-affinity terms once held it for seconds, past the leader's renew deadline.
+    The test places its own pods, so the terms it needs do not depend on what others left."""
+    terms = int(DECIDE_IN_THREAD_COST_US / POD_TERM_COST) // FILLERS + 1
     # Anti-affinity to a label no pod has: satisfied anywhere, yet every term is walked.
     term = {"labelSelector": {"matchLabels": {"nobody": "here"}}, "topologyKey": HOSTNAME}
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term] * terms}}

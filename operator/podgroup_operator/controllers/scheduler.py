@@ -23,11 +23,11 @@ of the cluster; `namespaces` only limits which pending pods it places. A group w
 raises is backed off and reported in its status (controllers/isolation.py); the cycle goes on
 with the others.
 
-A large gang is decided in a worker thread (`DECIDE_IN_THREAD_MEMBERS`), and so is one whose pod
-terms make it costly (`DECIDE_IN_THREAD_TERM_PODS`), so that lease renewal, webhooks, probes, the
-watches and status writes go on meanwhile: one decision of thousands of constrained members, or
-of one member with hundreds of pod-affinity terms, takes seconds, longer than the leader may go
-without renewing. The snapshot
+A large gang is decided in a worker thread (`DECIDE_IN_THREAD_MEMBERS`), and so is one whose
+constraints make it costly (`DECIDE_IN_THREAD_COST_US`), so that lease renewal, webhooks, probes,
+the watches and status writes go on meanwhile: one decision of thousands of constrained members,
+or of one member with hundreds of pod-affinity terms, takes seconds, longer than the leader may
+go without renewing. The snapshot
 is the thread's alone while it decides: everything that would change it from the event loop
 (node, pod and PV events, bind answers) is queued in arrival order and applied once the
 decision is booked, before the scheduler does anything else. For the scheduler that is what the
@@ -64,7 +64,13 @@ from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingErr
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from podgroup_operator.logs import truncate
-from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal, pod_terms
+from podgroup_operator.scheduling.gang import (
+    Binding,
+    GangRequest,
+    Placement,
+    Refusal,
+    decision_cost,
+)
 from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.preemption import DisruptionBudget
@@ -80,12 +86,10 @@ CYCLE_BUDGET_SECONDS = 0.2
 SLOW_DECISION_SECONDS = 1.0
 """A gang's decision longer than this is logged with the gang's name (and, when it ran on the
 event loop, everything else there waited for it)."""
-DECIDE_IN_THREAD_TERM_PODS = 100_000
-"""A gang whose waiting members' pod affinity, anti-affinity and spread terms (`pod_terms`)
-times the snapshot's pods reach this is decided in the worker thread too, whatever its size.
-Measured with `bench core`'s shapes on 5,000 nodes and 20,000 pods, one member: 47 ms with one
-required pod-affinity term whose selector matches every pod, 98 ms with 3, 2.2 s with 100,
-10.3 s with 500 (about 1 us per term and pod); so about 100 ms at most on the event loop."""
+DECIDE_IN_THREAD_COST_US = 100_000
+"""A gang whose constraints may cost this many microseconds (`gang.decision_cost`: pod terms
+times placed pods, node-affinity expressions times nodes) is decided in the worker thread too,
+whatever its size: so at most about 100 ms of such work holds the event loop."""
 DECIDE_IN_THREAD_MEMBERS = 64
 """Gangs (or gang groups) with at least this many waiting members are decided in a worker
 thread. Why not every gang: a decision of a few members takes well under a millisecond (`bench
@@ -159,7 +163,7 @@ class GangScheduler:
         scheduler_names: frozenset[str] = frozenset({c.SCHEDULER_NAME}),
         bind_concurrency: int | None = None,
         thread_members: int = DECIDE_IN_THREAD_MEMBERS,
-        thread_term_pods: int = DECIDE_IN_THREAD_TERM_PODS,
+        thread_cost_us: float = DECIDE_IN_THREAD_COST_US,
     ) -> None:
         self.kube = kube
         self.namespaces = namespaces
@@ -230,8 +234,8 @@ class GangScheduler:
         self._task: asyncio.Task[None] | None = None
         self.thread_members = thread_members
         """Waiting members from which a decision runs in `_thread` (DECIDE_IN_THREAD_MEMBERS)."""
-        self.thread_term_pods = thread_term_pods
-        """Pod terms times placed pods from which it does too (DECIDE_IN_THREAD_TERM_PODS)."""
+        self.thread_cost_us = thread_cost_us
+        """Constraint cost from which it does too (DECIDE_IN_THREAD_COST_US)."""
         self._thread: ThreadPoolExecutor | None = None
         self.deciding_in_thread = False
         """True while a worker thread decides on the snapshot (see the module docstring)."""
@@ -609,14 +613,13 @@ class GangScheduler:
     ) -> _Outcome:
         """`call(*args)`, a pure placement or preemption plan on the snapshot for `requests`:
         here, or in the worker thread for DECIDE_IN_THREAD_MEMBERS waiting members or more, or
-        pod terms that make it costly (DECIDE_IN_THREAD_TERM_PODS). After that, the snapshot
+        constraints that make it costly (DECIDE_IN_THREAD_COST_US). After that, the snapshot
         stays held (`deciding_in_thread`) until the cycle has booked the outcome (`_decided`):
         to what came meanwhile, the decision and its bookkeeping are one step, as on the event
         loop."""
         members = sum(len(request.pending) for request in requests)
-        if members < self.thread_members and (
-            pod_terms(requests) * self.snapshot.pod_count < self.thread_term_pods
-        ):
+        cost = decision_cost(requests, pods=self.snapshot.pod_count, nodes=len(self.snapshot))
+        if members < self.thread_members and cost < self.thread_cost_us:
             return call(*args)
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="podgroup-decision")

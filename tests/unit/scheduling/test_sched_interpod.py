@@ -8,7 +8,16 @@ from typing import Any
 import pytest
 
 from podgroup_operator.constants import Reason
-from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal, pod_terms
+from podgroup_operator.scheduling.gang import (
+    NODE_EXPRESSION_COST,
+    POD_TERM_COST,
+    GangRequest,
+    Placement,
+    Refusal,
+    decision_cost,
+    node_expressions,
+    pod_terms,
+)
 from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node, pod
@@ -492,7 +501,7 @@ def test_only_the_members_a_running_pods_anti_affinity_selects_are_kept_away() -
 
 
 def test_pod_terms_count_each_shared_list_once_and_every_kind_of_term() -> None:
-    """What makes a decision costly beyond its size (scheduler DECIDE_IN_THREAD_TERM_PODS)."""
+    """What makes a decision costly beyond its size (scheduler DECIDE_IN_THREAD_COST_US)."""
     term = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone"}
     shared_required = [term, term, term]
     spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
@@ -514,3 +523,35 @@ def test_pod_terms_count_each_shared_list_once_and_every_kind_of_term() -> None:
     assert pod_terms([gang, own]) == 5 + 2  # lists of their own count for each member
     bare = GangRequest(namespace="ns", name="b", min_member=1, pending=[pod("b")])
     assert pod_terms([bare]) == 0
+
+
+def test_node_expressions_count_required_and_preferred_once_per_affinity() -> None:
+    expression = {"key": "zone", "operator": "In", "values": ["a"]}
+    field = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [expression, expression]},
+                    {"matchFields": [field]},
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": [expression]}}
+            ],
+        }
+    }
+    shared = affinity["nodeAffinity"]
+    template = [pod(f"m{i}", affinity={"nodeAffinity": shared}) for i in range(5)]
+    gang = GangRequest(namespace="ns", name="g", min_member=5, pending=template)
+    assert node_expressions([gang]) == 4
+    assert decision_cost([gang], pods=10, nodes=100) == 4 * 100 * NODE_EXPRESSION_COST
+    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+    both = GangRequest(
+        namespace="ns",
+        name="b",
+        min_member=1,
+        pending=[pod("b", affinity=affinity, topologySpreadConstraints=spread)],
+    )
+    expected = 1 * 10 * POD_TERM_COST + 4 * 100 * NODE_EXPRESSION_COST
+    assert decision_cost([both], pods=10, nodes=100) == expected
