@@ -190,3 +190,42 @@ async def _failure_recorded(kube: KubeClient, namespace: str) -> dt.datetime | N
     ):
         return dt.datetime.fromisoformat(current["lastFailureTime"].replace("Z", "+00:00"))
     return None
+
+
+async def test_a_bare_gang_too_large_to_record_plainly_restarts_from_its_packed_bodies(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """Eight bare members of 200 KB each: written plainly their bodies (1.6 MB) were more than
+    etcd takes in one status, so the restart was refused on every attempt and the gang stayed
+    broken. Packed, they restart whole, annotations and all."""
+    note = "the same long note in every member; " * 5_600  # about 200 KB
+    async with pool(kube, count=2, cpu="4", memory="16Gi") as (_, pool_name):
+        await make_group(kube, namespace, "big", 8, backoffSeconds=0, maxRestarts=1)
+        await gang_pods(
+            kube,
+            namespace,
+            "big",
+            8,
+            pool_name,
+            group="big",
+            requests={"cpu": "500m"},
+            annotations={"example.com/note": note},
+        )
+        await wait_group(kube, namespace, "big", phase=c.Phase.RUNNING, running=8)
+        members = await running_members(kube, namespace, "big")
+        old = {p["metadata"]["uid"] for p in members}
+        await crash(kube, namespace, members[3])
+        await wait_group(kube, namespace, "big", timeout=60, restarts=1, phase=c.Phase.RUNNING)
+
+        async def fresh() -> list[dict[str, Any]] | None:
+            again = await running_members(kube, namespace, "big")
+            uids = {p["metadata"]["uid"] for p in again}
+            return again if len(again) == 8 and not uids & old else None
+
+        again = await wait_for(fresh, 30, "a whole new incarnation of 8 running members")
+        assert sorted(p["metadata"]["name"] for p in again) == sorted(
+            p["metadata"]["name"] for p in members
+        )
+        assert all(p["metadata"]["annotations"]["example.com/note"] == note for p in again)
+        status = await group_status(kube, namespace, "big")
+        assert "restartPodsPacked" not in status and "restartPods" not in status

@@ -68,6 +68,7 @@ What the rest of the operator must hold to (the plan relies on it):
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -76,7 +77,13 @@ from typing import Any, NamedTuple
 
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import server_uid
-from podgroup_operator.api.models import PodGroup, PodGroupStatus, RestartPolicy
+from podgroup_operator.api.models import (
+    PodGroup,
+    PodGroupStatus,
+    RestartPolicy,
+    pack_pods,
+    unpack_pods,
+)
 from podgroup_operator.constants import (
     ConditionStatus,
     ConditionType,
@@ -101,6 +108,18 @@ RESTARTING_UIDS = "restartingUIDs"
 """Status field: UIDs of the members of the incarnation being restarted."""
 RESTART_PODS = "restartPods"
 """Status field: bodies of the bare members the restart recreates once their names are free."""
+RESTART_PODS_PACKED = "restartPodsPacked"
+"""Status field: the same bodies packed (`models.pack_pods`), when they are too many to write
+plainly; at most one of the two is set."""
+PLAIN_PODS_MAX_BYTES = 64 * 2**10
+"""Bodies up to this much JSON are written plainly (`restartPods`), readable with kubectl."""
+PACKED_PODS_MAX_CHARS = 512 * 2**10
+"""The most packed bodies a restart writes. Why a bound: a status must fit in etcd's 1.5 MiB
+request with the rest of the object, and the bodies of a gang's bare members were written
+plainly, so a gang of a few hundred bare members (kubectl's last-applied annotation doubles
+each) had its restart refused by the API server on every attempt, and never restarted. Packed,
+256 realistic members take 25 KiB; bodies that pack to more than this fail the gang, naming
+the cause and the fix, instead."""
 
 _DROPPED_METADATA = frozenset(
     {
@@ -207,8 +226,23 @@ class RestartProgress:
 
 
 def restart_progress(status: PodGroupStatus) -> RestartProgress:
-    """The restart in progress recorded in the status (`restartingUIDs`, `restartPods`)."""
-    return RestartProgress(frozenset(status.restarting_uids), tuple(status.restart_pods))
+    """The restart in progress recorded in the status (`restartingUIDs`, `restartPods` or
+    `restartPodsPacked`)."""
+    pods = list(status.restart_pods)
+    if status.restart_pods_packed:
+        pods += unpack_pods(status.restart_pods_packed)
+    return RestartProgress(frozenset(status.restarting_uids), tuple(pods))
+
+
+def _pods_record(bodies: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The status fields recording `bodies` (see PACKED_PODS_MAX_CHARS), or None when even
+    packed they are too large to write."""
+    if len(json.dumps(bodies, separators=(",", ":"))) <= PLAIN_PODS_MAX_BYTES:
+        return {RESTART_PODS: bodies, RESTART_PODS_PACKED: None}
+    packed = pack_pods(bodies)
+    if len(packed) > PACKED_PODS_MAX_CHARS:
+        return None
+    return {RESTART_PODS: None, RESTART_PODS_PACKED: packed}
 
 
 def current_incarnation(status: PodGroupStatus, pods: Iterable[Pod]) -> list[Pod]:
@@ -398,7 +432,7 @@ def _restart(
     cause: str,
     *,
     charged: bool = True,
-) -> Restart:
+) -> Restart | Fail:
     status = group.status
     # Every member goes, the old incarnation's stragglers included; each bare one is recreated,
     # and a recreation still owed by an earlier restart is kept unless a member now holds its name.
@@ -415,9 +449,22 @@ def _restart(
             "last_restart_time": now,
         }
     )
+    record = _pods_record([bodies[key] for key in sorted(bodies)])
+    if record is None:
+        return _fail(
+            group,
+            members,
+            progress,
+            now,
+            Reason.GANG_FAILED,
+            f"{cause}; not restarted: the bodies of its {len(bodies)} bare members pack to more "
+            f"than {PACKED_PODS_MAX_CHARS // 1024} KiB, more than the status can record to "
+            "recreate them; give the members a controller (a Job, a ReplicaSet or your own) "
+            "that recreates them",
+        )
     patch = status_patch(status, new_status) or {"status": {}}
     patch["status"][RESTARTING_UIDS] = uids
-    patch["status"][RESTART_PODS] = [bodies[key] for key in sorted(bodies)]
+    patch["status"].update(record)
     delete = tuple(_ref(pod) for pod in members if server_uid(pod) and not _deleting(pod))
     event = LifecycleEvent(
         type=EventType.WARNING,
@@ -466,7 +513,7 @@ def _fail(
 
 
 def _clear_progress() -> dict[str, Any]:
-    return {"status": {RESTARTING_UIDS: None, RESTART_PODS: None}}
+    return {"status": {RESTARTING_UIDS: None, RESTART_PODS: None, RESTART_PODS_PACKED: None}}
 
 
 def _cause(

@@ -7,15 +7,20 @@ the whole group unreadable: its status was left alone and its gang never schedul
 
 from __future__ import annotations
 
+import base64
+import zlib
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from podgroup_operator.api.models import (
+    PACKED_PODS_MAX_BYTES,
     PodGroup,
     PodGroupStatus,
+    pack_pods,
     salvage_status,
+    unpack_pods,
     unreadable_fields,
 )
 from podgroup_operator.api.validation import MAX_ERRORS, SHOWN_INPUT, status_errors
@@ -99,3 +104,13 @@ def test_a_podgroup_reads_whatever_its_status_holds_but_not_a_bad_spec() -> None
     )
     with pytest.raises(ValidationError, match="minMember"):
         PodGroup.model_validate(podgroup("g", min_member=0, status={"phase": "Bogus"}))
+
+
+def test_packed_pods_round_trip_and_what_did_not_come_from_pack_pods_is_unreadable() -> None:
+    bodies = [{"metadata": {"name": f"m{i}"}, "spec": {"containers": []}} for i in range(3)]
+    assert unpack_pods(pack_pods(bodies)) == bodies
+    bomb = base64.b64encode(zlib.compress(b" " * (PACKED_PODS_MAX_BYTES + 1))).decode()
+    for packed in ("not base64!", base64.b64encode(b"not zlib").decode(), bomb):
+        status, errors = salvage_status({"phase": "Pending", "restartPodsPacked": packed})
+        assert unreadable_fields(errors) == {"restartPodsPacked"}
+        assert status.restart_pods_packed is None and status.phase == Phase.PENDING

@@ -71,7 +71,9 @@ def test_a_restart_carried_out_step_by_step_completes_once() -> None:
     assert complete == Resume(
         delete=(),
         recreate=(),
-        status_patch={"status": {"restartingUIDs": None, "restartPods": None}},
+        status_patch={
+            "status": {"restartingUIDs": None, "restartPods": None, "restartPodsPacked": None}
+        },
     )
 
     world.carry_out(complete)
@@ -127,7 +129,9 @@ def test_owned_members_are_deleted_and_left_to_their_owner() -> None:
 
     complete = world.plan(at(101))
     assert isinstance(complete, Resume)
-    assert complete.status_patch == {"status": {"restartingUIDs": None, "restartPods": None}}
+    assert complete.status_patch == {
+        "status": {"restartingUIDs": None, "restartPods": None, "restartPodsPacked": None}
+    }
 
 
 def test_members_of_the_old_incarnation_do_not_count_for_the_new_one() -> None:

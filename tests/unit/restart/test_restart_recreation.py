@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import copy
+import json
+import random
 
-from podgroup_operator.constants import SCHEDULER_NAME
+from podgroup_operator.api.models import unpack_pods
+from podgroup_operator.constants import SCHEDULER_NAME, Reason
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import (
+    PACKED_PODS_MAX_CHARS,
+    RESTART_PODS,
+    RESTART_PODS_PACKED,
+    RESTARTING_UIDS,
+    Fail,
     Restart,
     Resume,
     has_controller,
@@ -149,3 +157,47 @@ def test_during_the_backoff_an_owed_recreation_is_made_first() -> None:
     group = gang(min_member=2, status=status)  # backoff 20s: not due
     plan = plan_restart(group, [member(0, "R"), member(1, "F")], at(5))
     assert plan == Resume(delete=(), recreate=(owed,), status_patch=None)
+
+
+def annotated_members(note: str) -> list[dict[str, object]]:
+    """Three bare members (the third failed), each carrying `note` as an annotation."""
+    return [member(i, letter, annotations={"note": note}) for i, letter in enumerate("RRF")]
+
+
+def test_bodies_too_many_to_write_plainly_are_packed_and_recreated_from_the_record() -> None:
+    """A gang of a few hundred bare members (kubectl's last-applied annotation doubles each)
+    wrote more than etcd takes in one status: its restart was refused on every attempt."""
+    note = "x" * 30_000  # three bodies: about 90 KB of JSON, over PLAIN_PODS_MAX_BYTES
+    world = World(gang(policy=NO_BACKOFF, status=running_status()), annotated_members(note))
+    restart = world.plan(at(100))
+    assert isinstance(restart, Restart)
+    record = restart.status_patch["status"]
+    assert record[RESTART_PODS] is None
+    packed = record[RESTART_PODS_PACKED]
+    assert len(packed) < 2_000
+    assert [body["metadata"]["name"] for body in unpack_pods(packed)] == ["m0", "m1", "m2"]
+
+    world.carry_out(restart)
+    world.finish_deletions()
+    recreate = world.plan(at(101))  # as a new leader would, from the status alone
+    assert isinstance(recreate, Resume)
+    assert [body["metadata"]["name"] for body in recreate.recreate] == ["m0", "m1", "m2"]
+    assert all(body["metadata"]["annotations"] == {"note": note} for body in recreate.recreate)
+    world.carry_out(recreate)
+    complete = world.plan(at(102))
+    assert isinstance(complete, Resume)
+    assert complete.status_patch == {
+        "status": {RESTARTING_UIDS: None, RESTART_PODS: None, RESTART_PODS_PACKED: None}
+    }
+
+
+def test_bodies_too_large_even_packed_fail_the_gang_naming_the_fix() -> None:
+    noise = random.Random(7).randbytes(300_000).hex()  # barely compresses
+    world = World(gang(policy=NO_BACKOFF, status=running_status()), annotated_members(noise))
+    plan = world.plan(at(100))
+    assert isinstance(plan, Fail)
+    assert plan.event.reason == Reason.GANG_FAILED
+    assert f"more than {PACKED_PODS_MAX_CHARS // 1024} KiB" in plan.event.message
+    assert "give the members a controller" in plan.event.message
+    assert plan.status_patch["status"]["phase"] == "Failed"
+    assert len(json.dumps(plan.status_patch)) < 10_000  # the bodies are not written
