@@ -92,8 +92,16 @@ def decision_cost(requests: Sequence[GangRequest], *, pods: int, nodes: int) -> 
     that is longer than the leader may go without renewing its Lease; the scheduler decides
     such gangs in its worker thread (`DECIDE_IN_THREAD_COST_US`).
     """
-    return pod_terms(requests) * pods * POD_TERM_COST + (
-        node_expressions(requests) * nodes * NODE_EXPRESSION_COST
+    constrained = [
+        pod
+        for request in requests
+        for pod in request.pending
+        if (spec := pod.get("spec") or {}).get("affinity") or spec.get("topologySpreadConstraints")
+    ]
+    if not constrained:
+        return 0.0  # most gangs: a few microseconds for ten members
+    return pod_terms(constrained) * pods * POD_TERM_COST + (
+        node_expressions(constrained) * nodes * NODE_EXPRESSION_COST
     )
 
 
@@ -107,40 +115,37 @@ def _once(lists: Iterable[Any], seen: set[int]) -> Iterator[Any]:
             yield value
 
 
-def pod_terms(requests: Sequence[GangRequest]) -> int:
+def pod_terms(pods: Iterable[Mapping[str, Any]]) -> int:
     """The pod affinity and anti-affinity terms (required and preferred) and topology spread
-    constraints of the requests' waiting members, each list counted once."""
+    constraints of `pods`, each list counted once."""
     seen: set[int] = set()
     total = 0
-    for request in requests:
-        for pod in request.pending:
-            spec = pod.get("spec") or {}
-            affinity = spec.get("affinity") or {}
-            lists = [spec.get("topologySpreadConstraints")]
-            for kind in ("podAffinity", "podAntiAffinity"):
-                terms = affinity.get(kind) or {}
-                lists.extend(terms.get(key) for key in _TERM_LISTS)
-            total += sum(len(terms) for terms in _once(lists, seen))
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        affinity = spec.get("affinity") or {}
+        lists = [spec.get("topologySpreadConstraints")]
+        for kind in ("podAffinity", "podAntiAffinity"):
+            terms = affinity.get(kind) or {}
+            lists.extend(terms.get(key) for key in _TERM_LISTS)
+        total += sum(len(terms) for terms in _once(lists, seen))
     return total
 
 
-def node_expressions(requests: Sequence[GangRequest]) -> int:
+def node_expressions(pods: Iterable[Mapping[str, Any]]) -> int:
     """The node-affinity expressions (`matchExpressions` and `matchFields`, required and
-    preferred) of the requests' waiting members, each affinity counted once."""
+    preferred) of `pods`, each affinity counted once."""
     seen: set[int] = set()
     total = 0
-    for request in requests:
-        for pod in request.pending:
-            affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity")
-            for node_affinity in _once([affinity], seen):
-                required = node_affinity.get(_TERM_LISTS[0]) or {}
-                terms = list(required.get("nodeSelectorTerms") or ())
-                terms += [
-                    p.get("preference") or {} for p in node_affinity.get(_TERM_LISTS[1]) or ()
-                ]
-                for term in terms:
-                    total += len(term.get("matchExpressions") or ())
-                    total += len(term.get("matchFields") or ())
+    for pod in pods:
+        affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity")
+        for node_affinity in _once([affinity], seen):
+            required = node_affinity.get(_TERM_LISTS[0]) or {}
+            preferred = node_affinity.get(_TERM_LISTS[1]) or ()
+            terms = list(required.get("nodeSelectorTerms") or ())
+            terms += [weighted.get("preference") or {} for weighted in preferred]
+            for term in terms:
+                total += len(term.get("matchExpressions") or ())
+                total += len(term.get("matchFields") or ())
     return total
 
 

@@ -516,13 +516,14 @@ def test_pod_terms_count_each_shared_list_once_and_every_kind_of_term() -> None:
 
     template = [member(f"m{i}", shared_required) for i in range(10)]
     gang = GangRequest(namespace="ns", name="g", min_member=10, pending=template)
-    assert pod_terms([gang]) == 3 + 1 + 1  # one template: its lists count once
+    assert pod_terms(gang.pending) == 3 + 1 + 1  # one template: its lists count once
     own = GangRequest(
         namespace="ns", name="h", min_member=2, pending=[member("x", [term]), member("y", [term])]
     )
-    assert pod_terms([gang, own]) == 5 + 2  # lists of their own count for each member
+    assert pod_terms([*gang.pending, *own.pending]) == 5 + 2  # lists of their own count for each member
     bare = GangRequest(namespace="ns", name="b", min_member=1, pending=[pod("b")])
-    assert pod_terms([bare]) == 0
+    assert pod_terms(bare.pending) == 0
+    assert decision_cost([bare], pods=10**6, nodes=10**6) == 0
 
 
 def test_node_expressions_count_required_and_preferred_once_per_affinity() -> None:
@@ -544,7 +545,7 @@ def test_node_expressions_count_required_and_preferred_once_per_affinity() -> No
     shared = affinity["nodeAffinity"]
     template = [pod(f"m{i}", affinity={"nodeAffinity": shared}) for i in range(5)]
     gang = GangRequest(namespace="ns", name="g", min_member=5, pending=template)
-    assert node_expressions([gang]) == 4
+    assert node_expressions(gang.pending) == 4
     assert decision_cost([gang], pods=10, nodes=100) == 4 * 100 * NODE_EXPRESSION_COST
     spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
     both = GangRequest(
