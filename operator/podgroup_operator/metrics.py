@@ -24,6 +24,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from podgroup_operator.adapters import heap
+from podgroup_operator.constants import Phase
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The operator's own registry (not the process-global one: tests may build several runtimes)."""
@@ -107,6 +108,22 @@ def _tally(name: str, documentation: str, label: str, values: Iterable[str]) -> 
     return gauge
 
 
+NO_PHASE = "New"
+"""The `phase` label of a PodGroup without a status phase yet."""
+UNRECOGNIZED_PHASE = "Unrecognized"
+"""The `phase` label of a phase this operator does not write (a scheduler-plugins phase, or
+anything another writer left, until the leader rewrites it). Why not the value itself: a
+label takes whatever a status holds, so one group could add a label of 100 KB, and many, a
+series each."""
+_PHASE_LABELS = frozenset(phase.value for phase in Phase)
+
+
+def _phase_label(phase: str | None) -> str:
+    if not phase:
+        return NO_PHASE
+    return phase if phase in _PHASE_LABELS else UNRECOGNIZED_PHASE
+
+
 class RuntimeCollector(Collector):
     """Gauges computed at scrape time from the runtime (see the module docstring)."""
 
@@ -118,7 +135,8 @@ class RuntimeCollector(Collector):
         if runtime is None:
             return
         state = runtime.metric_snapshot()
-        yield _tally("podgroup_podgroups", "PodGroups by phase.", "phase", state["phases"])
+        phases = (_phase_label(phase) for phase in state["phases"])
+        yield _tally("podgroup_podgroups", "PodGroups by phase.", "phase", phases)
         yield _tally(
             "podgroup_waiting_gangs",
             "Gangs the scheduler is waiting on, by reason.",

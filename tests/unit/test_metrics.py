@@ -5,7 +5,12 @@ from typing import Any
 import pytest
 
 from podgroup_operator.adapters import heap
-from podgroup_operator.metrics import CollectorPausesCollector, RuntimeCollector
+from podgroup_operator.metrics import (
+    NO_PHASE,
+    UNRECOGNIZED_PHASE,
+    CollectorPausesCollector,
+    RuntimeCollector,
+)
 
 
 class View:
@@ -26,6 +31,20 @@ def test_phases_and_waiting_reasons_are_tallied() -> None:
     assert phases == {"Pending": 1, "Running": 2}
     waiting = {s.labels["reason"]: s.value for s in gauges["podgroup_waiting_gangs"].samples}
     assert waiting == {"NotEnoughResources": 1}
+
+
+def test_phases_the_operator_does_not_write_share_one_label() -> None:
+    """A label takes what a status holds: a phase of 100 KB, or a new one per group, would be
+    a series each (metrics.UNRECOGNIZED_PHASE)."""
+
+    class Foreign(View):
+        def metric_snapshot(self) -> dict[str, Any]:
+            phases = ["Running", None, "", "Scheduling", "x" * 100_000, "Bogus"]
+            return super().metric_snapshot() | {"phases": phases}
+
+    gauges = {g.name: g for g in RuntimeCollector(Foreign).collect()}
+    phases = {s.labels["phase"]: s.value for s in gauges["podgroup_podgroups"].samples}
+    assert phases == {"Running": 1, NO_PHASE: 2, UNRECOGNIZED_PHASE: 3}
 
 
 def test_the_binds_allowed_in_flight_are_a_gauge() -> None:

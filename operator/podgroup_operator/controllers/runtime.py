@@ -420,7 +420,7 @@ class Runtime:
     # --- what /metrics, /readyz and /livez report (controllers/observe.py, metrics.py) --------
     def metric_snapshot(self) -> dict[str, Any]:
         phases = [
-            str((group.get("status") or {}).get("phase") or "New")
+            (group.get("status") or {}).get("phase")
             for group in self.informers.podgroups.store.objects()
         ]
         waiting: list[str] = []

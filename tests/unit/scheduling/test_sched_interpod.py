@@ -520,7 +520,9 @@ def test_pod_terms_count_each_shared_list_once_and_every_kind_of_term() -> None:
     own = GangRequest(
         namespace="ns", name="h", min_member=2, pending=[member("x", [term]), member("y", [term])]
     )
-    assert pod_terms([*gang.pending, *own.pending]) == 5 + 2  # lists of their own count for each member
+    assert (
+        pod_terms([*gang.pending, *own.pending]) == 5 + 2
+    )  # lists of their own count for each member
     bare = GangRequest(namespace="ns", name="b", min_member=1, pending=[pod("b")])
     assert pod_terms(bare.pending) == 0
     assert decision_cost([bare], pods=10**6, nodes=10**6) == 0
