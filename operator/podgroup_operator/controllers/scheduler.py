@@ -27,11 +27,11 @@ A large gang is decided in a worker thread (`DECIDE_IN_THREAD_MEMBERS`), and so 
 constraints make it costly (`DECIDE_IN_THREAD_COST_US`), so that lease renewal, webhooks, probes,
 the watches and status writes go on meanwhile: one decision of thousands of constrained members,
 or of one member with hundreds of pod-affinity terms, takes seconds, longer than the leader may
-go without renewing. The snapshot
-is the thread's alone while it decides: everything that would change it from the event loop
-(node, pod and PV events, bind answers) is queued in arrival order and applied once the
-decision is booked, before the scheduler does anything else. For the scheduler that is what the
-event loop held by the decision did before; only the other work no longer waits.
+go without renewing. The snapshot is the thread's alone while it decides: everything that would
+change it from the event loop (node, pod and PV events, bind answers) is queued in arrival order
+and applied once the decision is booked, before the scheduler does anything else. For the
+scheduler that is what the event loop held by the decision did before; only the other work no
+longer waits.
 """
 
 from __future__ import annotations

@@ -74,9 +74,9 @@ _TERM_LISTS = (
     "preferredDuringSchedulingIgnoredDuringExecution",
 )
 NODE_EXPRESSION_COST = 0.5
-"""Microseconds a node-affinity expression may cost on each node (measured below)."""
+"""Microseconds a node-affinity expression may cost on each node (see `decision_cost`)."""
 POD_TERM_COST = 1.0
-"""Microseconds a pod term may cost for each placed pod (measured below)."""
+"""Microseconds a pod term may cost for each placed pod (see `decision_cost`)."""
 
 
 def decision_cost(requests: Sequence[GangRequest], *, pods: int, nodes: int) -> float:

@@ -110,7 +110,8 @@ def test_packed_pods_round_trip_and_what_did_not_come_from_pack_pods_is_unreadab
     bodies = [{"metadata": {"name": f"m{i}"}, "spec": {"containers": []}} for i in range(3)]
     assert unpack_pods(pack_pods(bodies)) == bodies
     bomb = base64.b64encode(zlib.compress(b" " * (PACKED_PODS_MAX_BYTES + 1))).decode()
-    for packed in ("not base64!", base64.b64encode(b"not zlib").decode(), bomb):
+    deep = base64.b64encode(zlib.compress(b"[" * 100_000 + b"]" * 100_000)).decode()
+    for packed in ("not base64!", base64.b64encode(b"not zlib").decode(), bomb, deep):
         status, errors = salvage_status({"phase": "Pending", "restartPodsPacked": packed})
         assert unreadable_fields(errors) == {"restartPodsPacked"}
         assert status.restart_pods_packed is None and status.phase == Phase.PENDING
