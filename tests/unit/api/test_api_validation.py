@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from podgroup_operator.api.validation import podgroup_errors, spec_errors
+from podgroup_operator.api.validation import podgroup_errors, spec_errors, update_errors
 
 VALID_SPECS: list[dict[str, Any]] = [
     {"minMember": 1},
@@ -292,3 +292,14 @@ def test_many_bad_entries_make_a_bounded_answer() -> None:
     assert len(errors) == 21
     assert errors[0].startswith("spec.gangGroup[0]: 'NOT-VALID-0' does not match")
     assert errors[-1] == "... and 40 more errors"
+
+
+def test_an_update_that_leaves_the_spec_as_stored_passes_whatever_it_holds() -> None:
+    """Ratcheting: a label or a finalizer's removal on a PodGroup stored before these rules."""
+    invalid = {"minMember": 1, "minResources": {"cpu": 4}, "totalResources": {"cpu": 2}}
+    stored = {"metadata": {"name": "g"}, "spec": invalid}
+    labelled = {"metadata": {"name": "g", "labels": {"team": "a"}}, "spec": dict(invalid)}
+    assert update_errors(stored, labelled) == []
+    changed = {"metadata": {"name": "g"}, "spec": {**invalid, "minMember": 2}}
+    assert update_errors(stored, changed) == podgroup_errors(changed) != []
+    assert update_errors(None, stored) == podgroup_errors(stored) != []
