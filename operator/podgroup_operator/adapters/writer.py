@@ -28,7 +28,8 @@ The child lives as long as its stdin: it ignores SIGINT and SIGTERM (a Ctrl-C re
 process group while the parent still waits for answers), and when the parent dies, even by
 SIGKILL, the end of the pipe stops it. If the child dies, every request in flight fails with
 `WriterError` and the next request starts a new child: no write is silently lost, and no caller
-waits for ever. Stopping closes the child's stdin; it answers what it has in flight and exits.
+waits for ever (a child that gives no answer in `ANSWER_SECONDS` is hung, and is killed).
+Stopping closes the child's stdin; it answers what it has in flight and exits.
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ STOP_SECONDS = 10.0
 """How long a stop waits for the child to answer what it has in flight."""
 TRANSPORT_FAILED = 0
 """The status the child answers with when it got no HTTP answer at all."""
+ANSWER_SECONDS = 90.0
+"""The longest a request waits for the child's answer. The child's own requests give up after
+60 s (adapters/kube.py), so a live child answers sooner; one that has not is hung (stopped,
+deadlocked) and is killed, which fails what it held and lets the next request start another.
+Why: found with SIGSTOP on the dev cluster, the leader's binds waited for ever, nothing was
+bound again, nothing was logged, and /livez said healthy (the scheduler kept cycling)."""
+
+
+_Pending = dict[int, "asyncio.Future[tuple[int, Any]]"]
+"""Requests sent to one child and not answered yet, by id."""
 
 
 class WriterError(ConnectionError):
@@ -98,13 +109,19 @@ class WriterTransport:
     """
 
     def __init__(
-        self, command: Sequence[str] | None = None, *, connections: int = OTHER_WRITES
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        connections: int = OTHER_WRITES,
+        answer_seconds: float = ANSWER_SECONDS,
     ) -> None:
         self.command = list(command or default_command(connections))
+        self.answer_seconds = answer_seconds
         self._process: asyncio.subprocess.Process | None = None
         self._batcher: _LineBatcher | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._pending: dict[int, asyncio.Future[tuple[int, Any]]] = {}
+        self._pending: _Pending = {}
+        """The current child's requests awaiting an answer."""
         self._ids = itertools.count()
         self._lock = asyncio.Lock()
         self.starts = 0
@@ -115,7 +132,9 @@ class WriterTransport:
         process = self._process
         return process.pid if process is not None and process.returncode is None else None
 
-    async def _child(self) -> _LineBatcher:
+    async def _child(self) -> tuple[asyncio.subprocess.Process, _LineBatcher, _Pending]:
+        """The live child, its pipe, and its requests awaiting an answer (each child has its
+        own, so one that ends fails only what was sent to it)."""
         async with self._lock:
             process = self._process
             if process is None or process.returncode is not None or self._batcher is None:
@@ -130,16 +149,19 @@ class WriterTransport:
                 logger.info("writer process %d started", process.pid)
                 self._process = process
                 self._batcher = _LineBatcher(process.stdin.write)
-                self._reader = asyncio.create_task(self._read(process), name="writer-answers")
-            return self._batcher
+                self._pending = {}
+                self._reader = asyncio.create_task(
+                    self._read(process, self._pending), name="writer-answers"
+                )
+            return process, self._batcher, self._pending
 
-    async def _read(self, process: asyncio.subprocess.Process) -> None:
+    async def _read(self, process: asyncio.subprocess.Process, pending: _Pending) -> None:
         """Hand each answer to its request; when the child's stdout ends, fail the rest."""
         assert process.stdout is not None
         try:
             while line := await process.stdout.readline():
                 ident, status, body = orjson.loads(line)
-                future = self._pending.pop(ident, None)
+                future = pending.pop(ident, None)
                 if future is not None and not future.done():
                     future.set_result((status, body))
         except Exception as exc:  # an answer that is not one of ours: this child is done
@@ -150,7 +172,8 @@ class WriterTransport:
             code = await process.wait()
             if self._process is process:
                 self._batcher = None
-            failed, self._pending = self._pending, {}
+            failed = dict(pending)
+            pending.clear()
             if failed:
                 logger.warning(
                     "writer process %d ended (exit %s) with %d requests in flight; they fail",
@@ -163,10 +186,10 @@ class WriterTransport:
                     future.set_exception(WriterError(f"writer process ended (exit {code})"))
 
     async def send(self, request: Request) -> tuple[int, Any]:
-        batcher = await self._child()
+        process, batcher, pending = await self._child()
         ident = next(self._ids)
         future: asyncio.Future[tuple[int, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[ident] = future
+        pending[ident] = future
         params = dict(request.params) if request.params else None
         batcher.put(
             orjson.dumps(
@@ -175,9 +198,23 @@ class WriterTransport:
             + b"\n"
         )
         try:
-            status, body = await future
+            async with asyncio.timeout(self.answer_seconds):
+                status, body = await future
+        except TimeoutError:
+            if process is self._process and self._batcher is not None:
+                logger.warning(
+                    "writer process %d gave no answer in %.0fs; killed, the next write starts "
+                    "another",
+                    process.pid,
+                    self.answer_seconds,
+                )
+                self._batcher = None  # the next request starts a child at once
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()  # its reader then fails what it held (`_read`)
+            message = f"no answer from the writer process in {self.answer_seconds:.0f}s"
+            raise WriterError(message) from None
         finally:
-            self._pending.pop(ident, None)  # answered, or the caller gave up (its answer drops)
+            pending.pop(ident, None)  # answered, or the caller gave up (its answer drops)
         if status == TRANSPORT_FAILED:
             raise WriterError(str((body or {}).get("message") or "no answer"))
         return status, body

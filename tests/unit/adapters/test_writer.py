@@ -125,6 +125,23 @@ async def test_a_dead_child_fails_what_it_held_and_the_next_request_starts_anoth
         await transport.close()
 
 
+async def test_a_child_that_gives_no_answer_is_killed_and_the_next_request_starts_another() -> None:
+    """A hung child (SIGSTOP on the dev cluster) held the leader's binds for ever."""
+    transport = WriterTransport(child(SILENT_CHILD), answer_seconds=0.5)
+    requests = [Request("POST", f"/api/v1/namespaces/ns/pods/p{i}/binding") for i in range(2)]
+    outcomes = await asyncio.gather(*(transport.send(r) for r in requests), return_exceptions=True)
+    assert all(isinstance(outcome, WriterError) for outcome in outcomes), outcomes
+    assert any("no answer from the writer process in 0s" in str(o) for o in outcomes), outcomes
+    first = transport.starts
+    transport.command = child(FAKE_CHILD)
+    try:
+        status, body = await transport.send(Request("GET", "/api/v1/namespaces/ns/pods/b"))
+        assert (status, body["metadata"]["name"]) == (200, "b")
+        assert transport.starts == first + 1 == 2
+    finally:
+        await transport.close()
+
+
 async def test_close_lets_the_child_answer_what_was_sent_and_leaves_no_process() -> None:
     transport = WriterTransport(child(FAKE_CHILD))
     kube = KubeClient(transport)
