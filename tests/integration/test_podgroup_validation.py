@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, ApiError, KubeClient, Request
 from tests.builders import podgroup
 from tests.waiting import wait_for
 
@@ -228,16 +228,26 @@ async def test_an_update_that_leaves_a_stored_invalid_spec_alone_is_admitted(
     that holds a finalizer on it. Updates that leave the spec as stored are admitted (as
     Kubernetes ratchets CRD validation); a change to the spec is checked whole."""
     name_label = "kubernetes.io/metadata.name"
-
-    async def relabel(value: str) -> None:
-        await kube.patch(NAMESPACES, namespace, {"metadata": {"labels": {name_label: value}}})
-
     body = podgroup("stored", namespace)
     body["spec"] = {"minMember": 1, "minResources": {"cpu": 4}, "totalResources": {"cpu": 2}}
     del body["metadata"]["uid"]
-    await relabel(PROTECTED)
+
+    async def relabel(value: str, *, intercepted: bool) -> None:
+        """Label the namespace, then wait until the API server's webhook matching (from its
+        own namespace cache) agrees: a dry-run create of `body` refused or not."""
+        await kube.patch(NAMESPACES, namespace, {"metadata": {"labels": {name_label: value}}})
+        path = PODGROUPS.path(namespace)
+
+        async def agrees() -> bool:
+            request = Request("POST", path, params={"dryRun": "All"}, body=body)
+            status, _ = await kube.transport.send(request)
+            return (status >= 300) == intercepted
+
+        await wait_for(agrees, 30, f"the webhook to {'' if intercepted else 'not '}intercept")
+
+    await relabel(PROTECTED, intercepted=False)
     await kube.create(PODGROUPS, body, namespace)
-    await relabel(namespace)
+    await relabel(namespace, intercepted=True)
     finalizer = {"metadata": {"finalizers": ["example.com/keep"], "labels": {"team": "a"}}}
     with pytest.raises(ApiError) as refused:
         await kube.patch(PODGROUPS, "stored", {"spec": {"minMember": 2}}, namespace)
