@@ -16,6 +16,9 @@ from podgroup_operator.adapters.kube import NAMESPACES, KubeClient
 from podgroup_operator.adapters.writer import WriterError, WriterTransport
 from tests.conftest import ClusterUnderTest
 
+STARTING = 60.0
+"""The answer bound while a child starts (its imports take a second or more under load)."""
+
 
 async def test_a_stopped_writer_is_killed_and_the_next_write_goes_through_a_new_one(
     cluster: ClusterUnderTest, namespace: str, monkeypatch: pytest.MonkeyPatch
@@ -23,15 +26,17 @@ async def test_a_stopped_writer_is_killed_and_the_next_write_goes_through_a_new_
     """Stopped with SIGSTOP under a running operator, the child held every bind for ever and
     nothing was bound again (adapters/writer.py, ANSWER_SECONDS)."""
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))  # the child's own client
-    transport = WriterTransport(connections=4, answer_seconds=3.0)
+    transport = WriterTransport(connections=4, answer_seconds=STARTING)
     kube = KubeClient(transport)
     try:
         assert (await kube.get(NAMESPACES, namespace))["metadata"]["name"] == namespace
         stopped = transport.pid
         assert stopped is not None
         os.kill(stopped, signal.SIGSTOP)
+        transport.answer_seconds = 3.0
         with pytest.raises(WriterError, match="no answer from the writer process in 3s"):
             await kube.get(NAMESPACES, namespace)
+        transport.answer_seconds = STARTING
         assert (await kube.get(NAMESPACES, namespace))["metadata"]["name"] == namespace
         assert transport.starts == 2 and transport.pid not in (None, stopped)
     finally:

@@ -47,6 +47,9 @@ FAKE_CHILD = textwrap.dedent(
 ).format(repo=str(REPO))
 """A writer child whose API server is the fake, seeded with pods ns/a and ns/b."""
 
+WAIT = 30.0
+"""The answer bound for a child that does answer: its start (imports) takes a second or more on
+a loaded machine, and nothing here waits that long when the test passes."""
 SILENT_CHILD = "import sys; sys.stdin.read()"
 """A child that reads every request and never answers (until it is killed)."""
 
@@ -134,6 +137,7 @@ async def test_a_child_that_gives_no_answer_is_killed_and_the_next_request_start
     assert any("no answer from the writer process in 0s" in str(o) for o in outcomes), outcomes
     first = transport.starts
     transport.command = child(FAKE_CHILD)
+    transport.answer_seconds = WAIT  # its replacement's start (imports) may take a second or more
     try:
         status, body = await transport.send(Request("GET", "/api/v1/namespaces/ns/pods/b"))
         assert (status, body["metadata"]["name"]) == (200, "b")
