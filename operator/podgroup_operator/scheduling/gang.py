@@ -16,6 +16,7 @@ from typing import Any
 
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import GangMode, Reason
+from podgroup_operator.scheduling.podinfo import PREFERRED, REQUIRED
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
 from podgroup_operator.scheduling.volumes import VolumeClaim, VolumeDecision
 
@@ -69,10 +70,6 @@ class GangRequest:
         return f"{self.namespace}/{self.name}"
 
 
-_TERM_LISTS = (
-    "requiredDuringSchedulingIgnoredDuringExecution",
-    "preferredDuringSchedulingIgnoredDuringExecution",
-)
 NODE_EXPRESSION_COST = 0.5
 """Microseconds a node-affinity expression may cost on each node (see `decision_cost`)."""
 POD_TERM_COST = 1.0
@@ -126,7 +123,7 @@ def pod_terms(pods: Iterable[Mapping[str, Any]]) -> int:
         lists = [spec.get("topologySpreadConstraints")]
         for kind in ("podAffinity", "podAntiAffinity"):
             terms = affinity.get(kind) or {}
-            lists.extend(terms.get(key) for key in _TERM_LISTS)
+            lists.extend(terms.get(key) for key in (REQUIRED, PREFERRED))
         total += sum(len(terms) for terms in _once(lists, seen))
     return total
 
@@ -139,8 +136,8 @@ def node_expressions(pods: Iterable[Mapping[str, Any]]) -> int:
     for pod in pods:
         affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity")
         for node_affinity in _once([affinity], seen):
-            required = node_affinity.get(_TERM_LISTS[0]) or {}
-            preferred = node_affinity.get(_TERM_LISTS[1]) or ()
+            required = node_affinity.get(REQUIRED) or {}
+            preferred = node_affinity.get(PREFERRED) or ()
             terms = list(required.get("nodeSelectorTerms") or ())
             terms += [weighted.get("preference") or {} for weighted in preferred]
             for term in terms:
