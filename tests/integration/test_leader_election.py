@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import LEASES, KubeClient
 from podgroup_operator.controllers.leader import LeaderElector, Timing
 from podgroup_operator.domain.leadership import MAX_TRANSITIONS, MICRO_TIME
+from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.scheduling.gang import GangRequest
+from podgroup_operator.scheduling.placement import Placement, place_group
+from podgroup_operator.scheduling.snapshot import Snapshot
+from tests.builders import node, pod
 
 NAME = "leader"
 TIMING = Timing(
@@ -81,3 +90,104 @@ async def test_a_lease_left_by_another_tool_is_taken_once_its_holder_stops_renew
         await asyncio.wait_for(task, 10)
     assert stopped.is_set()
     assert (await kube.get(LEASES, NAME, namespace))["spec"]["holderIdentity"] == ""
+
+
+def costly_decision() -> tuple[GangRequest, Snapshot]:
+    """One member with 1,000 required pod-affinity terms over 2,000 placed pods on 500 nodes:
+    a placement of about a second on this 2-core machine, every term walked over every pod (a
+    term matching every pod; the three topologies defeat any sharing between terms)."""
+    topologies = ["kubernetes.io/hostname", "zone", "rack"]
+    nodes = [
+        node(f"n{i}", cpu=64, memory="256Gi", labels={"zone": f"z{i % 10}", "rack": f"r{i % 100}"})
+        for i in range(500)
+    ]
+    placed = [
+        pod(
+            f"p{i}",
+            f"ns{i % 20}",
+            requests={"cpu": "10m"},
+            node=f"n{i % 500}",
+            phase=c.PodPhase.RUNNING,
+            labels={"app": f"a{i % 50}"},
+        )
+        for i in range(2_000)
+    ]
+    terms = [
+        {
+            "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+            "topologyKey": topologies[i % 3],
+            "namespaces": [f"ns{j}" for j in range(20)],
+        }
+        for i in range(1_000)
+    ]
+    member = pod(
+        "costly-0",
+        "ns0",
+        group="costly",
+        requests={"cpu": "1"},
+        affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}},
+    )
+    request = GangRequest(namespace="ns0", name="costly", uid="u", min_member=1, pending=[member])
+    return request, Snapshot.build(nodes, placed, gang_of=group_key_of)
+
+
+async def test_a_leader_keeps_its_lease_while_the_worker_thread_decides_past_its_deadline(
+    kube: KubeClient, namespace: str
+) -> None:
+    """The scheduler decides a large or costly gang in its worker thread (scheduler.py `_pure`)
+    so that the event loop, and with it the leader's renewals, goes on meanwhile: a decision of
+    seconds on the loop would stop the leader from renewing for longer than its renew deadline,
+    and it would give up leading (two schedulers, once another replica took over).
+
+    Here the thread decides again and again for one and a half renew deadlines, with the
+    production timing against the real API server, and every renewal is read back from the
+    Lease: the leader must renew throughout (never a deadline between two renewals) and still
+    lead at the end."""
+    timing = Timing()
+    request, snapshot = costly_decision()
+    elector = LeaderElector(kube, namespace=namespace, name=NAME, identity="busy", timing=timing)
+    stopped = asyncio.Event()
+
+    async def on_started() -> None:
+        return None
+
+    async def on_stopped() -> None:
+        stopped.set()
+
+    def decide_until(end: float) -> int:
+        decisions = 0
+        while time.monotonic() < end:
+            assert isinstance(place_group(request, snapshot), Placement)
+            decisions += 1
+        return decisions
+
+    task = asyncio.create_task(elector.run(on_started, on_stopped))
+    thread = ThreadPoolExecutor(1, thread_name_prefix="podgroup-decision")
+    try:
+        await asyncio.wait_for(elector.leading.wait(), 30)
+        started = dt.datetime.now(dt.UTC)
+        end = time.monotonic() + 1.5 * timing.renew_deadline_seconds
+        deciding = asyncio.get_running_loop().run_in_executor(thread, decide_until, end)
+        renewals: set[str] = set()
+        while not deciding.done():
+            spec = (await kube.get(LEASES, NAME, namespace))["spec"]
+            assert spec["holderIdentity"] == "busy"
+            renewals.add(spec["renewTime"])
+            await asyncio.wait([deciding], timeout=0.5)
+        decisions = await deciding
+        ended = dt.datetime.now(dt.UTC)
+        spec = (await kube.get(LEASES, NAME, namespace))["spec"]
+        renewals.add(spec["renewTime"])
+        assert elector.leading.is_set() and not stopped.is_set()
+        assert spec["holderIdentity"] == "busy"
+        assert decisions >= 2, "the thread must have decided over and over"
+        times = sorted(dt.datetime.strptime(t, MICRO_TIME).replace(tzinfo=dt.UTC) for t in renewals)
+        last_before = max(t for t in times if t <= started)  # it led, so it renewed before
+        moments = [last_before, *[t for t in times if t > started], ended]
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(moments)]
+        assert max(gaps) < timing.renew_deadline_seconds, (gaps, decisions)
+        assert len(times) >= 3, times
+    finally:
+        await elector.release()
+        await asyncio.wait_for(task, 10)
+        thread.shutdown()
