@@ -76,6 +76,11 @@ POD_SIGNALS = Counter(
     ["result"],
     registry=REGISTRY,
 )
+FENCED_WRITES = Counter(
+    "podgroup_fenced_writes",
+    "Writes of the leader's controllers not sent: the replica no longer held the Lease.",
+    registry=REGISTRY,
+)
 STATUS_WRITES = Counter(
     "podgroup_status_writes", "PodGroup status PATCHes sent.", registry=REGISTRY
 )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from podgroup_operator import metrics
+from podgroup_operator.adapters.kube import FencedError
 from podgroup_operator.api.backoff import Backoff
 
 K = TypeVar("K", bound=Hashable)
@@ -82,6 +83,8 @@ class Failures:
             await work
         except asyncio.CancelledError:
             raise
+        except FencedError:
+            return None  # this replica stopped leading: no fault of the object's (runtime.py)
         except Exception as exc:
             delay, news = self.failed(key, exc)
             asyncio.get_running_loop().call_later(delay, retry, key)

@@ -82,6 +82,8 @@ class LeaderElector:
         self._version: str | None = None
         self._released = False
         self._overlong: tuple[str, int] | None = None
+        self._held_since: float | None = None
+        """Event-loop time at which the last successful attempt (campaign or renewal) began."""
 
     async def run(self, on_started: Callback, on_stopped: Callback) -> None:
         """Campaign, lead, and campaign again after losing the lease, until `release()`."""
@@ -101,6 +103,23 @@ class LeaderElector:
                 await on_stopped()
             if not self._released:
                 logger.warning("lost the lease %s/%s; campaigning again", self.namespace, self.name)
+
+    def holds(self) -> bool:
+        """True while this replica leads on a hold younger than the renew deadline: what the
+        leader's writes ask before they go out (`adapters.kube.FencedTransport`).
+
+        The hold counts from when the last successful attempt *began*: the write it made is
+        no older than that, so the others cannot take the Lease over before `lease_seconds`
+        from then, and the margin between the two deadlines is left to writes in flight. Read
+        at each write rather than left to the elector: after a pause of the whole process, the
+        elector gives up leading only once it has tried to renew, a few turns of the event
+        loop after the scheduler has resumed sending what it decided before the pause."""
+        held = self._held_since
+        return (
+            self.leading.is_set()
+            and held is not None
+            and asyncio.get_running_loop().time() - held < self.timing.renew_deadline_seconds
+        )
 
     async def release(self) -> None:
         """Stop campaigning and hand the lease over at once: the next candidate need not wait
@@ -137,13 +156,28 @@ class LeaderElector:
         (60 s), long after the others may take the lease (`lease_seconds`): two schedulers.
         """
         loop = asyncio.get_running_loop()
-        renewed = loop.time()
         while not self._released:
+            slept_from = loop.time()
             await asyncio.sleep(self.timing.retry_seconds)
-            left = self.timing.renew_deadline_seconds - (loop.time() - renewed)
-            if await self._try(deadline=max(left, 0.0)):
-                renewed = loop.time()
-            elif loop.time() - renewed >= self.timing.renew_deadline_seconds:
+            # From the start of the last successful attempt, as `holds` counts: the elector
+            # gives up leading when the leader's writes stop going out, not a renewal later.
+            held = self._held_since if self._held_since is not None else loop.time()
+            left = self.timing.renew_deadline_seconds - (loop.time() - held)
+            if left <= 0:
+                late = loop.time() - slept_from - self.timing.retry_seconds
+                logger.warning(
+                    "lease %s/%s last held %.1fs ago, past the renew deadline (%.0fs)%s",
+                    self.namespace,
+                    self.name,
+                    loop.time() - held,
+                    self.timing.renew_deadline_seconds,
+                    f": this process stood still for {late:.1f}s (stopped, paused or starved "
+                    "of CPU)"
+                    if late > 1.0
+                    else "",
+                )
+                return
+            if not await self._try(deadline=left) and not self.holds():
                 return
 
     async def _try(self, deadline: float | None = None) -> bool:
@@ -156,11 +190,12 @@ class LeaderElector:
         """
         if self._released:
             return False
+        began = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(
                 self.timing.renew_deadline_seconds if deadline is None else deadline
             ):
-                return await self._attempt()
+                held = await self._attempt()
         except TimeoutError:
             logger.warning(
                 "lease %s/%s: no answer within the renew deadline", self.namespace, self.name
@@ -173,6 +208,9 @@ class LeaderElector:
         except Exception as exc:  # the transport's own errors: connection refused, reset, ...
             logger.warning("lease %s/%s: %s", self.namespace, self.name, describe(exc))
             return False
+        if held:
+            self._held_since = began
+        return held
 
     async def _attempt(self) -> bool:
         """One read-decide-write of the Lease; raises what the client raises."""

@@ -40,7 +40,14 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import JSON, PODS, STRATEGIC_PATCH, ApiError, KubeClient
+from podgroup_operator.adapters.kube import (
+    JSON,
+    PODS,
+    STRATEGIC_PATCH,
+    ApiError,
+    FencedError,
+    KubeClient,
+)
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.logs import truncate
 
@@ -272,6 +279,8 @@ class PodSignals:
                 metrics.POD_SIGNALS.labels("sent").inc()
             except asyncio.CancelledError:
                 raise
+            except FencedError:
+                pass  # this replica stopped leading (counted by runtime.py)
             except Exception as exc:
                 self.failures += 1
                 metrics.POD_SIGNALS.labels("failed").inc()

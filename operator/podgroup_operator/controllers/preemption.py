@@ -25,6 +25,7 @@ that never goes away must not hold the room for ever); only then may the gang pl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -33,7 +34,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import JSON, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.logs import truncate
@@ -281,7 +282,8 @@ class Preemptor:
 
     async def _limited(self, coro: Any) -> None:
         async with self._writes:
-            await coro
+            with contextlib.suppress(FencedError):  # no longer leading (counted by runtime.py)
+                await coro
 
     async def _execute(
         self, group: Sequence[GangRequest], preemptor: str, priority: int, plan: PreemptionPlan

@@ -51,6 +51,7 @@ from podgroup_operator.adapters.kube import (
     PODS,
     RESOURCE_QUOTAS,
     STORAGE_CLASSES,
+    FencedTransport,
     KubeClient,
 )
 from podgroup_operator.adapters.slim import (
@@ -218,8 +219,23 @@ class Leading:
         settings = runtime.settings
         informers = runtime.informers
         self.runtime = runtime
+        kube, writer = runtime.kube, runtime.writer
+        elector = runtime.elector
+        self.fences: list[FencedTransport] = []
+        if elector is not None:
+            # Every write of the leader's controllers goes out only while the Lease is held
+            # (`LeaderElector.holds`); the informers and the quota ledger (whose records every
+            # replica writes, with preconditions) keep the plain client.
+            why = f"this replica no longer holds the lease {elector.namespace}/{elector.name}"
+            self.fences = [
+                FencedTransport(client.transport, elector.holds, why) for client in (kube, writer)
+            ]
+            kube, writer = (
+                KubeClient(fence, client.field_manager)
+                for fence, client in zip(self.fences, (kube, writer), strict=True)
+            )
         self.status = StatusReconciler(
-            runtime.kube,
+            kube,
             informers.groups,
             informers.members,
             workers=settings.status_worker_count,
@@ -229,14 +245,14 @@ class Leading:
         self.started = 0.0
         self._starting: asyncio.Task[None] | None = None
         self.scheduler = GangScheduler(
-            runtime.writer,
+            writer,
             informers.groups,
             informers.members,
             publish=self.status.set_verdict,
             default_timeout_seconds=settings.default_schedule_timeout_seconds,
             namespaces=frozenset(settings.namespaces),
             volumes=VolumeBinder(
-                runtime.kube,
+                kube,
                 informers.volumes.store,
                 informers.claims.store,
                 informers.storage_classes.store,
@@ -316,6 +332,14 @@ class Leading:
         await self.status.stop()
         await self.runtime.quota.stop()
         self.runtime.quota.publish = lambda key, view: None
+        refused = sum(fence.refused for fence in self.fences)
+        if refused:
+            metrics.FENCED_WRITES.inc(refused)
+            logger.warning(
+                "%d write(s) not sent: the lease was last held more than the renew deadline "
+                "ago (the process stood still, or the API server did not answer)",
+                refused,
+            )
 
 
 class Runtime:

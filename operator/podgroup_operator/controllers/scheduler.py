@@ -51,7 +51,7 @@ from pydantic import ValidationError
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import JSON, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
@@ -904,10 +904,12 @@ class GangScheduler:
         """Send one bind and tell the pacer how long it took to answer, whether it bound or
         failed: a bind refused or timed out after seconds says the API server's queue is long as
         surely as a slow success (counting successes only, binds that all time out would never
-        lower the limit). A cancelled bind says nothing and is not told."""
+        lower the limit). A cancelled or fenced bind says nothing and is not told."""
         sent = asyncio.get_running_loop().time()
         try:
             await self.kube.bind(binding.namespace, binding.pod, binding.node, binding.pod_uid)
+        except FencedError:
+            raise  # never sent: it says nothing of the API server's queue
         except Exception:  # not CancelledError, a BaseException
             self._answered(sent)
             raise
@@ -927,6 +929,10 @@ class GangScheduler:
                     metrics.BINDS.labels("bound").inc()
                     self.signals.bound(binding.pod_uid, binding.node)
                     self._exclusive(self._bound, binding)
+                except FencedError:
+                    # This replica stopped leading: un-assume quietly; the scheduler is being
+                    # stopped, and the new leader decides the pod afresh.
+                    self._exclusive(self.snapshot.remove_pod, binding.pod_uid)
                 except ApiError as exc:
                     if exc.conflict and await self._bound_meanwhile(binding):
                         # By us (a retried request) or anyone: placed.
@@ -948,6 +954,11 @@ class GangScheduler:
                 await self.volumes.prepare(gang)
             except VolumeBindingError as exc:
                 self._exclusive(self._volumes_failed, gang, exc)
+                return
+            except FencedError:  # no longer leading: un-assume quietly, as `bind` does
+                for binding in gang:
+                    self._exclusive(self.snapshot.remove_pod, binding.pod_uid)
+                    self._exclusive(self._land, binding.pod_uid)
                 return
             await asyncio.gather(*(bind(b) for b in gang))
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODS, KubeClient
+from podgroup_operator.adapters.kube import PODS, FencedTransport, KubeClient
 from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.controllers import scheduler as scheduler_module
 from podgroup_operator.controllers.scheduler import GangScheduler
@@ -1053,3 +1054,36 @@ async def test_a_slow_decision_is_logged_with_the_gang_it_held_the_loop_for(
         assert slow.endswith("in the worker thread, while the event loop went on")
     else:
         assert "lease renewal, webhooks, probes" in slow
+
+
+# --- a replica that stopped leading sends no bind ------------------------------------------------
+
+
+async def test_binds_refused_by_the_lease_fence_are_not_sent_and_the_pods_stay_undecided(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A leader that stood still past its renew deadline resumed sending the binds it had
+    decided before (controllers/runtime.py fences its clients with `LeaderElector.holds`).
+    A refused bind must reach no API server and leave nothing assumed: the pod is pending for
+    whoever leads next, and a later cycle that may write binds it. Quietly: hundreds of binds
+    can be queued at that moment, and each is no failure but the end of this replica's lead
+    (the runtime logs their count once)."""
+    caplog.set_level(logging.WARNING, logger=scheduler_module.__name__)
+    h = Harness()
+    holds = False
+    h.scheduler.kube = KubeClient(FencedTransport(h.fake, lambda: holds, "not leading"))
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    pods = h.add_pods("gang", 2, cpu=2)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    assert not h.bound_pods()
+    assert not any(h.scheduler.snapshot.is_assumed(pod_uid(p)) for p in pods)
+    assert h.cpu_free("n1") == 8_000
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+
+    holds = True
+    await h.scheduler.cycle()
+    assert sorted(h.bound_pods()) == ["gang-0", "gang-1"]

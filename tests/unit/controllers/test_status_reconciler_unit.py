@@ -8,13 +8,20 @@ would), and the client talks to `FakeApiServer`, whose request log shows every w
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import MERGE_PATCH, PODGROUPS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import (
+    MERGE_PATCH,
+    PODGROUPS,
+    ApiError,
+    FencedTransport,
+    KubeClient,
+)
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.controllers import status as status_module
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
@@ -649,6 +656,30 @@ async def test_a_failing_group_is_reported_once_and_retried_while_others_are_wri
         assert h.reconciler.failures.count((NS, "poison")) == 0  # recovered
     finally:
         await h.reconciler.stop()
+
+
+async def test_a_write_refused_by_the_lease_fence_is_no_failure_of_the_group(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A replica that stopped leading (controllers/runtime.py fences its clients) must not
+    blame the group: a traceback, a `ReconcileFailed` Event attempt and a retry for each
+    group in flight once filled the woken leader's log (103 tracebacks on the dev cluster)."""
+    caplog.set_level(logging.INFO)
+    h = Harness(workers=1)
+    holds = True
+    h.reconciler.kube = KubeClient(FencedTransport(h.fake, lambda: holds, "not leading"))
+    h.group(min_member=1)
+    h.pods(running("a"))
+    holds = False
+    h.reconciler.start()
+    try:
+        h.reconciler.touch(KEY)
+        await until(lambda: h.reconciler.last_done is not None, "the group to be reconciled once")
+    finally:
+        await h.reconciler.stop()
+    assert not h.fake.writes
+    assert h.reconciler.failures.count(KEY) == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
 async def test_a_counters_only_change_waits_for_the_count_delay_a_phase_change_does_not() -> None:

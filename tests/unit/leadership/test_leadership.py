@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -248,3 +249,48 @@ async def test_a_release_that_gets_no_answer_returns_and_leaves_the_lease_to_exp
 async def _cleared(flag: asyncio.Event) -> None:
     while flag.is_set():
         await asyncio.sleep(0.005)
+
+
+async def test_after_a_pause_longer_than_the_renew_deadline_the_leader_holds_nothing_at_once() -> (
+    None
+):
+    """A process that stood still (SIGSTOP, a paused VM) wakes up leading, and the elector
+    notices only when it next tries to renew: `holds` says so at once, before anything else
+    runs, so the leader's writes can be refused from the first turn of the loop."""
+    api = FakeApiServer()
+    elector = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
+    record = Recorder()
+    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
+    try:
+        await asyncio.wait_for(elector.leading.wait(), 2)
+        assert elector.holds()
+        time.sleep(FAST.renew_deadline_seconds * 1.5)  # the whole event loop stands still
+        assert elector.leading.is_set(), "the elector has not run yet"
+        assert not elector.holds()
+        while not record.stopped:  # alone, it leads again at once (its own lease)
+            await asyncio.sleep(0.005)
+        assert record.stopped == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_leader_that_renews_holds_throughout() -> None:
+    """`holds` counts from each renewal, not from the first: past one renew deadline of
+    renewals, every write may still go out; once the elector has stopped, none may."""
+    api = FakeApiServer()
+    elector = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
+    record = Recorder()
+    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
+    try:
+        await asyncio.wait_for(elector.leading.wait(), 2)
+        renewals = api.count("PUT", f"/leases/{NAME}")
+        past_a_deadline = renewals + int(FAST.renew_deadline_seconds / FAST.retry_seconds) + 2
+        while api.count("PUT", f"/leases/{NAME}") < past_a_deadline:
+            assert elector.holds()
+            await asyncio.sleep(0.005)
+        assert record.stopped == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert not elector.holds()
