@@ -18,6 +18,9 @@ SINGULAR = "podgroup"
 SHORT_NAME = "pg"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
+CRD_INSTALL_HINT = "kubectl apply -f crds/ of this repository, or kubectl apply -k deploy/"
+"""How the PodGroup CRD is installed, for messages about a cluster that does not serve it."""
+
 OPERATOR_NAME = "podgroup-operator"
 """Field manager, event source component and the prefix of every object the operator owns."""
 SCHEDULER_NAME = "podgroup-scheduler"

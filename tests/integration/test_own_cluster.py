@@ -579,6 +579,41 @@ async def test_the_writer_process_binds_and_is_replaced_when_killed(
         process.stop()
 
 
+async def test_the_crd_deleted_and_installed_again_under_a_running_operator(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """`kubectl delete -k deploy/` then `apply -k` (or `kubectl delete -f crds/`) removes the
+    CRD, and every PodGroup with it, under a running operator: its PodGroup watch met a "404
+    page not found" it could not read (a JSONDecodeError naming no status, a second a line).
+    It must say what is missing and how to install it, then resume once the CRD is back."""
+    namespace = await make_namespace(own_kube, "crd-again")
+    crd = yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
+    process = OperatorProcess(
+        own_cluster.kubeconfig, tmp_path / "operator.log", ["--webhooks", "off"]
+    )
+    async with pool(own_kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        process.start()
+        try:
+            process.wait_ready()
+            await running_gang(own_kube, namespace, "before", 2, name, timeout=60)
+            await own_kube.delete(CRDS, c.CRD_NAME)
+
+            async def reported() -> bool:
+                return (
+                    "is not served (404); install the PodGroup CRD" in process.log_path.read_text()
+                )
+
+            await wait_for(reported, 60, "the operator to say the CRD is missing")
+            await apply_crd(own_kube, crd)
+            await running_gang(own_kube, namespace, "after", 2, name, timeout=90)
+            log = process.log_path.read_text()
+            assert "JSONDecodeError" not in log, process.log_tail()
+            assert c.CRD_INSTALL_HINT in log
+        finally:
+            process.stop()
+            await apply_crd(own_kube, crd)  # the next tests need it, whatever happened here
+
+
 # Last in the module: it restarts the module's control plane.
 async def test_two_replicas_keep_scheduling_after_the_apiserver_was_down_longer_than_a_lease(
     own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path

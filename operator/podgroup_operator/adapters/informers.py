@@ -219,6 +219,9 @@ class Informer:
     (404 on the first list): e.g. policy/v1beta1 PodDisruptionBudgets before Kubernetes 1.21."""
     watch_seconds: tuple[int, int] = WATCH_SECONDS
     watch_grace_seconds: float = WATCH_GRACE_SECONDS
+    missing: str = ""
+    """What to do when the server does not serve the kind at all (404 on a list), e.g. install
+    the CRD: the log then says so instead of the API server's "404 page not found"."""
 
     def __post_init__(self) -> None:
         self.name = self.name or self.kind.plural
@@ -302,7 +305,11 @@ class Informer:
         what comes `then`, and wait RETRY's delay for it."""
         self.stats.failures += 1
         delay = RETRY.delay(failures).total_seconds()
-        logger.warning("%s: %s failed (%s); %s in %.1fs", self.name, step, _short(exc), then, delay)
+        cause = _short(exc)
+        if isinstance(exc, ApiError) and exc.not_found:
+            cause = f"{self.kind.path()} is not served (404){'; ' if self.missing else ''}"
+            cause += self.missing
+        logger.warning("%s: %s failed (%s); %s in %.1fs", self.name, step, cause, then, delay)
         await asyncio.sleep(delay)
 
     async def _list(self) -> None:
@@ -445,5 +452,6 @@ class Informer:
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    """`Type: message` on one line (the API server's texts end in newlines), cut to `limit`."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more chars)"

@@ -220,12 +220,7 @@ class AiohttpTransport:
             },
             timeout=aiohttp.ClientTimeout(total=60),
         ) as response:
-            raw = await response.read()
-            try:
-                decoded = orjson.loads(raw) if raw else {}
-            except orjson.JSONDecodeError:
-                decoded = {"message": raw.decode(errors="replace")}
-            return response.status, decoded
+            return response.status, _decode(await response.read())
 
     async def stream(self, request: Request) -> AsyncIterator[JSON]:
         credentials = self._credentials
@@ -243,8 +238,10 @@ class AiohttpTransport:
                 except Exception as exc:
                     logger.warning("credentials not refreshed after 401: %s", exc)
             if response.status >= 300:
+                # Not always JSON: a kind nobody serves (a CRD deleted) answers "404 page not
+                # found", which once surfaced as a JSONDecodeError naming no status.
                 raise ApiError(
-                    response.status, await response.json(content_type=None), "WATCH", request.path
+                    response.status, _decode(await response.read()), "WATCH", request.path
                 )
             connection = response.connection
             if (
@@ -270,6 +267,15 @@ class AiohttpTransport:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _decode(raw: bytes) -> Any:
+    """An answer's JSON, or its text as a Status message (the API server answers a path it
+    does not serve with "404 page not found\n")."""
+    try:
+        return orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {"message": raw.decode(errors="replace").strip()}
 
 
 class InvalidNameError(ValueError):

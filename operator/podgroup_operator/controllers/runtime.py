@@ -171,7 +171,13 @@ class Informers:
         return cls(
             pods=Informer(kube, PODS, functools.partial(slim_pod, share=SharedValues())),
             nodes=Informer(kube, NODES, slim_node),
-            podgroups=Informer(kube, PODGROUPS, without_managed_fields),
+            podgroups=Informer(
+                kube,
+                PODGROUPS,
+                without_managed_fields,
+                missing=f"install the PodGroup CRD ({c.CRD_INSTALL_HINT}); until then no "
+                "PodGroup is read, and a replica starting meanwhile does not lead",
+            ),
             quotas=Informer(kube, RESOURCE_QUOTAS, without_managed_fields),
             volumes=Informer(kube, PERSISTENT_VOLUMES, without_managed_fields),
             claims=Informer(kube, PERSISTENT_VOLUME_CLAIMS, without_managed_fields),

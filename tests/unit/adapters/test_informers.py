@@ -16,7 +16,7 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters import informers
 from podgroup_operator.adapters.informers import Informer, object_key
-from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODS, KubeClient
+from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODGROUPS, PODS, KubeClient
 from podgroup_operator.adapters.slim import SharedValues, slim_pod, without_managed_fields
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
@@ -480,6 +480,26 @@ async def test_a_kind_the_server_does_not_serve_falls_back_to_the_older_version(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_crd_not_installed_is_named_with_its_fix_on_one_line(
+    api: FakeApiServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server answers a kind nobody installed with "404 page not found\n": the log
+    said that, over two lines, and nothing of the CRD. Once the CRD is there, it syncs."""
+    monkeypatch.setattr(informers, "RETRY", Backoff(initial_seconds=0.01, max_seconds=0.01))
+    api.inject_error("GET", PODGROUPS.path(), 404, "NotFound", "404 page not found\n")
+    built = Informers.build(KubeClient(api))
+    task = asyncio.create_task(built.podgroups.run())
+    try:
+        await asyncio.wait_for(built.podgroups.synced.wait(), 1)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    (line,) = [r.getMessage() for r in caplog.records if "list failed" in r.getMessage()]
+    assert "\n" not in line
+    assert f"{PODGROUPS.path()} is not served (404); install the PodGroup CRD" in line
+    assert c.CRD_INSTALL_HINT in line
 
 
 def test_the_operators_pod_informer_shares_what_pods_hold_alike() -> None:
