@@ -100,6 +100,29 @@ async def test_gang_lifecycle_pending_running_unknown_pending(
         assert expected in transitions, transitions
 
 
+async def test_a_group_whose_pods_carry_a_near_miss_label_says_which_label_makes_a_member(
+    kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
+) -> None:
+    """`pod-group.scheduling.sigs.k8s.io: train` (the lightweight gang's key without `/name`)
+    makes no member: the group once waited with "0 member pods can run" and nothing more."""
+    await create_group(kube, namespace, "train", min_member=2)
+    await run_members(
+        kube, namespace, sim, ["w0", "w1"], labels={"pod-group.scheduling.sigs.k8s.io": "train"}
+    )
+
+    async def explained() -> dict[str, Any] | None:
+        status = await group_status(kube, namespace, "train")
+        found = [
+            x for x in status.get("conditions", []) if x["type"] == c.ConditionType.UNSCHEDULABLE
+        ]
+        return found[0] if found and "a pod is a member" in found[0]["message"] else None
+
+    condition = await wait_for(explained, 30, "the group to say how a pod becomes a member")
+    assert condition["reason"] == c.Reason.NOT_ENOUGH_TASKS
+    assert f"{c.LABEL_POD_GROUP}=train" in condition["message"]
+    assert (await group_status(kube, namespace, "train"))["phase"] == c.Phase.PENDING
+
+
 async def test_deleted_member_makes_the_gang_unknown_with_pod_deleted(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:

@@ -63,6 +63,8 @@ from typing import Any
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition, PodGroup, PodGroupStatus
 from podgroup_operator.constants import (
+    ANNOTATION_GROUP_NAME,
+    LABEL_POD_GROUP,
     ConditionStatus,
     ConditionType,
     EventType,
@@ -351,7 +353,7 @@ def compute_status(
 
     conditions = previous.conditions
     existing = find_condition(conditions, ConditionType.UNSCHEDULABLE)
-    verdict = _unschedulable_verdict(phase, counts, min_member, loss, existing)
+    verdict = _unschedulable_verdict(phase, counts, min_member, loss, existing, group.metadata.name)
     if verdict is not None:
         status, reason, message = verdict
         conditions = set_condition(
@@ -427,8 +429,13 @@ def _unschedulable_verdict(
     min_member: int,
     loss: _Loss,
     existing: Condition | None,
+    name: str,
 ) -> tuple[ConditionStatus, Reason, str] | None:
-    """(status, reason, message) the lifecycle wants, or None to keep the scheduler's verdict."""
+    """(status, reason, message) the lifecycle wants, or None to keep the scheduler's verdict.
+
+    A group with no member at all says how a pod becomes one: a pod labelled with a key that
+    is almost right (`pod-group.scheduling.sigs.k8s.io` without `/name`, the lightweight gang's
+    label) is no member and is scheduled alone, and "0 member pods can run" named no cause."""
     live = f"{counts.live} of minMember {min_member} members running or succeeded"
     if phase is Phase.RUNNING:
         return ConditionStatus.FALSE, Reason.GANG_SCHEDULABLE, live
@@ -450,11 +457,18 @@ def _unschedulable_verdict(
         what = "a member failed" if reason is Reason.POD_FAILED else "a member went away"
         return ConditionStatus.TRUE, reason, f"{what}; {live}"
     if counts.can_run < min_member:
+        how = (
+            f"; a pod is a member when labelled {LABEL_POD_GROUP}={name} (or annotated "
+            f"{ANNOTATION_GROUP_NAME}={name}) in the group's namespace"
+            if not counts.total
+            else ""
+        )
         return (
             ConditionStatus.TRUE,
             Reason.NOT_ENOUGH_TASKS,
             f"{counts.can_run} member pods can run, fewer than minMember {min_member}"
-            + _lost_members(counts),
+            + _lost_members(counts)
+            + how,
         )
     if existing is None or existing.reason in _LIFECYCLE_REASONS:
         return (

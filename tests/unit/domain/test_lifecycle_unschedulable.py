@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from podgroup_operator.api.models import Condition, PodGroupStatus
-from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
+from podgroup_operator.constants import (
+    ANNOTATION_GROUP_NAME,
+    LABEL_POD_GROUP,
+    ConditionStatus,
+    ConditionType,
+    Phase,
+    Reason,
+)
 from podgroup_operator.domain.lifecycle import compute_status
 from tests.unit.domain.lifecycle_helpers import T0, at, gang, members, story, unschedulable
 
@@ -59,6 +66,21 @@ def test_the_lifecycle_verdict_per_situation(
 def test_messages_say_how_short_the_gang_is_and_why() -> None:
     condition = unschedulable(story(gang(4), ["FDP"])[-1].status)
     assert condition.message == "2 member pods can run, fewer than minMember 4 (1 failed)"
+
+
+def test_a_group_without_any_member_says_how_a_pod_becomes_one() -> None:
+    """A pod labelled with a near miss (`pod-group.scheduling.sigs.k8s.io`, the lightweight
+    gang's key without `/name`) is no member: the message must name the keys that count."""
+    group = gang(2)
+    condition = unschedulable(story(group, [""])[-1].status)
+    name = group.metadata.name
+    assert condition.message == (
+        "0 member pods can run, fewer than minMember 2; a pod is a member when labelled "
+        f"{LABEL_POD_GROUP}={name} (or annotated {ANNOTATION_GROUP_NAME}={name}) in the "
+        "group's namespace"
+    )
+    # Once it has members, the message is about them again.
+    assert "a pod is a member" not in unschedulable(story(group, ["P"])[-1].status).message
 
 
 def test_an_unknown_gang_names_its_newest_loss_and_keeps_it_while_nothing_new_is_lost() -> None:
