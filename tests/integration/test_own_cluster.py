@@ -238,16 +238,7 @@ async def test_two_replicas_one_leads_a_killed_leader_is_replaced_and_every_gang
             # A burst: 8 gangs of 2 x 1 cpu fill the 16 cpus exactly.
             for gang in range(8):
                 await create_group(own_kube, namespace, f"g{gang}", minMember=2)
-                for index in range(2):
-                    await create_pod(
-                        own_kube,
-                        namespace,
-                        f"g{gang}-{index}",
-                        group=f"g{gang}",
-                        requests={"cpu": "1"},
-                        scheduler=c.SCHEDULER_NAME,
-                        nodeSelector={"pool": name},
-                    )
+                await gang_pods(own_kube, namespace, f"g{gang}", 2, name, group=f"g{gang}")
 
             async def some_bound() -> bool:
                 pods = (await own_kube.list(PODS, namespace))["items"]
@@ -293,16 +284,15 @@ async def test_a_leader_that_stood_still_past_its_lease_sends_nothing_when_it_wa
         async def gang(index: int) -> None:
             async with creating:
                 await create_group(own_kube, namespace, f"g{index}", minMember=size)
-                for member in range(size):
-                    await create_pod(
-                        own_kube,
-                        namespace,
-                        f"g{index}-{member}",
-                        group=f"g{index}",
-                        requests={"cpu": "100m"},
-                        scheduler=c.SCHEDULER_NAME,
-                        nodeSelector={"pool": name},
-                    )
+                await gang_pods(
+                    own_kube,
+                    namespace,
+                    f"g{index}",
+                    size,
+                    name,
+                    group=f"g{index}",
+                    requests={"cpu": "100m"},
+                )
 
         await asyncio.gather(*(gang(i) for i in range(gangs)))
         with running_replicas(own_cluster, tmp_path) as replicas:
@@ -339,7 +329,6 @@ async def test_a_leader_that_stood_still_past_its_lease_sends_nothing_when_it_wa
             assert fenced >= 1, leader.log_tail()
             log = leader.log_path.read_text()
             assert "write(s) not sent: the lease was last held" in log
-            assert "this process stood still" in log
             for noise in ("Traceback", " ERROR ", "not written", "not posted"):
                 assert noise not in log, leader.log_tail()
 

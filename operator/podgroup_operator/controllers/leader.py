@@ -55,6 +55,17 @@ class Timing:
     """Another holder's lease is believed for at most this long (domain/leadership.py)."""
 
 
+def _stood_still(late: float) -> str:
+    """What a timer that fired `late` seconds after its time says of this process: past a
+    second, its event loop did not run for that long."""
+    if late <= 1.0:
+        return ""
+    return (
+        f": this process stood still for {late:.1f}s (stopped, paused, starved of CPU, or its "
+        "event loop held)"
+    )
+
+
 class LeaderElector:
     """Campaigns for one Lease; `leading` is set while this replica leads."""
 
@@ -164,17 +175,13 @@ class LeaderElector:
             held = self._held_since if self._held_since is not None else loop.time()
             left = self.timing.renew_deadline_seconds - (loop.time() - held)
             if left <= 0:
-                late = loop.time() - slept_from - self.timing.retry_seconds
                 logger.warning(
                     "lease %s/%s last held %.1fs ago, past the renew deadline (%.0fs)%s",
                     self.namespace,
                     self.name,
                     loop.time() - held,
                     self.timing.renew_deadline_seconds,
-                    f": this process stood still for {late:.1f}s (stopped, paused or starved "
-                    "of CPU)"
-                    if late > 1.0
-                    else "",
+                    _stood_still(loop.time() - slept_from - self.timing.retry_seconds),
                 )
                 return
             if not await self._try(deadline=left) and not self.holds():
@@ -190,15 +197,18 @@ class LeaderElector:
         """
         if self._released:
             return False
-        began = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        budget = self.timing.renew_deadline_seconds if deadline is None else deadline
         try:
-            async with asyncio.timeout(
-                self.timing.renew_deadline_seconds if deadline is None else deadline
-            ):
+            async with asyncio.timeout(budget):
                 held = await self._attempt()
         except TimeoutError:
             logger.warning(
-                "lease %s/%s: no answer within the renew deadline", self.namespace, self.name
+                "lease %s/%s: no answer within the renew deadline%s",
+                self.namespace,
+                self.name,
+                _stood_still(loop.time() - began - budget),
             )
             return False
         except ApiError as exc:

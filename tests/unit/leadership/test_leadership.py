@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from podgroup_operator.adapters.kube import LEASES, KubeClient
+from podgroup_operator.adapters.kube import LEASES, KubeClient, Transport
 from podgroup_operator.controllers.leader import LeaderElector, Timing
 from podgroup_operator.domain.leadership import (
     LONGEST_LEASE_SECONDS,
@@ -170,10 +170,7 @@ async def test_of_two_electors_exactly_one_leads_and_a_release_hands_over_at_onc
 
 async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() -> None:
     api = FakeApiServer()
-    a = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
-    record = Recorder()
-    task = asyncio.create_task(a.run(record.on_started, record.on_stopped))
-    try:
+    async with campaign(api) as (a, record, _):
         await asyncio.wait_for(a.leading.wait(), 2)
         api.inject_error("*", f"/leases/{NAME}", 500, times=10**6)  # the API server is gone
         loop = asyncio.get_running_loop()
@@ -182,9 +179,6 @@ async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() 
             await asyncio.sleep(0.01)
         assert loop.time() - lost_from < FAST.lease_seconds
         assert (record.started, record.stopped) == (1, 1)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 def lease_faults() -> FaultyTransport:
@@ -194,10 +188,13 @@ def lease_faults() -> FaultyTransport:
 
 @contextlib.asynccontextmanager
 async def campaign(
-    faulty: FaultyTransport,
+    transport: Transport,
 ) -> AsyncIterator[tuple[LeaderElector, Recorder, asyncio.Task[None]]]:
-    """One elector campaigning through `faulty`, stopped at the end of the block."""
-    elector = LeaderElector(KubeClient(faulty), namespace=NS, name=NAME, identity="a", timing=FAST)
+    """One elector campaigning through `transport` (the fake API server, or one whose Lease
+    requests fail on demand), stopped at the end of the block."""
+    elector = LeaderElector(
+        KubeClient(transport), namespace=NS, name=NAME, identity="a", timing=FAST
+    )
     record = Recorder()
     task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
     try:
@@ -257,11 +254,7 @@ async def test_after_a_pause_longer_than_the_renew_deadline_the_leader_holds_not
     """A process that stood still (SIGSTOP, a paused VM) wakes up leading, and the elector
     notices only when it next tries to renew: `holds` says so at once, before anything else
     runs, so the leader's writes can be refused from the first turn of the loop."""
-    api = FakeApiServer()
-    elector = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
-    record = Recorder()
-    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
-    try:
+    async with campaign(FakeApiServer()) as (elector, record, _):
         await asyncio.wait_for(elector.leading.wait(), 2)
         assert elector.holds()
         time.sleep(FAST.renew_deadline_seconds * 1.5)  # the whole event loop stands still
@@ -270,19 +263,13 @@ async def test_after_a_pause_longer_than_the_renew_deadline_the_leader_holds_not
         while not record.stopped:  # alone, it leads again at once (its own lease)
             await asyncio.sleep(0.005)
         assert record.stopped == 1
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_leader_that_renews_holds_throughout() -> None:
     """`holds` counts from each renewal, not from the first: past one renew deadline of
     renewals, every write may still go out; once the elector has stopped, none may."""
     api = FakeApiServer()
-    elector = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
-    record = Recorder()
-    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
-    try:
+    async with campaign(api) as (elector, record, _):
         await asyncio.wait_for(elector.leading.wait(), 2)
         renewals = api.count("PUT", f"/leases/{NAME}")
         past_a_deadline = renewals + int(FAST.renew_deadline_seconds / FAST.retry_seconds) + 2
@@ -290,7 +277,4 @@ async def test_a_leader_that_renews_holds_throughout() -> None:
             assert elector.holds()
             await asyncio.sleep(0.005)
         assert record.stopped == 0
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
     assert not elector.holds()
