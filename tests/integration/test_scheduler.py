@@ -502,6 +502,28 @@ async def test_nonstrict_gang_holds_capacity_until_its_timeout(
         assert not bound(await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=greedy"))
 
 
+async def test_a_member_asking_for_more_than_can_be_counted_is_refused_saying_so(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """A pod stored asking for 9Ei of memory saturates the scheduler's milli-units; its gang's
+    refusal once read `memory: 9223372036854775807m`, a number no one asked for."""
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        await create_group(kube, namespace, "greedy", min_member=1)
+        await gang_pods(
+            kube, namespace, "greedy", 1, name, group="greedy", requests={"memory": "9Ei"}
+        )
+
+        async def refused() -> dict[str, Any] | None:
+            status = await group_status(kube, namespace, "greedy")
+            found = [x for x in status.get("conditions", []) if x["type"] == "Unschedulable"]
+            cond = found[0] if found else None
+            return cond if cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES else None
+
+        cond = await wait_for(refused, 30, "the gang to be refused for its memory")
+        assert "memory: more than 9223372036854775 (too large)" in cond["message"], cond
+        assert "9223372036854775807m" not in cond["message"]
+
+
 THREAD_DECISIONS = "podgroup_scheduling_thread_decisions_total"
 HOSTNAME = "kubernetes.io/hostname"
 
