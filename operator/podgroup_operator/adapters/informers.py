@@ -307,8 +307,9 @@ class Informer:
         delay = RETRY.delay(failures).total_seconds()
         cause = _short(exc)
         if isinstance(exc, ApiError) and exc.not_found:
-            cause = f"{self.kind.path()} is not served (404){'; ' if self.missing else ''}"
-            cause += self.missing
+            cause = "; ".join(
+                filter(None, (f"{self.kind.path()} is not served (404)", self.missing))
+            )
         logger.warning("%s: %s failed (%s); %s in %.1fs", self.name, step, cause, then, delay)
         await asyncio.sleep(delay)
 
