@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -34,7 +35,9 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.domain.leadership import MICRO_TIME
 from tests.kube_helpers import (
+    Samples,
     apply_crd,
     create_bound,
     create_group,
@@ -601,6 +604,58 @@ async def test_the_crd_deleted_and_installed_again_under_a_running_operator(
         finally:
             process.stop()
             await apply_crd(own_kube, crd)  # the next tests need it, whatever happened here
+
+
+async def hold_lease_elsewhere(kube: KubeClient, holder: str, seconds: int) -> None:
+    """The replicas' Lease held by `holder`, renewed now, as another replica would hold it."""
+    now = dt.datetime.now(dt.UTC).strftime(MICRO_TIME)
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds, "renewTime": now}
+    try:
+        await kube.patch(LEASES, c.LEADER_LEASE_NAME, {"spec": spec}, "kube-system")
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        meta = {"name": c.LEADER_LEASE_NAME, "namespace": "kube-system"}
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta}
+        await kube.create(LEASES, {**body, "spec": {**spec, "acquireTime": now}}, "kube-system")
+
+
+async def test_a_phase_the_operator_does_not_write_is_counted_unrecognized_until_rewritten(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """A standby replica counts every PodGroup in its metrics, whatever phase another writer
+    left; the label stays one of a known few (`Unrecognized`, never the phase itself, which
+    could be anything of any size) until the leader rewrites it."""
+    namespace = await make_namespace(own_kube, "phases")
+    await hold_lease_elsewhere(own_kube, "another-replica", seconds=120)
+    process = OperatorProcess(own_cluster.kubeconfig, tmp_path / "op.log", ["--webhooks", "off"])
+    process.start()
+    try:
+        process.wait_ready()
+        await create_group(own_kube, namespace, "left", minMember=2)
+        odd = "Queued" + "-" * 1000  # another writer's phase, not one of ours
+        await own_kube.patch_status(PODGROUPS, "left", namespace, {"phase": odd})
+
+        async def counted() -> Samples | None:
+            samples = await scrape(process)
+            return samples if sample(samples, "podgroup_podgroups", phase="Unrecognized") else None
+
+        samples = await wait_for(counted, 30, "the standby to count the group Unrecognized")
+        assert sample(samples, "podgroup_leader") == 0
+        assert not [key for key in samples if odd in str(key)]
+
+        await hold_lease_elsewhere(own_kube, "", seconds=120)  # the other replica let go
+        await wait_group(own_kube, namespace, "left", timeout=30, phase=c.Phase.PENDING)
+
+        async def recounted() -> Samples | None:
+            samples = await scrape(process)
+            unrecognized = sample(samples, "podgroup_podgroups", phase="Unrecognized")
+            return samples if not unrecognized and sample(samples, "podgroup_leader") else None
+
+        samples = await wait_for(recounted, 30, "the leader's metrics to count it Pending")
+        assert sample(samples, "podgroup_podgroups", phase="Pending") >= 1
+    finally:
+        process.stop()
 
 
 # Last in the module: it restarts the module's control plane.
