@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -90,6 +90,8 @@ class Backend:
     other_namespace: str
     scope: str
     """The value of SCOPE_LABEL on every object this test makes."""
+    terminate_other: Callable[[], Awaitable[None]]
+    """Start deleting `other_namespace`, and keep it being deleted until the test ends."""
 
     def selector(self, extra: str = "") -> str:
         """A label selector for this test's objects, plus `extra` requirements."""
@@ -373,6 +375,31 @@ class ApiContract:
             EVENTS, api.namespace, field_selector="involvedObject.name=someone-else"
         )
         assert other["items"] == []
+
+    async def test_a_namespace_being_deleted_refuses_every_create_with_its_cause(
+        self, api: Backend
+    ) -> None:
+        """The scheduler's binds, the Events of every controller and the pods a restart makes
+        are told apart from other refusals by this cause (`ApiError.namespace_terminating`)."""
+        pending = await api.pod("p", api.other_namespace)
+        uid = pending["metadata"]["uid"]
+        await api.terminate_other()
+        refusals = [
+            await api_error(api.kube.bind(api.other_namespace, "p", "n1", uid)),
+            await api_error(
+                api.kube.create_event(
+                    pending, event_type="Normal", reason="ContractCheck", message="m", timestamp=NOW
+                )
+            ),
+            await api_error(api.pod("q", api.other_namespace)),
+        ]
+        for refusal in refusals:
+            assert (refusal.status, refusal.reason) == (403, "Forbidden"), refusal.body
+            assert refusal.namespace_terminating and not refusal.conflict
+            assert refusal.message.endswith(
+                f"unable to create new content in namespace {api.other_namespace} because it "
+                "is being terminated"
+            )
 
     # --- update and patch -----------------------------------------------------------------------
 

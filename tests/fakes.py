@@ -27,6 +27,8 @@ apiserver's answers where the operator relies on them:
   current state as ADDED when none is given), with selector transitions turned into
   ADDED/DELETED as the watch cache does, until `close_watches()`, `close()` or timeoutSeconds;
   `inject_error("WATCH", ...)` gives the ERROR event of an expired resourceVersion (410);
+* a namespace being deleted (`terminate_namespace()`): every create in it, a binding or an
+  Event too, is refused with 403 Forbidden and the NamespaceTerminating cause;
 * errors as Status bodies; `inject_error()` makes the next matching request fail, and `hold()`
   keeps matching requests in flight until the test releases them (overlapping writers).
 
@@ -472,6 +474,7 @@ class FakeApiServer:
         self._watches: list[_Watch] = []
         self._errors: list[_InjectedError] = []
         self._holds: list[_Hold] = []
+        self._terminating: set[str] = set()
         self.closed = False
 
     # --- Transport ------------------------------------------------------------------------------
@@ -592,6 +595,16 @@ class FakeApiServer:
         self._holds.append(hold)
         return hold.released
 
+    def terminate_namespace(self, namespace: str) -> None:
+        """The namespace is being deleted: from now on it refuses every create, as the
+        apiserver's NamespaceLifecycle admission does (its objects stay until deleted)."""
+        self._terminating.add(namespace)
+
+    def recreate_namespace(self, namespace: str) -> None:
+        """The namespace is gone and was created again: it takes creates again (what it held
+        is the test's to delete)."""
+        self._terminating.discard(namespace)
+
     def seed(self, *bodies: JSON) -> list[JSON]:
         """Store objects directly (unlogged), as if created earlier; uids given are kept.
 
@@ -668,6 +681,8 @@ class FakeApiServer:
         params = dict(request.params or {})
         dry_run = bool(params.get("dryRun"))
         method = request.method
+        if method == "POST" and where.namespace in self._terminating:
+            raise self._namespace_terminating(where, request.body)
         if where.name is None:
             if method == "GET":
                 return 200, self._list(where, params)
@@ -981,6 +996,28 @@ class FakeApiServer:
             None if plural in _CLUSTER_SCOPED else body["metadata"].get("namespace") or "default"
         )
         return Locator(api, plural, namespace, body["metadata"]["name"])
+
+    def _namespace_terminating(self, where: Locator, body: Any) -> StatusError:
+        meta = (body.get("metadata") if isinstance(body, dict) else None) or {}
+        name = where.name or meta.get("name") or meta.get("generateName") or ""
+        namespace = where.namespace
+        return StatusError(
+            403,
+            "Forbidden",
+            f'{where.plural} "{name}" is forbidden: unable to create new content in namespace '
+            f"{namespace} because it is being terminated",
+            {
+                "name": name,
+                "kind": where.plural,
+                "causes": [
+                    {
+                        "reason": c.StatusCause.NAMESPACE_TERMINATING,
+                        "message": f"namespace {namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    }
+                ],
+            },
+        )
 
     def _conflict(self, where: Locator) -> StatusError:
         return StatusError(

@@ -43,6 +43,7 @@ from tests.kube_helpers import (
     create_group,
     create_pod,
     gang_pods,
+    group_status,
     pool,
     sample,
     scrape,
@@ -604,6 +605,80 @@ async def test_the_crd_deleted_and_installed_again_under_a_running_operator(
         finally:
             process.stop()
             await apply_crd(own_kube, crd)  # the next tests need it, whatever happened here
+
+
+@contextlib.contextmanager
+def paused(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def test_a_namespace_deleted_with_gangs_waiting_is_said_once_and_the_others_go_on(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """The namespace controller deletes a big namespace's pods over seconds, and meanwhile the
+    namespace refuses every bind. Each capacity freed placed its waiting gangs again, and each
+    refused bind was a warning (1,888 in 7 s for 300 gangs of 4 pods). Here the controller
+    manager is paused, so the window lasts: the operator says once that the namespace is being
+    deleted, leaves its gangs, and places a gang elsewhere in the room freed."""
+    doomed = await make_namespace(own_kube, "doomed")
+    staying = await make_namespace(own_kube, "staying")
+    process = OperatorProcess(own_cluster.kubeconfig, tmp_path / "op.log", ["--webhooks", "off"])
+    async with pool(own_kube, count=1, cpu="4", memory="16Gi") as (sim, name):
+        (node_name,) = sim.node_names
+        await create_bound(own_kube, staying, "blocker", node_name, requests={"cpu": "4"})
+        process.start()
+        try:
+            process.wait_ready()
+            await leader_among(own_kube, [process])
+            for gang in range(3):
+                await create_group(own_kube, doomed, f"g{gang}", minMember=2)
+                await gang_pods(own_kube, doomed, f"g{gang}", 2, name, group=f"g{gang}")
+
+            async def all_refused() -> bool:
+                for gang in range(3):
+                    status = await group_status(own_kube, doomed, f"g{gang}")
+                    reasons = {cond.get("reason") for cond in status.get("conditions", [])}
+                    if c.Reason.NOT_ENOUGH_RESOURCES not in reasons:
+                        return False
+                return True
+
+            await wait_for(all_refused, 30, "the doomed gangs to wait for room")
+            with paused(own_cluster.pids["kube-controller-manager"]):
+                await own_kube.delete(NAMESPACES, doomed)
+                await own_kube.delete(PODS, "blocker", staying, grace_period_seconds=0)
+
+                async def said() -> bool:
+                    return f"namespace {doomed} is being deleted" in process.log_path.read_text()
+
+                await wait_for(said, 30, "the operator to say the namespace is being deleted")
+                await running_gang(own_kube, staying, "after", 2, name, timeout=60)
+                doomed_pods = (await own_kube.list(PODS, doomed))["items"]
+                assert len(doomed_pods) == 6
+                assert not [p for p in doomed_pods if p["spec"].get("nodeName")]
+
+            async def gone() -> bool:
+                try:
+                    await own_kube.get(NAMESPACES, doomed)
+                except ApiError as exc:
+                    return exc.not_found
+                return False
+
+            await wait_for(gone, 60, "the namespace to be deleted")
+        finally:
+            process.stop()
+    log = process.log_path.read_text()
+    assert log.count(f"namespace {doomed} is being deleted") == 1, log[-3000:]
+    complaints = [
+        line
+        for line in log.splitlines()
+        if f"{doomed}/" in line or f"namespace {doomed} because" in line
+        if " WARNING " in line or " ERROR " in line
+    ]
+    assert not complaints, complaints[:5]
 
 
 async def hold_lease_elsewhere(kube: KubeClient, holder: str, seconds: int) -> None:

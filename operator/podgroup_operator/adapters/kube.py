@@ -612,8 +612,9 @@ class KubeClient:
         self, involved: JSON, *, event_type: str, reason: str, message: str, now: dt.datetime
     ) -> None:
         """`create_event`, best effort: an Event only narrates what a status or a pod already
-        records, so a refusal (a namespace being deleted answers 403) is logged, not raised;
-        retrying the decision for it would only repeat writes that succeeded."""
+        records, so a refusal is logged, not raised; retrying the decision for it would only
+        repeat writes that succeeded. A namespace being deleted (403) only at debug level: the
+        Event would have gone with it, and a big namespace's deletion logged dozens."""
         try:
             await self.create_event(
                 involved,
@@ -623,7 +624,8 @@ class KubeClient:
                 timestamp=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
         except ApiError as exc:
-            logger.warning(
+            logger.log(
+                logging.DEBUG if exc.namespace_terminating else logging.WARNING,
                 "Event %s on %s not posted: %s",
                 reason,
                 (involved.get("metadata") or {}).get("name"),

@@ -233,14 +233,19 @@ class PodSignals:
         timestamp = _timestamp(self.clock())
 
         async def post() -> None:
-            await self.kube.create_event(
-                involved,
-                event_type=event_type,
-                reason=reason,
-                message=message,
-                timestamp=timestamp,
-                component=component,
-            )
+            try:
+                await self.kube.create_event(
+                    involved,
+                    event_type=event_type,
+                    reason=reason,
+                    message=message,
+                    timestamp=timestamp,
+                    component=component,
+                )
+            except ApiError as exc:
+                if not exc.namespace_terminating:
+                    raise
+                # The namespace goes with the pod and every Event about it: nothing to say.
 
         return post
 

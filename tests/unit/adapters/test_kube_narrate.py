@@ -46,3 +46,26 @@ async def test_a_refused_event_is_logged_not_raised(caplog: pytest.LogCaptureFix
 
     assert fake.events() == []
     assert "Event Preempted on p not posted: namespace ns is being terminated" in caplog.text
+
+
+async def test_an_event_refused_because_the_namespace_is_being_deleted_is_no_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """It would have gone with the namespace; a big namespace's deletion logged dozens."""
+    fake = FakeApiServer()
+    kube = KubeClient(fake)
+    (stored,) = fake.seed(pod("p", "ns"))
+    fake.terminate_namespace("ns")
+
+    with caplog.at_level(logging.DEBUG):
+        await kube.narrate(
+            stored,
+            event_type=c.EventType.NORMAL,
+            reason=c.Reason.PHASE_CHANGED,
+            message="",
+            now=NOW,
+        )
+
+    assert fake.count("POST", "/events") == 1 and fake.events() == []
+    (record,) = [r for r in caplog.records if "not posted" in r.getMessage()]
+    assert record.levelno == logging.DEBUG

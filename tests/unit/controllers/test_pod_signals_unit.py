@@ -273,3 +273,17 @@ async def test_the_scheduler_is_busy_for_its_signals_exactly_while_its_binds_are
     assert not h.scheduler.signals.busy()
     await h.scheduler.signals.idle()
     assert len(h.fake.events(reason=c.PodReason.SCHEDULED)) == 2
+
+
+async def test_events_refused_because_the_namespace_is_being_deleted_are_no_failures() -> None:
+    """The pods and their Events go with the namespace; the condition (an update) still goes."""
+    w = World()
+    (target,) = [p for p in w.pods if p["metadata"]["name"] == "gang-0"]
+    w.fake.terminate_namespace(NS)
+    w.signals.refused(GANG, [target], "short 1 node")
+    w.signals.bound(target["metadata"]["uid"], "node-1")
+    await w.signals.idle()
+
+    assert w.fake.count("POST", "/events") >= 1  # sent, and refused
+    assert w.signals.failures == 0
+    assert len(w.condition_patches()) == 1

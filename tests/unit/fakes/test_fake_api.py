@@ -43,13 +43,21 @@ def fake_server() -> FakeApiServer:
     )
 
 
+def fake_backend(fake: FakeApiServer, kube: KubeClient) -> Backend:
+    async def terminate_other() -> None:
+        fake.terminate_namespace("other")
+
+    return Backend(kube, NS, "other", new_scope(), terminate_other)
+
+
 class TestInMemoryFake(ApiContract):
     """The API server contract, against the fake."""
 
     @pytest.fixture
     async def api(self) -> AsyncIterator[Backend]:
-        kube = KubeClient(fake_server())
-        yield Backend(kube, NS, "other", new_scope())
+        fake = fake_server()
+        kube = KubeClient(fake)
+        yield fake_backend(fake, kube)
         await kube.close()
 
 
@@ -226,7 +234,7 @@ async def until(condition: Callable[[], bool]) -> None:
 
 
 async def test_closing_watches_ends_them(fake: FakeApiServer, client: KubeClient) -> None:
-    api = Backend(client, NS, "other", new_scope())
+    api = fake_backend(fake, client)
     watcher = asyncio.create_task(collect(api, 5, resource_version=fake.resource_version))
     await until(lambda: fake.open_watches == 1)
     await api.pod("p")
