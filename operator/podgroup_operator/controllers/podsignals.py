@@ -11,7 +11,12 @@ gang:
   process last wrote on that pod (a pod's own status patch comes back as a watch event, and a
   refusal repeated every cycle must not become a write every cycle);
 * `FailedScheduling` (Warning) on each waiting member, at most once per gang per message change
-  or per `FAILED_SCHEDULING_INTERVAL` (a gang refused every second must not flood etcd);
+  or per `FAILED_SCHEDULING_INTERVAL`, doubled at each repeat up to
+  `FAILED_SCHEDULING_LONGEST_INTERVAL` (a gang refused every second must not flood etcd); a
+  repeat of the same message on a pod counts up the Event posted before (`count`,
+  `lastTimestamp`, one PATCH), as client-go's event correlator does for kube-scheduler, so that
+  `kubectl describe pod` reads "(x5 over 10m)" and etcd holds one Event per pod, not one per
+  repeat (a gang of 2,000 members waiting an hour made 120,000);
 * `Scheduled` (Normal) on bind: "Successfully assigned ns/pod to node".
 
 None of this may slow or stop scheduling: calls only queue work, which `SIGNAL_CONCURRENCY`
@@ -34,6 +39,7 @@ it True; a precondition would only turn every kubelet or label change into a ret
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -41,6 +47,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import (
+    EVENTS,
     JSON,
     PODS,
     STRATEGIC_PATCH,
@@ -57,9 +64,31 @@ logger = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 8
 """Condition patches and Events in flight at once."""
 FAILED_SCHEDULING_INTERVAL = dt.timedelta(seconds=60)
-"""A gang still refused with the same message gets its FailedScheduling Events again after this."""
+"""A gang still refused with the same message gets its FailedScheduling Events again after this,
+then after twice as long at each repeat."""
+FAILED_SCHEDULING_LONGEST_INTERVAL = dt.timedelta(minutes=5)
+"""The longest wait between repeats (kube-scheduler's event spam filter lets one Event per pod
+through every 5 minutes once a pod has had its burst)."""
 MESSAGE_LIMIT = 1024
 """Characters of a condition or Event message (an Event's note is capped at 1 kB)."""
+
+
+def repeat_interval(repeats: int) -> dt.timedelta:
+    """The wait before repeating a gang's unchanged FailedScheduling Events, after `repeats`
+    repeats already."""
+    return min(
+        FAILED_SCHEDULING_INTERVAL * (1 << min(repeats, 16)), FAILED_SCHEDULING_LONGEST_INTERVAL
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Posted:
+    """A FailedScheduling Event posted on a pod: where it is, what it says, how often."""
+
+    name: str
+    namespace: str
+    message: str
+    count: int
 
 
 def _timestamp(now: dt.datetime) -> str:
@@ -126,11 +155,14 @@ class PodSignals:
         """Writes that failed (also counted in metrics)."""
         self._written: dict[str, str] = {}
         """uid -> the Unschedulable message this process last wrote (or queued) on that pod."""
-        self._told: dict[GroupKey, tuple[str, dt.datetime]] = {}
+        self._told: dict[GroupKey, tuple[str, dt.datetime, int]] = {}
+        """Gang -> (message, time, repeats so far) of its last FailedScheduling Events."""
+        self._posted: dict[str, Posted] = {}
+        """uid -> the FailedScheduling Event last posted on that waiting pod (repeats count it
+        up)."""
         self._placing: dict[str, JSON] = {}
         """uid -> pods placed whose bind is in flight (the watch may drop them from pending
         before the bind answers; the Scheduled Event names them and their scheduler)."""
-        """Gang -> (message, time) of its last FailedScheduling Events."""
         self._work: dict[tuple[str, str], Callable[[], Awaitable[None]]] = {}
         """(uid, what) -> the newest write to send; insertion order is the queue's order."""
         self._workers: set[asyncio.Task[None]] = set()
@@ -150,18 +182,15 @@ class PodSignals:
             self._written[uid] = message
             self._submit(uid, "condition", self._condition_writer(pod, message, now, first=first))
         told = self._told.get(key)
-        if told is not None and told[0] == message and now - told[1] < FAILED_SCHEDULING_INTERVAL:
-            return
-        self._told[key] = (message, now)
+        repeats = 0
+        if told is not None and told[0] == message:
+            if now - told[1] < repeat_interval(told[2]):
+                return
+            repeats = told[2] + 1
+        self._told[key] = (message, now, repeats)
         for pod in waiting:
             uid = (pod.get("metadata") or {}).get("uid") or ""
-            self._submit(
-                uid,
-                c.PodReason.FAILED_SCHEDULING,
-                self._event_writer(
-                    pod, c.EventType.WARNING, c.PodReason.FAILED_SCHEDULING, message
-                ),
-            )
+            self._submit(uid, c.PodReason.FAILED_SCHEDULING, self._failed_writer(pod, message))
 
     def placed(self, key: GroupKey) -> None:
         """The gang was placed: a later refusal is news again."""
@@ -177,6 +206,7 @@ class PodSignals:
         """The pod was bound to `node`: the `Scheduled` Event, worded as kube-scheduler's."""
         pod = self._placing.pop(uid, None)
         self._written.pop(uid, None)
+        self._posted.pop(uid, None)
         if pod is None:
             return  # not placed by this process's decisions: nothing to narrate
         meta = pod.get("metadata") or {}
@@ -191,6 +221,7 @@ class PodSignals:
     def forget(self, uid: str) -> None:
         """The pod is gone: drop what is remembered and queued for it."""
         self._written.pop(uid, None)
+        self._posted.pop(uid, None)
         self._placing.pop(uid, None)
         for what in ("condition", c.PodReason.FAILED_SCHEDULING, c.PodReason.SCHEDULED):
             self._work.pop((uid, what), None)
@@ -226,15 +257,23 @@ class PodSignals:
         return write
 
     def _event_writer(
-        self, pod: JSON, event_type: c.EventType, reason: c.PodReason, message: str
+        self,
+        pod: JSON,
+        event_type: c.EventType,
+        reason: c.PodReason,
+        message: str,
+        *,
+        uid: str | None = None,
     ) -> Callable[[], Awaitable[None]]:
+        """Post an Event on `pod`; with the pod's `uid`, remembered for repeats to count up (if
+        the pod still waits when it is answered)."""
         involved = _involved(pod)
         component = _scheduler_of(pod)
         timestamp = _timestamp(self.clock())
 
         async def post() -> None:
             try:
-                await self.kube.create_event(
+                created = await self.kube.create_event(
                     involved,
                     event_type=event_type,
                     reason=reason,
@@ -246,8 +285,44 @@ class PodSignals:
                 if not exc.namespace_terminating:
                     raise
                 # The namespace goes with the pod and every Event about it: nothing to say.
+                return
+            if uid is not None and uid in self._written:
+                meta = created.get("metadata") or {}
+                self._posted[uid] = Posted(
+                    meta.get("name", ""), meta.get("namespace", ""), message, 1
+                )
 
         return post
+
+    def _failed_writer(self, pod: JSON, message: str) -> Callable[[], Awaitable[None]]:
+        """FailedScheduling: the pod's last one counted up when it said the same, else posted."""
+        uid = (pod.get("metadata") or {}).get("uid") or ""
+        post = self._event_writer(
+            pod, c.EventType.WARNING, c.PodReason.FAILED_SCHEDULING, message, uid=uid
+        )
+        timestamp = _timestamp(self.clock())
+
+        async def write() -> None:
+            last = self._posted.get(uid)
+            if last is None or last.message != message:
+                await post()
+                return
+            try:
+                await self.kube.patch(
+                    EVENTS,
+                    last.name,
+                    {"count": last.count + 1, "lastTimestamp": timestamp},
+                    last.namespace,
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                await post()  # gone (Events expire after an hour): a new one
+                return
+            if self._posted.get(uid) is last:
+                self._posted[uid] = dataclasses.replace(last, count=last.count + 1)
+
+        return write
 
     def _submit(self, uid: str, what: str, job: Callable[[], Awaitable[None]]) -> None:
         self._work[(uid, what)] = job

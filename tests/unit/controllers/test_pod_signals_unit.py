@@ -9,11 +9,12 @@ apiserver does (tests/api_contract.py checks both); the integration tier checks 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODS, STRATEGIC_PATCH, KubeClient
+from podgroup_operator.adapters.kube import EVENTS, PODS, STRATEGIC_PATCH, KubeClient
 from podgroup_operator.controllers.podsignals import PodSignals, unschedulable_patch
 from tests.builders import pod
 from tests.clock import T0, Clock
@@ -21,6 +22,10 @@ from tests.fakes import FakeApiServer
 from tests.unit.controllers.test_gang_scheduler_unit import NS, Harness
 
 GANG = (NS, "gang")
+
+
+def timestamp(at: dt.datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class World:
@@ -109,7 +114,9 @@ async def test_every_waiting_member_is_marked_once_per_message() -> None:
     }
 
 
-async def test_failed_scheduling_is_rate_limited_per_gang() -> None:
+async def test_failed_scheduling_is_rate_limited_per_gang_and_repeats_count_up() -> None:
+    """A repeat counts up each pod's Event (kubectl describe: "(x2 over 60s)"), as client-go's
+    correlator does for kube-scheduler: etcd keeps one Event per pod, not one per repeat."""
     w = World()
     w.signals.refused(GANG, w.pods, "short 1 node")
     await w.signals.idle()
@@ -118,19 +125,65 @@ async def test_failed_scheduling_is_rate_limited_per_gang() -> None:
     w.clock.advance(30)
     w.signals.refused(GANG, w.pods, "short 1 node")
     await w.signals.idle()
-    assert len(w.events(c.PodReason.FAILED_SCHEDULING)) == 3  # same message, within a minute
+    assert w.fake.count("PATCH", "") == w.fake.count("PATCH", "/status")  # within a minute
 
     w.clock.advance(31)
     w.signals.refused(GANG, w.pods, "short 1 node")
     await w.signals.idle()
-    assert len(w.events(c.PodReason.FAILED_SCHEDULING)) == 6  # a minute on: said again
+    events = w.events(c.PodReason.FAILED_SCHEDULING)
+    assert len(events) == 3  # a minute on: said again, on the same Events
+    assert {(e["count"], e["lastTimestamp"]) for e in events} == {(2, timestamp(w.clock.now))}
+    assert {e["firstTimestamp"] for e in events} == {timestamp(T0)}
 
     w.signals.refused(GANG, w.pods, "short 2 nodes")
     await w.signals.idle()
     events = w.events(c.PodReason.FAILED_SCHEDULING)
-    assert len(events) == 9  # news at once
+    assert len(events) == 6  # news at once, in Events of its own
     assert {e["type"] for e in events} == {c.EventType.WARNING}
     assert {e["source"]["component"] for e in events} == {c.SCHEDULER_NAME}
+
+
+async def test_unchanged_refusals_are_said_less_and_less_often_down_to_every_five_minutes() -> None:
+    w = World()
+    waits = [60, 120, 240, 300, 300]
+    w.signals.refused(GANG, w.pods, "short")
+    await w.signals.idle()
+    for count, wait in enumerate(waits, start=2):
+        w.clock.advance(wait - 1)
+        w.signals.refused(GANG, w.pods, "short")
+        await w.signals.idle()
+        counts = {e["count"] for e in w.events(c.PodReason.FAILED_SCHEDULING)}
+        assert counts == {count - 1}, f"said again {wait - 1}s after the last time"
+        w.clock.advance(1)
+        w.signals.refused(GANG, w.pods, "short")
+        await w.signals.idle()
+        assert {e["count"] for e in w.events(c.PodReason.FAILED_SCHEDULING)} == {count}
+
+
+async def test_a_repeat_whose_event_is_gone_posts_a_new_one() -> None:
+    """Events expire (an hour by default) or are deleted: the count goes on in a new one."""
+    w = World()
+    w.signals.refused(GANG, w.pods, "short")
+    await w.signals.idle()
+    for event in w.events(c.PodReason.FAILED_SCHEDULING):
+        await w.kube.delete(EVENTS, event["metadata"]["name"], NS)
+    w.clock.advance(60)
+    w.signals.refused(GANG, w.pods, "short")
+    await w.signals.idle()
+    events = w.events(c.PodReason.FAILED_SCHEDULING)
+    assert [e["count"] for e in events] == [1, 1, 1]
+    assert w.signals.failures == 0
+
+
+async def test_a_pod_gone_while_its_event_is_posted_is_not_remembered() -> None:
+    w = World()
+    release = w.fake.hold("POST", "/events")
+    w.signals.refused(GANG, w.pods[:1], "short")
+    await until(lambda: w.fake.count("POST", "/events") == 1)
+    w.signals.forget(w.pods[0]["metadata"]["uid"])
+    release.set()
+    await w.signals.idle()
+    assert w.signals._posted == {}
 
 
 async def test_scheduled_event_is_worded_as_kube_schedulers() -> None:
