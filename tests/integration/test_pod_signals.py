@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import EVENTS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import EVENTS, PODS, ApiError, KubeClient, Request
+from podgroup_operator.adapters.slim import SharedValues, slim_pod
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.clock import Clock
@@ -185,3 +186,53 @@ async def test_an_unchanged_refusal_counts_up_the_pods_event_as_kube_schedulers_
     assert re.search(r"FailedScheduling\s+\S+ \(x2 over \S+\)\s+nobody\s+needs 2", described), (
         described
     )
+
+
+class Recording:
+    """The real API server's transport, with every request's method and path noted."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.sent: list[tuple[str, str]] = []
+
+    async def send(self, request: Request) -> tuple[int, Any]:
+        self.sent.append((request.method, request.path))
+        return cast(tuple[int, Any], await self.inner.send(request))
+
+    def stream(self, request: Request) -> Any:
+        return self.inner.stream(request)
+
+    async def close(self) -> None:
+        """The inner transport is the session's."""
+
+
+async def test_a_new_leader_leaves_the_condition_the_last_one_wrote_on_each_waiting_pod(
+    kube: KubeClient, namespace: str
+) -> None:
+    """A restart (or a change of leader) with 2,000 waiting pods wrote the same condition on
+    all 2,000 again. The new leader's signals read the pods as its informer keeps them."""
+    members = [await create_pod(kube, namespace, f"m-{i}") for i in range(2)]
+    gang, message = (namespace, "waiting"), "needs 2 x {cpu: 64}"
+    last = PodSignals(kube, clock=Clock(dt.datetime.now(dt.UTC)))
+    last.refused(gang, members, message)
+    await last.idle()
+    await last.stop()
+    stored = [
+        slim_pod(await kube.get(PODS, m["metadata"]["name"], namespace), SharedValues())
+        for m in members
+    ]
+
+    recording = Recording(kube.transport)
+    new = PodSignals(KubeClient(recording), clock=Clock(dt.datetime.now(dt.UTC)))
+    new.refused(gang, stored, message)
+    await new.idle()
+    assert [path for method, path in recording.sent if method == "PATCH"] == []
+    new.refused(gang, stored, "needs 2 x {cpu: 65}")  # news: written
+    await new.idle()
+    await new.stop()
+    patches = [path for method, path in recording.sent if method == "PATCH"]
+    assert sorted(patches) == [
+        PODS.path(namespace, "m-0", "status"),
+        PODS.path(namespace, "m-1", "status"),
+    ]
+    assert new.failures == 0

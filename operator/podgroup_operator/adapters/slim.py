@@ -12,7 +12,9 @@ What each kind keeps, and who reads it:
   lifecycle, quota and scheduler; the scheduling fields of the spec (resources, ports,
   selectors, affinity, tolerations, spread, priority, overhead, the volumes that claim storage;
   init containers with their restart policy); `status.phase`/`reason` for the
-  lifecycle and restart policy. A *bare* pod (no controlling owner) keeps its whole spec and
+  lifecycle and restart policy; a pod not bound yet keeps its `PodScheduled` condition, so that
+  a new leader does not write again on every waiting pod what an earlier one wrote there
+  (controllers/podsignals.py). A *bare* pod (no controlling owner) keeps its whole spec and
   annotations: the restart policy recreates bare pods from their own body.
 * What many pods hold alike is kept once (`SharedValues`): the pods of one template have equal
   containers, tolerations, labels and owner references, and every pod of a namespace mounts the
@@ -32,10 +34,12 @@ from typing import Any
 
 import orjson
 
+from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import JSON
 from podgroup_operator.domain.restart import has_controller
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+POD_SCHEDULED = c.PodConditionType.POD_SCHEDULED.value
 
 _POD_METADATA = (
     "name",
@@ -156,7 +160,8 @@ def _claim_volumes(volumes: Any) -> list[JSON]:
 
 
 _SHARED_METADATA = ("namespace", "labels", "annotations", "ownerReferences", "finalizers")
-_SHARED_STATUS = ("phase",)
+_SHARED_STATUS = ("phase", "conditions")
+_CONDITION_FIELDS = ("type", "status", "reason", "message")
 
 
 def slim_pod(pod: Mapping[str, Any], share: SharedValues | None = None) -> JSON:
@@ -178,6 +183,14 @@ def slim_pod(pod: Mapping[str, Any], share: SharedValues | None = None) -> JSON:
     else:
         spec = dict(spec_in)
     status = _pick(pod.get("status"), _POD_STATUS)
+    if not spec_in.get("nodeName"):
+        scheduled = [
+            _pick(condition, _CONDITION_FIELDS)
+            for condition in (pod.get("status") or {}).get("conditions") or ()
+            if condition.get("type") == POD_SCHEDULED
+        ]
+        if scheduled:
+            status["conditions"] = scheduled
     if share is not None:
         share.fields(metadata, _SHARED_METADATA)
         share.fields(spec)

@@ -8,8 +8,10 @@ gang:
 
 * every waiting member of a refused gang gets `PodScheduled=False`, reason `Unschedulable`, with
   the gang's message; the condition is patched only when the message differs from the one this
-  process last wrote on that pod (a pod's own status patch comes back as a watch event, and a
-  refusal repeated every cycle must not become a write every cycle);
+  process last wrote on that pod, or, before it wrote any, from the one the pod carries (a pod's
+  own status patch comes back as a watch event, and a refusal repeated every cycle must not
+  become a write every cycle; nor may a new leader write again on every waiting pod what the
+  last one wrote: a restart with 2,000 such pods rewrote all 2,000);
 * `FailedScheduling` (Warning) on each waiting member, at most once per gang per message change
   or per `FAILED_SCHEDULING_INTERVAL`, doubled at each repeat up to
   `FAILED_SCHEDULING_LONGEST_INTERVAL` (a gang refused every second must not flood etcd); a
@@ -113,6 +115,18 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
     return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
 
 
+def unschedulable_message(pod: JSON) -> str | None:
+    """The message of the pod's `PodScheduled=False/Unschedulable` condition, if it has one."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if (
+            condition.get("type") == c.PodConditionType.POD_SCHEDULED
+            and condition.get("status") == c.ConditionStatus.FALSE
+            and condition.get("reason") == c.PodReason.UNSCHEDULABLE
+        ):
+            return str(condition.get("message") or "")
+    return None
+
+
 def _involved(pod: JSON) -> JSON:
     """The pod as an Event's involvedObject needs it (apiVersion, kind, identity)."""
     meta = pod.get("metadata") or {}
@@ -176,9 +190,17 @@ class PodSignals:
         waiting = list(pods)
         for pod in waiting:
             uid = (pod.get("metadata") or {}).get("uid")
-            if not uid or self._written.get(uid) == message:
+            if not uid:
                 continue
-            first = uid not in self._written
+            written = self._written.get(uid)
+            if written is None:
+                written = unschedulable_message(pod)  # what an earlier leader wrote, if any
+                if written is not None and written == message[:MESSAGE_LIMIT]:
+                    written = message
+            if written == message:
+                self._written[uid] = message
+                continue
+            first = written is None
             self._written[uid] = message
             self._submit(uid, "condition", self._condition_writer(pod, message, now, first=first))
         told = self._told.get(key)

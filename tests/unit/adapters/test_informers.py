@@ -304,6 +304,30 @@ def test_slim_pods_keep_what_the_operator_reads_and_bare_pods_keep_their_spec() 
     assert slim_pod(bare)["spec"] == bare["spec"]
 
 
+def test_a_pod_not_bound_yet_keeps_its_pod_scheduled_condition_only() -> None:
+    """A new leader reads what the last one wrote there (controllers/podsignals.py)."""
+    scheduled = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "short 2 nodes",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    waiting = pod("w", group="g")
+    waiting["status"]["conditions"] = [{"type": "Ready", "status": "False"}, scheduled]
+    share = SharedValues()
+    slim = slim_pod(waiting, share)
+    assert slim["status"]["conditions"] == [
+        {k: scheduled[k] for k in ("type", "status", "reason", "message")}
+    ]
+    mate = pod("m", group="g")
+    mate["status"]["conditions"] = [dict(scheduled)]
+    assert slim_pod(mate, share)["status"]["conditions"] is slim["status"]["conditions"]
+    bound = pod("b", group="g", node="n1")
+    bound["status"]["conditions"] = [{**scheduled, "status": "True", "reason": ""}]
+    assert "conditions" not in slim_pod(bound)["status"]
+
+
 def test_slim_pods_keep_every_fact_the_scheduler_reads() -> None:
     """The scheduler decides on slim pods: a controlled pod using every scheduling field must
     look the same to it slim as whole (requests with sidecars and overhead, host ports,

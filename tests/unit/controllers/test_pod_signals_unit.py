@@ -15,7 +15,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, PODS, STRATEGIC_PATCH, KubeClient
-from podgroup_operator.controllers.podsignals import PodSignals, unschedulable_patch
+from podgroup_operator.controllers.podsignals import MESSAGE_LIMIT, PodSignals, unschedulable_patch
 from tests.builders import pod
 from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer
@@ -340,3 +340,34 @@ async def test_events_refused_because_the_namespace_is_being_deleted_are_no_fail
     assert w.fake.count("POST", "/events") >= 1  # sent, and refused
     assert w.signals.failures == 0
     assert len(w.condition_patches()) == 1
+
+
+async def test_a_new_leader_writes_no_condition_the_pod_already_carries() -> None:
+    """After a restart or a change of leader, every waiting pod was marked again with the
+    message it already carried (2,000 PATCHes for one waiting gang of 2,000 members)."""
+    w = World()
+    said, other = w.pods[0], w.pods[1]
+    for body, message in ((said, "short 1 node"), (other, "short 3 nodes")):
+        condition = unschedulable_patch("", message, T0, first=True)["status"]["conditions"][0]
+        body["status"]["conditions"] = [condition]
+    w.signals.refused(GANG, w.pods, "short 1 node")
+    await w.signals.idle()
+
+    patched = {r.path.split("/")[-2]: r.body for r in w.condition_patches()}
+    assert sorted(patched) == ["gang-1", "gang-2"]
+    # gang-1 was marked before: its condition keeps its transition time.
+    (changed,) = patched["gang-1"]["status"]["conditions"]
+    assert "lastTransitionTime" not in changed
+    (fresh,) = patched["gang-2"]["status"]["conditions"]
+    assert fresh["lastTransitionTime"] == timestamp(T0)
+
+
+async def test_a_long_message_the_pod_carries_cut_to_the_limit_is_not_written_again() -> None:
+    w = World()
+    long = "short " + "x" * MESSAGE_LIMIT
+    condition = unschedulable_patch("", long, T0, first=True)["status"]["conditions"][0]
+    for body in w.pods:
+        body["status"]["conditions"] = [condition]
+    w.signals.refused(GANG, w.pods, long)
+    await w.signals.idle()
+    assert w.condition_patches() == []
