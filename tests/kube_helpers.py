@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -319,4 +320,50 @@ async def gang_pods(
                 for i in range(count)
             )
         )
+    )
+
+
+async def running_members(kube: KubeClient, namespace: str, group: str) -> list[dict[str, Any]]:
+    pods = (await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}={group}"))[
+        "items"
+    ]
+    return [
+        p
+        for p in pods
+        if p.get("status", {}).get("phase") == c.PodPhase.RUNNING
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def crash(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
+    """Report the pod's container as killed, as a kubelet would after an OOM kill."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    container = pod["spec"]["containers"][0]["name"]
+    await kube.patch(
+        PODS,
+        pod["metadata"]["name"],
+        {
+            "metadata": {"uid": pod["metadata"]["uid"]},
+            "status": {
+                "phase": c.PodPhase.FAILED,
+                "containerStatuses": [
+                    {
+                        "name": container,
+                        "ready": False,
+                        "restartCount": 0,
+                        "image": pod["spec"]["containers"][0]["image"],
+                        "imageID": "",
+                        "state": {
+                            "terminated": {
+                                "exitCode": 137,
+                                "reason": "OOMKilled",
+                                "finishedAt": now,
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+        namespace,
+        subresource="status",
     )

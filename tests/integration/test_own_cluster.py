@@ -39,12 +39,14 @@ from podgroup_operator.domain.leadership import MICRO_TIME
 from tests.kube_helpers import (
     Samples,
     apply_crd,
+    crash,
     create_bound,
     create_group,
     create_pod,
     gang_pods,
     group_status,
     pool,
+    running_members,
     sample,
     scrape,
     wait_group,
@@ -513,6 +515,62 @@ async def test_a_kubeflow_shaped_gang_runs_when_the_operator_takes_scheduler_plu
             assert {e["source"]["component"] for e in events} == {KUBEFLOW_SCHEDULER}
         finally:
             process.stop()
+
+
+HOLD = "test.podgroup.x-k8s.io/hold"
+"""A finalizer of the test's own, holding a deleted pod in place."""
+
+
+async def test_a_bare_gang_restart_cut_short_by_kill_9_is_finished_by_the_next_leader(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """A bare gang has no owner to recreate it: the leader records its members' bodies in the
+    group's status, deletes them, and creates them again once they are gone. A leader killed
+    in between (the window is held open here by a finalizer on one old member) leaves a gang
+    with no pods that only the next leader, reading that status, can bring back."""
+    namespace = await make_namespace(own_kube, "midrestart")
+    policy = {"action": "RestartGang", "backoffSeconds": 0, "maxRestarts": 3}
+    async with pool(own_kube, count=2, cpu="4", memory="16Gi") as (_, name):
+        with running_replicas(own_cluster, tmp_path) as replicas:
+            leader = await leader_among(own_kube, replicas)
+            (follower,) = [r for r in replicas if r is not leader]
+            await create_group(own_kube, namespace, "bare", minMember=4, policy=policy)
+            await gang_pods(own_kube, namespace, "bare", 4, name, group="bare")
+            await wait_group(
+                own_kube, namespace, "bare", timeout=60, phase=c.Phase.RUNNING, running=4
+            )
+            members = await running_members(own_kube, namespace, "bare")
+            old = {m["metadata"]["uid"] for m in members}
+            held = members[0]["metadata"]["name"]
+            await own_kube.patch(PODS, held, {"metadata": {"finalizers": [HOLD]}}, namespace)
+            try:
+                await crash(own_kube, namespace, members[1])
+
+                async def under_way() -> bool:
+                    status = await group_status(own_kube, namespace, "bare")
+                    recorded = status.get("restartPods") or status.get("restartPodsPacked")
+                    pod = await own_kube.get(PODS, held, namespace)
+                    return bool(recorded and pod["metadata"].get("deletionTimestamp"))
+
+                await wait_for(under_way, 30, "the restart to be recorded and under way")
+                leader.stop(kill=True)
+                assert await leader_among(own_kube, [follower]) is follower
+            finally:
+                await own_kube.patch(PODS, held, {"metadata": {"finalizers": None}}, namespace)
+
+            await wait_group(
+                own_kube, namespace, "bare", timeout=60, restarts=1, phase=c.Phase.RUNNING
+            )
+
+            async def fresh() -> list[dict[str, Any]] | None:
+                again = await running_members(own_kube, namespace, "bare")
+                uids = {p["metadata"]["uid"] for p in again}
+                return again if len(again) == 4 and not uids & old else None
+
+            again = await wait_for(fresh, 30, "a whole new incarnation of 4 running members")
+            assert sorted(p["metadata"]["name"] for p in again) == [f"bare-{i}" for i in range(4)]
+            status = await group_status(own_kube, namespace, "bare")
+            assert "restartPods" not in status and "restartPodsPacked" not in status
 
 
 async def test_the_writer_process_binds_and_is_replaced_when_killed(

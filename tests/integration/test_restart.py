@@ -12,9 +12,17 @@ import datetime as dt
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODS, Kind, KubeClient
+from podgroup_operator.adapters.kube import Kind, KubeClient
 from tests.builders import replicaset
-from tests.kube_helpers import create_group, gang_pods, group_status, pool, wait_group
+from tests.kube_helpers import (
+    crash,
+    create_group,
+    gang_pods,
+    group_status,
+    pool,
+    running_members,
+    wait_group,
+)
 from tests.waiting import wait_for
 
 REPLICASETS = Kind("apps", "v1", "replicasets")
@@ -27,52 +35,6 @@ async def make_group(
     """A gang with a RestartGang policy; keyword arguments are policy fields."""
     await create_group(
         kube, namespace, name, min_member=min_member, policy={"action": "RestartGang", **policy}
-    )
-
-
-async def running_members(kube: KubeClient, namespace: str, group: str) -> list[dict[str, Any]]:
-    pods = (await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}={group}"))[
-        "items"
-    ]
-    return [
-        p
-        for p in pods
-        if p.get("status", {}).get("phase") == c.PodPhase.RUNNING
-        and not p["metadata"].get("deletionTimestamp")
-    ]
-
-
-async def crash(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
-    """Report the pod's container as killed, as a kubelet would after an OOM kill."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    container = pod["spec"]["containers"][0]["name"]
-    await kube.patch(
-        PODS,
-        pod["metadata"]["name"],
-        {
-            "metadata": {"uid": pod["metadata"]["uid"]},
-            "status": {
-                "phase": c.PodPhase.FAILED,
-                "containerStatuses": [
-                    {
-                        "name": container,
-                        "ready": False,
-                        "restartCount": 0,
-                        "image": pod["spec"]["containers"][0]["image"],
-                        "imageID": "",
-                        "state": {
-                            "terminated": {
-                                "exitCode": 137,
-                                "reason": "OOMKilled",
-                                "finishedAt": now,
-                            }
-                        },
-                    }
-                ],
-            },
-        },
-        namespace,
-        subresource="status",
     )
 
 
