@@ -168,7 +168,8 @@ class PodSignals:
         self.failures = 0
         """Writes that failed (also counted in metrics)."""
         self._written: dict[str, str] = {}
-        """uid -> the Unschedulable message this process last wrote (or queued) on that pod."""
+        """uid -> the Unschedulable message this process last wrote (or queued) on that pod, or
+        found there before writing any."""
         self._told: dict[GroupKey, tuple[str, dt.datetime, int]] = {}
         """Gang -> (message, time, repeats so far) of its last FailedScheduling Events."""
         self._posted: dict[str, Posted] = {}
