@@ -415,6 +415,7 @@ class _InjectedError:
     reason: str
     message: str
     times: int
+    details: JSON | None = None
 
     def matches(self, method: str, request: Request) -> bool:
         if self.method not in ("*", method):
@@ -583,10 +584,12 @@ class FakeApiServer:
         message: str = "injected by the test",
         *,
         times: int = 1,
+        details: JSON | None = None,
     ) -> None:
         """Fail the next `times` requests of `method` ("*" for any, "WATCH" for watches) whose
-        path equals or ends with `path` (or satisfies a predicate) with a Status `code`."""
-        self._errors.append(_InjectedError(method, path, code, reason, message, times))
+        path equals or ends with `path` (or satisfies a predicate) with a Status `code` (and
+        `details`: a 429's `retryAfterSeconds`, say)."""
+        self._errors.append(_InjectedError(method, path, code, reason, message, times, details))
 
     def hold(self, method: str, path: str | Callable[[Request], bool]) -> asyncio.Event:
         """Keep matching requests in flight — logged, not yet applied — until the returned
@@ -671,7 +674,7 @@ class FakeApiServer:
         for error in self._errors:
             if error.times > 0 and error.matches(method, request):
                 error.times -= 1
-                raise StatusError(error.code, error.reason, error.message)
+                raise StatusError(error.code, error.reason, error.message, error.details)
 
     def _handle(self, request: Request) -> tuple[int, Any]:
         try:

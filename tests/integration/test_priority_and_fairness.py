@@ -8,14 +8,16 @@ runs with Priority and Fairness off (devcluster.up), as the benchmarks need.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from podgroup_operator.adapters.kube import Kind, KubeClient
+from podgroup_operator.adapters.kube import PODS, ApiError, Kind, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.manifests import OPERATOR_NAMESPACE
 from tests.deploy_helpers import DEPLOY, for_this_server, kubectl, render
@@ -97,3 +99,100 @@ async def test_the_operator_is_given_kube_schedulers_levels_and_its_lease_leader
     assert level_of(apf_cluster, ours, lease) == uid["leader-election"]
     assert level_of(apf_cluster, bystander, pods) == uid["workload-low"]
     assert level_of(apf_cluster, bystander, lease) == uid["workload-low"]
+
+
+TINY = "tiny-test"
+"""A priority level of one concurrency share that rejects what it cannot run at once."""
+
+
+def throttle(user: str) -> list[dict[str, Any]]:
+    """A priority level that rejects at once (429, Retry-After: 1) what exceeds its few seats,
+    and a FlowSchema sending every request of `user` there."""
+    level = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1beta1",
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": TINY},
+        "spec": {
+            "type": "Limited",
+            "limited": {"assuredConcurrencyShares": 1, "limitResponse": {"type": "Reject"}},
+        },
+    }
+    everything = {
+        "verbs": ["*"],
+        "apiGroups": ["*"],
+        "resources": ["*"],
+        "namespaces": ["*"],
+        "clusterScope": True,
+    }
+    schema = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1beta1",
+        "kind": "FlowSchema",
+        "metadata": {"name": TINY},
+        "spec": {
+            "priorityLevelConfiguration": {"name": TINY},
+            "matchingPrecedence": 100,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [
+                {
+                    "subjects": [{"kind": "User", "user": {"name": user}}],
+                    "resourceRules": [everything],
+                }
+            ],
+        },
+    }
+    viewer = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{TINY}-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    return [level, schema, viewer]
+
+
+def rejected(kubeconfig: Path) -> float:
+    """Requests the API server has rejected at the tiny level so far (its own metrics)."""
+    text = kubectl("get", "--raw", "/metrics", kubeconfig=kubeconfig).stdout
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("apiserver_flowcontrol_rejected_requests_total{")
+        and f'priority_level="{TINY}"' in line
+    )
+
+
+async def test_requests_the_api_server_rejects_for_now_are_sent_again_and_answered(
+    apf_cluster: devcluster.ClusterState, tmp_path: Path
+) -> None:
+    """An API server over its limits answers 429 with Retry-After: 1 (here API Priority and
+    Fairness, whose level for this user has a few seats and no queue). Each such refusal was a
+    failed bind, status write or Event; now the client waits and sends the request again."""
+    user = "developer"
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        kubeconfig=apf_cluster.kubeconfig,
+        stdin=yaml.safe_dump_all(throttle(user)),
+    )
+    async with KubeClient.from_kubeconfig(str(apf_cluster.kubeconfig_for(user))) as kube:
+
+        async def allowed() -> bool:
+            try:
+                await kube.list(PODS)
+            except ApiError as exc:
+                if exc.status != 403:
+                    raise
+                return False
+            return True
+
+        await wait_for(allowed, 30, "the ClusterRoleBinding to take effect")
+
+        async def burst() -> float:
+            answers = await asyncio.gather(*(kube.list(PODS) for _ in range(60)))
+            assert all(answer["kind"] == "PodList" for answer in answers)
+            return rejected(apf_cluster.kubeconfig)
+
+        # The level must come into force and the burst overflow its seats: a handful of bursts.
+        count = await wait_for(burst, 60, "the API server to reject some of a burst", interval=0)
+    assert count > 0

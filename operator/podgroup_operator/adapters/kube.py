@@ -220,7 +220,10 @@ class AiohttpTransport:
             },
             timeout=aiohttp.ClientTimeout(total=60),
         ) as response:
-            return response.status, _decode(await response.read())
+            body = _decode(await response.read())
+            if response.status >= 300:
+                body = _with_retry_after(body, response.headers.get("Retry-After"))
+            return response.status, body
 
     async def stream(self, request: Request) -> AsyncIterator[JSON]:
         credentials = self._credentials
@@ -267,6 +270,44 @@ class AiohttpTransport:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+RETRY_AFTER_ATTEMPTS = 10
+"""Times a request refused with a Retry-After is sent again (client-go's `maxRetries`)."""
+RETRY_AFTER_LONGEST_SECONDS = 10
+"""The longest wait a Retry-After gets (the API server asks for 1 s)."""
+
+
+def retry_after(status: int, body: Any) -> float | None:
+    """Seconds to wait before sending a refused request again, or None if it must not be.
+
+    Why: an API server over its limits refuses requests with 429 (max-inflight, or API Priority
+    and Fairness rejecting from a full queue) and a Retry-After of 1 s, before doing anything
+    with them, so sending them again is safe for any verb. Without this every such refusal was
+    a failed bind, status write or Event, and the scheduler placed the gang again at once,
+    adding to the load. client-go retries 429 and 5xx answers that carry Retry-After; so does
+    this. The transport puts the header into the Status's `details.retryAfterSeconds`, where
+    the API server puts it too when it answers with a Status.
+    """
+    if status != 429 and status < 500:
+        return None
+    details = body.get("details") if isinstance(body, dict) else None
+    seconds = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        return None
+    return float(min(seconds, RETRY_AFTER_LONGEST_SECONDS))
+
+
+def _with_retry_after(body: Any, header: str | None) -> Any:
+    """An error's body with the Retry-After header's seconds in `details.retryAfterSeconds`."""
+    if header is None or not header.strip().isdigit():
+        return body  # absent, or an HTTP date (the API server sends seconds)
+    body = dict(body) if isinstance(body, dict) else {"message": str(body)}
+    details = body.get("details")
+    details = dict(details) if isinstance(details, dict) else {}
+    details.setdefault("retryAfterSeconds", int(header))
+    body["details"] = details
+    return body
 
 
 def _decode(raw: bytes) -> Any:
@@ -428,10 +469,21 @@ class KubeClient:
         await self.close()
 
     async def _call(self, request: Request) -> JSON:
-        status, body = await self.transport.send(request)
-        if status >= 300:
-            raise ApiError(status, body, request.method, request.path)
-        return body if isinstance(body, dict) else {}
+        """One request, sent again while the API server asks to be asked later (see
+        `retry_after`), as client-go's REST client does: up to `RETRY_AFTER_ATTEMPTS` more
+        times, each after the wait it names."""
+        for attempt in range(RETRY_AFTER_ATTEMPTS + 1):
+            status, body = await self.transport.send(request)
+            if status < 300:
+                return body if isinstance(body, dict) else {}
+            wait = retry_after(status, body)
+            if wait is None or attempt == RETRY_AFTER_ATTEMPTS:
+                break
+            logger.debug(
+                "%s %s: HTTP %d, sent again in %ss", request.method, request.path, status, wait
+            )
+            await asyncio.sleep(wait)
+        raise ApiError(status, body, request.method, request.path)
 
     # --- generic verbs --------------------------------------------------------------------------
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> JSON:
