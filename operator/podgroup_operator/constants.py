@@ -180,6 +180,9 @@ class Reason(StrEnum):
     STATUS_REWRITTEN = "StatusRewritten"
     """Warning Event: stored status fields this operator cannot read (a scheduler-plugins phase,
     a value another writer left) were rewritten from the members; the message names them."""
+    STATUS_CONTESTED = "StatusContested"
+    """Warning Event: another writer keeps changing the status this operator writes (two
+    controllers own the PodGroup); the message names it, and the operator writes less often."""
     INVALID_GANG_LABELS = "InvalidGangLabels"
     """Warning Event on a pod whose lightweight-gang labels or annotations are invalid; no
     PodGroup is created for them until they are fixed."""

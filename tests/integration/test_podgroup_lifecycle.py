@@ -332,3 +332,37 @@ async def test_conflicting_membership_keys_warn_once_and_the_label_wins(
 
     found = await wait_for(warnings, 10, "a ConflictingMembership warning on the pod")
     assert len(found) == 1 and "by-annotation" in found[0]["message"], found
+
+
+async def test_a_status_another_controller_keeps_rewriting_is_contested_once_and_named(
+    kube: KubeClient, operator: Any, namespace: str, kubeconfig: Path
+) -> None:
+    """A scheduler-plugins controller left running beside the operator writes its own phase
+    back after each of ours: the two once wrote 944 times each in 30 s, with two Events a
+    round. The operator names the other writer once and writes less and less often; once the
+    other stops, its status stands."""
+    await create_group(kube, namespace, "fought", min_member=2)
+    await wait_group(kube, namespace, "fought", phase=c.Phase.PENDING)
+    other = KubeClient(kube.transport, field_manager="old-coscheduling-controller")
+
+    async def contested() -> list[dict[str, Any]]:
+        events = (await kube.list(EVENTS, namespace))["items"]
+        return [e for e in events if e["reason"] == c.Reason.STATUS_CONTESTED]
+
+    async def fight() -> None:
+        while True:
+            if (await group_status(kube, namespace, "fought")).get("phase") != "Scheduling":
+                await other.patch_status(PODGROUPS, "fought", namespace, {"phase": "Scheduling"})
+            await asyncio.sleep(0.05)
+
+    fighter = asyncio.create_task(fight())
+    try:
+        (warning,) = await wait_for(contested, 60, "a Warning naming the other writer")
+    finally:
+        fighter.cancel()
+        await asyncio.gather(fighter, return_exceptions=True)
+    assert warning["type"] == c.EventType.WARNING
+    assert warning["message"].startswith("status.phase changed by old-coscheduling-controller")
+    await wait_group(kube, namespace, "fought", timeout=30, phase=c.Phase.PENDING)
+    described = kubectl_ok(kubeconfig, "describe", "podgroup", "fought", "-n", namespace)
+    assert "StatusContested" in described, described
