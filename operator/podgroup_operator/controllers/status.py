@@ -472,7 +472,7 @@ class StatusReconciler:
         """One Warning (and log line) naming who else writes the status, from managedFields."""
         try:
             full = await self.kube.get(PODGROUPS, key[1], key[0])
-        except ApiError:
+        except Exception:  # not CancelledError: the Warning goes out without the names
             full = body
         others = sorted(
             {
