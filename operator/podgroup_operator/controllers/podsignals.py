@@ -172,6 +172,8 @@ class PodSignals:
         found there before writing any."""
         self._told: dict[GroupKey, tuple[str, dt.datetime, int]] = {}
         """Gang -> (message, time, repeats so far) of its last FailedScheduling Events."""
+        self.may_patch_events = True
+        """False once a PATCH of an Event was forbidden (an install's Role from before)."""
         self._posted: dict[str, Posted] = {}
         """uid -> the FailedScheduling Event last posted on that waiting pod (repeats count it
         up)."""
@@ -327,7 +329,7 @@ class PodSignals:
 
         async def write() -> None:
             last = self._posted.get(uid)
-            if last is None or last.message != message:
+            if last is None or last.message != message or not self.may_patch_events:
                 await post()
                 return
             try:
@@ -338,9 +340,19 @@ class PodSignals:
                     last.namespace,
                 )
             except ApiError as exc:
-                if not exc.not_found:
+                if exc.status == 403 and not exc.namespace_terminating:
+                    # A Role from before this counting (no `patch` on events): say so once and
+                    # post new Events, as before.
+                    if self.may_patch_events:
+                        self.may_patch_events = False
+                        logger.warning(
+                            "repeated FailedScheduling Events are posted anew, not counted up: "
+                            "%s; grant patch on events (deploy/base/rbac.yaml)",
+                            truncate(exc.message),
+                        )
+                elif not exc.not_found:
                     raise
-                await post()  # gone (Events expire after an hour): a new one
+                await post()  # a new one: gone (Events expire after an hour), or not patchable
                 return
             if self._posted.get(uid) is last:
                 self._posted[uid] = dataclasses.replace(last, count=last.count + 1)

@@ -13,6 +13,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, PODS, STRATEGIC_PATCH, KubeClient
 from podgroup_operator.controllers.podsignals import MESSAGE_LIMIT, PodSignals, unschedulable_patch
@@ -371,3 +373,27 @@ async def test_a_long_message_the_pod_carries_cut_to_the_limit_is_not_written_ag
     w.signals.refused(GANG, w.pods, long)
     await w.signals.idle()
     assert w.condition_patches() == []
+
+
+async def test_a_role_without_patch_on_events_posts_new_ones_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An install upgraded without its Role: counting up is forbidden, saying it is not."""
+    w = World()
+    w.signals.refused(GANG, w.pods, "short")
+    await w.signals.idle()
+    forbidden = 'events "x" is forbidden: User "op" cannot patch resource "events"'
+    w.fake.inject_error(
+        "PATCH", lambda r: "/events/" in r.path, 403, "Forbidden", forbidden, times=9
+    )
+    for _ in range(2):
+        w.clock.advance(300)
+        w.signals.refused(GANG, w.pods, "short")
+        await w.signals.idle()
+
+    assert len(w.events(c.PodReason.FAILED_SCHEDULING)) == 9
+    # Tried in the first repeat only (its writes went out together), then posted anew.
+    assert w.fake.count("PATCH", "") - len(w.condition_patches()) == len(w.pods)
+    assert w.signals.failures == 0
+    said = [r for r in caplog.records if "posted anew" in r.getMessage()]
+    assert len(said) == 1 and "grant patch on events" in said[0].getMessage()
