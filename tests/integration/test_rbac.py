@@ -15,12 +15,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import (
+    EVENTS,
+    NAMESPACES,
+    PODGROUPS,
+    PODS,
+    ApiError,
+    KubeClient,
+)
 from podgroup_operator.local import free_port
 from podgroup_operator.manifests import OPERATOR_NAMESPACE, install_local
 from podgroup_operator.settings import OperatorSettings
@@ -77,7 +84,7 @@ def non_admin_operator(
 
 
 async def test_operator_runs_with_the_deploy_cluster_role(
-    kube: KubeClient, non_admin_operator: Restricted, namespace: str
+    kube: KubeClient, non_admin_operator: Restricted, namespace: str, cluster: ClusterUnderTest
 ) -> None:
     documents = render(DEPLOY)
     assert find(documents, "Role")["metadata"]["namespace"] == OPERATOR_NAMESPACE
@@ -99,6 +106,24 @@ async def test_operator_runs_with_the_deploy_cluster_role(
         non_admin_operator.process.start()
         await asyncio.to_thread(non_admin_operator.process.wait_ready)
         await _runs_a_gang_and_answers_webhooks(kube, non_admin_operator.process, namespace)
+        assert cluster.state is not None
+        await _may_count_up_its_events(kube, cluster.state.kubeconfig_for(USER), namespace)
+
+
+async def _may_count_up_its_events(kube: KubeClient, kubeconfig: Path, namespace: str) -> None:
+    """A FailedScheduling repeated a minute later counts up the pod's Event (a PATCH): the
+    Role allows it (the repeat itself is a minute away; controllers/podsignals.py)."""
+
+    async def posted() -> list[dict[str, Any]]:
+        events = (await kube.list(EVENTS, namespace))["items"]
+        return [e for e in events if e["reason"] == c.PodReason.FAILED_SCHEDULING]
+
+    event, *_ = await wait_for(posted, 30, "a FailedScheduling Event on a waiting member")
+    async with KubeClient.from_kubeconfig(str(kubeconfig)) as restricted:
+        patched = await restricted.patch(
+            EVENTS, event["metadata"]["name"], {"count": event["count"] + 1}, namespace
+        )
+    assert patched["count"] == event["count"] + 1
 
 
 async def _runs_a_gang_and_answers_webhooks(
