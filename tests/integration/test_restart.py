@@ -12,11 +12,12 @@ import datetime as dt
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import Kind, KubeClient
+from podgroup_operator.adapters.kube import EVENTS, Kind, KubeClient
 from tests.builders import replicaset
 from tests.kube_helpers import (
     crash,
     create_group,
+    create_pod,
     gang_pods,
     group_status,
     pool,
@@ -191,3 +192,40 @@ async def test_a_bare_gang_too_large_to_record_plainly_restarts_from_its_packed_
         assert all(p["metadata"]["annotations"]["example.com/note"] == note for p in again)
         status = await group_status(kube, namespace, "big")
         assert "restartPodsPacked" not in status and "restartPods" not in status
+
+
+async def test_a_gang_broken_before_it_ran_whole_is_restarted_then_failed_freeing_its_nodes(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """One member fails as soon as it starts, before its peers run (a bad flag, a kubelet
+    rejection): the gang is never whole, and its three peers run on, waiting for it. Such a gang
+    was never restarted (the policy waited for a whole gang to break) and held its nodes for
+    ever. Now the policy restarts it, and at the limit fails it, deleting the members that run:
+    the next gang gets the room."""
+    slow = {c.SIM_ANNOTATION_START_DELAY: "3"}
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, pool_name):
+        await make_group(kube, namespace, "early", 4, backoffSeconds=0, maxRestarts=1)
+        await asyncio.gather(
+            gang_pods(kube, namespace, "early", 3, pool_name, group="early", annotations=slow),
+            create_pod(
+                kube,
+                namespace,
+                "early-3",
+                group="early",
+                requests={"cpu": "1"},
+                scheduler=c.SCHEDULER_NAME,
+                nodeSelector={"pool": pool_name},
+                annotations={c.SIM_ANNOTATION_FAIL_AFTER: "0"},
+            ),
+        )
+        final = await wait_group(kube, namespace, "early", timeout=60, phase=c.Phase.FAILED)
+        assert final["restarts"] == 1, final
+        reasons = {x["reason"] for x in final.get("conditions", [])}
+        assert c.Reason.RESTART_LIMIT_EXCEEDED in reasons, final
+        events = (await kube.list(EVENTS, namespace))["items"]
+        restarted = [e for e in events if e.get("reason") == c.Reason.GANG_RESTARTED]
+        assert restarted and "early-3 failed" in restarted[0]["message"], restarted
+
+        await make_group(kube, namespace, "next", 4)
+        await gang_pods(kube, namespace, "next", 4, pool_name, group="next")
+        await wait_group(kube, namespace, "next", timeout=60, phase=c.Phase.RUNNING, running=4)

@@ -153,7 +153,8 @@ class _Model(BaseModel):
 
 
 class RestartPolicy(_Model):
-    """What the operator does when a Running gang drops below minMember (`spec.policy`).
+    """What the operator does when a gang breaks (`spec.policy`): a Running gang drops below
+    minMember, or a member fails before the gang ever ran whole.
 
     Absent, the owning controller manages failures and the operator only reports phase Unknown.
     """

@@ -33,6 +33,9 @@ The rules, in the words of the user documentation:
   whole gang loses members) and now fewer than minMember members of the current incarnation are
   running or succeeded. Failed pods count as lost whatever their reason (a crash, `Evicted`, a
   kubelet rejection such as `OutOfcpu`), and so do pods being deleted or already gone.
+* Trigger too: a gang that never ran whole, when a member of the current incarnation has failed
+  and fewer than minMember are running or succeeded. It would never run whole, and the members
+  that run would hold their nodes waiting for it.
 * No policy, or action None: nothing; the owner handles failures and the lifecycle reports Unknown.
 * FailGang: Failed at once, reason GangFailed.
 * RestartGang broken by a preemption (a higher-priority gang evicted it after its last restart;
@@ -299,7 +302,9 @@ def plan_restart(
     # A break recorded since the last restart triggers even if the owner already replaced the
     # lost member: the survivors hold state of the broken incarnation (Volcano's RestartJob).
     broke = counts.live < min_member or _failure_since_restart(status) is not None
-    triggered = _whole_since_restart(status, phase) and broke
+    triggered = (_whole_since_restart(status, phase) and broke) or (
+        not progress.active and _failed_before_whole(counts, min_member)
+    )
 
     resume = _resume(pods, members, progress)
     if policy is None or not acting or not triggered:
@@ -394,6 +399,20 @@ def _whole_since_restart(status: PodGroupStatus, phase: Phase | None) -> bool:
     if phase in (Phase.RUNNING, Phase.UNKNOWN):
         return True
     return phase is Phase.PENDING and _failure_since_restart(status) is not None
+
+
+def _failed_before_whole(counts: MemberCounts, min_member: int) -> bool:
+    """Whether the current incarnation broke before it ever ran whole: a member failed while
+    fewer than minMember are live.
+
+    Why this triggers too: such a gang never reaches Running, so a rule waiting for a whole
+    gang to break never fired, and its peers ran on, waiting for the failed one and holding
+    their nodes for ever (a bare member is never replaced; an owner's replacement joins a gang
+    whose peers hold the broken incarnation's state). Volcano's PodFailed policy acts whether or
+    not the job ever ran whole. The old incarnation's members are left out (`restartingUIDs`),
+    and a new member failing while a restart is still in progress is judged once the restart
+    is complete, so a restart whose status is written is never started twice."""
+    return counts.failed > 0 and counts.live < min_member
 
 
 def _failure_since_restart(status: PodGroupStatus) -> datetime | None:

@@ -6,15 +6,18 @@ import pytest
 
 from podgroup_operator.constants import EventType, Phase, Reason
 from podgroup_operator.domain.restart import (
+    Fail,
     Idle,
     MemberRef,
     Nothing,
     Restart,
+    Wait,
     plan_restart,
 )
 from tests.unit.restart.helpers import (
     NO_BACKOFF,
     POLICY,
+    apply_status_patch,
     at,
     gang,
     iso,
@@ -89,9 +92,63 @@ def test_a_gang_the_lifecycle_moved_to_pending_after_losing_everything_is_restar
     ],
     ids=["never-computed", "pending", "pending-waiting"],
 )
-def test_a_gang_that_never_ran_is_not_restarted(status: dict[str, str]) -> None:
-    plan = plan_restart(gang(policy=NO_BACKOFF, status=status), members("FFP"), at(5))
-    assert plan == Nothing(Idle.NOT_TRIGGERED, "0 of minMember 3 members running or succeeded")
+def test_a_gang_that_never_ran_is_not_restarted_while_nothing_failed(
+    status: dict[str, str],
+) -> None:
+    """Members still pending, or gone before they ran (a deleted pending pod), are the
+    owner's business: only a failure breaks a gang that never ran whole."""
+    plan = plan_restart(gang(policy=NO_BACKOFF, status=status), members("RP-"), at(5))
+    assert plan == Nothing(Idle.NOT_TRIGGERED, "1 of minMember 3 members running or succeeded")
+
+
+@pytest.mark.parametrize(
+    ("letters", "named"),
+    [
+        ("RRF", "m2 failed; 2 of minMember 3"),
+        ("RRO", "m2 failed (OutOfcpu); 2 of minMember 3"),
+        ("FFP", "m0 failed; m1 failed; 0 of minMember 3"),
+        ("RRFP", "m2 failed; 2 of minMember 3"),
+    ],
+    ids=["crashed", "kubelet-rejected", "all-but-one-failed", "owner-replaced-it"],
+)
+def test_a_member_failing_before_the_gang_ran_whole_restarts_it(letters: str, named: str) -> None:
+    """Never whole, it would never reach Running, and its running members would hold their
+    nodes waiting for the failed one: a break as much as one after Running. A replacement
+    from the owner (RRFP) does not mend it: the peers hold the broken incarnation's state."""
+    plan = plan_restart(
+        gang(policy=NO_BACKOFF, status={"phase": Phase.PENDING}), members(letters), at(5)
+    )
+    assert isinstance(plan, Restart)
+    assert named in plan.event.message
+    assert plan.status_patch["status"]["restarts"] == 1
+
+
+def test_a_member_failing_before_the_gang_ran_whole_starts_the_backoff_clock() -> None:
+    """With a backoff, the failure is written first (lastFailureTime), so the break stays
+    recorded once the owner replaces the failed pod, and across an operator restart."""
+    group = gang(status={"phase": Phase.PENDING})
+    plan = plan_restart(group, members("RRF"), at(5))
+    assert isinstance(plan, Wait)
+    assert plan.until == at(15)
+    assert plan.status_patch is not None
+    assert plan.status_patch["status"]["lastFailureTime"] == iso(at(5))
+    recorded = apply_status_patch(group, plan.status_patch)
+    assert isinstance(plan_restart(recorded, members("RRP"), at(15)), Restart)
+
+
+def test_a_spare_member_failing_before_the_gang_ran_whole_is_no_break() -> None:
+    """minMember live members (the lifecycle will write Running): a failed spare is no break."""
+    plan = plan_restart(gang(policy=NO_BACKOFF, status={}), members("RRRF"), at(5))
+    assert isinstance(plan, Nothing)
+    assert plan.why is Idle.NOT_TRIGGERED
+
+
+def test_failing_before_whole_at_the_limit_fails_and_frees_the_running_members() -> None:
+    status = {"phase": Phase.PENDING, "restarts": 3, "lastRestartTime": iso(at(1))}
+    plan = plan_restart(gang(policy=NO_BACKOFF, status=status), members("RRF"), at(5))
+    assert isinstance(plan, Fail)
+    assert plan.status_patch["status"]["phase"] == Phase.FAILED
+    assert [ref.name for ref in plan.delete] == ["m0", "m1"]
 
 
 def test_a_gang_that_keeps_min_member_live_members_is_not_restarted() -> None:
