@@ -576,3 +576,58 @@ async def test_a_gang_of_one_with_costly_pod_terms_is_decided_in_the_worker_thre
         await gang_pods(kube, namespace, "costly", 1, name, group="costly", affinity=anti)
         await wait_group(kube, namespace, "costly", timeout=60, phase=c.Phase.RUNNING)
         assert sample(await scrape(operator), THREAD_DECISIONS) >= before + 1
+
+
+async def test_a_partly_bound_gang_gets_the_room_its_rest_needs_before_an_older_peer(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """Two of `part`'s four members are bound already, as after an operator killed in the
+    middle of a gang's binds. When room for two pods frees up, `a-rival` (a gang of two, older,
+    and first by name) would take it if decided by age, and `part` would hold half the node for
+    nothing. Decided first, `part` runs whole and the rival waits."""
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (sim, name):
+        node = sim.node_names[0]
+        await create_bound(kube, namespace, "blocker", node, requests={"cpu": "2"})
+        await asyncio.gather(
+            *(
+                create_bound(
+                    kube,
+                    namespace,
+                    f"part-{i}",
+                    node,
+                    group="part",
+                    requests={"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                )
+                for i in range(2)
+            )
+        )
+
+        async def refused(group: str) -> dict[str, Any] | None:
+            cond = condition(await group_status(kube, namespace, group), "Unschedulable")
+            return cond if cond and cond["reason"] == c.Reason.NOT_ENOUGH_RESOURCES else None
+
+        await create_group(kube, namespace, "a-rival", min_member=2)
+        await gang_pods(kube, namespace, "a-rival", 2, name, group="a-rival")
+        await wait_for(lambda: refused("a-rival"), 20, "a-rival refused while the node is full")
+        await create_group(kube, namespace, "part", min_member=4)
+        await asyncio.gather(
+            *(
+                create_pod(
+                    kube,
+                    namespace,
+                    f"part-{i}",
+                    group="part",
+                    requests={"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector={"pool": name},
+                )
+                for i in (2, 3)
+            )
+        )
+        await wait_for(lambda: refused("part"), 20, "part refused while the node is full")
+
+        await kube.delete(PODS, "blocker", namespace)
+        await wait_group(kube, namespace, "part", timeout=30, phase=c.Phase.RUNNING, running=4)
+        rival = await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=a-rival")
+        assert len(rival) == 2 and not bound(rival), rival

@@ -142,6 +142,9 @@ class QueueEntry:
     created: dt.datetime | None = None
     last_failure: dt.datetime | None = None
     uid: str = ""
+    partly_bound: bool = False
+    """Some members hold nodes while the group is short of minMember: decided first among its
+    priority (`scheduling.queue`)."""
 
     @property
     def key(self) -> GroupKey:
@@ -732,6 +735,7 @@ class GangScheduler:
             created=group.metadata.creation_timestamp,
             last_failure=group.status.last_failure_time,
             uid=group.metadata.uid or "",
+            partly_bound=0 < len(self._bound_members(key)) < group.spec.min_member,
         )
 
     def _request_or_none(self, queued: QueueEntry, now: dt.datetime) -> GangRequest | None:

@@ -69,6 +69,11 @@ class GangRequest:
         """`namespace/name`, as messages name a group."""
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def partly_bound(self) -> bool:
+        """Some members hold nodes while the gang is short of minMember (queue order)."""
+        return 0 < self.already_bound < self.min_member
+
 
 NODE_EXPRESSION_COST = 0.5
 """Microseconds a node-affinity expression may cost on each node (see `decision_cost`)."""

@@ -2,10 +2,18 @@
 
 Order matters for fairness and for deadlock: if members of two gangs were interleaved, each
 could take half the room and neither would ever be whole. So the queue orders *groups* (as
-scheduler-plugins' coscheduling `Less` does): higher priority first, then the time the group
-last failed (else its creation time) so a group that just failed goes behind its peers, then
-namespace, name and UID to make the order total and deterministic. A group's members are always
-handed out together.
+scheduler-plugins' coscheduling `Less` does): higher priority first, then groups partly bound
+(see below), then the time the group last failed (else its creation time) so a group that just
+failed goes behind its peers, then namespace, name and UID to make the order total and
+deterministic. A group's members are always handed out together.
+
+Partly bound groups go first among their priority: some members hold nodes while the group is
+short of minMember (an operator killed in the middle of a gang's binds, a member bound by someone
+else, a lost member's replacement). What they hold is wasted until the rest is placed, so
+placing the rest first is the cheapest way out; decided by their age instead, a peer could take
+the room the rest needs, and the group would hold its part of the cluster for nothing.
+(Volcano's gang plugin orders jobs short of minAvailable first for the same reason.) A partly
+bound group that is refused backs off like any other, so it never holds up the queue.
 
 Timeouts and backoff are pure functions of times passed in; nothing here reads a clock.
 """
@@ -38,19 +46,22 @@ class Queued(Protocol):
     def name(self) -> str: ...
     @property
     def uid(self) -> str: ...
+    @property
+    def partly_bound(self) -> bool: ...
 
 
-QueueKey = tuple[int, datetime, str, str, str]
+QueueKey = tuple[int, bool, datetime, str, str, str]
 Q = TypeVar("Q", bound=Queued)
 
 
 def queue_key(gang: Queued) -> QueueKey:
-    """Sort key: priority (high first), last failure else creation (early first), ns, name, uid.
+    """Sort key: priority (high first), partly bound first, last failure else creation (early
+    first), ns, name, uid.
 
     Times must be timezone-aware; a group with neither time sorts after every dated group.
     """
     since = gang.last_failure or gang.created or _NEVER
-    return (-gang.priority, since, gang.namespace, gang.name, gang.uid)
+    return (-gang.priority, not gang.partly_bound, since, gang.namespace, gang.name, gang.uid)
 
 
 def order_gangs(gangs: Iterable[Q]) -> list[Q]:

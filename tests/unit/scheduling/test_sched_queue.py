@@ -33,6 +33,25 @@ def test_priority_then_time_then_namespace_name_uid() -> None:
     assert [g.name for g in ordered] == ["high-new", "low-old", "z", "a", "b", "failed"]
 
 
+def test_a_partly_bound_gang_goes_first_among_its_priority() -> None:
+    """Its bound members hold room for nothing until the rest is placed; a peer decided first
+    could take the room the rest needs. Priority still comes first."""
+    old = gang("old", (), min_member=4, created=T0)
+    partly = gang(
+        "partly",
+        (),
+        min_member=4,
+        already_bound=2,
+        created=T0 + timedelta(hours=1),
+        last_failure=T0 + timedelta(hours=2),
+    )
+    whole = gang("whole", (), min_member=4, already_bound=4, created=T0 + timedelta(hours=1))
+    high = gang("high", (), min_member=4, priority=10, created=T0 + timedelta(hours=3))
+    assert partly.partly_bound and not whole.partly_bound and not old.partly_bound
+    ordered = order_gangs([whole, old, partly, high])
+    assert [g.name for g in ordered] == ["high", "partly", "old", "whole"]
+
+
 def test_uid_breaks_the_last_tie() -> None:
     first = gang("x", (), min_member=1, created=T0, uid="uid-1")
     second = gang("x", (), min_member=1, created=T0, uid="uid-2")
