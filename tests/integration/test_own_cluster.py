@@ -33,9 +33,12 @@ from podgroup_operator.adapters.kube import (
     ApiError,
     KubeClient,
 )
+from podgroup_operator.controllers.runtime import Runtime
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.domain.leadership import MICRO_TIME
+from podgroup_operator.settings import OperatorSettings, WebhookMode
+from tests.kept import kept
 from tests.kube_helpers import (
     Samples,
     apply_crd,
@@ -51,7 +54,7 @@ from tests.kube_helpers import (
     scrape,
     wait_group,
 )
-from tests.waiting import wait_for
+from tests.waiting import until, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -817,3 +820,92 @@ async def test_two_replicas_keep_scheduling_after_the_apiserver_was_down_longer_
                 assert replica.process is not None and replica.process.poll() is None, (
                     replica.log_tail()
                 )
+
+
+async def test_nothing_is_kept_about_groups_and_pods_once_they_are_gone(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient
+) -> None:
+    """A busy cluster creates and deletes groups all day: whatever the operator keeps per
+    group or pod must go with it. A runtime in this process (the only operator on this control
+    plane) places one gang and refuses another, places a gang of one, publishes a reservation's
+    view, warns about a pod of a missing group and one with bad gang labels; once all of them
+    are deleted, none of its controllers keeps anything about them (`tests/kept.py` walks every
+    map they hold). Before, the verdicts, quota views, last refusals, quota locks and warned
+    pods stayed for as long as the operator ran."""
+    namespace = await make_namespace(own_kube, "churn")
+    settings = OperatorSettings(
+        webhook_mode=WebhookMode.OFF, metrics_address="", leader_election=False
+    )
+    runtime = Runtime(settings, KubeClient.from_kubeconfig(str(own_cluster.kubeconfig)))
+    await runtime.start()
+    try:
+        await wait_for(lambda: _leading(runtime), 30, "the in-process runtime to lead")
+        leading = runtime.leading
+        assert leading is not None
+        leading.status.count_delay = 0  # pods of a missing group are warned at once
+        async with pool(own_kube, count=1, cpu="2", memory="8Gi") as (_, name):
+            for group, cpu in (("fits", "500m"), ("waits", "2")):
+                await create_group(own_kube, namespace, group, min_member=2)
+                await gang_pods(
+                    own_kube, namespace, group, 2, name, group=group, requests={"cpu": cpu}
+                )
+            await create_group(
+                own_kube, namespace, "reserved", min_member=1, totalResources={"cpu": "1"}
+            )
+            bad = {c.LABEL_LIGHTWEIGHT_NAME: "bad", c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "9" * 20}
+            for pod_name, labels, group in (
+                ("alone", None, None),
+                ("orphan", None, "nobody"),
+                ("bad-labels", bad, None),
+            ):
+                await create_pod(
+                    own_kube,
+                    namespace,
+                    pod_name,
+                    group=group,
+                    labels=labels,
+                    requests={"cpu": "100m"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector={"pool": name},
+                )
+            await wait_group(own_kube, namespace, "fits", phase=c.Phase.RUNNING, running=2)
+
+            async def all_said() -> bool:
+                reasons = {
+                    e.get("reason") for e in (await own_kube.list(EVENTS, namespace))["items"]
+                }
+                return {c.Reason.MISSING_POD_GROUP, c.Reason.INVALID_GANG_LABELS} <= reasons and (
+                    (namespace, "waits") in leading.status.verdicts
+                    and (namespace, "reserved") in leading.status.quota_views
+                )
+
+            await wait_for(all_said, 30, "the refusal, the quota view and both warnings")
+            pods = (await own_kube.list(PODS, namespace))["items"]
+            uids = {p["metadata"]["uid"] for p in pods}
+            assert kept([leading, runtime.quota], namespace, uids), "the walk must see them"
+
+            for group_body in (await own_kube.list(PODGROUPS, namespace))["items"]:
+                await own_kube.delete(PODGROUPS, group_body["metadata"]["name"], namespace)
+            for pod in pods:
+                await own_kube.delete(PODS, pod["metadata"]["name"], namespace)
+
+            async def gone() -> bool:
+                stores = (runtime.informers.pods.store, runtime.informers.podgroups.store)
+                return not any(
+                    (o.get("metadata") or {}).get("namespace") == namespace
+                    for store in stores
+                    for o in store.objects()
+                )
+
+            await wait_for(gone, 60, "the informers to see every pod and group gone")
+            with contextlib.suppress(AssertionError):
+                await until(
+                    lambda: not kept([leading, runtime.quota], namespace, uids), "forgotten", 5
+                )
+            assert kept([leading, runtime.quota], namespace, uids) == {}
+    finally:
+        await runtime.stop()
+
+
+async def _leading(runtime: Runtime) -> bool:
+    return runtime.leading is not None

@@ -96,6 +96,10 @@ class Failures:
         if self._failures.pop(key, None) is not None:
             self.logger.info("%s %s recovered", self.loop, _name(key))
 
+    def forget(self, key: Hashable) -> None:
+        """The object is gone: drop its failures without a word (no recovery to report)."""
+        self._failures.pop(key, None)
+
     def count(self, key: Hashable) -> int:
         failure = self._failures.get(key)
         return 0 if failure is None else failure.count

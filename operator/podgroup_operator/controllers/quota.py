@@ -239,7 +239,9 @@ class QuotaService:
         self.failures = Failures("quota of PodGroup", logger, metric="quota")
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
         self._queued: set[GroupKey] = set()
-        self._key_locks: dict[GroupKey, asyncio.Lock] = {}
+        self._key_locks: dict[GroupKey, tuple[asyncio.Lock, int]] = {}
+        """A lock per group being worked on, with how many workers hold or wait for it: the
+        last one out drops it, so the map holds the groups in work, not every group seen."""
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -500,10 +502,18 @@ class QuotaService:
         while True:
             key = await self._dirty.get()
             self._queued.discard(key)
-            lock = self._key_locks.setdefault(key, asyncio.Lock())
-            async with lock:
-                # Isolated: a group that raises backs off (logged once per cause).
-                await self.failures.attempt(key, self.reconcile(key), self.touch)
+            lock, users = self._key_locks.get(key) or (asyncio.Lock(), 0)
+            self._key_locks[key] = (lock, users + 1)
+            try:
+                async with lock:
+                    # Isolated: a group that raises backs off (logged once per cause).
+                    await self.failures.attempt(key, self.reconcile(key), self.touch)
+            finally:
+                lock, users = self._key_locks[key]
+                if users > 1:
+                    self._key_locks[key] = (lock, users - 1)
+                else:
+                    del self._key_locks[key]
 
     async def _sweeper(self) -> None:
         """Entries whose group never appeared are released even though no event will come.

@@ -61,7 +61,7 @@ from podgroup_operator.adapters.slim import (
     without_managed_fields,
 )
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
-from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.preemption import budgets_of
@@ -274,6 +274,8 @@ class Leading:
 
     def on_pod(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
         self.scheduler.on_pod(kind, pod)
+        if kind is WatchEventType.DELETED:
+            self.status.pod_gone(pod_uid(pod))
         key = group_key_of(pod)
         previous = None if old is None else group_key_of(old)
         if key is not None:
@@ -455,10 +457,8 @@ class Runtime:
         ]
         waiting: list[str] = []
         if self.leading is not None:
-            verdicts = self.leading.status.verdicts
-            for key in self.leading.scheduler.waiting:
-                verdict = verdicts.get(key)
-                waiting.append(str(verdict.reason) if verdict and verdict.reason else "Pending")
+            for state in self.leading.scheduler.waiting.values():
+                waiting.append(str(state.reason) if state.reason else "Pending")
         return {
             "phases": phases,
             "waiting_reasons": waiting,

@@ -111,12 +111,20 @@ undecided (`GangScheduler.leaving`), unless a pod created there says it is back 
 
 @dataclass
 class WaitState:
-    """How long a group has waited and how often it was refused (memory; status has the rest)."""
+    """How long a group has waited and how often it was refused (memory; status has the rest).
+
+    Everything the scheduler remembers of a waiting group lives here or in the other maps that
+    `_drop_pending` clears when its last pending member goes: a busy cluster creates and deletes
+    groups all day, and memory kept per group ever seen grows without end."""
 
     since: dt.datetime
     failures: int = 0
     last_failure: dt.datetime | None = None
     timed_out: bool = False
+    reason: c.Reason | None = None
+    """The reason the group was last told it waits (`podgroup_waiting_gangs`)."""
+    message: str | None = None
+    """The last refusal: logged when it changes, quoted when the group times out."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +236,6 @@ class GangScheduler:
         self.binds = 0
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
-        self._last_messages: dict[GroupKey, str] = {}
         self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None]] = {}
         self._binding: set[asyncio.Task[None]] = set()
         """Bind batches still in flight (pipelined cycles)."""
@@ -377,6 +384,7 @@ class GangScheduler:
             if not bucket:
                 del self.pending[key]
                 self.waiting.pop(key, None)
+                self.failures.forget(key)
                 self.signals.forget_gang(key)
                 self._release(key)
                 self.preemption.forget(key)
@@ -772,8 +780,9 @@ class GangScheduler:
             now=now,
             backoff=self.backoff,
         )
-        if decision.timed_out and not state.timed_out and key in self._last_messages:
+        if decision.timed_out and not state.timed_out and state.message is not None:
             state.timed_out = True
+            state.reason = c.Reason.SCHEDULE_TIMEOUT
             self._release(key)  # a NonStrict gang that timed out holds nothing while backing off
             self.publish(
                 key,
@@ -781,7 +790,7 @@ class GangScheduler:
                     placed=False,
                     reason=c.Reason.SCHEDULE_TIMEOUT,
                     message=f"not placed within {timeout_of(decision.deadline, state.since)}s; "
-                    f"retrying with backoff. Last refusal: {self._last_messages.get(key, '-')}",
+                    f"retrying with backoff. Last refusal: {state.message}",
                 ),
             )
         if not decision.may_attempt:
@@ -886,7 +895,6 @@ class GangScheduler:
             self.in_flight.add(binding.pod_uid)
             self.signals.placing(bucket.get(binding.pod_uid))
         self._stale.add(placement.gang)
-        self._last_messages.pop(placement.gang, None)
 
     def _failed(self, key: GroupKey, exc: Exception, now: dt.datetime) -> None:
         """Deciding this group raised: back it off, say so in its status (once), go on."""
@@ -898,7 +906,7 @@ class GangScheduler:
             message = (
                 f"the scheduler failed on this group and retries with backoff: {describe(exc)}"
             )
-            self._last_messages[key] = message
+            state.message, state.reason = message, c.Reason.SCHEDULING_FAILED
             self.publish(
                 key, Verdict(placed=False, reason=c.Reason.SCHEDULING_FAILED, message=message)
             )
@@ -907,11 +915,12 @@ class GangScheduler:
         state = self.waiting.setdefault(key, WaitState(since=now))
         state.failures += 1
         state.last_failure = now
-        if self._last_messages.get(key) != message:
+        if state.message != message:
             logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
-        self._last_messages[key] = message
+        state.message = message
         self.signals.refused(key, self.pending.get(key, {}).values(), message)
         if not state.timed_out:
+            state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
 
     def _bound(self, binding: Binding) -> None:

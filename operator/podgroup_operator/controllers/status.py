@@ -202,6 +202,16 @@ class StatusReconciler:
         self.preempted: dict[GroupKey, Preempted] = {}
         """Gangs a higher-priority gang preempted (the scheduler's fact): their `Preempted`
         condition, and no restart charged for the break (domain/restart.py)."""
+        self._per_group: tuple[dict[GroupKey, Any], ...] = (
+            self._counts_since,
+            self._bound_since,
+            self._ours,
+            self._contested,
+            self.verdicts,
+            self.quota_views,
+            self.preempted,
+        )
+        """What is kept per group beyond its reconcile, dropped once the group is gone."""
         self._tasks: list[asyncio.Task[None]] = []
         self.last_done: float | None = None
         """Loop time the last reconcile ended (liveness: workers with a queue finish some)."""
@@ -361,10 +371,10 @@ class StatusReconciler:
         pods = list(self.members.get(key, []))
         body = self._current(key)
         if body is None:
-            self._ours.pop(key, None)
-            self._contested.pop(key, None)
-            self._counts_since.pop(key, None)
-            self._bound_since.pop(key, None)
+            # No group (deleted, or a gang of one that never has one): nothing of it is kept,
+            # or a busy cluster's churn of groups would grow this process without end.
+            for kept in self._per_group:
+                kept.pop(key, None)
             pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
             if not pods:
                 self._missing_since.pop(key, None)
@@ -757,6 +767,12 @@ class StatusReconciler:
         except ApiError as exc:
             if not (exc.not_found or exc.conflict):
                 raise
+
+    def pod_gone(self, uid: str) -> None:
+        """A pod was deleted: forget that it was warned (a set of every pod ever warned would
+        only grow)."""
+        for warned in (self._warned_pods, self._warned_conflicts, self._warned_labels):
+            warned.discard(uid)
 
     def member_seen(self, pod: dict[str, Any]) -> None:
         """One Warning Event per pod whose label and annotation name different groups.
