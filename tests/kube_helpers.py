@@ -122,6 +122,10 @@ async def scrape(operator: OperatorProcess) -> Samples:
     return parse_samples(text)
 
 
+HOLD = "test.podgroup.x-k8s.io/hold"
+"""A finalizer of the tests' own: the sim kubelet deletes a pod at once, so a test holds a
+terminating pod in place with it (as a real kubelet's grace period would), and lets it go."""
+
 ATTEMPTS = "podgroup_scheduling_attempts_total"
 
 

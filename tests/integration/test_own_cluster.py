@@ -40,6 +40,7 @@ from podgroup_operator.domain.leadership import MICRO_TIME
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.kept import kept
 from tests.kube_helpers import (
+    HOLD,
     Samples,
     apply_crd,
     crash,
@@ -518,10 +519,6 @@ async def test_a_kubeflow_shaped_gang_runs_when_the_operator_takes_scheduler_plu
             assert {e["source"]["component"] for e in events} == {KUBEFLOW_SCHEDULER}
         finally:
             process.stop()
-
-
-HOLD = "test.podgroup.x-k8s.io/hold"
-"""A finalizer of the test's own, holding a deleted pod in place."""
 
 
 async def test_a_bare_gang_restart_cut_short_by_kill_9_is_finished_by_the_next_leader(

@@ -20,6 +20,7 @@ from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.clock import Clock
 from tests.kube_helpers import (
+    HOLD,
     create_bound,
     create_group,
     create_pod,
@@ -30,10 +31,6 @@ from tests.kube_helpers import (
     wait_group,
 )
 from tests.waiting import wait_for
-
-HOLD = "test.podgroup.x-k8s.io/hold"
-"""A finalizer of the test's own: the sim kubelet deletes at once, so the test holds a
-terminating pod in place with it (as a real kubelet's grace period would), and lets it go."""
 
 
 def pod_condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
