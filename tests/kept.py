@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from podgroup_operator.adapters.kube import PODGROUPS, PODS, KubeClient
+
 _OURS = "podgroup_operator."
 
 
@@ -43,3 +45,17 @@ def kept(roots: Iterable[Any], namespace: str, uids: Collection[str] = ()) -> di
     for root in roots:
         walk(root, type(root).__name__)
     return found
+
+
+async def delete_all(kube: KubeClient, namespace: str, roots: Iterable[Any]) -> set[str]:
+    """Delete every PodGroup and pod of `namespace`, after checking that `kept` sees them (so a
+    later empty answer means forgotten, not unseen); return the pods' UIDs."""
+    roots = list(roots)
+    pods = (await kube.list(PODS, namespace))["items"]
+    uids = {pod["metadata"]["uid"] for pod in pods}
+    assert kept(roots, namespace, uids), "the walk must see what is kept before the deletes"
+    for group in (await kube.list(PODGROUPS, namespace))["items"]:
+        await kube.delete(PODGROUPS, group["metadata"]["name"], namespace)
+    for pod in pods:
+        await kube.delete(PODS, pod["metadata"]["name"], namespace)
+    return uids

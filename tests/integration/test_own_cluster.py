@@ -38,7 +38,7 @@ from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.domain.leadership import MICRO_TIME
 from podgroup_operator.settings import OperatorSettings, WebhookMode
-from tests.kept import kept
+from tests.kept import delete_all, kept
 from tests.kube_helpers import (
     HOLD,
     Samples,
@@ -877,14 +877,7 @@ async def test_nothing_is_kept_about_groups_and_pods_once_they_are_gone(
                 )
 
             await wait_for(all_said, 30, "the refusal, the quota view and both warnings")
-            pods = (await own_kube.list(PODS, namespace))["items"]
-            uids = {p["metadata"]["uid"] for p in pods}
-            assert kept([leading, runtime.quota], namespace, uids), "the walk must see them"
-
-            for group_body in (await own_kube.list(PODGROUPS, namespace))["items"]:
-                await own_kube.delete(PODGROUPS, group_body["metadata"]["name"], namespace)
-            for pod in pods:
-                await own_kube.delete(PODS, pod["metadata"]["name"], namespace)
+            uids = await delete_all(own_kube, namespace, [leading, runtime.quota])
 
             async def gone() -> bool:
                 stores = (runtime.informers.pods.store, runtime.informers.podgroups.store)

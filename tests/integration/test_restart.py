@@ -17,7 +17,6 @@ from tests.builders import replicaset
 from tests.kube_helpers import (
     crash,
     create_group,
-    create_pod,
     gang_pods,
     group_status,
     pool,
@@ -205,18 +204,10 @@ async def test_a_gang_broken_before_it_ran_whole_is_restarted_then_failed_freein
     slow = {c.SIM_ANNOTATION_START_DELAY: "3"}
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, pool_name):
         await make_group(kube, namespace, "early", 4, backoffSeconds=0, maxRestarts=1)
+        fails = {c.SIM_ANNOTATION_FAIL_AFTER: "0"}
         await asyncio.gather(
             gang_pods(kube, namespace, "early", 3, pool_name, group="early", annotations=slow),
-            create_pod(
-                kube,
-                namespace,
-                "early-3",
-                group="early",
-                requests={"cpu": "1"},
-                scheduler=c.SCHEDULER_NAME,
-                nodeSelector={"pool": pool_name},
-                annotations={c.SIM_ANNOTATION_FAIL_AFTER: "0"},
-            ),
+            gang_pods(kube, namespace, "early-bad", 1, pool_name, group="early", annotations=fails),
         )
         final = await wait_group(kube, namespace, "early", timeout=60, phase=c.Phase.FAILED)
         assert final["restarts"] == 1, final
@@ -224,7 +215,7 @@ async def test_a_gang_broken_before_it_ran_whole_is_restarted_then_failed_freein
         assert c.Reason.RESTART_LIMIT_EXCEEDED in reasons, final
         events = (await kube.list(EVENTS, namespace))["items"]
         restarted = [e for e in events if e.get("reason") == c.Reason.GANG_RESTARTED]
-        assert restarted and "early-3 failed" in restarted[0]["message"], restarted
+        assert restarted and "early-bad-0 failed" in restarted[0]["message"], restarted
 
         await make_group(kube, namespace, "next", 4)
         await gang_pods(kube, namespace, "next", 4, pool_name, group="next")

@@ -611,20 +611,7 @@ async def test_a_partly_bound_gang_gets_the_room_its_rest_needs_before_an_older_
         await gang_pods(kube, namespace, "a-rival", 2, name, group="a-rival")
         await wait_for(lambda: refused("a-rival"), 20, "a-rival refused while the node is full")
         await create_group(kube, namespace, "part", min_member=4)
-        await asyncio.gather(
-            *(
-                create_pod(
-                    kube,
-                    namespace,
-                    f"part-{i}",
-                    group="part",
-                    requests={"cpu": "1"},
-                    scheduler=c.SCHEDULER_NAME,
-                    nodeSelector={"pool": name},
-                )
-                for i in (2, 3)
-            )
-        )
+        await gang_pods(kube, namespace, "part-rest", 2, name, group="part")
         await wait_for(lambda: refused("part"), 20, "part refused while the node is full")
 
         await kube.delete(PODS, "blocker", namespace)

@@ -16,7 +16,7 @@ from podgroup_operator.adapters.kube import EVENTS, PODGROUPS, PODS, KubeClient
 from podgroup_operator.controllers.runtime import Leading, Runtime
 from tests.builders import node, pod, podgroup
 from tests.fakes import FakeApiServer
-from tests.kept import kept
+from tests.kept import delete_all, kept
 from tests.unit.controllers.test_runtime_unit import leading_over
 from tests.waiting import until, wait_for
 
@@ -64,14 +64,7 @@ async def churn(kube: KubeClient, runtime: Runtime, leading: Leading) -> set[str
         "both gangs decided, and the reservation's view published",
         10,
     )
-    pods = (await kube.list(PODS, NS))["items"]
-    uids = {p["metadata"]["uid"] for p in pods}
-    assert kept([leading, runtime.quota], NS, uids), "the check must see what is kept"
-
-    for group in (await kube.list(PODGROUPS, NS))["items"]:
-        await kube.delete(PODGROUPS, group["metadata"]["name"], NS)
-    for body in pods:
-        await kube.delete(PODS, body["metadata"]["name"], NS)
+    uids = await delete_all(kube, NS, [leading, runtime.quota])
     await until(
         lambda: (
             not any(
