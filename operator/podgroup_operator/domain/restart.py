@@ -162,7 +162,8 @@ class Idle(StrEnum):
     TERMINAL = "Terminal"
     """Finished or Failed: terminal phases latch."""
     NOT_TRIGGERED = "NotTriggered"
-    """The gang never ran whole since its last restart, or it still has minMember live members."""
+    """Nothing broke: the gang still has minMember live members, or it never ran whole since
+    its last restart and none of its members failed."""
     RESTART_IN_PROGRESS = "RestartInProgress"
     """A restart was started; its old members are still terminating."""
 

@@ -12,8 +12,9 @@ short of minMember (an operator killed in the middle of a gang's binds, a member
 else, a lost member's replacement). What they hold is wasted until the rest is placed, so
 placing the rest first is the cheapest way out; decided by their age instead, a peer could take
 the room the rest needs, and the group would hold its part of the cluster for nothing.
-(Volcano's gang plugin orders jobs short of minAvailable first for the same reason.) A partly
-bound group that is refused backs off like any other, so it never holds up the queue.
+(Volcano's gang plugin, likewise, orders jobs short of minAvailable ahead of those that have
+it.) A partly bound group that is refused backs off like any other, so it never holds up the
+queue.
 
 Timeouts and backoff are pure functions of times passed in; nothing here reads a clock.
 """

@@ -38,8 +38,7 @@ def member(name: str, group: str | None, cpu: str, **extra: Any) -> dict[str, An
 
 async def churn(kube: KubeClient, runtime: Runtime, leading: Leading) -> set[str]:
     """Groups placed and refused, a gang of one, a quota reservation, pods warned about; all
-    of them deleted.
-    Returns the pods' UIDs."""
+    of them deleted once the runtime has them in mind. Returns the pods' UIDs."""
     leading.status.count_delay = 0  # pods of a missing group are warned at once
     for name, cpu in (("fits", "500m"), ("waits", "2")):
         await create(kube, podgroup(name, NS, min_member=2))
