@@ -1,8 +1,10 @@
 """Exponential backoff, the one rule behind every retry that waits longer each time.
 
 The scheduler's retries of a refused gang, the isolation of objects whose processing raised,
-and the restart policy's wait between restarts all use it; it lives in `api/` because both
-halves of the pure core (`scheduling/`, `domain/`) need it and neither may import the other.
+the restart policy's wait between restarts, the informers' retries, the repeats of a waiting
+gang's FailedScheduling Events and the writes of a contested status all use it; it lives in
+`api/` because both halves of the pure core (`scheduling/`, `domain/`) need it and neither may
+import the other.
 """
 
 from __future__ import annotations

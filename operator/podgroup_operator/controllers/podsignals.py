@@ -57,6 +57,7 @@ from podgroup_operator.adapters.kube import (
     FencedError,
     KubeClient,
 )
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.logs import truncate
 
@@ -75,12 +76,16 @@ MESSAGE_LIMIT = 1024
 """Characters of a condition or Event message (an Event's note is capped at 1 kB)."""
 
 
+_REPEATS = Backoff(
+    initial_seconds=FAILED_SCHEDULING_INTERVAL.total_seconds(),
+    max_seconds=FAILED_SCHEDULING_LONGEST_INTERVAL.total_seconds(),
+)
+
+
 def repeat_interval(repeats: int) -> dt.timedelta:
     """The wait before repeating a gang's unchanged FailedScheduling Events, after `repeats`
     repeats already."""
-    return min(
-        FAILED_SCHEDULING_INTERVAL * (1 << min(repeats, 16)), FAILED_SCHEDULING_LONGEST_INTERVAL
-    )
+    return _REPEATS.delay(repeats + 1)
 
 
 @dataclasses.dataclass(frozen=True)

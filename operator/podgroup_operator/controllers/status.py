@@ -25,6 +25,7 @@ from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
 from podgroup_operator.adapters.slim import without_managed_fields
+from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroup, PodGroupStatus, unreadable_fields
 from podgroup_operator.api.validation import podgroup_errors, status_errors
@@ -96,6 +97,7 @@ CONTESTED_FIRST_SECONDS = 2.0
 """The wait before the first write of a contest; it doubles with each contested write."""
 CONTESTED_LONGEST_SECONDS = 300.0
 """The longest wait between two writes of a contested group's status."""
+_CONTESTED = Backoff(initial_seconds=CONTESTED_FIRST_SECONDS, max_seconds=CONTESTED_LONGEST_SECONDS)
 EVENT_CONCURRENCY = 8
 """Events posted at once, in the background: narrating a transition must not hold a worker."""
 EVENT_MESSAGE_LIMIT = 1024
@@ -462,11 +464,7 @@ class StatusReconciler:
         clock = self.clock()
         times, last = self._contested.get(key, (0, clock))
         if times >= CONTESTED_AFTER:
-            wait = min(
-                CONTESTED_FIRST_SECONDS * (1 << min(times - CONTESTED_AFTER, 16)),
-                CONTESTED_LONGEST_SECONDS,
-            )
-            until = last + dt.timedelta(seconds=wait)
+            until = last + _CONTESTED.delay(times - CONTESTED_AFTER + 1)
             if clock < until:
                 self._retry_at(key, until, clock)
                 return True
