@@ -26,8 +26,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv/ and install the package with its dev tools
 
-control-plane: $(STAMP) ## build the dev control plane once into ~/.cache/podgroup-operator/
-	$(BIN)/podgroup-operator dev-cluster build
+control-plane: $(STAMP) ## build the dev control plane and kube-scheduler once into ~/.cache/podgroup-operator/
+	$(BIN)/podgroup-operator dev-cluster build --with-scheduler
 
 lint: $(STAMP) ## ruff check, ruff format --check, mypy and the import-linter contracts
 	$(BIN)/ruff check operator tests examples

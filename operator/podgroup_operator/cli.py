@@ -412,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--with-scheduler",
         action="store_true",
-        help="build: also kube-scheduler, for `bench scale --versus kube-scheduler`",
+        help="build: also kube-scheduler, for `bench scale --versus kube-scheduler` and the tests",
     )
     dev.add_argument(
         "--state-dir", default=os.environ.get("PODGROUP_DEV_STATE", str(DEFAULT_STATE_DIR))

@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from podgroup_operator import constants as c
@@ -90,11 +89,10 @@ from podgroup_operator.bench.prepare import create_namespace, install_crd, until
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import node_ready
-from podgroup_operator.local import free_port
 
 NAMESPACE = "bench"
 IN_FLIGHT = 64
-KUBE_SCHEDULER = "kube-scheduler"
+KUBE_SCHEDULER = devcluster.SCHEDULER
 
 
 @dataclass
@@ -746,35 +744,7 @@ def _start_scheduler(
         process = OperatorProcess(state.kubeconfig, state_dir / "operator.log", operator_args)
         process.start()
         return process
-    config = state_dir / "kube-scheduler.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
-                "kind": "KubeSchedulerConfiguration",
-                "clientConnection": {
-                    "kubeconfig": str(state.kubeconfig),
-                    "qps": 2000,
-                    "burst": 2000,
-                },
-                "leaderElection": {"leaderElect": False},
-            }
-        )
-    )
-    return subprocess.Popen(
-        [
-            str(devcluster.BINARIES / "bin" / KUBE_SCHEDULER),
-            f"--config={config}",
-            "--port=0",
-            f"--secure-port={free_port()}",
-            "--bind-address=127.0.0.1",
-            f"--authentication-kubeconfig={state.kubeconfig}",
-            f"--authorization-kubeconfig={state.kubeconfig}",
-            "-v=1",
-        ],
-        stdout=(state_dir / "kube-scheduler.log").open("ab"),
-        stderr=subprocess.STDOUT,
-    )
+    return devcluster.start_kube_scheduler(state.kubeconfig, state_dir)
 
 
 def _positive(text: str) -> int:

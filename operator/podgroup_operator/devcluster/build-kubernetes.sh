@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build kube-apiserver and kube-controller-manager (and, when asked, kube-scheduler for
+# Build kube-apiserver and kube-controller-manager (and, when asked, kube-scheduler for the tests and
 # `bench scale --versus kube-scheduler`) from Debian's own kubernetes source package.
 #
 # No container engine runs on our machines and nothing but Debian and PyPI is reachable, so the

@@ -108,7 +108,8 @@ def alive(pid: int) -> bool:
 
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager")
 SCHEDULER = "kube-scheduler"
-"""Built only on request (`dev-cluster build --with-scheduler`), for `bench scale --versus`."""
+"""Built only on request (`dev-cluster build --with-scheduler`, which `make control-plane` runs):
+for `bench scale --versus` and the test that holds our filters to kube-scheduler's."""
 
 
 def ensure_binaries(*, with_scheduler: bool = False) -> Path:
@@ -355,6 +356,42 @@ def _stop(pid: int, grace: float) -> bool:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return True
+
+
+def start_kube_scheduler(
+    kubeconfig: Path, state_dir: Path, *, qps: int = 2000
+) -> subprocess.Popen[bytes]:
+    """kube-scheduler (built with `ensure_binaries(with_scheduler=True)`) against the cluster
+    of `kubeconfig`, logging to `state_dir/kube-scheduler.log`; the caller stops it.
+
+    `qps` and the same burst: client-go's default of 50 would make the API client, not the
+    scheduler, what `bench scale --versus` measures. No leader election: one instance.
+    """
+    config = state_dir / "kube-scheduler.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(kubeconfig), "qps": qps, "burst": qps},
+                "leaderElection": {"leaderElect": False},
+            }
+        )
+    )
+    return subprocess.Popen(
+        [
+            str(BINARIES / "bin" / SCHEDULER),
+            f"--config={config}",
+            "--port=0",
+            f"--secure-port={free_port()}",
+            "--bind-address=127.0.0.1",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "-v=1",
+        ],
+        stdout=(state_dir / "kube-scheduler.log").open("ab"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def restart_apiserver(
