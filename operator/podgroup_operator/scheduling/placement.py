@@ -44,7 +44,12 @@ from podgroup_operator.scheduling.gang import (
     Placement,
     Refusal,
 )
-from podgroup_operator.scheduling.interpod import MemberCheck, MemberChecks, claims_problem
+from podgroup_operator.scheduling.interpod import (
+    MemberCheck,
+    MemberChecks,
+    claims_problem,
+    member_check,
+)
 from podgroup_operator.scheduling.podinfo import (
     NO_INTER_POD,
     InterPodConstraints,
@@ -72,9 +77,11 @@ from podgroup_operator.scheduling.scores import (
 )
 from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo
+from podgroup_operator.scheduling.volumes import VolumeClaim
 
 __all__ = [
     "MemberShape",
+    "feasible_nodes",
     "member_shape",
     "place_gang_group",
     "place_group",
@@ -656,18 +663,29 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
 
 
 # --- messages ------------------------------------------------------------------------------------
+def _verdicts(
+    snapshot: Snapshot,
+    feasibility: Feasibility,
+    request: Sequence[tuple[str, int]],
+    check: MemberCheck | None,
+) -> Iterator[tuple[NodeState, Rejection | None]]:
+    """Each node that passes the static filters, with what else keeps the pod off it: room
+    first, then the checks that depend on other pods (kube-scheduler's order of plugins)."""
+    for node in snapshot.best_fit_order(feasibility):
+        verdict = insufficient(request, node.free)
+        if verdict is None and check is not None:
+            verdict = check.verdict(node)
+        yield node, verdict
+
+
 def _node_breakdown(
     group: _ShapeGroup, snapshot: Snapshot, check: MemberCheck | None = None
 ) -> str:
     """`0/10 nodes can take another: 3 Insufficient nvidia.com/gpu, 2 node(s) were not Ready`."""
     assert group.feasibility is not None
     counts: Counter[Rejection] = snapshot.exclusions(group.feasibility)
-    request = group.shape.request
     available = 0
-    for node in snapshot.best_fit_order(group.feasibility):
-        verdict = insufficient(request, node.free)
-        if verdict is None and check is not None:
-            verdict = check.verdict(node)
+    for _, verdict in _verdicts(snapshot, group.feasibility, group.shape.request, check):
         if verdict is None:
             available += 1
         else:
@@ -787,6 +805,40 @@ def try_place(gangs: Sequence[GangRequest], snapshot: Snapshot) -> tuple[Binding
 
 
 # --- public API ----------------------------------------------------------------------------------
+def feasible_nodes(
+    pod: Mapping[str, Any],
+    snapshot: Snapshot,
+    claims: Mapping[tuple[str, str], VolumeClaim] | None = None,
+) -> frozenset[str]:
+    """Every node that could take this one pod now: what kube-scheduler's filters would pass.
+
+    The same filters `place_group` walks, asked of every node instead of stopping at the first
+    that fits; a pod no node can take (a constraint the scheduler cannot evaluate, a claim
+    that is missing) gets none. `claims` are the known PVCs, as in `GangRequest.claims`. The
+    differential test against kube-scheduler (tests/integration/test_kube_scheduler_agreement.py)
+    asks this, since kube-scheduler's choice among feasible nodes is scored, not unique.
+    """
+    shape = member_shape(pod)
+    if shape.unsupported is not None:
+        return frozenset()
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    resolved: tuple[VolumeClaim, ...] = ()
+    if shape.inter_pod.claims:
+        problem, resolved = claims_problem(snapshot, namespace, pod_claims(pod), claims or {})
+        if problem is not None:
+            return frozenset()
+    check = member_check(
+        snapshot, namespace, meta.get("labels") or {}, shape.inter_pod, shape.constraints, resolved
+    )
+    feasibility = snapshot.feasibility(shape.constraints)
+    return frozenset(
+        node.name
+        for node, verdict in _verdicts(snapshot, feasibility, shape.request, check)
+        if verdict is None
+    )
+
+
 def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
     """Decide one gang against the snapshot; on success the placement is left assumed.
 

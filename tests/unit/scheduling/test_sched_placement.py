@@ -14,6 +14,7 @@ from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node, pod
 from tests.unit.scheduling.helpers import GPU, gang, members, uid_of
 
+HOSTNAME = "kubernetes.io/hostname"
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = [{"key": GPU, "operator": "Exists"}]
 
@@ -99,6 +100,44 @@ def test_refusal_counts_taint_and_selector_exclusions() -> None:
     )
     assert isinstance(selected, Refusal)
     assert "3 node(s) didn't match Pod's node selector" in selected.message
+
+
+def test_feasible_nodes_are_every_node_the_filters_pass_not_just_the_first() -> None:
+    """Room, taints, selectors and running pods' anti-affinity each keep a node out."""
+    shunned = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME}
+    loner = pod(
+        "loner",
+        node="b",
+        labels={"app": "db"},
+        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [shunned]}},
+    )
+    nodes = [*gpu_nodes(1), node("a"), node("b"), node("c"), node("d", labels={"pool": "x"})]
+    snapshot = Snapshot.build(nodes, [loner, pod("big", requests={"cpu": "7"}, node="c")])
+    before = snapshot.state()
+    web = pod("web", labels={"app": "web"}, requests={"cpu": "2"})
+    assert placement.feasible_nodes(web, snapshot) == {"a", "d"}
+    pinned = pod("pinned", requests={"cpu": "2"}, nodeSelector={"pool": "x"})
+    assert placement.feasible_nodes(pinned, snapshot) == {"d"}
+    tolerant = pod("gpu", requests={GPU: "1"}, tolerations=GPU_TOLERATION)
+    assert placement.feasible_nodes(tolerant, snapshot) == {"gpu-0"}
+    assert snapshot.state() == before  # asking assumes nothing
+
+
+def test_feasible_nodes_are_none_for_a_constraint_the_scheduler_cannot_evaluate() -> None:
+    snapshot = Snapshot.build([node("a")], [])
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME}
+    odd = pod(
+        "odd",
+        affinity={
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {**term, "namespaceSelector": {"matchLabels": {"team": "a"}}}
+                ]
+            }
+        },
+    )
+    assert placement.member_shape(odd).unsupported is not None
+    assert placement.feasible_nodes(odd, snapshot) == frozenset()
 
 
 def test_too_few_members_is_refused_without_trying() -> None:
