@@ -199,7 +199,13 @@ class MemberCheck:
 def _eligible(
     facts: NodeFacts, constraint: SpreadConstraint, keys: Sequence[str], node: Constraints
 ) -> bool:
-    """Does this node's domain count for the constraint (keys present, inclusion policies)?"""
+    """Does this node's domain count for the constraint (keys present, inclusion policies)?
+
+    A node that fails here adds none of its pods to any domain. kube-scheduler before v1.24
+    counted the pods of every node whose domain existed, even one failing the pod's node
+    affinity or lacking another constraint's key (kubernetes#106971, fixed by #107009); this is
+    the fixed rule, and the only difference the test against v1.20.2 leaves out
+    (tests/integration/test_kube_scheduler_agreement.py)."""
     labels = facts.labels
     for key in keys:
         if key not in labels:
