@@ -16,7 +16,9 @@ tolerations against NoSchedule/NoExecute/PreferNoSchedule taints and the cordon,
 protocol and host IP, required pod affinity and anti-affinity across namespaces and topology
 keys (including one no node has), and hard topology spread; preferences ride along and must not
 change feasibility. Half the pods have a controlling owner, so the operator's slim copy (not the
-whole pod) is what our side reads.
+whole pod) is what our side reads. A second test does the same for volumes: claims bound and
+unbound, WaitForFirstConsumer and Immediate, against local PVs pinned to a node or a zone, with
+the PVs kube-scheduler binds (and so takes from later pods) read back into our snapshot.
 
 One difference is left out on purpose: v1.20's PodTopologySpread counted the matching pods of
 every node whose domain exists, even on nodes that fail the pod's node affinity or lack another
@@ -27,6 +29,7 @@ counts, so spread pods here get one constraint and no node selection, where both
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import random
@@ -37,13 +40,24 @@ from typing import Any
 
 import pytest
 
-from podgroup_operator.adapters.kube import NAMESPACES, NODES, PODS, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import (
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    STORAGE_CLASSES,
+    ApiError,
+    Kind,
+    KubeClient,
+)
 from podgroup_operator.adapters.slim import slim_node, slim_pod
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from podgroup_operator.scheduling.gang import GangRequest, Placement
 from podgroup_operator.scheduling.placement import feasible_nodes, place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
+from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
 from tests.waiting import wait_for
 
 CONFIGMAPS = Kind("", "v1", "configmaps")
@@ -341,11 +355,21 @@ async def _exists(kube: KubeClient, kind: Kind, name: str, namespace: str) -> bo
     return True
 
 
-async def _snapshot(kube: KubeClient) -> Snapshot:
-    """The cluster as the operator's informers keep it."""
+async def _snapshot(kube: KubeClient) -> tuple[Snapshot, dict[tuple[str, str], VolumeClaim]]:
+    """The cluster as the operator's informers keep it, and every claim resolved with its
+    StorageClass (as `controllers.volumes` resolves a gang's claims)."""
     nodes = [slim_node(node) for node in (await kube.list(NODES))["items"]]
     pods = [slim_pod(pod) for pod in (await kube.list(PODS))["items"]]
-    return Snapshot.build(nodes, pods)
+    snapshot = Snapshot.build(nodes, pods)
+    for volume in (await kube.list(PERSISTENT_VOLUMES))["items"]:
+        snapshot.set_volume(persistent_volume(volume))
+    classes = {k["metadata"]["name"]: k for k in (await kube.list(STORAGE_CLASSES))["items"]}
+    claims = {}
+    for raw in (await kube.list(PERSISTENT_VOLUME_CLAIMS))["items"]:
+        meta = raw["metadata"]
+        klass = classes.get(raw["spec"].get("storageClassName") or "")
+        claims[(meta["namespace"], meta["name"])] = volume_claim(raw, klass)
+    return snapshot, claims
 
 
 async def _decision(kube: KubeClient, namespace: str, name: str) -> tuple[str | None, str]:
@@ -389,7 +413,7 @@ async def _gone(kube: KubeClient, pods: list[dict[str, Any]]) -> None:
 async def _try(
     kube: KubeClient, pod: dict[str, Any], tally: Tally, placed: list[dict[str, Any]]
 ) -> None:
-    snapshot = await _snapshot(kube)
+    snapshot, claims = await _snapshot(kube)
     try:
         created = await kube.create(PODS, pod, pod["metadata"]["namespace"])
     except ApiError as exc:
@@ -397,11 +421,11 @@ async def _try(
             raise
         tally.invalid.append(exc.message)
         return
-    ours = feasible_nodes(slim_pod(created), snapshot)
-    decision = place_group(
-        GangRequest(pod["metadata"]["namespace"], pod["metadata"]["name"], 1, [slim_pod(created)]),
-        snapshot,
+    ours = feasible_nodes(slim_pod(created), snapshot, claims)
+    gang = GangRequest(
+        pod["metadata"]["namespace"], pod["metadata"]["name"], 1, [slim_pod(created)]
     )
+    decision = place_group(dataclasses.replace(gang, claims=claims), snapshot)
     ours_choice = decision.bindings[0].node if isinstance(decision, Placement) else None
     node, message = await _decision(kube, pod["metadata"]["namespace"], pod["metadata"]["name"])
     problems = []
@@ -458,3 +482,267 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
     # deciding.
     assert not tally.invalid, tally.invalid
     assert tally.placed >= 100 and tally.refused >= 50, tally
+
+
+# --- volumes -------------------------------------------------------------------------------------
+VOLUME_NAMESPACE = "agree-volumes"
+VOLUME_POOLS = [
+    NodePool(count=3, cpu="8", memory="16Gi", labels={"zone": "z1"}, name_prefix="va"),
+    NodePool(count=3, cpu="8", memory="16Gi", labels={"zone": "z2"}, name_prefix="vb"),
+]
+WAIT_CLASS = "agree-wait"
+IMMEDIATE_CLASS = "agree-immediate"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+VOLUME_PODS_TO_TRY = 100
+"""Fewer than above: each pod mounts claims, and a static PV serves one claim for good."""
+
+
+def _volume(
+    name: str,
+    klass: str,
+    size: str,
+    term: dict[str, Any],
+    *,
+    labels: dict[str, str] | None = None,
+    modes: tuple[str, ...] = ("ReadWriteOnce",),
+    block: bool = False,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "storageClassName": klass,
+        "capacity": {"storage": size},
+        "accessModes": list(modes),
+        "persistentVolumeReclaimPolicy": "Retain",
+        "local": {"path": f"/mnt/disks/{name}"},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}},
+    }
+    if block:
+        spec["volumeMode"] = "Block"
+    metadata = {"name": name, "labels": labels or {}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": metadata, "spec": spec}
+
+
+def _volumes() -> list[dict[str, Any]]:
+    """Per node a small and a big local PV (the big ones of zone z2 labelled fast), zone-wide
+    PVs, PVs no Filesystem read-write-once claim may take, and pre-bindable Immediate ones."""
+    found = []
+    for pool in VOLUME_POOLS:
+        for node in pool.node_names():
+            host = {"key": HOSTNAME, "operator": "In", "values": [node]}
+            found.append(_volume(f"{node}-small", WAIT_CLASS, "1Gi", host))
+            fast = {"tier": "fast"} if pool.labels["zone"] == "z2" else {}
+            found.append(_volume(f"{node}-big", WAIT_CLASS, "5Gi", host, labels=fast))
+    z1 = {"key": "zone", "operator": "In", "values": ["z1"]}
+    z2 = {"key": "zone", "operator": "In", "values": ["z2"]}
+    found += [_volume(f"z1-shared-{i}", WAIT_CLASS, "2Gi", z1) for i in range(3)]
+    va0 = {"key": HOSTNAME, "operator": "In", "values": ["va-0"]}
+    vb1 = {"key": HOSTNAME, "operator": "In", "values": ["vb-1"]}
+    found.append(_volume("va-0-shared", WAIT_CLASS, "3Gi", va0, modes=("ReadWriteMany",)))
+    found.append(_volume("vb-1-block", WAIT_CLASS, "1Gi", vb1, block=True))
+    found += [_volume(f"immediate-{i}", IMMEDIATE_CLASS, "1Gi", z2) for i in range(8)]
+    return found
+
+
+def _storage_class(name: str, mode: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": NO_PROVISIONER,
+        "volumeBindingMode": mode,
+    }
+
+
+def _claim(name: str, klass: str, size: str, **spec: Any) -> dict[str, Any]:
+    body = {
+        "storageClassName": klass,
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+        **spec,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+async def _phase(kube: KubeClient, kind: Kind, name: str, namespace: str | None = None) -> str:
+    return str(((await kube.get(kind, name, namespace)).get("status") or {}).get("phase", ""))
+
+
+@dataclass
+class Claims:
+    """The claims the volume test made: `fresh` for the next pod, `kept` once a placed pod
+    that mounted them is deleted (bound to their PV for good, so reused they pin the pod)."""
+
+    kept: list[str] = field(default_factory=list)
+    immediate_left: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def name(self) -> str:
+        self.count += 1
+        return f"claim-{self.count}"
+
+
+async def _claims_for(kube: KubeClient, rng: random.Random, made: Claims) -> list[str]:
+    """One or two claims for the next pod, each created (and an Immediate one Bound) first:
+    a new WaitForFirstConsumer claim of some size, access mode, volume mode or selector; an
+    Immediate claim pre-bound to a free PV (or one no PV can serve: it stays Pending); or a
+    claim an earlier pod left bound."""
+    names = []
+    for _ in range(1 if rng.random() < 0.7 else 2):
+        draw = rng.random()
+        if draw < 0.2 and made.kept:
+            names.append(rng.choice(made.kept))
+            continue
+        name = made.name()
+        if draw < 0.3:
+            if made.immediate_left and rng.random() < 0.8:
+                volume = made.immediate_left.pop()
+                body = _claim(name, IMMEDIATE_CLASS, "1Gi", volumeName=volume)
+            else:
+                body = _claim(name, IMMEDIATE_CLASS, "100Gi")
+            await kube.create(PERSISTENT_VOLUME_CLAIMS, body, VOLUME_NAMESPACE)
+            if "volumeName" in body["spec"]:
+                await wait_for(
+                    functools.partial(_bound, kube, name), 30, f"claim {name} to be Bound"
+                )
+        else:
+            extra: dict[str, Any] = {}
+            if rng.random() < 0.1:
+                extra["accessModes"] = ["ReadWriteMany"]
+            if rng.random() < 0.1:
+                extra["volumeMode"] = "Block"
+            if rng.random() < 0.15:
+                extra["selector"] = {"matchLabels": {"tier": "fast"}}
+            size = rng.choice(["1Gi", "1Gi", "2Gi", "3Gi", "5Gi", "8Gi"])
+            body = _claim(name, WAIT_CLASS, size, **extra)
+            await kube.create(PERSISTENT_VOLUME_CLAIMS, body, VOLUME_NAMESPACE)
+        names.append(name)
+    return list(dict.fromkeys(names))
+
+
+async def _bound(kube: KubeClient, claim: str) -> bool:
+    return await _phase(kube, PERSISTENT_VOLUME_CLAIMS, claim, VOLUME_NAMESPACE) == "Bound"
+
+
+def _volume_pod(rng: random.Random, index: int, claims: list[str]) -> dict[str, Any]:
+    volumes = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": name}}
+        for i, name in enumerate(claims)
+    ]
+    spec: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "containers": [
+            {"name": "main", "image": "sim", "resources": {"requests": {"cpu": "100m"}}}
+        ],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": 0,
+    }
+    if rng.random() < 0.2:
+        spec["nodeSelector"] = {"zone": rng.choice(["z1", "z2"])}
+    if rng.random() < 0.2:
+        term = {"labelSelector": {"matchLabels": {"app": "vol"}}, "topologyKey": HOSTNAME}
+        spec["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+    metadata = {"name": f"v{index}", "namespace": VOLUME_NAMESPACE, "labels": {"app": "vol"}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
+    versus_kube: KubeClient,
+) -> None:
+    """Claims bound and unbound, WaitForFirstConsumer and Immediate, against local PVs pinned
+    to a node or a zone: kube-scheduler's VolumeBinding (and its PV choice, which changes what
+    later pods find) against our `scheduling.volumes`, as above."""
+    kube = versus_kube
+    for klass, mode in ((WAIT_CLASS, "WaitForFirstConsumer"), (IMMEDIATE_CLASS, "Immediate")):
+        await kube.create(STORAGE_CLASSES, _storage_class(klass, mode))
+    volumes = _volumes()
+    for volume in volumes:
+        await kube.create(PERSISTENT_VOLUMES, volume)
+    for volume in volumes:  # a PV is Pending until the PV controller first sees it
+        name = volume["metadata"]["name"]
+        await wait_for(functools.partial(_available, kube, name), 30, f"PV {name} to be Available")
+    await kube.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": VOLUME_NAMESPACE}},
+    )
+    await wait_for(
+        functools.partial(_exists, kube, SERVICEACCOUNTS, "default", VOLUME_NAMESPACE),
+        30,
+        "the default ServiceAccount",
+    )
+    made = Claims(immediate_left=[f"immediate-{i}" for i in range(8)])
+    async with SimCluster(kube, VOLUME_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(60)
+        rng = random.Random(SEED)
+        tally = Tally()
+        placed: list[dict[str, Any]] = []
+        for index in range(VOLUME_PODS_TO_TRY):
+            claims = await _claims_for(kube, rng, made)
+            await _try(kube, _volume_pod(rng, index, claims), tally, placed)
+            if index % FREE_EVERY == FREE_EVERY - 1 and placed:
+                freed = rng.sample(placed, len(placed) // 2)
+                await asyncio.gather(*(_delete(kube, p) for p in freed))
+                await _gone(kube, freed)
+                placed = [p for p in placed if p not in freed]
+                await _recycle(kube, rng, freed, made, {v["metadata"]["name"]: v for v in volumes})
+    assert not tally.disagreements, "\n".join(
+        [f"seed {SEED}: {len(tally.disagreements)} disagreement(s)", *tally.disagreements]
+    )
+    assert not tally.invalid, tally.invalid
+    assert tally.placed >= 20 and tally.refused >= 20, tally
+
+
+async def _recycle(
+    kube: KubeClient,
+    rng: random.Random,
+    freed: list[dict[str, Any]],
+    made: Claims,
+    volumes: dict[str, dict[str, Any]],
+) -> None:
+    """The claims of deleted pods: half are kept for later pods to mount again; the others are
+    deleted and their PV made anew (as an admin recycles a Retained volume), so that the PVs
+    are not all taken after the first few dozen pods."""
+    names = {
+        v["persistentVolumeClaim"]["claimName"]
+        for pod in freed
+        for v in pod["spec"]["volumes"]
+        if v.get("persistentVolumeClaim")
+    }
+    for name in sorted(names - set(made.kept)):
+        if rng.random() < 0.5:
+            made.kept.append(name)
+            continue
+        claim = await kube.get(PERSISTENT_VOLUME_CLAIMS, name, VOLUME_NAMESPACE)
+        await kube.delete(PERSISTENT_VOLUME_CLAIMS, name, VOLUME_NAMESPACE)
+        volume = claim["spec"].get("volumeName")
+        if not volume:
+            continue
+        await kube.delete(PERSISTENT_VOLUMES, volume)
+        await wait_for(
+            functools.partial(_missing, kube, PERSISTENT_VOLUMES, volume), 30, f"PV {volume} gone"
+        )
+        await kube.create(PERSISTENT_VOLUMES, volumes[volume])
+        await wait_for(
+            functools.partial(_available, kube, volume), 30, f"PV {volume} to be Available"
+        )
+        if volume.startswith("immediate-"):
+            made.immediate_left.append(volume)
+
+
+async def _missing(kube: KubeClient, kind: Kind, name: str) -> bool:
+    try:
+        await kube.get(kind, name)
+    except ApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return False
+
+
+async def _available(kube: KubeClient, volume: str) -> bool:
+    return await _phase(kube, PERSISTENT_VOLUMES, volume) == "Available"
