@@ -240,7 +240,12 @@ def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:
-    """A node without a Ready=True condition is not a place to put a gang member."""
+    """A node without a Ready=True condition is not a place to put a gang member.
+
+    kube-scheduler has no such filter: it leaves NotReady nodes to the `not-ready` and
+    `unreachable` taints the node lifecycle controller adds, so a pod tolerating every taint
+    (`operator: Exists`) can land there. We refuse the node whatever the tolerations say, and
+    before the taint arrives: a member there never starts, and its whole gang waits on it."""
     for condition in (node.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "Ready":
             return bool(condition.get("status") == "True")
