@@ -11,14 +11,15 @@ filters would let the pod onto; `place_group` decides it as a gang of one. Then:
 
 kube-scheduler's choice among feasible nodes is scored (and ties are broken at random), so the
 test compares feasibility, not the node chosen. Pods cover resources (extended, init containers,
-pod counts), nodeSelector, required node affinity with every operator and `matchFields`,
-tolerations against NoSchedule/NoExecute/PreferNoSchedule taints and the cordon, host ports by
-protocol and host IP, required pod affinity and anti-affinity across namespaces and topology
-keys (including one no node has), and hard topology spread; preferences ride along and must not
-change feasibility. Half the pods have a controlling owner, so the operator's slim copy (not the
-whole pod) is what our side reads. A second test does the same for volumes: claims bound and
-unbound, WaitForFirstConsumer and Immediate, against local PVs pinned to a node or a zone, with
-the PVs kube-scheduler binds (and so takes from later pods) read back into our snapshot.
+RuntimeClass overhead, pod counts), nodeSelector, required node affinity with every operator and
+`matchFields`, tolerations against NoSchedule/NoExecute/PreferNoSchedule taints and the cordon,
+host ports by protocol and host IP (and those of host-network pods), required pod affinity and
+anti-affinity across namespaces and topology keys (including one no node has), and hard topology
+spread; preferences ride along and must not change feasibility. Half the pods have a controlling
+owner, so the operator's slim copy (not the whole pod) is what our side reads. A second test
+does the same for volumes: claims bound and unbound, WaitForFirstConsumer and Immediate, against
+local PVs pinned to a node or a zone, with the PVs kube-scheduler binds (and so takes from later
+pods) read back into our snapshot.
 
 One difference is left out on purpose: v1.20's PodTopologySpread counted the matching pods of
 every node whose domain exists, even on nodes that fail the pod's node affinity or lack another
@@ -108,6 +109,8 @@ POOLS = [
     NodePool(count=2, cpu="4", memory="8Gi", name_prefix="f"),
 ]
 CORDONED = "f-1"
+RUNTIME_CLASS = "agree-overhead"
+RUNTIME_CLASSES = Kind("node.k8s.io", "v1", "runtimeclasses")
 NODE_NAMES = [name for pool in POOLS for name in pool.node_names()]
 LABEL_VALUES = {
     "zone": ["z1", "z2", "z3"],
@@ -192,6 +195,11 @@ def random_pod(rng: random.Random, index: int) -> dict[str, Any]:
         "containers": [container],
         "terminationGracePeriodSeconds": 0,
     }
+    if rng.random() < 0.1:  # admission adds the RuntimeClass's overhead to the pod
+        spec["runtimeClassName"] = RUNTIME_CLASS
+    if rng.random() < 0.05:  # defaulting makes every container port a host port
+        spec["hostNetwork"] = True
+        container["ports"] = [{"containerPort": rng.choice([8080, 9090])}]
     if rng.random() < 0.05:
         init_requests = {"cpu": rng.choice(["2", "5"]), "memory": "1Gi"}
         spec["initContainers"] = [
@@ -461,6 +469,16 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
     async with SimCluster(kube, POOLS, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(60)
         await kube.patch(NODES, CORDONED, {"spec": {"unschedulable": True}})
+        await kube.create(
+            RUNTIME_CLASSES,
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": RUNTIME_CLASS},
+                "handler": "sim",
+                "overhead": {"podFixed": {"cpu": "250m", "memory": "512Mi"}},
+            },
+        )
         owners = await _owners(kube)
         rng = random.Random(SEED)
         tally = Tally()
