@@ -4,8 +4,11 @@ kube-scheduler v1.20.2 (built from the same Debian source as the control plane) 
 single pods one at a time on sim nodes of varied labels, taints, capacities and pod limits, one
 of them cordoned. Before each pod is created, the cluster is read as the operator's informers
 keep it (`slim_pod`, `slim_node`) into a snapshot, and `feasible_nodes` says which nodes our
-filters would let the pod onto; `place_group` decides it as a gang of one. Then:
+filters would let the pod onto; `place_group` decides it as a gang of one. The operator runs
+in-process too, and its own snapshot, kept by watch events while nodes are relabelled, tainted
+and cordoned along the way, must first match the one built from lists. Then:
 
+- the runtime's snapshot passes the same nodes as the fresh one (its verdict caches held);
 - kube-scheduler's node is one of ours, and our own choice is one of ours;
 - kube-scheduler refuses the pod exactly when we find no node (and `place_group` refuses).
 
@@ -37,9 +40,11 @@ import random
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from podgroup_operator.adapters.kube import (
     NAMESPACES,
@@ -53,16 +58,20 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.adapters.slim import slim_node, slim_pod
+from podgroup_operator.controllers.runtime import Runtime
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import GangRequest, Placement
 from podgroup_operator.scheduling.placement import feasible_nodes, place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
+from podgroup_operator.settings import OperatorSettings, WebhookMode
+from tests.kube_helpers import apply_crd
 from tests.waiting import wait_for
 
+CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 CONFIGMAPS = Kind("", "v1", "configmaps")
-SERVICEACCOUNTS = Kind("", "v1", "serviceaccounts")
 NAMESPACE_NAMES = ("agree-a", "agree-b")
 APPS = ("web", "db", "cache")
 HOSTNAME = "kubernetes.io/hostname"
@@ -288,6 +297,54 @@ def random_pod(rng: random.Random, index: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+NODE_CHANGE_EVERY = 15
+NODE_CHANGES: list[tuple[str, dict[str, Any]]] = [
+    ("b-0", {"metadata": {"labels": {"zone": "z3"}}}),
+    ("a-1", {"spec": {"taints": [{"key": "maint", "value": "yes", "effect": "NoSchedule"}]}}),
+    (CORDONED, {"spec": {"unschedulable": None}}),
+    ("b-1", {"metadata": {"labels": {"disk": None, "gen": "5"}}}),
+    ("a-2", {"spec": {"unschedulable": True}}),
+    ("b-0", {"metadata": {"labels": {"zone": "z2"}}}),
+    ("a-1", {"spec": {"taints": None}}),
+    ("e-0", {"spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}}),
+    ("b-1", {"metadata": {"labels": {"disk": "ssd"}}}),
+    ("a-2", {"spec": {"unschedulable": None}}),
+]
+"""Relabelled zones and disks, taints added and lifted, cordons on and off, in turn. No
+NoExecute taint: the taint manager would evict pods meanwhile, and both sides would decide on
+pods being deleted."""
+
+
+async def _change_node(kube: KubeClient, step: int) -> None:
+    """Apply the step's change, then wait until kube-scheduler has seen it: the same patch sets
+    an `epoch` label that a sentinel pod (tolerating everything, asking for nothing) selects,
+    and kube-scheduler binds the sentinel only from a node cache that holds the change. Node
+    and pod watches are not ordered with each other, so without this the next pod could be
+    decided on the node as it was."""
+    name, change = NODE_CHANGES[step % len(NODE_CHANGES)]
+    epoch = f"e{step}"
+    body = json.loads(json.dumps(change))
+    body.setdefault("metadata", {}).setdefault("labels", {})["epoch"] = epoch
+    await kube.patch(NODES, name, body)
+    sentinel: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"sentinel-{epoch}", "namespace": NAMESPACE_NAMES[0]},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "main", "image": "sim"}],
+            "nodeSelector": {"epoch": epoch},
+            "tolerations": [{"operator": "Exists"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    created = await _create_pod(kube, sentinel)
+    node, message = await _decision(kube, NAMESPACE_NAMES[0], sentinel["metadata"]["name"])
+    assert node == name, f"the sentinel of {epoch} went to {node} ({message})"
+    await _delete(kube, created)
+    await _gone(kube, [created])
+
+
 @dataclass
 class Tally:
     placed: int = 0
@@ -324,10 +381,32 @@ async def versus_kube(versus_cluster: devcluster.ClusterState) -> AsyncIterator[
     await kube.close()
 
 
+@pytest.fixture
+async def versus_runtime(
+    versus_cluster: devcluster.ClusterState, versus_kube: KubeClient
+) -> AsyncIterator[Runtime]:
+    """The operator in-process (informers, scheduler; no webhooks, no election), reading the
+    cluster as it would: its snapshot is kept by watch events, not built from lists."""
+    await apply_crd(versus_kube, yaml.safe_load(CRD_FILE.read_text()))
+    settings = OperatorSettings(
+        webhook_mode=WebhookMode.OFF, metrics_address="", leader_election=False
+    )
+    runtime = Runtime(settings, KubeClient.from_kubeconfig(str(versus_cluster.kubeconfig)))
+    await runtime.start()
+    try:
+        await wait_for(functools.partial(_leading, runtime), 30, "the runtime to lead")
+        yield runtime
+    finally:
+        await runtime.stop()
+
+
+async def _leading(runtime: Runtime) -> bool:
+    return runtime.leading is not None
+
+
 async def _owners(kube: KubeClient) -> dict[str, dict[str, Any]]:
     """The namespaces, each with a ConfigMap to own half the pods (a controller reference is
-    all the slim copy looks at; the garbage collector only needs the owner to exist), once
-    their default ServiceAccount exists (pod admission refuses until then)."""
+    all the slim copy looks at; the garbage collector only needs the owner to exist)."""
     owners = {}
     for namespace in NAMESPACE_NAMES:
         await kube.create(
@@ -345,22 +424,7 @@ async def _owners(kube: KubeClient) -> dict[str, dict[str, Any]]:
             "uid": owner["metadata"]["uid"],
             "controller": True,
         }
-        await wait_for(
-            functools.partial(_exists, kube, SERVICEACCOUNTS, "default", namespace),
-            30,
-            f"the default ServiceAccount of {namespace}",
-        )
     return owners
-
-
-async def _exists(kube: KubeClient, kind: Kind, name: str, namespace: str) -> bool:
-    try:
-        await kube.get(kind, name, namespace)
-    except ApiError as exc:
-        if exc.not_found:
-            return False
-        raise
-    return True
 
 
 async def _snapshot(kube: KubeClient) -> tuple[Snapshot, dict[tuple[str, str], VolumeClaim]]:
@@ -368,7 +432,7 @@ async def _snapshot(kube: KubeClient) -> tuple[Snapshot, dict[tuple[str, str], V
     StorageClass (as `controllers.volumes` resolves a gang's claims)."""
     nodes = [slim_node(node) for node in (await kube.list(NODES))["items"]]
     pods = [slim_pod(pod) for pod in (await kube.list(PODS))["items"]]
-    snapshot = Snapshot.build(nodes, pods)
+    snapshot = Snapshot.build(nodes, pods, gang_of=group_key_of)
     for volume in (await kube.list(PERSISTENT_VOLUMES))["items"]:
         snapshot.set_volume(persistent_volume(volume))
     classes = {k["metadata"]["name"]: k for k in (await kube.list(STORAGE_CLASSES))["items"]}
@@ -378,6 +442,30 @@ async def _snapshot(kube: KubeClient) -> tuple[Snapshot, dict[tuple[str, str], V
         klass = classes.get(raw["spec"].get("storageClassName") or "")
         claims[(meta["namespace"], meta["name"])] = volume_claim(raw, klass)
     return snapshot, claims
+
+
+async def _caught_up(
+    kube: KubeClient, runtime: Runtime
+) -> tuple[Snapshot, dict[tuple[str, str], VolumeClaim], Snapshot]:
+    """A snapshot built from lists, its claims, and the runtime's own snapshot once its watch
+    events have brought it to the same place: every node's labels, taints, cordon and
+    readiness, free room and score, and every pod index. Read afresh each time, as the cluster
+    may move on (the node lifecycle controller taints a cordoned node a moment later)."""
+    leading = runtime.leading
+    assert leading is not None
+    kept = leading.scheduler.snapshot
+
+    def seen(snapshot: Snapshot) -> tuple[Any, ...]:
+        facts = {name: node.facts for name, node in snapshot.nodes.items()}
+        return facts, snapshot.state(), snapshot.index_state()
+
+    async def agreed() -> tuple[Snapshot, dict[tuple[str, str], VolumeClaim]] | None:
+        fresh, claims = await _snapshot(kube)
+        return (fresh, claims) if seen(kept) == seen(fresh) else None
+
+    found = await wait_for(agreed, 30, "the runtime's snapshot to match one built from lists")
+    assert found is not None  # wait_for returns only a truthy answer
+    return found[0], found[1], kept
 
 
 async def _decision(kube: KubeClient, namespace: str, name: str) -> tuple[str | None, str]:
@@ -395,6 +483,23 @@ async def _decision(kube: KubeClient, namespace: str, name: str) -> tuple[str | 
     found = await wait_for(
         decided, 30, f"kube-scheduler to decide {namespace}/{name}", interval=0.02
     )
+    assert found is not None  # wait_for returns only a truthy answer
+    return found
+
+
+async def _create_pod(kube: KubeClient, pod: dict[str, Any]) -> dict[str, Any]:
+    """Create the pod, once its namespace's ServiceAccount admission lets it: in v1.20 a fresh
+    namespace refuses pods until the default ServiceAccount exists and has its token."""
+
+    async def created() -> dict[str, Any] | None:
+        try:
+            return await kube.create(PODS, pod, pod["metadata"]["namespace"])
+        except ApiError as exc:
+            if "serviceaccount" in exc.message.replace(" ", "").lower():
+                return None
+            raise
+
+    found = await wait_for(created, 30, f"pod {pod['metadata']['name']} to be admitted")
     assert found is not None  # wait_for returns only a truthy answer
     return found
 
@@ -419,11 +524,25 @@ async def _gone(kube: KubeClient, pods: list[dict[str, Any]]) -> None:
 
 
 async def _try(
-    kube: KubeClient, pod: dict[str, Any], tally: Tally, placed: list[dict[str, Any]]
+    kube: KubeClient,
+    pod: dict[str, Any],
+    tally: Tally,
+    placed: list[dict[str, Any]],
+    runtime: Runtime | None = None,
 ) -> None:
-    snapshot, claims = await _snapshot(kube)
+    if runtime is None:
+        snapshot, claims = await _snapshot(kube)
+    else:
+        snapshot, claims, kept = await _caught_up(kube, runtime)
+        # No await from here: the runtime's snapshot cannot change under these two questions.
+        theirs, fresh = feasible_nodes(pod, kept), feasible_nodes(pod, snapshot)
+        if theirs != fresh:
+            tally.disagreements.append(
+                f"{pod['metadata']['name']}: the runtime's snapshot passes {sorted(theirs)}, "
+                f"one built afresh {sorted(fresh)}"
+            )
     try:
-        created = await kube.create(PODS, pod, pod["metadata"]["namespace"])
+        created = await _create_pod(kube, pod)
     except ApiError as exc:
         if exc.status != 422:
             raise
@@ -463,8 +582,10 @@ async def _try(
 
 
 async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
-    versus_kube: KubeClient,
+    versus_kube: KubeClient, versus_runtime: Runtime
 ) -> None:
+    """Every NODE_CHANGE_EVERY pods a node's labels, taints or cordon change as well, so the
+    runtime's snapshot (compared with a fresh build before each pod) follows node updates."""
     kube = versus_kube
     async with SimCluster(kube, POOLS, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(60)
@@ -487,7 +608,9 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
             pod = random_pod(rng, index)
             if index % 2:
                 pod["metadata"]["ownerReferences"] = [owners[pod["metadata"]["namespace"]]]
-            await _try(kube, pod, tally, placed)
+            await _try(kube, pod, tally, placed, versus_runtime)
+            if index % NODE_CHANGE_EVERY == NODE_CHANGE_EVERY - 1:
+                await _change_node(kube, index // NODE_CHANGE_EVERY)
             if index % FREE_EVERY == FREE_EVERY - 1 and placed:
                 freed = rng.sample(placed, len(placed) // 3)
                 await asyncio.gather(*(_delete(kube, p) for p in freed))
@@ -687,11 +810,6 @@ async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choo
     await kube.create(
         NAMESPACES,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": VOLUME_NAMESPACE}},
-    )
-    await wait_for(
-        functools.partial(_exists, kube, SERVICEACCOUNTS, "default", VOLUME_NAMESPACE),
-        30,
-        "the default ServiceAccount",
     )
     made = Claims(immediate_left=[f"immediate-{i}" for i in range(8)])
     async with SimCluster(kube, VOLUME_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
