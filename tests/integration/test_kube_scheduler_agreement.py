@@ -297,6 +297,7 @@ def random_pod(rng: random.Random, index: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+RELABEL_EVERY = 10
 NODE_CHANGE_EVERY = 15
 NODE_CHANGES: list[tuple[str, dict[str, Any]]] = [
     ("b-0", {"metadata": {"labels": {"zone": "z3"}}}),
@@ -339,8 +340,15 @@ async def _change_node(kube: KubeClient, step: int) -> None:
         },
     }
     created = await _create_pod(kube, sentinel)
-    node, message = await _decision(kube, NAMESPACE_NAMES[0], sentinel["metadata"]["name"])
-    assert node == name, f"the sentinel of {epoch} went to {node} ({message})"
+
+    async def bound() -> str | None:
+        # Refused first if its scheduling cycle ran before the node update came; kube-scheduler
+        # tries it again on that update.
+        pod = await kube.get(PODS, sentinel["metadata"]["name"], NAMESPACE_NAMES[0])
+        return pod["spec"].get("nodeName")
+
+    node = await wait_for(bound, 30, f"the sentinel of {epoch} to be bound")
+    assert node == name, f"the sentinel of {epoch} went to {node}"
     await _delete(kube, created)
     await _gone(kube, [created])
 
@@ -584,8 +592,9 @@ async def _try(
 async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
     versus_kube: KubeClient, versus_runtime: Runtime
 ) -> None:
-    """Every NODE_CHANGE_EVERY pods a node's labels, taints or cordon change as well, so the
-    runtime's snapshot (compared with a fresh build before each pod) follows node updates."""
+    """Every RELABEL_EVERY pods a running pod's labels change, and every NODE_CHANGE_EVERY a
+    node's labels, taints or cordon, so the runtime's snapshot (compared with a fresh build
+    before each pod) follows updates as well as creations and deletions."""
     kube = versus_kube
     async with SimCluster(kube, POOLS, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(60)
@@ -609,6 +618,17 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
             if index % 2:
                 pod["metadata"]["ownerReferences"] = [owners[pod["metadata"]["namespace"]]]
             await _try(kube, pod, tally, placed, versus_runtime)
+            if index % RELABEL_EVERY == RELABEL_EVERY - 1 and placed:
+                # A running pod's labels change what affinity, anti-affinity and spread count;
+                # pod events reach kube-scheduler in order, so the next pod sees the change.
+                relabelled = rng.choice(placed)["metadata"]
+                labels = {"app": rng.choice(APPS), "tier": None}
+                await kube.patch(
+                    PODS,
+                    relabelled["name"],
+                    {"metadata": {"labels": labels}},
+                    relabelled["namespace"],
+                )
             if index % NODE_CHANGE_EVERY == NODE_CHANGE_EVERY - 1:
                 await _change_node(kube, index // NODE_CHANGE_EVERY)
             if index % FREE_EVERY == FREE_EVERY - 1 and placed:
