@@ -899,3 +899,54 @@ async def test_nothing_is_kept_about_groups_and_pods_once_they_are_gone(
 
 async def _leading(runtime: Runtime) -> bool:
     return runtime.leading is not None
+
+
+async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after_its_backoff(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient
+) -> None:
+    """Members that must run beside an `app=db` pod wait while none runs, refused with backoff
+    (1 s doubling). Once refused four times, the next attempt is 8 s off; a db pod bound then
+    (by hand, as another scheduler would) lets the gang in at once, as kube-scheduler retries
+    its unschedulable pods when an assigned pod arrives. In-process, to read the backoff."""
+    namespace = await make_namespace(own_kube, "follows")
+    settings = OperatorSettings(
+        webhook_mode=WebhookMode.OFF, metrics_address="", leader_election=False
+    )
+    runtime = Runtime(settings, KubeClient.from_kubeconfig(str(own_cluster.kubeconfig)))
+    await runtime.start()
+    try:
+        await wait_for(lambda: _leading(runtime), 30, "the in-process runtime to lead")
+        leading = runtime.leading
+        assert leading is not None
+        scheduler = leading.scheduler
+        key = (namespace, "follows")
+        beside_db = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "db"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+        async with pool(own_kube, count=1, cpu="4", memory="8Gi") as (sim, name):
+            await create_group(own_kube, namespace, "follows", min_member=2)
+            await gang_pods(
+                own_kube, namespace, "follows", 2, name, group="follows", affinity=beside_db
+            )
+
+            async def refused_four_times() -> bool:
+                state = scheduler.waiting.get(key)
+                return state is not None and state.failures >= 4
+
+            await wait_for(refused_four_times, 30, "four refusals")
+            state = scheduler.waiting[key]
+            assert state.last_failure is not None
+            due = state.last_failure + scheduler.backoff.delay(state.failures)
+            assert due - scheduler.clock() > dt.timedelta(seconds=4)  # the backoff still runs
+            await create_bound(own_kube, namespace, "db", sim.node_names[0], labels={"app": "db"})
+            await wait_group(own_kube, namespace, "follows", phase=c.Phase.RUNNING, running=2)
+            assert scheduler.clock() < due, "the gang waited out its backoff"
+    finally:
+        await runtime.stop()

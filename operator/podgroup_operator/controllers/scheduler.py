@@ -127,6 +127,18 @@ class WaitState:
     """The last refusal: logged when it changes, quoted when the group times out."""
 
 
+def _depends_on_pods(pod: JSON) -> bool:
+    """Does where this pod may go depend on other pods' labels and places (`pod_dependent`)?"""
+    spec = pod.get("spec") or {}
+    if spec.get("topologySpreadConstraints"):
+        return True
+    affinity = spec.get("affinity") or {}
+    return any(
+        (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        for kind in ("podAffinity", "podAntiAffinity")
+    )
+
+
 @dataclass(frozen=True)
 class QueueEntry:
     """A waiting group's place in the queue: what ordering reads (`scheduling.queue.Queued`),
@@ -210,6 +222,11 @@ class GangScheduler:
             run=self._pure,
         )
         self.pending: dict[GroupKey, dict[str, JSON]] = {}
+        self.pod_dependent: set[GroupKey] = set()
+        """Waiting groups whose members' placement depends on other pods (required pod
+        affinity or anti-affinity of their own, topology spread): a pod that arrives bound, or
+        a bound pod whose labels change, may let them in, so they retry then instead of after
+        their backoff, as kube-scheduler moves its unschedulable pods on such an event."""
         self.in_flight: set[str] = set()
         """Pods placed whose bind is not answered yet (`_placed` adds them, `_land` ends them)."""
         self._queue: dict[GroupKey, QueueEntry] = {}
@@ -323,6 +340,12 @@ class GangScheduler:
             self._retry_all()
             self.wake()
             return
+        if node and self.pod_dependent and holds_node(pod) and self._moves_pods(uid, pod):
+            for key in self.pod_dependent:
+                state = self.waiting.get(key)
+                if state is not None:
+                    state.last_failure, state.failures = None, 0
+            self.wake()
         if node or not self.snapshot.is_assumed(uid):
             # An unbound version (often older than our bind) never erases an assumption,
             # as kube-scheduler's cache ignores updates of unassigned pods.
@@ -384,6 +407,7 @@ class GangScheduler:
             if not bucket:
                 del self.pending[key]
                 self.waiting.pop(key, None)
+                self.pod_dependent.discard(key)
                 self.failures.forget(key)
                 self.signals.forget_gang(key)
                 self._release(key)
@@ -395,6 +419,15 @@ class GangScheduler:
         undo = self.held.pop(key, None)
         if undo is not None:
             undo()
+
+    def _moves_pods(self, uid: str, pod: JSON) -> bool:
+        """A bound pod the snapshot did not hold (bound by someone else), or whose labels
+        changed: what pod affinity, anti-affinity and spread count may have moved. Our own
+        binds coming back are held already, as assumptions, and move nothing."""
+        entry = self.snapshot.pod(uid)
+        return entry is None or entry.info.labels != (
+            (pod.get("metadata") or {}).get("labels") or {}
+        )
 
     def _retry_all(self) -> None:
         """Capacity changed: waiting groups may try again now instead of after their backoff."""
@@ -887,6 +920,7 @@ class GangScheduler:
 
     def _placed(self, placement: Placement) -> None:
         self.waiting.pop(placement.gang, None)
+        self.pod_dependent.discard(placement.gang)
         self.preemption.forget(placement.gang)
         self.publish(placement.gang, Verdict(placed=True))
         self.signals.placed(placement.gang)
@@ -918,7 +952,10 @@ class GangScheduler:
         if state.message != message:
             logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
         state.message = message
-        self.signals.refused(key, self.pending.get(key, {}).values(), message)
+        members = self.pending.get(key, {}).values()
+        if any(_depends_on_pods(pod) for pod in members):
+            self.pod_dependent.add(key)
+        self.signals.refused(key, members, message)
         if not state.timed_out:
             state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))

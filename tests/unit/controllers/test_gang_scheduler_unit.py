@@ -594,6 +594,71 @@ async def test_a_capacity_change_lets_a_refused_group_retry_before_its_backoff(
     assert h.verdicts_for("gang")[-1] == Verdict(placed=True)
 
 
+DB_AFFINITY = {
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"app": "db"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+}
+
+
+async def _waiting_for_a_db(h: Harness) -> None:
+    """A gang whose members must run beside an `app=db` pod, refused twice (none runs), so
+    its next attempt is due at t=3; now is t=2."""
+    h.add_node("n1", cpu=8)
+    h.add_group("gang", min_member=2)
+    h.add_pods("gang", 2, cpu=1, affinity=DB_AFFINITY)
+    for at in (0, 1):
+        h.clock.now = T0 + dt.timedelta(seconds=at)
+        await h.scheduler.cycle()
+    h.clock.now = T0 + dt.timedelta(seconds=2)
+    await h.scheduler.cycle()
+    assert len(h.verdicts_for("gang")) == 2  # not due yet
+    assert h.scheduler.pod_dependent == {(NS, "gang")}
+
+
+@pytest.mark.parametrize("change", ["bound elsewhere", "relabelled"])
+async def test_a_pod_it_depends_on_lets_a_refused_group_retry_before_its_backoff(
+    change: str,
+) -> None:
+    """kube-scheduler moves its unschedulable pods on an assigned pod's add or update; a gang
+    waiting for pod affinity, anti-affinity or spread retries then too."""
+    h = Harness()
+    await _waiting_for_a_db(h)
+    if change == "bound elsewhere":
+        h.add_pod("db", scheduler="default-scheduler", node="n1", labels={"app": "db"})
+    else:
+        web = h.add_pod("web", scheduler="default-scheduler", node="n1", labels={"app": "web"})
+        await h.scheduler.cycle()
+        assert h.bound_pods("gang-") == []  # a pod that moves nothing the gang reads: no retry
+        relabelled = copy.deepcopy(web)
+        relabelled["metadata"]["labels"] = {"app": "db"}
+        h.scheduler.on_pod("MODIFIED", relabelled)
+    await h.scheduler.cycle()  # still t=2, before the backoff ends
+
+    assert sorted(h.bound_pods("gang-")) == ["gang-0", "gang-1"]
+    assert h.scheduler.pod_dependent == set()
+
+
+async def test_our_own_binds_coming_back_do_not_retry_pod_dependent_groups() -> None:
+    """Our binds return through the watch as pods the snapshot already holds (assumed): they
+    move nothing, or a backlog's every bind would wake every waiting group."""
+    h = Harness()
+    await _waiting_for_a_db(h)
+    h.add_group("other", min_member=1)
+    h.add_pods("other", 1, cpu=1)
+    await h.scheduler.cycle()
+    assert h.bound_pods("other-") == ["other-0"]
+    h.watch_catches_up()
+    await h.scheduler.cycle()
+    assert h.scheduler.waiting[(NS, "gang")].failures == 2
+    assert len(h.verdicts_for("gang")) == 2
+
+
 async def test_nodes_arriving_just_after_the_first_refusal_let_the_gang_try_at_once() -> None:
     h = Harness()
     h.add_group("gang", min_member=2)
