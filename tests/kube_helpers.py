@@ -19,9 +19,19 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import CRDS, LEASES, PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import (
+    CRDS,
+    LEASES,
+    PODGROUPS,
+    PODS,
+    ApiError,
+    Kind,
+    KubeClient,
+)
+from podgroup_operator.controllers.runtime import Leading, Runtime
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.builders import pod as pod_body
 from tests.builders import podgroup
 from tests.waiting import wait_for
@@ -371,3 +381,33 @@ async def crash(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
         namespace,
         subresource="status",
     )
+
+
+@asynccontextmanager
+async def in_process(kubeconfig: Path | str) -> AsyncIterator[tuple[Runtime, Leading]]:
+    """The operator in this process (informers, controllers; no webhooks, metrics or election),
+    once it leads: for tests that read its memory (backoffs, snapshot, what it keeps)."""
+    settings = OperatorSettings(
+        webhook_mode=WebhookMode.OFF, metrics_address="", leader_election=False
+    )
+    runtime = Runtime(settings, KubeClient.from_kubeconfig(str(kubeconfig)))
+    await runtime.start()
+    try:
+
+        async def leading() -> Leading | None:
+            return runtime.leading
+
+        yield runtime, await wait_for(leading, 30, "the in-process operator to lead")
+    finally:
+        await runtime.stop()
+
+
+async def gone(kube: KubeClient, kind: Kind, name: str, namespace: str | None = None) -> bool:
+    """The object is not there (a 404); any other refusal is raised."""
+    try:
+        await kube.get(kind, name, namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return False

@@ -35,7 +35,7 @@ from podgroup_operator.api import embed
 from podgroup_operator.local import free_port
 from tests import conftest as fixtures
 from tests.conftest import REPO, OperatorProcess
-from tests.kube_helpers import apply_crd, kopf_registry, kopf_run_env, pool, wait_serving
+from tests.kube_helpers import apply_crd, gone, kopf_registry, kopf_run_env, pool, wait_serving
 from tests.waiting import wait_for
 
 EXAMPLE = REPO / "examples" / "crdjob"
@@ -100,16 +100,6 @@ def crdjob(name: str, replicas: int, pool_name: str) -> dict[str, Any]:
 async def job_pods(kube: KubeClient, namespace: str, job: str) -> dict[str, dict[str, Any]]:
     listing = await kube.list(PODS, namespace, label_selector=f"{JOB_LABEL}={job}")
     return {pod["metadata"]["name"]: pod for pod in listing["items"]}
-
-
-async def gone(kube: KubeClient, kind: Kind, name: str, namespace: str) -> bool:
-    try:
-        await kube.get(kind, name, namespace)
-    except ApiError as exc:
-        if exc.not_found:
-            return True
-        raise
-    return False
 
 
 async def default_service_account(kube: KubeClient, namespace: str) -> None:

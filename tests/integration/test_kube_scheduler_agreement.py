@@ -66,8 +66,7 @@ from podgroup_operator.scheduling.gang import GangRequest, Placement
 from podgroup_operator.scheduling.placement import feasible_nodes, place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
-from podgroup_operator.settings import OperatorSettings, WebhookMode
-from tests.kube_helpers import apply_crd
+from tests.kube_helpers import apply_crd, gone, in_process
 from tests.waiting import wait_for
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
@@ -350,7 +349,7 @@ async def _change_node(kube: KubeClient, step: int) -> None:
     node = await wait_for(bound, 30, f"the sentinel of {epoch} to be bound")
     assert node == name, f"the sentinel of {epoch} went to {node}"
     await _delete(kube, created)
-    await _gone(kube, [created])
+    await _wait_deleted(kube, [created])
 
 
 @dataclass
@@ -393,23 +392,11 @@ async def versus_kube(versus_cluster: devcluster.ClusterState) -> AsyncIterator[
 async def versus_runtime(
     versus_cluster: devcluster.ClusterState, versus_kube: KubeClient
 ) -> AsyncIterator[Runtime]:
-    """The operator in-process (informers, scheduler; no webhooks, no election), reading the
-    cluster as it would: its snapshot is kept by watch events, not built from lists."""
+    """The operator in-process, reading the cluster as it would: its snapshot is kept by
+    watch events, not built from lists."""
     await apply_crd(versus_kube, yaml.safe_load(CRD_FILE.read_text()))
-    settings = OperatorSettings(
-        webhook_mode=WebhookMode.OFF, metrics_address="", leader_election=False
-    )
-    runtime = Runtime(settings, KubeClient.from_kubeconfig(str(versus_cluster.kubeconfig)))
-    await runtime.start()
-    try:
-        await wait_for(functools.partial(_leading, runtime), 30, "the runtime to lead")
+    async with in_process(versus_cluster.kubeconfig) as (runtime, _):
         yield runtime
-    finally:
-        await runtime.stop()
-
-
-async def _leading(runtime: Runtime) -> bool:
-    return runtime.leading is not None
 
 
 async def _owners(kube: KubeClient) -> dict[str, dict[str, Any]]:
@@ -519,7 +506,7 @@ async def _delete(kube: KubeClient, pod: dict[str, Any]) -> None:
     )
 
 
-async def _gone(kube: KubeClient, pods: list[dict[str, Any]]) -> None:
+async def _wait_deleted(kube: KubeClient, pods: list[dict[str, Any]]) -> None:
     """Wait until the API no longer lists these pods: kube-scheduler's pod watch delivers their
     deletion before the next pod's creation, so both sides then count the same pods."""
     uids = {p["metadata"]["uid"] for p in pods}
@@ -583,7 +570,7 @@ async def _try(
     if node is None:
         tally.refused += 1
         await _delete(kube, created)
-        await _gone(kube, [created])
+        await _wait_deleted(kube, [created])
     else:
         tally.placed += 1
         placed.append(created)
@@ -634,7 +621,7 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
             if index % FREE_EVERY == FREE_EVERY - 1 and placed:
                 freed = rng.sample(placed, len(placed) // 3)
                 await asyncio.gather(*(_delete(kube, p) for p in freed))
-                await _gone(kube, freed)
+                await _wait_deleted(kube, freed)
                 placed = [p for p in placed if p not in freed]
     assert not tally.disagreements, "\n".join(
         [f"seed {SEED}: {len(tally.disagreements)} disagreement(s)", *tally.disagreements]
@@ -843,7 +830,7 @@ async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choo
             if index % FREE_EVERY == FREE_EVERY - 1 and placed:
                 freed = rng.sample(placed, len(placed) // 2)
                 await asyncio.gather(*(_delete(kube, p) for p in freed))
-                await _gone(kube, freed)
+                await _wait_deleted(kube, freed)
                 placed = [p for p in placed if p not in freed]
                 await _recycle(kube, rng, freed, made, {v["metadata"]["name"]: v for v in volumes})
     assert not tally.disagreements, "\n".join(
@@ -880,7 +867,7 @@ async def _recycle(
             continue
         await kube.delete(PERSISTENT_VOLUMES, volume)
         await wait_for(
-            functools.partial(_missing, kube, PERSISTENT_VOLUMES, volume), 30, f"PV {volume} gone"
+            functools.partial(gone, kube, PERSISTENT_VOLUMES, volume), 30, f"PV {volume} gone"
         )
         await kube.create(PERSISTENT_VOLUMES, volumes[volume])
         await wait_for(
@@ -888,16 +875,6 @@ async def _recycle(
         )
         if volume.startswith("immediate-"):
             made.immediate_left.append(volume)
-
-
-async def _missing(kube: KubeClient, kind: Kind, name: str) -> bool:
-    try:
-        await kube.get(kind, name)
-    except ApiError as exc:
-        if exc.not_found:
-            return True
-        raise
-    return False
 
 
 async def _available(kube: KubeClient, volume: str) -> bool:

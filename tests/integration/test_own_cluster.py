@@ -33,11 +33,9 @@ from podgroup_operator.adapters.kube import (
     ApiError,
     KubeClient,
 )
-from podgroup_operator.controllers.runtime import Runtime
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.domain.leadership import MICRO_TIME
-from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.kept import delete_all, kept
 from tests.kube_helpers import (
     HOLD,
@@ -49,6 +47,7 @@ from tests.kube_helpers import (
     create_pod,
     gang_pods,
     group_status,
+    in_process,
     pool,
     running_members,
     sample,
@@ -830,15 +829,7 @@ async def test_nothing_is_kept_about_groups_and_pods_once_they_are_gone(
     map they hold). Before, the verdicts, quota views, last refusals, quota locks and warned
     pods stayed for as long as the operator ran."""
     namespace = await make_namespace(own_kube, "churn")
-    settings = OperatorSettings(
-        webhook_mode=WebhookMode.OFF, metrics_address="", leader_election=False
-    )
-    runtime = Runtime(settings, KubeClient.from_kubeconfig(str(own_cluster.kubeconfig)))
-    await runtime.start()
-    try:
-        await wait_for(lambda: _leading(runtime), 30, "the in-process runtime to lead")
-        leading = runtime.leading
-        assert leading is not None
+    async with in_process(own_cluster.kubeconfig) as (runtime, leading):
         leading.status.count_delay = 0  # pods of a missing group are warned at once
         async with pool(own_kube, count=1, cpu="2", memory="8Gi") as (_, name):
             for group, cpu in (("fits", "500m"), ("waits", "2")):
@@ -893,12 +884,6 @@ async def test_nothing_is_kept_about_groups_and_pods_once_they_are_gone(
                     lambda: not kept([leading, runtime.quota], namespace, uids), "forgotten", 5
                 )
             assert kept([leading, runtime.quota], namespace, uids) == {}
-    finally:
-        await runtime.stop()
-
-
-async def _leading(runtime: Runtime) -> bool:
-    return runtime.leading is not None
 
 
 async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after_its_backoff(
@@ -909,15 +894,7 @@ async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after
     (by hand, as another scheduler would) lets the gang in at once, as kube-scheduler retries
     its unschedulable pods when an assigned pod arrives. In-process, to read the backoff."""
     namespace = await make_namespace(own_kube, "follows")
-    settings = OperatorSettings(
-        webhook_mode=WebhookMode.OFF, metrics_address="", leader_election=False
-    )
-    runtime = Runtime(settings, KubeClient.from_kubeconfig(str(own_cluster.kubeconfig)))
-    await runtime.start()
-    try:
-        await wait_for(lambda: _leading(runtime), 30, "the in-process runtime to lead")
-        leading = runtime.leading
-        assert leading is not None
+    async with in_process(own_cluster.kubeconfig) as (_, leading):
         scheduler = leading.scheduler
         key = (namespace, "follows")
         beside_db = {
@@ -948,5 +925,3 @@ async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after
             await create_bound(own_kube, namespace, "db", sim.node_names[0], labels={"app": "db"})
             await wait_group(own_kube, namespace, "follows", phase=c.Phase.RUNNING, running=2)
             assert scheduler.clock() < due, "the gang waited out its backoff"
-    finally:
-        await runtime.stop()

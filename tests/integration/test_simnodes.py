@@ -25,6 +25,7 @@ from tests.kube_helpers import (
     condition,
     create_bound,
     create_pod,
+    gone,
     pod_in_phase,
     unique_prefix,
     wait_lease_renewed,
@@ -195,7 +196,7 @@ async def test_oversized_pods_are_rejected_like_kubelet(
 
     # Room returns when the big pod is deleted: the same request now runs.
     await kube.delete(PODS, "big", namespace)
-    await wait_for(lambda: _gone(kube, namespace, "big"), 10, "big to be deleted")
+    await wait_for(lambda: gone(kube, PODS, "big", namespace), 10, "big to be deleted")
     await create_bound(kube, namespace, "fits-now", node, requests={"cpu": "4"})
     await pod_in_phase(kube, namespace, "fits-now", "Running")
 
@@ -211,14 +212,6 @@ async def test_pod_count_is_enforced(kube: KubeClient, namespace: str, sim: SimC
     assert rejected["status"]["message"].endswith("requested: 1, used: 4, capacity: 4")
 
 
-async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        await kube.get(PODS, name, namespace)
-    except ApiError as exc:
-        return exc.not_found
-    return False
-
-
 async def test_bound_pod_delete_completes(
     kube: KubeClient, namespace: str, sim: SimCluster
 ) -> None:
@@ -226,7 +219,7 @@ async def test_bound_pod_delete_completes(
     await pod_in_phase(kube, namespace, "doomed", "Running")
     started = time.monotonic()
     await kube.delete(PODS, "doomed", namespace)  # default 30s grace: the kubelet finishes it
-    await wait_for(lambda: _gone(kube, namespace, "doomed"), 10, "the pod to disappear")
+    await wait_for(lambda: gone(kube, PODS, "doomed", namespace), 10, "the pod to disappear")
     assert time.monotonic() - started < 10
     assert sim.used(sim.node_names[0]).get("pods", 0) == 0
 
