@@ -27,13 +27,16 @@ optimum is a set-cover problem; the planner is greedy over nodes, in that order:
 
 1. Every node the gang may use (static filters) that could gain room for a member gets a lower
    bound of its key from the snapshot's per-node priority counts alone, without reading pods:
-   (highest lower-priority pod priority, 0, its lower-priority pods / the most members it could
-   gain, name).
-2. Nodes are evaluated exactly in bound order: the victim gangs on the node (whole gangs, so
-   their pods on other nodes count too), their PDB violations, and the members gained. Up to
-   `WINDOW` (32) are evaluated before the cheapest evaluated node is freed (at once when it is
-   cheaper than every remaining bound): its victim gangs are removed everywhere, and the nodes
-   they touched are evaluated again, so a partly freed neighbour competes with its true cost.
+   (lowest lower-priority pod priority, 0, 1 / the most members it could gain, name).
+2. Nodes are evaluated exactly in bound order: every lower-priority gang on the node is taken
+   out, then the most expensive are given back while the node still gains what the gangs lack
+   (upstream's reprieve, per candidate node, before nodes are compared: otherwise one pod of
+   priority 100 among enough room held at priority 10 would make the node cost 100); the key is
+   the victim gangs left (whole gangs, so their pods on other nodes count too), their PDB
+   violations, and the members gained. Up to `WINDOW` (32) are evaluated before the cheapest
+   evaluated node is freed (at once when it is cheaper than every remaining bound): its victim
+   gangs are removed everywhere, and the nodes they touched are evaluated again, so a partly
+   freed neighbour competes with its true cost.
 3. When the room counted on usable nodes covers the gang, placement is tried for real (again
    each time the room doubles, so a failing estimate costs O(log n) attempts); the first
    success ends the search.
@@ -180,6 +183,17 @@ class _Candidate:
 _Key = tuple[int, int, float, str]
 
 
+def _reprieve_rank(candidate: _Candidate) -> tuple[int, int, int, Unit]:
+    """Victims are given back in this order: the highest priority first, then those that
+    would spend the most disruption budget, then the biggest (kube-scheduler's reprieve)."""
+    return (
+        -candidate.priority,
+        -sum(candidate.budgets.values()),
+        -len(candidate.pods),
+        candidate.unit,
+    )
+
+
 def _label(gangs: Sequence[GangRequest]) -> str:
     return ", ".join(g.label for g in gangs)
 
@@ -245,9 +259,9 @@ class _Planner:
                     self.leaving[uid] = entry.node
             self.undos.append(snapshot.simulate_removal(leaving))
         # One tight pass over the feasible nodes: the room each has now, and the lower bound of
-        # what freeing it would cost, from its priority counts alone (no pod is read): its
-        # victims include its own lower-priority pods, and it gains at most what an empty node
-        # holds.
+        # what freeing it would cost, from its priority counts alone (no pod is read): with the
+        # reprieve (`_key`) its victims may be as few as one pod of its lowest lower priority,
+        # and it gains at most what an empty node holds.
         nodes = snapshot.nodes
         requests = [request for request, _ in self.shapes]
         room = [0] * len(requests)
@@ -271,14 +285,11 @@ class _Planner:
                 for index, copies in enumerate(slots):
                     room[index] += copies
                     held += copies
-            pods = 0
-            highest = None
-            for level, count in state.priorities.items():
-                if level < priority:
-                    pods += count
-                    if highest is None or level > highest:
-                        highest = level
-            if highest is None:
+            lowest = None
+            for level in state.priorities:
+                if level < priority and (lowest is None or level < lowest):
+                    lowest = level
+            if lowest is None:
                 continue
             # Nodes of one class usually share their allocatable: compute "an empty node holds"
             # once per class, checking equality (cheap) rather than trusting it.
@@ -291,7 +302,7 @@ class _Planner:
                 empty[state.node_class.id] = (state.allocatable, most)
             if most > held:
                 self.version[name] = 0
-                bounds.append(((highest, 0, pods / (most - held), name), 0))
+                bounds.append(((lowest, 0, 1 / (most - held), name), 0))
         self.room = room
 
     def _candidate(self, unit: Unit) -> _Candidate | None:
@@ -339,27 +350,53 @@ class _Planner:
         return count
 
     def _key(self, name: str) -> tuple[_Key, list[_Candidate]] | None:
-        """What freeing the node would add to the plan, or None when it gains no member."""
+        """What freeing the node would add to the plan, or None when it gains no member.
+
+        As kube-scheduler does on each candidate node, every lower-priority unit on the node
+        is taken out, then the most expensive are given back (`_reprieve_rank`) while the node
+        still gains what the gangs lack: so a node holding one pod of priority 100 beside
+        enough room held at priority 10 costs 10, not 100. Keyed by all of them, a search
+        preferred a node whose victims' top priority was lower before reprieve, and evicted a
+        higher-priority pod than kube-scheduler would (tests/integration/
+        test_kube_scheduler_agreement.py)."""
         state = self.snapshot.nodes[name]
-        seen: set[Unit] = set()
-        new: list[_Candidate] = []
-        free = dict(state.free)
+        freed: dict[Unit, dict[str, int]] = {}
+        candidates: dict[Unit, _Candidate] = {}
         for info in self.snapshot.node_pods(name):
             unit = info.unit
             candidate = self.units[unit] if unit in self.units else self._candidate(unit)
             if candidate is None:
                 continue
-            if unit not in seen:
-                seen.add(unit)
-                new.append(candidate)
+            candidates[unit] = candidate
+            held = freed.setdefault(unit, {})
             for resource, amount in info.request.items():
+                held[resource] = held.get(resource, 0) + amount
+        if not candidates:
+            return None
+        free = dict(state.free)
+        for held in freed.values():
+            for resource, amount in held.items():
                 if resource in free:
                     free[resource] += amount
-        if not new:
-            return None
-        gain = sum(self._copies(free)) - sum(self.slots[name])
+        base = sum(self.slots[name])
+        gain = sum(self._copies(free)) - base
         if gain <= 0:
             return None
+        wanted = min(gain, max(1, self.needed - self._estimate()))
+        new: list[_Candidate] = []
+        ranked = sorted(candidates.values(), key=_reprieve_rank) if len(candidates) > 1 else []
+        if not ranked:
+            new = list(candidates.values())  # a lone victim: nothing to give back
+        for candidate in ranked:
+            kept = dict(free)
+            for resource, amount in freed[candidate.unit].items():
+                if resource in kept:
+                    kept[resource] -= amount
+            if sum(self._copies(kept)) - base >= wanted:
+                free = kept  # given back: the node gains enough without evicting it
+            else:
+                new.append(candidate)
+        gain = sum(self._copies(free)) - base
         pods = sum(len(c.pods) for c in new)
         key = (max(c.priority for c in new), self._violations(new), pods / gain, name)
         return key, new
@@ -457,15 +494,7 @@ class _Planner:
         exact arithmetic on the nodes the placement uses; otherwise (or when the victim has
         anti-affinity of its own) placement is tried again with the victim back.
         """
-        ranked = sorted(
-            self.order,
-            key=lambda u: (
-                -self._known(u).priority,
-                -sum(self._known(u).budgets.values()),
-                -len(self._known(u).pods),
-                u,
-            ),
-        )
+        ranked = sorted(self.order, key=lambda u: _reprieve_rank(self._known(u)))
         simple = all(
             shape.inter_pod.empty and shape.unsupported is None
             for gang in self.gangs

@@ -120,6 +120,23 @@ def test_lowest_priority_victims_are_chosen_first() -> None:
     assert [b.node for b in result.nominations] == ["n1"]
 
 
+def test_a_node_costs_what_is_left_to_evict_after_its_own_reprieve() -> None:
+    """n0 holds a pod of priority 100 beside two of priority 10; n1 one pod of priority 50.
+    Freeing n0 whole would evict priority 100, but the 100 can stay (3 CPUs free without it),
+    so n0 costs 10 and is chosen, as kube-scheduler chooses it: reprieve on each candidate
+    node before nodes are compared. Keyed before reprieve, n1 (50) was chosen."""
+    pods = [
+        running("keep", "n0", "1", 100),
+        running("low-a", "n0", "1500m", 10),
+        running("low-b", "n0", "1500m", 10),
+        running("mid", "n1", "4", 50),
+    ]
+    snapshot = build([node("n0", cpu=4), node("n1", cpu=4)], pods)
+    result = plan(plan_preemption(high(1, cpu="2", priority=1000), snapshot))
+    assert sorted(v.label for v in result.victims) == ["default/low-a", "default/low-b"]
+    assert [b.node for b in result.nominations] == ["n0"]
+
+
 def test_fewer_victim_pods_are_preferred() -> None:
     many = [running(f"small-{i}", "n0", "1", 0) for i in range(8)]
     snapshot = build([node("n0"), node("n1")], [*many, running("one", "n1", "8", 0)])
