@@ -64,6 +64,11 @@ from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import GangRequest, Placement
 from podgroup_operator.scheduling.placement import feasible_nodes, place_group
+from podgroup_operator.scheduling.preemption import (
+    PreemptionPlan,
+    PreemptionRefusal,
+    plan_preemption,
+)
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
 from tests.kube_helpers import apply_crd, gone, in_process
@@ -344,7 +349,7 @@ async def _change_node(kube: KubeClient, step: int) -> None:
         # Refused first if its scheduling cycle ran before the node update came; kube-scheduler
         # tries it again on that update.
         pod = await kube.get(PODS, sentinel["metadata"]["name"], NAMESPACE_NAMES[0])
-        return pod["spec"].get("nodeName")
+        return str(pod["spec"].get("nodeName") or "") or None
 
     node = await wait_for(bound, 30, f"the sentinel of {epoch} to be bound")
     assert node == name, f"the sentinel of {epoch} went to {node}"
@@ -879,3 +884,197 @@ async def _recycle(
 
 async def _available(kube: KubeClient, volume: str) -> bool:
     return await _phase(kube, PERSISTENT_VOLUMES, volume) == "Available"
+
+
+# --- preemption ----------------------------------------------------------------------------------
+PREEMPT_NAMESPACE = "agree-preempt"
+PREEMPT_POOLS = [
+    NodePool(count=3, cpu="4", memory="16Gi", labels={"zone": "z1"}, name_prefix="pa"),
+    NodePool(count=2, cpu="6", memory="16Gi", labels={"zone": "z2"}, name_prefix="pb"),
+    NodePool(
+        count=1,
+        cpu="8",
+        memory="16Gi",
+        labels={"zone": "z2"},
+        taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}],
+        name_prefix="pc",
+    ),
+]
+PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
+PRIORITIES: dict[str, int] = {
+    "agree-low": 10,
+    "agree-mid": 100,
+    "agree-high": 1000,
+    "agree-filler-low": 10,
+    "agree-filler-mid": 100,
+}
+"""The fillers' classes never preempt (their pods may not say so themselves in v1.20)."""
+PREEMPTORS_TO_TRY = 60
+
+
+def _filler(rng: random.Random, index: int) -> dict[str, Any]:
+    """A pod that fills the cluster at low or middle priority and never preempts itself."""
+    klass = rng.choice(["agree-filler-low", "agree-filler-low", "agree-filler-mid"])
+    spec: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "priorityClassName": klass,
+        "containers": [
+            {
+                "name": "main",
+                "image": "sim",
+                "resources": {"requests": {"cpu": rng.choice(["500m", "1", "2"])}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if rng.random() < 0.3:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    metadata = {"name": f"fill-{index}", "namespace": PREEMPT_NAMESPACE}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _preemptor(rng: random.Random, index: int) -> dict[str, Any]:
+    """A pod at middle or high priority that needs room, maybe in one zone, maybe allowed on
+    the tainted node; no pod-to-pod terms, whose preemption kube-scheduler v1.20 treats apart."""
+    spec: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "priorityClassName": rng.choice(["agree-mid", "agree-high"]),
+        "containers": [
+            {
+                "name": "main",
+                "image": "sim",
+                "resources": {"requests": {"cpu": rng.choice(["1", "2", "3", "5", "9"])}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if rng.random() < 0.3:
+        spec["nodeSelector"] = {"zone": rng.choice(["z1", "z2"])}
+    if rng.random() < 0.3:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    metadata = {"name": f"preemptor-{index}", "namespace": PREEMPT_NAMESPACE}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+async def _fill(kube: KubeClient, rng: random.Random, start: int) -> int:
+    """Fillers one at a time until kube-scheduler refuses one (deleted again): the cluster is
+    then full for a filler's size. Returns the next filler index."""
+    index = start
+    while True:
+        filler = await _create_pod(kube, _filler(rng, index))
+        index += 1
+        node, _ = await _decision(kube, PREEMPT_NAMESPACE, filler["metadata"]["name"])
+        if node is None:
+            await _delete(kube, filler)
+            await _wait_deleted(kube, [filler])
+            return index
+
+
+async def test_our_preemption_plans_exactly_when_kube_scheduler_preempts(
+    versus_kube: KubeClient,
+) -> None:
+    """Single pods of low and middle priority fill the cluster (never preempting); then a pod
+    of middle or high priority arrives. kube-scheduler binds it, preempts for it (naming the
+    node it nominates and deleting its victims), or refuses. Our `plan_preemption`, on the
+    snapshot just before, must fit it without victims, plan victims, or refuse alike; and
+    where both preempt, the highest priority among the victims must be the same, the first
+    thing both minimise (no PodDisruptionBudgets here, which kube-scheduler weighs first)."""
+    kube = versus_kube
+    for name, value in PRIORITIES.items():
+        klass: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        if name.startswith("agree-filler-"):
+            klass["preemptionPolicy"] = "Never"
+        await kube.create(PRIORITY_CLASSES, klass)
+    await kube.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PREEMPT_NAMESPACE}},
+    )
+    rng = random.Random(SEED)
+    outcomes: dict[str, int] = {"bound": 0, "preempted": 0, "refused": 0}
+    disagreements = []
+    async with SimCluster(kube, PREEMPT_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(60)
+        filled = await _fill(kube, rng, 0)
+        for index in range(PREEMPTORS_TO_TRY):
+            body = _preemptor(rng, index)
+            snapshot, _ = await _snapshot(kube)
+            before = {
+                p["metadata"]["uid"]: p
+                for p in (await kube.list(PODS, PREEMPT_NAMESPACE))["items"]
+                if p["spec"].get("nodeName")
+            }
+            ours_pod: dict[str, Any] = json.loads(json.dumps(body))
+            ours_pod["metadata"]["uid"] = f"preemptor-{index}"
+            ours_pod["spec"]["priority"] = PRIORITIES[body["spec"]["priorityClassName"]]
+            gang = GangRequest(
+                PREEMPT_NAMESPACE,
+                body["metadata"]["name"],
+                1,
+                [ours_pod],
+                priority=ours_pod["spec"]["priority"],
+            )
+            plan = plan_preemption(gang, snapshot)
+            created = await _create_pod(kube, body)
+            node, message = await _decision(kube, PREEMPT_NAMESPACE, body["metadata"]["name"])
+            current = await kube.get(PODS, body["metadata"]["name"], PREEMPT_NAMESPACE)
+            nominated = current["status"].get("nominatedNodeName")
+            # kube-scheduler deletes its victims before it says it nominated a node, and binds
+            # the pod once they are gone, maybe before the condition could be read: so whether
+            # it preempted is whether pods were deleted (nothing else deletes any here).
+            after = {
+                p["metadata"]["uid"]
+                for p in (await kube.list(PODS, PREEMPT_NAMESPACE))["items"]
+                if not p["metadata"].get("deletionTimestamp")
+            }
+            theirs = [pod for uid, pod in before.items() if uid not in after]
+            if theirs:
+                outcome = "preempted"
+            elif node is not None:
+                outcome = "bound"
+            else:
+                outcome = "refused"
+            outcomes[outcome] += 1
+            ours = (
+                "refused"
+                if isinstance(plan, PreemptionRefusal)
+                else "bound"
+                if plan.empty
+                else "preempted"
+            )
+            label = f"{body['metadata']['name']} {json.dumps(body['spec'], sort_keys=True)}"
+            if ours != outcome:
+                disagreements.append(
+                    f"{label}: kube-scheduler {outcome} ({nominated or node or message}), "
+                    f"we {ours} ({plan.message})"
+                )
+            elif isinstance(plan, PreemptionPlan) and theirs:
+                highest = max(p["spec"].get("priority", 0) for p in theirs)
+                if highest != max(v.priority for v in plan.victims):
+                    disagreements.append(
+                        f"{label}: kube-scheduler's victims' highest priority {highest} "
+                        f"({[p['metadata']['name'] for p in theirs]} for {nominated or node}), "
+                        f"ours {max(v.priority for v in plan.victims)} ({plan.message})"
+                    )
+            await _delete(kube, created)
+            await _wait_deleted(kube, [created])
+            await _wait_for_no_terminating(kube)
+            filled = await _fill(kube, rng, filled)
+    assert not disagreements, "\n".join(
+        [f"seed {SEED}: {len(disagreements)} disagreement(s)", *disagreements]
+    )
+    assert outcomes["preempted"] >= 5 and outcomes["refused"] + outcomes["bound"] >= 3, outcomes
+
+
+async def _wait_for_no_terminating(kube: KubeClient) -> None:
+    """Victims deleted by kube-scheduler are gone before the next round is read."""
+
+    async def none() -> bool:
+        pods = (await kube.list(PODS, PREEMPT_NAMESPACE))["items"]
+        return not any(p["metadata"].get("deletionTimestamp") for p in pods)
+
+    await wait_for(none, 30, "the preempted pods to be gone")
