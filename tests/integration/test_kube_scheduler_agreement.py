@@ -22,7 +22,8 @@ spread; preferences ride along and must not change feasibility. Half the pods ha
 owner, so the operator's slim copy (not the whole pod) is what our side reads. A second test
 does the same for volumes: claims bound and unbound, WaitForFirstConsumer and Immediate, against
 local PVs pinned to a node or a zone, with the PVs kube-scheduler binds (and so takes from later
-pods) read back into our snapshot.
+pods) read back into our snapshot. A third holds `plan_preemption` to kube-scheduler's
+preemption of single pods: whether it preempts, and the highest priority it evicts.
 
 One difference is left out on purpose: v1.20's PodTopologySpread counted the matching pods of
 every node whose domain exists, even on nodes that fail the pod's node affinity or lack another
