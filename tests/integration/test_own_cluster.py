@@ -891,8 +891,9 @@ async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after
 ) -> None:
     """Members that must run beside an `app=db` pod wait while none runs, refused with backoff
     (1 s doubling). Once refused four times, the next attempt is 8 s off; a db pod bound then
-    (by hand, as another scheduler would) lets the gang in at once, as kube-scheduler retries
-    its unschedulable pods when an assigned pod arrives. In-process, to read the backoff."""
+    (by hand, as another scheduler would) makes the gang due 1 s after its last refusal, as
+    kube-scheduler moves its unschedulable pods when an assigned pod arrives. In-process, to
+    read the backoff."""
     namespace = await make_namespace(own_kube, "follows")
     async with in_process(own_cluster.kubeconfig) as (_, leading):
         scheduler = leading.scheduler

@@ -626,22 +626,38 @@ async def test_a_pod_it_depends_on_lets_a_refused_group_retry_before_its_backoff
     change: str,
 ) -> None:
     """kube-scheduler moves its unschedulable pods on an assigned pod's add or update; a gang
-    waiting for pod affinity, anti-affinity or spread retries then too."""
+    waiting for pod affinity, anti-affinity or spread becomes due one backoff step (1 s)
+    after its last refusal then, here at once (its last refusal was at t=1)."""
     h = Harness()
+    web = h.add_pod("web", scheduler="default-scheduler", node="n0", labels={"app": "web"})
     await _waiting_for_a_db(h)
     if change == "bound elsewhere":
         h.add_pod("db", scheduler="default-scheduler", node="n1", labels={"app": "db"})
     else:
-        web = h.add_pod("web", scheduler="default-scheduler", node="n1", labels={"app": "web"})
-        await h.scheduler.cycle()
-        assert h.bound_pods("gang-") == []  # a pod that moves nothing the gang reads: no retry
         relabelled = copy.deepcopy(web)
         relabelled["metadata"]["labels"] = {"app": "db"}
+        relabelled["spec"]["nodeName"] = "n1"
         h.scheduler.on_pod("MODIFIED", relabelled)
     await h.scheduler.cycle()  # still t=2, before the backoff ends
 
     assert sorted(h.bound_pods("gang-")) == ["gang-0", "gang-1"]
     assert h.scheduler.pod_dependent == set()
+
+
+async def test_a_flood_of_binds_elsewhere_decides_a_pod_dependent_group_once_a_second() -> None:
+    """Where another scheduler binds thousands of pods, each bind is such an event: the group
+    is decided again one backoff step after its last refusal, never once per bind."""
+    h = Harness()
+    await _waiting_for_a_db(h)
+    for second, count in ((2.0, 30), (2.5, 30), (3.0, 30)):
+        h.clock.now = T0 + dt.timedelta(seconds=second)
+        for i in range(count):
+            name = f"other-{second}-{i}"
+            h.add_pod(name, scheduler="default-scheduler", node="n1", cpu="10m")
+            await h.scheduler.cycle()
+    # Refused at 0 and 1; then at 2 (due again 1 s later) and at 3: never at 2.5.
+    assert len(h.verdicts_for("gang")) == 4
+    assert h.scheduler.waiting[(NS, "gang")].last_failure == T0 + dt.timedelta(seconds=3)
 
 
 async def test_our_own_binds_coming_back_do_not_retry_pod_dependent_groups() -> None:
