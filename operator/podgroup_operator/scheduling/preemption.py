@@ -384,19 +384,16 @@ class _Planner:
             return None
         wanted = min(gain, max(1, self.needed - self._estimate()))
         new: list[_Candidate] = []
-        ranked = sorted(candidates.values(), key=_reprieve_rank) if len(candidates) > 1 else []
-        if not ranked:
-            new = list(candidates.values())  # a lone victim: nothing to give back
-        for candidate in ranked:
+        for candidate in sorted(candidates.values(), key=_reprieve_rank):
             kept = dict(free)
             for resource, amount in freed[candidate.unit].items():
                 if resource in kept:
                     kept[resource] -= amount
-            if sum(self._copies(kept)) - base >= wanted:
-                free = kept  # given back: the node gains enough without evicting it
+            kept_gain = sum(self._copies(kept)) - base
+            if kept_gain >= wanted:
+                free, gain = kept, kept_gain  # given back: the node still gains enough
             else:
                 new.append(candidate)
-        gain = sum(self._copies(free)) - base
         pods = sum(len(c.pods) for c in new)
         key = (max(c.priority for c in new), self._violations(new), pods / gain, name)
         return key, new
