@@ -222,10 +222,18 @@ async def create_pod(
         if extended:
             container["resources"]["limits"] = extended
     # By default no scheduler claims the pod (tests bind by hand); None leaves the field unset.
-    deadline = time.monotonic() + 15
+    return await create_admitted(kube, body)
+
+
+async def create_admitted(
+    kube: KubeClient, body: dict[str, Any], timeout: float = 15.0
+) -> dict[str, Any]:
+    """Create a pod body as given; retry while its fresh namespace's default ServiceAccount
+    (or, in v1.20, its token) does not exist yet: admission refuses pods until then."""
+    deadline = time.monotonic() + timeout
     while True:
         try:
-            return await kube.create(PODS, body, namespace)
+            return await kube.create(PODS, body, body["metadata"]["namespace"])
         except ApiError as exc:
             if "serviceaccount" not in exc.message.replace(" ", "").lower():
                 raise

@@ -72,7 +72,7 @@ from podgroup_operator.scheduling.preemption import (
 )
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
-from tests.kube_helpers import apply_crd, gone, in_process
+from tests.kube_helpers import apply_crd, create_admitted, gone, in_process
 from tests.waiting import wait_for
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
@@ -344,7 +344,7 @@ async def _change_node(kube: KubeClient, step: int) -> None:
             "terminationGracePeriodSeconds": 0,
         },
     }
-    created = await _create_pod(kube, sentinel)
+    created = await create_admitted(kube, sentinel, timeout=30)
 
     async def bound() -> str | None:
         # Refused first if its scheduling cycle ran before the node update came; kube-scheduler
@@ -488,23 +488,6 @@ async def _decision(kube: KubeClient, namespace: str, name: str) -> tuple[str | 
     return found
 
 
-async def _create_pod(kube: KubeClient, pod: dict[str, Any]) -> dict[str, Any]:
-    """Create the pod, once its namespace's ServiceAccount admission lets it: in v1.20 a fresh
-    namespace refuses pods until the default ServiceAccount exists and has its token."""
-
-    async def created() -> dict[str, Any] | None:
-        try:
-            return await kube.create(PODS, pod, pod["metadata"]["namespace"])
-        except ApiError as exc:
-            if "serviceaccount" in exc.message.replace(" ", "").lower():
-                return None
-            raise
-
-    found = await wait_for(created, 30, f"pod {pod['metadata']['name']} to be admitted")
-    assert found is not None  # wait_for returns only a truthy answer
-    return found
-
-
 async def _delete(kube: KubeClient, pod: dict[str, Any]) -> None:
     meta = pod["metadata"]
     await kube.delete(
@@ -543,7 +526,7 @@ async def _try(
                 f"one built afresh {sorted(fresh)}"
             )
     try:
-        created = await _create_pod(kube, pod)
+        created = await create_admitted(kube, pod, timeout=30)
     except ApiError as exc:
         if exc.status != 422:
             raise
@@ -903,7 +886,6 @@ PREEMPT_POOLS = [
 ]
 PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
 PRIORITIES: dict[str, int] = {
-    "agree-low": 10,
     "agree-mid": 100,
     "agree-high": 1000,
     "agree-filler-low": 10,
@@ -962,7 +944,7 @@ async def _fill(kube: KubeClient, rng: random.Random, start: int) -> int:
     then full for a filler's size. Returns the next filler index."""
     index = start
     while True:
-        filler = await _create_pod(kube, _filler(rng, index))
+        filler = await create_admitted(kube, _filler(rng, index), timeout=30)
         index += 1
         node, _ = await _decision(kube, PREEMPT_NAMESPACE, filler["metadata"]["name"])
         if node is None:
@@ -1020,7 +1002,7 @@ async def test_our_preemption_plans_exactly_when_kube_scheduler_preempts(
                 priority=ours_pod["spec"]["priority"],
             )
             plan = plan_preemption(gang, snapshot)
-            created = await _create_pod(kube, body)
+            created = await create_admitted(kube, body, timeout=30)
             node, message = await _decision(kube, PREEMPT_NAMESPACE, body["metadata"]["name"])
             current = await kube.get(PODS, body["metadata"]["name"], PREEMPT_NAMESPACE)
             nominated = current["status"].get("nominatedNodeName")
