@@ -445,6 +445,19 @@ async def _snapshot(kube: KubeClient) -> tuple[Snapshot, dict[tuple[str, str], V
     return snapshot, claims
 
 
+def _cluster(snapshot: Snapshot) -> str:
+    """Each node's labels (hostname and sim's own left out) and taints, and its pods'
+    namespaces and labels: enough to replay a disagreement by hand, since kube-scheduler's
+    random choices make the state of a run its own."""
+    own = {HOSTNAME, "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os"}
+    parts = []
+    for name, node in sorted(snapshot.nodes.items()):
+        labels = {k: v for k, v in node.facts.labels.items() if k not in own and "sim" not in k}
+        pods = sorted(f"{i.namespace}:{i.labels}" for i in snapshot.node_pods(name))
+        parts.append(f"{name} {labels} {list(node.facts.taints)} {pods}")
+    return " | ".join(parts)
+
+
 async def _caught_up(
     kube: KubeClient, runtime: Runtime
 ) -> tuple[Snapshot, dict[tuple[str, str], VolumeClaim], Snapshot]:
@@ -554,7 +567,7 @@ async def _try(
         tally.disagreements.append(
             f"{pod['metadata']['namespace']}/{pod['metadata']['name']}: {'; '.join(problems)}; "
             f"ours {sorted(ours)}; spec {json.dumps(pod['spec'], sort_keys=True)}; "
-            f"labels {pod['metadata']['labels']}"
+            f"labels {pod['metadata']['labels']}; the cluster before it: {_cluster(snapshot)}"
         )
     if node is None:
         tally.refused += 1
