@@ -415,13 +415,12 @@ def member_check(
     lasting = LASTING
     if constraints.affinity:
         terms = constraints.affinity
-        matched = _matching_every(snapshot, terms)
-        if not matched and all(t.matches(namespace, labels) for t in terms):
+        wanted = _wanted_domains(snapshot, terms, _matching_every(snapshot, terms))
+        if not any(wanted) and all(t.matches(namespace, labels) for t in terms):
             affinity = [(t, None) for t in terms]
         else:
-            wanted = _wanted_domains(snapshot, terms, matched)
             affinity = [(t, frozenset(v)) for t, v in zip(terms, wanted, strict=True)]
-        if matched:
+        if any(wanted):
             lasting = LASTING_SETTLED
     anti = tuple(
         (term, closed_here)
@@ -495,7 +494,12 @@ class MemberChecks:
         self._wanted: list[set[str]] = []
         """Per required affinity term, the domains of pods matching every term."""
         self._any_wanted = False
-        """Whether any pod matches every affinity term (else the first-pod rule may apply)."""
+        """Whether a pod matching every affinity term runs on a node with one of the terms'
+        topology keys (else the first-pod rule may apply). A matching pod on a node without
+        the keys counts for nothing, as upstream counts it (its `affinityCounts` record only
+        the pairs a node has): counted, it kept a pod with affinity to its own kind off every
+        node, where kube-scheduler placed it (tests/integration/
+        test_kube_scheduler_agreement.py)."""
         self._existing: dict[AffinityTerm, set[str]] = {}
         self._existing_for: tuple[tuple[str, str], ...] | None = None
         self._existing_labels: Mapping[str, str] | None = None
@@ -524,8 +528,8 @@ class MemberChecks:
             terms = self.constraints.affinity
             if terms:
                 matched = _matching_every(self.snapshot, terms)
-                self._any_wanted = bool(matched)
                 self._wanted = _wanted_domains(self.snapshot, terms, matched)
+                self._any_wanted = any(self._wanted)
             spread = self.constraints.spread
             hard_keys, soft_keys = _spread_keys(spread)
             self._spread = [
@@ -577,11 +581,11 @@ class MemberChecks:
         node_labels = node.facts.labels
         terms = self.constraints.affinity
         if terms and all(t.matches(namespace, labels) for t in terms):
-            self._any_wanted = True  # it matches every term: its domains are wanted
             for term, wanted in zip(terms, self._wanted, strict=True):
                 value = node_labels.get(term.topology_key)
                 if value is not None:
-                    wanted.add(value)
+                    wanted.add(value)  # it matches every term: its domains are wanted
+                    self._any_wanted = True
         for term in self.constraints.anti_affinity:
             value = node_labels.get(term.topology_key)
             if value is None:

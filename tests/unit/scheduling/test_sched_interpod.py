@@ -558,3 +558,21 @@ def test_node_expressions_count_required_and_preferred_once_per_affinity() -> No
     )
     expected = 1 * 10 * POD_TERM_COST + 4 * 100 * NODE_EXPRESSION_COST
     assert decision_cost([both], pods=10, nodes=100) == expected
+
+
+def test_a_matching_pod_on_a_node_without_the_key_leaves_the_first_pod_rule_open() -> None:
+    """Required affinity to its own kind by `disk`: the only `app=cache` pod runs on a node
+    with no `disk` label, so it is in no domain, and kube-scheduler (its affinity counts only
+    hold the pairs a node has) lets the first of its kind in, on a node with the key. Counted,
+    that pod kept this one off every node."""
+    term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "disk"}
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    snapshot = Snapshot.build(
+        [node("keyless"), node("hdd", labels={"disk": "hdd"})],
+        [pod("elsewhere", node="keyless", labels={"app": "cache"}, requests={"cpu": "1"})],
+    )
+    outcome = place_group(
+        gang("g", members("g", 1, labels={"app": "cache"}, affinity=affinity), min_member=1),
+        snapshot,
+    )
+    assert nodes_of(outcome) == ["hdd"]
