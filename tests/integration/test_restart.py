@@ -12,10 +12,11 @@ import datetime as dt
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import EVENTS, Kind, KubeClient
+from podgroup_operator.adapters.kube import EVENTS, PODS, Kind, KubeClient
 from tests.builders import replicaset
 from tests.kube_helpers import (
     crash,
+    create_bound,
     create_group,
     gang_pods,
     group_status,
@@ -220,3 +221,56 @@ async def test_a_gang_broken_before_it_ran_whole_is_restarted_then_failed_freein
         await make_group(kube, namespace, "next", 4)
         await gang_pods(kube, namespace, "next", 4, pool_name, group="next")
         await wait_group(kube, namespace, "next", timeout=60, phase=c.Phase.RUNNING, running=4)
+
+
+async def test_a_strict_gang_held_partly_bound_past_its_timeout_is_restarted_freeing_its_nodes(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """Two of `held`'s three members were bound by someone else, and its third cannot join them
+    (the node has 4 cpu; the three need 5). What the two hold kept `next` (3 cpu) out for ever:
+    the policy only acted on failures. Past its schedule timeout the gang is restarted, which
+    frees the node: `next` runs, and `held`'s new incarnation waits with nothing bound."""
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (sim, pool_name):
+        node = sim.node_names[0]
+        selector = {"pool": pool_name}
+        policy = {"action": "RestartGang", "maxRestarts": 1, "backoffSeconds": 0}
+        await create_group(
+            kube, namespace, "held", min_member=3, scheduleTimeoutSeconds=3, policy=policy
+        )
+        bound = await asyncio.gather(
+            *(
+                create_bound(
+                    kube,
+                    namespace,
+                    f"held-{i}",
+                    node,
+                    group="held",
+                    requests={"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector=selector,
+                )
+                for i in range(2)
+            )
+        )
+        await gang_pods(
+            kube, namespace, "held-big", 1, pool_name, group="held", requests={"cpu": "3"}
+        )
+        await create_group(kube, namespace, "next", min_member=2)
+        await gang_pods(
+            kube, namespace, "next", 2, pool_name, group="next", requests={"cpu": "1500m"}
+        )
+
+        await wait_group(kube, namespace, "next", timeout=60, phase=c.Phase.RUNNING, running=2)
+        held = await group_status(kube, namespace, "held")
+        assert held["restarts"] == 1 and held["phase"] == c.Phase.PENDING, held
+        pods = (await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}=held"))[
+            "items"
+        ]
+        old = {p["metadata"]["uid"] for p in bound}
+        assert not old & {p["metadata"]["uid"] for p in pods}, pods  # recreated, bare
+        assert not [p for p in pods if p["spec"].get("nodeName")], pods
+        events = (await kube.list(EVENTS, namespace))["items"]
+        (restarted,) = [e for e in events if e.get("reason") == c.Reason.GANG_RESTARTED]
+        assert (
+            "schedule timeout while 2 of minMember 3 members hold nodes" in restarted["message"]
+        ), restarted

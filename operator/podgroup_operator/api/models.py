@@ -206,7 +206,9 @@ class PodGroupSpec(_Model):
         ge=1,
         le=MAX_SECONDS,
         description="Seconds to wait for a whole-gang placement before reporting "
-        f"ScheduleTimeout and backing off (default 60; 1 to {MAX_SECONDS}, one year).",
+        "ScheduleTimeout and backing off; a Strict gang then holding fewer than minMember "
+        "members bound is restarted (or failed) by its policy, to free their nodes "
+        f"(default 60; 1 to {MAX_SECONDS}, one year).",
     )
     total_resources: ResourceList | None = Field(
         default=None,

@@ -107,6 +107,11 @@ SETTLE_SECONDS = 0.02
 LEAVING_RECHECK_SECONDS = 60
 """How long the gangs of a namespace whose bind was refused because it is being deleted are left
 undecided (`GangScheduler.leaving`), unless a pod created there says it is back sooner."""
+RESTART_GRACE_SECONDS = 30
+"""How long a Strict gang held partly bound past its schedule timeout, with a restart policy,
+is left undecided: the status reconciler restarts it (domain/restart.py), and placing its rest
+meanwhile would have that restart delete a gang just placed. Bounded, so that a restart that
+does not come (the reconciler counts the members otherwise) never leaves the gang undecided."""
 
 
 @dataclass
@@ -121,10 +126,36 @@ class WaitState:
     failures: int = 0
     last_failure: dt.datetime | None = None
     timed_out: bool = False
+    timed_out_at: dt.datetime | None = None
+    """When the group timed out: a Strict gang held partly bound is then left to the restart
+    policy for a while (`_left_to_restart`)."""
     reason: c.Reason | None = None
     """The reason the group was last told it waits (`podgroup_waiting_gangs`)."""
     message: str | None = None
     """The last refusal: logged when it changes, quoted when the group times out."""
+
+
+def _acting(group: PodGroup) -> bool:
+    """Whether the group has a restart policy that acts (RestartGang or FailGang)."""
+    return group.spec.policy is not None and group.spec.policy.action != c.PolicyAction.NONE
+
+
+def _holding(group: PodGroup, bound: int) -> str:
+    """What a timed-out gang's ScheduleTimeout message says of the members it holds, if any."""
+    strict = (group.spec.mode or c.GangMode.STRICT) is c.GangMode.STRICT
+    if not strict or not 0 < bound < group.spec.min_member:
+        return "retrying with backoff. "
+    if _acting(group):
+        return (
+            f"{bound} of minMember {group.spec.min_member} members hold nodes meanwhile, so "
+            f"the {group.spec.policy.action if group.spec.policy else ''} policy acts to free "
+            "them. "
+        )
+    return (
+        f"retrying with backoff; {bound} of minMember {group.spec.min_member} members hold "
+        "nodes meanwhile: set spec.policy.action RestartGang to have the gang restarted to free "
+        "them after this timeout. "
+    )
 
 
 def _depends_on_pods(pod: JSON) -> bool:
@@ -493,6 +524,9 @@ class GangScheduler:
         if leaving_until is not None:
             return max(0.05, (leaving_until - now).total_seconds())
         group = self._group(key)
+        restart_until = self._left_to_restart(key, group, state, now)
+        if restart_until is not None:
+            return max(0.05, (restart_until - now).total_seconds())
         if not key[1].startswith("pod:") and (group is None or _terminal(group)):
             return None  # waits for an event (the group appearing), not for a time
         decision = decide_wait(
@@ -818,6 +852,7 @@ class GangScheduler:
         )
         if decision.timed_out and not state.timed_out and state.message is not None:
             state.timed_out = True
+            state.timed_out_at = now
             state.reason = c.Reason.SCHEDULE_TIMEOUT
             self._release(key)  # a NonStrict gang that timed out holds nothing while backing off
             self.publish(
@@ -826,16 +861,15 @@ class GangScheduler:
                     placed=False,
                     reason=c.Reason.SCHEDULE_TIMEOUT,
                     message=f"not placed within {timeout_of(decision.deadline, state.since)}s; "
-                    f"retrying with backoff. Last refusal: {state.message}",
+                    f"{_holding(group, len(self._bound_members(key)))}"
+                    f"Last refusal: {state.message}",
+                    at=now,
                 ),
             )
-        if not decision.may_attempt:
+        if not decision.may_attempt or self._left_to_restart(key, group, state, now):
             return None
         bound = self._bound_members(key)
-        restartable = (
-            group.spec.policy is not None and group.spec.policy.action != c.PolicyAction.NONE
-        )
-        satisfied = group.status.phase in (c.Phase.RUNNING, c.Phase.UNKNOWN) and not restartable
+        satisfied = group.status.phase in (c.Phase.RUNNING, c.Phase.UNKNOWN) and not _acting(group)
         return GangRequest(
             namespace=key[0],
             name=key[1],
@@ -910,6 +944,23 @@ class GangScheduler:
                 uids.discard(uid)
                 if not uids:
                     del self._bound_by_group[key]
+
+    def _left_to_restart(
+        self, key: GroupKey, group: PodGroup | None, state: WaitState, now: dt.datetime
+    ) -> dt.datetime | None:
+        """Until when a timed-out gang is left to the restart policy (None: decided as usual).
+
+        A Strict gang held partly bound past its timeout, with a RestartGang or FailGang
+        policy, is restarted or failed by the status reconciler (domain/restart.py,
+        `timed_out_at`); for RESTART_GRACE_SECONDS after the timeout it is not placed."""
+        if state.timed_out_at is None or group is None or not _acting(group):
+            return None
+        if (group.spec.mode or c.GangMode.STRICT) is not c.GangMode.STRICT:
+            return None
+        until = state.timed_out_at + dt.timedelta(seconds=RESTART_GRACE_SECONDS)
+        if now >= until or not 0 < len(self._bound_members(key)) < group.spec.min_member:
+            return None
+        return until
 
     def _bound_members(self, key: GroupKey) -> set[str]:
         """UIDs of the group's members holding a node, our own recent binds included (they

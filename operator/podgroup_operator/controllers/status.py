@@ -53,6 +53,7 @@ from podgroup_operator.domain.scheduling_status import (
     apply_preempted,
     apply_verdict,
     preempted_since,
+    timed_out_since,
 )
 from podgroup_operator.logs import truncate
 
@@ -643,6 +644,7 @@ class StatusReconciler:
             pods,
             now,
             preempted_at=preempted_since(group.status, self.preempted.get(key)),
+            timed_out_at=timed_out_since(self.verdicts.get(key)),
         )
         if isinstance(plan, Nothing):
             return False

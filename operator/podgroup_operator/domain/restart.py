@@ -36,6 +36,16 @@ The rules, in the words of the user documentation:
 * Trigger too: a gang that never ran whole, when a member of the current incarnation has failed
   and fewer than minMember are running or succeeded. It would never run whole, and the members
   that run would hold their nodes waiting for it.
+* Trigger too: a Strict gang that never ran whole since its last restart and is held partly
+  bound (1 to minMember - 1 members bound to nodes) when the scheduler gives up waiting for the
+  rest (`scheduleTimeoutSeconds`; the status reconciler passes `timed_out_at`, the scheduler's
+  fact, which must be newer than the last restart). Such members arrive bound by someone else,
+  or from an operator killed between a gang's binds. What they hold is wasted while the rest
+  waits, and two such gangs can hold each other off for ever: Kueue's waitForPodsReady evicts
+  a workload for the same reason, and coscheduling's Permit timeout rejects the waiting pods.
+  RestartGang restarts it at once, charged (the timeout was its wait, so no backoff follows);
+  FailGang fails it. NonStrict gangs hold members on purpose and are left alone. After a
+  failover the new leader's clock starts when it first sees the gang wait.
 * No policy, or action None: nothing; the owner handles failures and the lifecycle reports Unknown.
 * FailGang: Failed at once, reason GangFailed.
 * RestartGang broken by a preemption (a higher-priority gang evicted it after its last restart;
@@ -91,6 +101,7 @@ from podgroup_operator.constants import (
     ConditionStatus,
     ConditionType,
     EventType,
+    GangMode,
     Phase,
     PolicyAction,
     Reason,
@@ -101,6 +112,7 @@ from podgroup_operator.domain.lifecycle import (
     MemberCounts,
     MemberState,
     count_members,
+    is_bound,
     member_state,
     members_of,
     status_patch,
@@ -163,7 +175,8 @@ class Idle(StrEnum):
     """Finished or Failed: terminal phases latch."""
     NOT_TRIGGERED = "NotTriggered"
     """Nothing broke: the gang still has minMember live members, or it never ran whole since
-    its last restart and none of its members failed."""
+    its last restart, none of its members failed and it is not held partly bound past its
+    schedule timeout."""
     RESTART_IN_PROGRESS = "RestartInProgress"
     """A restart was started; its old members are still terminating."""
 
@@ -277,6 +290,7 @@ def plan_restart(
     now: datetime,
     *,
     preempted_at: datetime | None = None,
+    timed_out_at: datetime | None = None,
 ) -> RestartPlan:
     """What the restart policy does now; see the module docstring for the rules.
 
@@ -284,7 +298,9 @@ def plan_restart(
     membership) and duplicates. `now` must be timezone-aware. `preempted_at` is when a
     higher-priority gang last preempted this one: a RestartGang break after it (and after the
     last restart) is the preemption's doing, not the gang's, so the gang is restarted at once
-    and not charged (`restarts` and the limit untouched, no backoff).
+    and not charged (`restarts` and the limit untouched, no backoff). `timed_out_at` is when
+    the scheduler gave up waiting for the gang's placement (its ScheduleTimeout verdict), None
+    while it has not: a Strict gang held partly bound then is restarted (or failed) at once.
     """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
@@ -306,9 +322,15 @@ def plan_restart(
     triggered = (_whole_since_restart(status, phase) and broke) or (
         not progress.active and _failed_before_whole(counts, min_member)
     )
+    held = (
+        not triggered
+        and not progress.active
+        and not _whole_since_restart(status, phase)
+        and _held_past_timeout(group, counts, timed_out_at)
+    )
 
     resume = _resume(pods, members, progress)
-    if policy is None or not acting or not triggered:
+    if policy is None or not acting or not (triggered or held):
         if resume is not None:
             return resume
         if progress.active:
@@ -317,7 +339,11 @@ def plan_restart(
             return Nothing(Idle.NO_POLICY, "no restart policy; the owner handles failures")
         return Nothing(Idle.NOT_TRIGGERED, _live(counts, min_member))
 
-    cause = _cause(members, progress, counts, min_member)
+    cause = (
+        _held_cause(members, progress, counts, min_member)
+        if held
+        else _cause(members, progress, counts, min_member)
+    )
     restarted = status.last_restart_time
     if (
         policy.action is PolicyAction.RESTART_GANG
@@ -338,8 +364,10 @@ def plan_restart(
             Reason.RESTART_LIMIT_EXCEEDED,
             f"{status.restarts} of maxRestarts {policy.max_restarts} restarts used: {cause}",
         )
-    delay = backoff_delay(policy, status.restarts)
     number = f"restart {status.restarts + 1} of {policy.max_restarts}"
+    if held:
+        return _restart(group, pods, members, progress, now, f"{number}: {cause}")
+    delay = backoff_delay(policy, status.restarts)
     failed_at = _failure_since_restart(status)
     wait: Wait | None = None
     if failed_at is None and delay:
@@ -414,6 +442,24 @@ def _failed_before_whole(counts: MemberCounts, min_member: int) -> bool:
     and a new member failing while a restart is still in progress is judged once the restart
     is complete, so a restart whose status is written is never started twice."""
     return counts.failed > 0 and counts.live < min_member
+
+
+def _held_past_timeout(
+    group: PodGroup, counts: MemberCounts, timed_out_at: datetime | None
+) -> bool:
+    """Whether a Strict gang holds nodes with fewer than minMember members bound after the
+    scheduler gave up waiting for the rest, since its last restart (see the module docstring).
+
+    The caller checks the rest: no restart in progress, and not whole since the last restart
+    (a whole gang that breaks is the first trigger's)."""
+    if timed_out_at is None:
+        return False
+    restarted = group.status.last_restart_time
+    if restarted is not None and timed_out_at <= restarted:
+        return False  # the timeout of an incarnation already restarted
+    if (group.spec.mode or GangMode.STRICT) is not GangMode.STRICT:
+        return False
+    return 0 < counts.scheduled < group.spec.min_member
 
 
 def _failure_since_restart(status: PodGroupStatus) -> datetime | None:
@@ -555,6 +601,26 @@ def _cause(
     if len(losses) > _NAMED_LOSSES:
         named.append(f"{len(losses) - _NAMED_LOSSES} more")
     return "; ".join([*named, _live(counts, min_member)])
+
+
+def _held_cause(
+    members: Sequence[Pod], progress: RestartProgress, counts: MemberCounts, min_member: int
+) -> str:
+    """Which members hold nodes while the gang waits past its schedule timeout."""
+    holding = sorted(
+        f"{(pod.get('metadata') or {}).get('name', '?')} on {(pod.get('spec') or {})['nodeName']}"
+        for pod in members
+        if server_uid(pod) not in progress.uids
+        and is_bound(pod)
+        and member_state(pod) in (MemberState.PENDING, MemberState.RUNNING)
+    )
+    named = holding[:_NAMED_LOSSES]
+    if len(holding) > _NAMED_LOSSES:
+        named.append(f"{len(holding) - _NAMED_LOSSES} more")
+    return (
+        f"not placed whole within its schedule timeout while {counts.scheduled} of minMember "
+        f"{min_member} members hold nodes ({', '.join(named)})"
+    )
 
 
 def _live(counts: MemberCounts, min_member: int) -> str:

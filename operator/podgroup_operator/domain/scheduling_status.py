@@ -34,6 +34,9 @@ class Verdict:
     placed: bool
     reason: Reason | None = None
     message: str = ""
+    at: datetime | None = None
+    """When a ScheduleTimeout verdict was given: the restart policy restarts a Strict gang held
+    partly bound past it (domain/restart.py)."""
 
 
 def apply_verdict(
@@ -140,3 +143,11 @@ def preempted_since(status: PodGroupStatus, fact: Preempted | None) -> datetime 
     if condition is None or condition.status != ConditionStatus.TRUE:
         return None
     return condition.last_transition_time
+
+
+def timed_out_since(verdict: Verdict | None) -> datetime | None:
+    """When the scheduler gave up waiting for the gang (its latest verdict is ScheduleTimeout),
+    else None. Memory only: after a failover the new leader times the wait afresh."""
+    if verdict is None or verdict.placed or verdict.reason is not Reason.SCHEDULE_TIMEOUT:
+        return None
+    return verdict.at

@@ -551,6 +551,65 @@ async def test_schedule_timeout_is_published_once_after_refusals() -> None:
     assert h.scheduler.waiting[(NS, "gang")].timed_out
 
 
+def _held_partly(h: Harness, **spec: Any) -> Body:
+    """n1 with 4 cpu: a hog holds 1, two of `part`'s three members are bound (2 cpu, as by
+    someone else), and its third needs 2 more. Returns the hog."""
+    h.add_node("n1", cpu=4)
+    (hog,) = h.fake.seed(pod("hog", NS, requests={"cpu": 1}, node="n1", phase=c.PodPhase.RUNNING))
+    h.scheduler.on_pod("ADDED", hog)
+    h.add_group("part", min_member=3, scheduleTimeoutSeconds=5, **spec)
+    for i in range(2):
+        h.add_pod(f"part-{i}", group="part", node="n1", phase=c.PodPhase.RUNNING)
+    h.add_pod("part-2", group="part", cpu=2)
+    return hog
+
+
+async def _time_out(h: Harness) -> Verdict:
+    for at in (0, 1, 3, 6):  # refused, then past scheduleTimeoutSeconds=5
+        h.clock.now = T0 + dt.timedelta(seconds=at)
+        await h.scheduler.cycle()
+    verdict = h.verdicts_for("part")[-1]
+    assert verdict.reason == c.Reason.SCHEDULE_TIMEOUT, verdict
+    return verdict
+
+
+async def test_a_strict_gang_held_partly_bound_past_its_timeout_is_left_to_its_policy() -> None:
+    """Its restart policy frees what it holds (domain/restart.py); placing its rest meanwhile
+    would have the restart delete a gang just placed, so the scheduler waits, for a while."""
+    h = Harness()
+    hog = _held_partly(h, policy={"action": "RestartGang"})
+    timeout = await _time_out(h)
+    assert timeout.at == T0 + dt.timedelta(seconds=6)
+    assert "2 of minMember 3 members hold nodes meanwhile" in timeout.message
+    assert "RestartGang policy acts to free them" in timeout.message
+
+    h.scheduler.on_pod("DELETED", hog)  # room for the rest, within the grace
+    h.clock.now = T0 + dt.timedelta(seconds=20)
+    await h.scheduler.cycle()
+    assert h.bound_pods("part-2") == []
+    grace_end = 6 + scheduler_module.RESTART_GRACE_SECONDS
+    assert h.scheduler._next_due() == pytest.approx(grace_end - 20)  # a timer, not a spin
+
+    h.clock.now = T0 + dt.timedelta(seconds=grace_end)  # no restart came: decided again
+    await h.scheduler.cycle()
+    assert h.bound_pods("part-2") == ["part-2"]
+
+
+@pytest.mark.parametrize("spec", [{}, {"mode": "NonStrict", "policy": {"action": "RestartGang"}}])
+async def test_without_a_policy_to_free_them_a_held_gang_is_placed_when_room_comes(
+    spec: dict[str, Any],
+) -> None:
+    h = Harness()
+    hog = _held_partly(h, **spec)
+    timeout = await _time_out(h)
+    if not spec:
+        assert "set spec.policy.action RestartGang" in timeout.message
+
+    h.scheduler.on_pod("DELETED", hog)
+    await h.scheduler.cycle()
+    assert h.bound_pods("part-2") == ["part-2"]
+
+
 async def test_a_refused_group_is_not_retried_before_its_backoff() -> None:
     h = Harness()
     _hogged(h)

@@ -46,9 +46,11 @@ def gang(
     policy: Mapping[str, Any] | None = POLICY,
     status: Mapping[str, Any] | None = None,
     name: str = "gang",
+    **fields: Any,
 ) -> PodGroup:
+    """A gang of `min_member`; extra keyword arguments are spec fields by their API names."""
     spec: dict[str, Any] = {} if policy is None else {"policy": dict(policy)}
-    body = podgroup(name, min_member=min_member, status=dict(status or {}), **spec)
+    body = podgroup(name, min_member=min_member, status=dict(status or {}), **spec, **fields)
     return PodGroup.model_validate(body)
 
 
