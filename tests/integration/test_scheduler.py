@@ -618,3 +618,54 @@ async def test_a_partly_bound_gang_gets_the_room_its_rest_needs_before_an_older_
         await wait_group(kube, namespace, "part", timeout=30, phase=c.Phase.RUNNING, running=4)
         rival = await pods_of(kube, namespace, f"{c.LABEL_POD_GROUP}=a-rival")
         assert len(rival) == 2 and not bound(rival), rival
+
+
+async def test_preferred_pod_affinity_and_anti_affinity_lead_where_packing_would_not(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """Two nodes, one per zone; zone a's is fuller, so packing alone would put everything
+    there. `near` prefers the zone of a db pod (in zone b): both its members go to zone b.
+    `apart` prefers its members on different hosts: one per node."""
+    tag = namespace
+    zone = "topology.kubernetes.io/zone"
+    async with (
+        pool(kube, count=1, cpu="4", memory="16Gi", labels={"shared": tag, zone: "a"}) as (a, _),
+        pool(kube, count=1, cpu="4", memory="16Gi", labels={"shared": tag, zone: "b"}) as (b, _),
+    ):
+        node_a, node_b = a.node_names[0], b.node_names[0]
+        await create_bound(kube, namespace, "filler", node_a, requests={"cpu": "2"})
+        await create_bound(
+            kube, namespace, "db", node_b, requests={"cpu": "100m"}, labels={"app": "db"}
+        )
+
+        def prefer(kind: str, app: str, key: str) -> dict[str, Any]:
+            term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+            preferred = [{"weight": 100, "podAffinityTerm": term}]
+            return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+
+        for name, affinity in (
+            ("near", prefer("podAffinity", "db", zone)),
+            ("apart", prefer("podAntiAffinity", "apart", "kubernetes.io/hostname")),
+        ):
+            await create_group(kube, namespace, name, min_member=2)
+            await asyncio.gather(
+                *(
+                    create_pod(
+                        kube,
+                        namespace,
+                        f"{name}-{i}",
+                        group=name,
+                        labels={"app": name},
+                        requests={"cpu": "500m"},
+                        scheduler=c.SCHEDULER_NAME,
+                        nodeSelector={"shared": tag},
+                        affinity=affinity,
+                    )
+                    for i in range(2)
+                )
+            )
+            await wait_group(kube, namespace, name, timeout=30, phase=c.Phase.RUNNING)
+        near = bound(await pods_of(kube, namespace, "app=near"))
+        assert [p["spec"]["nodeName"] for p in near] == [node_b, node_b], near
+        apart = bound(await pods_of(kube, namespace, "app=apart"))
+        assert sorted(p["spec"]["nodeName"] for p in apart) == sorted([node_a, node_b]), apart

@@ -23,6 +23,8 @@ Scenarios:
 - claims: anti-affinity's gangs, each member also mounting a claim of its own that a
   WaitForFirstConsumer provisioner serves in every zone, so every member's volumes are checked
   on every node it is tried on.
+- preferred: the same nodes; every member prefers (weight 100) other hosts than its own gang's
+  members and (weight 50) their zone: preferred pod anti-affinity and affinity, scored only.
 - preemption: `--nodes` nodes (8 cpu) full of as many low-priority gangs of 8 one-cpu pods, gang
   g running on nodes g..g+7; one high-priority gang of `--gang-size` members of 8 cpu each asks
   for room. The plan (`plan_preemption`, a what-if that leaves the snapshot as it was) is timed
@@ -150,9 +152,10 @@ SCENARIOS = (
     "spread",
     "affinity",
     "claims",
+    "preferred",
     "preemption",
 )
-CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims")
+CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred")
 """The scenarios of `constrained_scenario`."""
 _PROVISIONED = {
     "metadata": {"name": "provisioned"},
@@ -203,6 +206,27 @@ def constrained_scenario(
                             {"labelSelector": mine, "topologyKey": HOSTNAME}
                         ]
                     }
+                }
+            }
+        elif kind == "preferred":
+            spec = {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 100,
+                                "podAffinityTerm": {"labelSelector": mine, "topologyKey": HOSTNAME},
+                            }
+                        ]
+                    },
+                    "podAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 50,
+                                "podAffinityTerm": {"labelSelector": mine, "topologyKey": ZONE},
+                            }
+                        ]
+                    },
                 }
             }
         elif kind == "affinity":

@@ -69,7 +69,6 @@ from podgroup_operator.scheduling.resources import (
 )
 from podgroup_operator.scheduling.scores import (
     NO_PREFERENCES,
-    WEIGHT_SPREAD,
     Preferences,
     pack_score,
     pod_preferences,
@@ -231,7 +230,7 @@ def _bonus(
     check: MemberCheck | None,
 ) -> _Bonus:
     """Static scores (node affinity, taints) and the class-level spread score, weighted."""
-    soft = check is not None and bool(check.soft)
+    soft = check is not None and check.scored
     if not preferences.terms and not soft and not _has_prefer_taints(feasibility):
         return _NO_BONUS  # tolerations alone only matter against PreferNoSchedule taints
     if preferences.uses_node_identity:
@@ -239,14 +238,14 @@ def _bonus(
         for node in snapshot.best_fit_order(feasibility):
             score = static_score(preferences, node.facts)
             if check is not None and soft:
-                score += WEIGHT_SPREAD * check.spread_score(node.facts.labels, upper=True)
+                score += check.dynamic_score(node.facts.labels, upper=True)
             by_node[node.name] = score
         return _Bonus(None, by_node)
     by_class = {}
     for node_class in feasibility.classes:
         score = static_score(preferences, node_class.facts)
         if check is not None and soft:
-            score += WEIGHT_SPREAD * check.spread_score(node_class.facts.labels, upper=True)
+            score += check.dynamic_score(node_class.facts.labels, upper=True)
         by_class[node_class.id] = score
     if len(set(by_class.values())) <= 1:
         return _NO_BONUS
@@ -452,9 +451,7 @@ def _choose(
         if per_node:
             assert check is not None
             labels = node.facts.labels
-            score += WEIGHT_SPREAD * (
-                check.spread_score(labels) - check.spread_score(labels, upper=True)
-            )
+            score += check.dynamic_score(labels) - check.dynamic_score(labels, upper=True)
         if best is None or score > best_score:
             best, best_score = node, score
         if not per_node:

@@ -11,6 +11,9 @@ Two views, because the two uses differ:
   anti-affinity, topology spread, host ports and PersistentVolumeClaims. It is parsed strictly:
   anything the scheduler cannot evaluate raises `UnsupportedConstraintError` naming the field, so
   the pod is refused with that message instead of placed as if the constraint were not there.
+  Preferred pod (anti-)affinity terms are scored, not filtered: one the scheduler cannot read
+  (a `namespaceSelector` by label, `matchLabelKeys`) is left out of the score rather than
+  refusing the pod, since a preference never makes a placement wrong.
 """
 
 from __future__ import annotations
@@ -114,10 +117,19 @@ class InterPodConstraints:
     ports: tuple[HostPort, ...] = ()
     claims: tuple[str, ...] = ()
     """Names of the PersistentVolumeClaims the pod mounts (in its namespace), ephemeral included."""
+    preferred: tuple[tuple[int, AffinityTerm], ...] = ()
+    """Preferred pod affinity (weight > 0) and anti-affinity (weight < 0) terms: scored only."""
 
     @property
     def empty(self) -> bool:
-        return not (self.affinity or self.anti_affinity or self.spread or self.ports or self.claims)
+        return not (
+            self.affinity
+            or self.anti_affinity
+            or self.spread
+            or self.ports
+            or self.claims
+            or self.preferred
+        )
 
 
 NO_INTER_POD = InterPodConstraints()
@@ -151,6 +163,27 @@ def _terms(raw: Any, kind: str, namespace: str) -> tuple[AffinityTerm, ...]:
         parse_affinity_term(term, namespace, f"{path}.{REQUIRED}[{i}]")
         for i, term in enumerate(raw.get(REQUIRED) or ())
     )
+
+
+def _preferred(raw: Any, sign: int, namespace: str) -> list[tuple[int, AffinityTerm]]:
+    """`preferredDuringSchedulingIgnoredDuringExecution` terms as (signed weight, term); a term
+    that cannot be read (see the module docstring) or whose weight is not 1..100 is left out.
+    `_terms` has checked that `raw` is an object."""
+    if not raw:
+        return []
+    terms: list[tuple[int, AffinityTerm]] = []
+    for i, item in enumerate(raw.get(PREFERRED) or ()):
+        if not isinstance(item, Mapping):
+            continue
+        weight = item.get("weight")
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+            continue
+        try:
+            term = parse_affinity_term(item.get("podAffinityTerm"), namespace, f"[{i}]")
+        except UnsupportedConstraintError:
+            continue
+        terms.append((sign * weight, term))
+    return terms
 
 
 def _spread(raw: Any, index: int, labels: Mapping[str, str]) -> SpreadConstraint:
@@ -242,6 +275,10 @@ def inter_pod_constraints(pod: Mapping[str, Any]) -> InterPodConstraints:
         ),
         ports=host_ports(pod),
         claims=pod_claims(pod),
+        preferred=tuple(
+            _preferred(affinity.get("podAffinity"), 1, namespace)
+            + _preferred(affinity.get("podAntiAffinity"), -1, namespace)
+        ),
     )
     return NO_INTER_POD if result.empty else result
 

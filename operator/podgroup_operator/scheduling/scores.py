@@ -9,6 +9,7 @@ for the plugins we score, and our packing score in place of its spreading NodeRe
 | preferred node affinity | 2 | 100 x weight of matching preferred terms / weight of all |
 | PreferNoSchedule taints | 3 | 100 / (1 + untolerated PreferNoSchedule taints) |
 | topology spread, ScheduleAnyway | 2 | see `interpod.SpreadState.score` |
+| preferred pod (anti-)affinity | 2 | see `interpod.PreferredScore.score` |
 
 Upstream normalises each plugin's raw scores over the nodes of one cycle (the best node gets
 100). That needs every feasible node scored for every pod, which a 5,000-node gang decision
@@ -17,7 +18,8 @@ does on its own, and nodes of one class share all but the packing score. Placeme
 nodes in descending score and stops at the first one that passes (see `placement`). Ties go to
 the node name, so decisions are deterministic.
 
-Not scored: preferred inter-pod (anti-)affinity, image locality, balanced allocation.
+Not scored: running pods' preferred terms toward the pod placed (InterPodAffinity's symmetric
+part), image locality, balanced allocation.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ WEIGHT_PACK = 1.0
 WEIGHT_NODE_AFFINITY = 2.0
 WEIGHT_TAINT = 3.0
 WEIGHT_SPREAD = 2.0
+WEIGHT_INTER_POD = 2.0
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 

@@ -308,10 +308,10 @@ def _claims_of(
 
 @st.composite
 def anti_affine(draw: st.DrawFn) -> Scenario:
-    """Gangs whose members shun, seek or spread from each other (and are shunned by running
-    pods), on nodes of mixed room and zones, some with host port 80 in use, some members
-    mounting claims that only some nodes' local PVs or zones can serve: what `MemberChecks`
-    and `_choose`'s lost nodes shortcut."""
+    """Gangs whose members shun, seek or spread from each other, required or preferred (and are
+    shunned by running pods), on nodes of mixed room and zones, some with host port 80 in use,
+    some members mounting claims that only some nodes' local PVs or zones can serve: what
+    `MemberChecks` and `_choose`'s lost nodes shortcut."""
     nodes = [
         node(
             f"n{i}",
@@ -358,14 +358,49 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
         ]
         picked = draw(st.lists(st.integers(0, len(seeking) - 1), max_size=2, unique=True))
         wanted = [seeking[i] for i in picked]
+        preferred = draw(
+            st.lists(
+                st.tuples(
+                    st.booleans(),  # affinity, else anti-affinity
+                    st.integers(1, 100),
+                    st.sampled_from([{"app": name}, {"app": f"g{g - 1}"}, {"app": "other"}]),
+                    st.sampled_from([HOST, ZONE]),
+                ),
+                max_size=3,
+            )
+        )
         spec: dict[str, Any] = {
             "affinity": {
-                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms},
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": terms,
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": w,
+                            "podAffinityTerm": {
+                                "labelSelector": {"matchLabels": sel},
+                                "topologyKey": key,
+                            },
+                        }
+                        for seek, w, sel, key in preferred
+                        if not seek
+                    ],
+                },
                 "podAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
                         {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
                         for selector, key in wanted
-                    ]
+                    ],
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": w,
+                            "podAffinityTerm": {
+                                "labelSelector": {"matchLabels": sel},
+                                "topologyKey": key,
+                            },
+                        }
+                        for seek, w, sel, key in preferred
+                        if seek
+                    ],
                 },
             }
         }

@@ -85,3 +85,113 @@ def test_ties_go_to_the_node_name_so_decisions_repeat() -> None:
         return nodes_of(place_group(gang("job", pods), snapshot))
 
     assert decide() == decide() == ["a", "b", "c"]
+
+
+# --- preferred pod (anti-)affinity ----------------------------------------------------------------
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+def prefer_pods(*weighted: tuple[int, dict[str, str], str]) -> dict[str, Any]:
+    """Preferred pod affinity (weight > 0) and anti-affinity (weight < 0) terms."""
+
+    def terms(sign: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "weight": abs(weight),
+                "podAffinityTerm": {"labelSelector": {"matchLabels": labels}, "topologyKey": key},
+            }
+            for weight, labels, key in weighted
+            if weight * sign > 0
+        ]
+
+    return {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms(1)},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms(-1)},
+    }
+
+
+def zones(busy_zone: str = "a") -> Snapshot:
+    """a-1 and b-1 in zones a and b; a-1 is fuller (packing prefers it); a db pod runs on b-1."""
+    return Snapshot.build(
+        [node("a-1", labels={ZONE: "a"}), node("b-1", labels={ZONE: "b"})],
+        [
+            pod("filler", node="a-1", requests={"cpu": "6"}),
+            pod("db", node="b-1", requests={"cpu": "1"}, labels={"app": "db"}),
+        ],
+    )
+
+
+def test_preferred_pod_affinity_beats_packing() -> None:
+    pods = members("web", 1, affinity=prefer_pods((50, {"app": "db"}, ZONE)))
+    assert nodes_of(place_group(gang("web", pods), zones())) == ["b-1"]
+    # Without it, packing picks the fuller node.
+    assert nodes_of(place_group(gang("other", members("other", 1)), zones())) == ["a-1"]
+
+
+def test_preferred_pod_anti_affinity_keeps_away_from_what_it_shuns() -> None:
+    """The noisy pod fills b-1, so packing alone would pick it."""
+    noisy = Snapshot.build(
+        [node("a-1", labels={ZONE: "a"}), node("b-1", labels={ZONE: "b"})],
+        [pod("filler", node="b-1", requests={"cpu": "6"}, labels={"app": "noisy"})],
+    )
+    shy = members("shy", 1, affinity=prefer_pods((-80, {"app": "noisy"}, ZONE)))
+    assert nodes_of(place_group(gang("shy", shy), noisy)) == ["a-1"]
+    assert nodes_of(place_group(gang("bold", members("bold", 1)), noisy)) == ["b-1"]
+
+
+def test_a_gang_that_prefers_apart_spreads_over_hosts_while_it_can() -> None:
+    """Members shun each other's host, softly: three members, three nodes with room for all
+    on any one. Packing alone would stack them; the preference spreads them; a fourth member
+    still fits (a preference never refuses)."""
+    snapshot = Snapshot.build([node(f"n{i}", cpu=8) for i in range(3)], [])
+    apart = prefer_pods((-100, {"app": "ring"}, HOST))
+    pods = members("ring", 4, labels={"app": "ring"}, affinity=apart)
+    placed = nodes_of(place_group(gang("ring", pods, min_member=4), snapshot))
+    assert sorted(placed[:3]) == ["n0", "n1", "n2"] and placed[3] in placed[:3]
+    stacked = nodes_of(
+        place_group(gang("stack", members("stack", 3, labels={"app": "stack"})), snapshot)
+    )
+    assert len(set(stacked)) == 1
+
+
+def test_a_gang_that_prefers_together_follows_its_first_member_into_an_emptier_node() -> None:
+    """Members seek each other's zone, softly. The first two go where packing says (b-1, the
+    fullest); once b-1 is full the rest stay in zone b, on empty b-2, where packing alone would
+    take a-1, fuller but in zone a."""
+
+    def cluster() -> Snapshot:
+        return Snapshot.build(
+            [
+                node("a-1", cpu=8, labels={ZONE: "a"}),
+                node("b-1", cpu=8, labels={ZONE: "b"}),
+                node("b-2", cpu=8, labels={ZONE: "b"}),
+            ],
+            [
+                pod("fa", node="a-1", requests={"cpu": "5"}),
+                pod("fb", node="b-1", requests={"cpu": "6"}),
+            ],
+        )
+
+    cpu = {"cpu": "1"}
+    together = prefer_pods((100, {"app": "pair"}, ZONE))
+    pods = members("pair", 4, labels={"app": "pair"}, requests=cpu, affinity=together)
+    assert nodes_of(place_group(gang("pair", pods), cluster())) == ["b-1", "b-1", "b-2", "b-2"]
+    alone = members("solo", 4, labels={"app": "solo"}, requests=cpu)
+    assert nodes_of(place_group(gang("solo", alone), cluster())) == ["b-1", "b-1", "a-1", "a-1"]
+
+
+def test_unreadable_preferred_terms_are_left_out_not_refused() -> None:
+    """A preference the scheduler cannot evaluate (namespaces chosen by label) is not scored;
+    the pod is still placed, where packing says."""
+    term = {
+        "weight": 50,
+        "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {"app": "db"}},
+            "namespaceSelector": {"matchLabels": {"team": "data"}},
+            "topologyKey": ZONE,
+        },
+    }
+    affinity = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}
+    pods = members("web", 1, affinity=affinity)
+    assert nodes_of(place_group(gang("web", pods), zones())) == ["a-1"]
