@@ -145,11 +145,11 @@ def _holding(group: PodGroup, bound: int) -> str:
     strict = (group.spec.mode or c.GangMode.STRICT) is c.GangMode.STRICT
     if not strict or not 0 < bound < group.spec.min_member:
         return "retrying with backoff. "
-    if _acting(group):
+    policy = group.spec.policy
+    if policy is not None and policy.action != c.PolicyAction.NONE:
         return (
             f"{bound} of minMember {group.spec.min_member} members hold nodes meanwhile, so "
-            f"the {group.spec.policy.action if group.spec.policy else ''} policy acts to free "
-            "them. "
+            f"the {policy.action} policy acts to free them. "
         )
     return (
         f"retrying with backoff; {bound} of minMember {group.spec.min_member} members hold "

@@ -37,9 +37,10 @@ The rules, in the words of the user documentation:
   and fewer than minMember are running or succeeded. It would never run whole, and the members
   that run would hold their nodes waiting for it.
 * Trigger too: a Strict gang that never ran whole since its last restart and is held partly
-  bound (1 to minMember - 1 members bound to nodes) when the scheduler gives up waiting for the
-  rest (`scheduleTimeoutSeconds`; the status reconciler passes `timed_out_at`, the scheduler's
-  fact, which must be newer than the last restart). Such members arrive bound by someone else,
+  bound (fewer than minMember members bound, some of them pending or running on their nodes;
+  succeeded ones hold nothing) when the scheduler gives up waiting for the rest
+  (`scheduleTimeoutSeconds`; the status reconciler passes `timed_out_at`, the scheduler's fact,
+  which must be newer than the last restart). Such members arrive bound by someone else,
   or from an operator killed between a gang's binds. What they hold is wasted while the rest
   waits, and two such gangs can hold each other off for ever: Kueue's waitForPodsReady evicts
   a workload for the same reason, and coscheduling's Permit timeout rejects the waiting pods.
@@ -459,7 +460,9 @@ def _held_past_timeout(
         return False  # the timeout of an incarnation already restarted
     if (group.spec.mode or GangMode.STRICT) is not GangMode.STRICT:
         return False
-    return 0 < counts.scheduled < group.spec.min_member
+    # Succeeded members are bound but hold nothing; restarting would run them again.
+    holding = counts.scheduled - counts.succeeded
+    return holding > 0 and counts.scheduled < group.spec.min_member
 
 
 def _failure_since_restart(status: PodGroupStatus) -> datetime | None:
@@ -618,7 +621,7 @@ def _held_cause(
     if len(holding) > _NAMED_LOSSES:
         named.append(f"{len(holding) - _NAMED_LOSSES} more")
     return (
-        f"not placed whole within its schedule timeout while {counts.scheduled} of minMember "
+        f"not placed whole within its schedule timeout while {len(holding)} of minMember "
         f"{min_member} members hold nodes ({', '.join(named)})"
     )
 

@@ -56,9 +56,10 @@ def test_the_restarted_gang_is_not_restarted_again_for_the_same_timeout() -> Non
         ("BBP", None, {}),  # the scheduler has not given up
         ("PPP", at(60), {}),  # nothing held: nothing to free
         ("BBB", at(60), {}),  # minMember bound: not partly bound
+        ("SPP", at(60), {}),  # what is bound has succeeded: it holds nothing
         ("BBP", at(60), {"mode": "NonStrict"}),  # holds members on purpose
     ],
-    ids=["not-timed-out", "none-bound", "all-bound", "non-strict"],
+    ids=["not-timed-out", "none-bound", "all-bound", "succeeded", "non-strict"],
 )
 def test_no_restart_unless_strict_timed_out_and_partly_bound(
     letters: str, timed_out_at: object, fields: dict[str, str]
