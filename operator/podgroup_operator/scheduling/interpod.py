@@ -21,11 +21,11 @@ The rules follow the upstream plugins:
   are counted per domain; a node fails `DoNotSchedule` when count + self-match - global minimum
   exceeds maxSkew, with the minimum taken as 0 while fewer than minDomains domains exist.
 - InterPodAffinity's score: each preferred affinity term adds its weight, and each preferred
-  anti-affinity term takes it away, for every pod it selects, in that pod's domain; a node scores
-  the sum over its domains, scaled to 0..100 between the lowest and highest sums a node could
-  have (upstream scales between the lowest and highest node of the cycle: the order of the nodes
-  is the same). Running pods' own preferred terms toward the newcomer (upstream's symmetric
-  part) are not scored.
+  anti-affinity term takes it away, for every pod it selects, in that pod's domain; so do
+  running pods' preferred terms (and their required affinity, at hardPodAffinityWeight 1) that
+  select the newcomer, in their own domain. A node scores the sum over its domains, scaled to
+  0..100 between the lowest and highest sums a node could have (upstream scales between the
+  lowest and highest node of the cycle: the order of the nodes is the same).
 - NodePorts: a wanted host port conflicts with one in use on the node (same protocol and port,
   same IP or either 0.0.0.0).
 - VolumeBinding: see `volumes.py`.
@@ -54,7 +54,7 @@ from podgroup_operator.scheduling.podinfo import (
     SpreadConstraint,
 )
 from podgroup_operator.scheduling.scores import WEIGHT_INTER_POD, WEIGHT_SPREAD
-from podgroup_operator.scheduling.selectors import AffinityTerm
+from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
 from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
 from podgroup_operator.scheduling.volumes import (
     VolumeClaim,
@@ -67,55 +67,89 @@ MAX_SCORE = 100.0
 
 
 class PreferredCounts:
-    """Preferred pod (anti-)affinity: the signed weights of the pods each term selects, summed
-    per topology domain; counted once for a shape and kept current as members are assumed
-    (`add`), as `_SpreadCounts` is. `score()` is a member's view of them.
+    """InterPodAffinity's sums for one member (`namespace`, `labels`), per topology domain: the
+    member's own preferred terms' signed weights for every pod each selects, and every running
+    pod's scoring terms (`PodInfo.scoring`) that select the member, in that pod's domain (the
+    symmetric part). Counted once for a shape and kept current as members are assumed (`add`),
+    as `_SpreadCounts` is; counted afresh for a member whose labels differ. `score()` is a
+    member's view of them.
 
     Each key's lowest and highest sums (clamped to 0, as upstream's scaling starts from 0) are
     kept as sums change, and recounted only when the extreme itself moves back: `score()` is
     asked for each member, and recounting every domain each time made a 4,000-member gang
     preferring other hosts quadratic (`bench core --scenario preferred`)."""
 
-    def __init__(self, snapshot: Snapshot, terms: Sequence[tuple[int, AffinityTerm]]) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        terms: Sequence[WeightedTerm],
+        namespace: str,
+        labels: Mapping[str, str],
+    ) -> None:
         self.terms = tuple(terms)
+        self.namespace = namespace
+        self.labels = dict(labels)
         self.sums: dict[str, dict[str, int]] = {}
         self._low: dict[str, int] = {}
         self._high: dict[str, int] = {}
         self._stale: set[str] = set()
         nodes = snapshot.nodes
-        for weight, term in self.terms:
-            by_value = self.sums.setdefault(term.topology_key, {})
-            for entry in snapshot.pods_matching(term.selector, term.namespaces):
-                value = nodes[entry.node].facts.labels.get(term.topology_key)
+        for weighted in self.terms:
+            key = weighted.topology_key
+            by_value = self.sums.setdefault(key, {})
+            for entry in snapshot.pods_matching(weighted.selector, weighted.term.namespaces):
+                value = nodes[entry.node].facts.labels.get(key)
                 if value is not None:
-                    by_value[value] = by_value.get(value, 0) + weight
+                    by_value[value] = by_value.get(value, 0) + weighted.weight
+        if snapshot.has_scoring:
+            for weighted, carriers in snapshot.scoring_toward(namespace, labels):
+                key = weighted.topology_key
+                by_value = self.sums.setdefault(key, {})
+                for name in carriers:
+                    state = nodes.get(name)
+                    value = state.facts.labels.get(key) if state is not None else None
+                    if value is not None:
+                        by_value[value] = by_value.get(value, 0) + weighted.weight
         self._stale.update(self.sums)
 
     def add(
-        self, node_labels: Mapping[str, str], namespace: str, labels: Mapping[str, str]
+        self,
+        node_labels: Mapping[str, str],
+        namespace: str,
+        labels: Mapping[str, str],
+        scoring: Sequence[WeightedTerm],
     ) -> None:
-        """A pod with `labels` in `namespace` was assumed on a node with `node_labels`."""
-        for weight, term in self.terms:
-            if not term.matches(namespace, labels):
-                continue
-            key = term.topology_key
-            value = node_labels.get(key)
-            if value is None:
-                continue
-            by_value = self.sums[key]
-            old = by_value.get(value, 0)
-            new = by_value[value] = old + weight
-            if key in self._stale:
-                continue
-            high, low = self._high[key], self._low[key]
-            if new > high:
-                self._high[key] = new
-            elif old == high > 0 and new < old:
-                self._stale.add(key)  # the highest domain went down: recount
-            if new < low:
-                self._low[key] = new
-            elif old == low < 0 and new > old:
-                self._stale.add(key)
+        """A pod with `labels` in `namespace`, carrying the `scoring` terms, was assumed on a
+        node with `node_labels`."""
+        for weighted in self.terms:
+            if weighted.matches(namespace, labels):
+                self._bump(weighted, node_labels)
+        for weighted in scoring:
+            if weighted.matches(self.namespace, self.labels):
+                self._bump(weighted, node_labels)
+
+    def _bump(self, weighted: WeightedTerm, node_labels: Mapping[str, str]) -> None:
+        key = weighted.topology_key
+        value = node_labels.get(key)
+        if value is None:
+            return
+        by_value = self.sums.get(key)
+        if by_value is None:
+            by_value = self.sums[key] = {}
+            self._stale.add(key)
+        old = by_value.get(value, 0)
+        new = by_value[value] = old + weighted.weight
+        if key in self._stale:
+            return
+        high, low = self._high[key], self._low[key]
+        if new > high:
+            self._high[key] = new
+        elif old == high > 0 and new < old:
+            self._stale.add(key)  # the highest domain went down: recount
+        if new < low:
+            self._low[key] = new
+        elif old == low < 0 and new > old:
+            self._stale.add(key)
 
     def score(self) -> PreferredScore | None:
         """The scores as they are now (valid until the next `add`); None when every node would
@@ -225,6 +259,24 @@ class MemberCheck:
         return any(s.constraint.topology_key == HOSTNAME_LABEL for s in self.soft) or (
             self.preferred is not None and HOSTNAME_LABEL in self.preferred.sums
         )
+
+    def allows_class(self, labels: Mapping[str, str]) -> bool:
+        """False when a node with these class labels (no hostname) surely fails the affinity or
+        anti-affinity filters here: a term's key missing, or its domain not wanted or closed.
+        Hostname-keyed terms are left to `verdict`."""
+        for term, allowed in self.affinity:
+            key = term.topology_key
+            if key == HOSTNAME_LABEL:
+                continue
+            value = labels.get(key)
+            if value is None or (allowed is not None and value not in allowed):
+                return False
+        for pairs in (self.anti_affinity, self.existing):
+            for term, closed in pairs:
+                value = labels.get(term.topology_key)
+                if value is not None and value in closed:
+                    return False
+        return True
 
     def dynamic_score(self, labels: Mapping[str, str], *, upper: bool = False) -> float:
         """The weighted scores that depend on other pods: soft spread and preferred pod
@@ -525,7 +577,12 @@ def member_check(
         for term, closed in _closed_by_others(snapshot, namespace, labels).items()
         if closed
     ]
-    if constraints.empty and not existing:
+    preferred = (
+        PreferredCounts(snapshot, constraints.preferred, namespace, labels).score()
+        if constraints.scoring or snapshot.has_scoring
+        else None
+    )
+    if constraints.empty and not existing and preferred is None:
         return None
     affinity: list[tuple[AffinityTerm, frozenset[str] | None]] = []
     lasting = LASTING
@@ -563,11 +620,7 @@ def member_check(
         claim_classes=_claim_classes(claims),
         snapshot=snapshot,
         lasting=lasting,
-        preferred=(
-            PreferredCounts(snapshot, constraints.preferred).score()
-            if constraints.preferred
-            else None
-        ),
+        preferred=preferred,
     )
 
 
@@ -628,6 +681,9 @@ class MemberChecks:
         self._names: dict[AffinityTerm, str] = {}
         self._spread_keys = tuple(sorted({c.topology_key for c in constraints.spread}))
         self._preferred: PreferredCounts | None = None
+        """InterPodAffinity's sums, counted for the labels `_existing` was counted for."""
+        self._scored = False
+        """Whether members are scored by pod terms: the shape's own, or running pods'."""
 
     def check(
         self, labels: Mapping[str, str], claims: Sequence[VolumeClaim] = ()
@@ -664,14 +720,19 @@ class MemberChecks:
                 )
                 for constraint in spread
             ]
-            if self.constraints.preferred:
-                self._preferred = PreferredCounts(self.snapshot, self.constraints.preferred)
+            # The shape's own scoring terms score its later members once one is assumed.
+            self._scored = bool(self.constraints.scoring) or self.snapshot.has_scoring
         key = tuple(sorted(labels.items()))
         if key != self._existing_for:
             self._existing = _closed_by_others(self.snapshot, self.namespace, labels)
             self._existing_for, self._existing_labels = key, dict(labels)
+            if self._scored:
+                self._preferred = PreferredCounts(
+                    self.snapshot, self.constraints.preferred, self.namespace, labels
+                )
         existing = [(term, closed) for term, closed in self._existing.items() if closed]
-        if self.constraints.empty and not existing:
+        preferred = self._preferred.score() if self._preferred is not None else None
+        if self.constraints.empty and not existing and preferred is None:
             return None  # as `member_check`: nothing here depends on other pods
         existing.sort(key=lambda pair: self._name(pair[0]))  # member_check's order
         states = [counting.state(labels) for counting in self._spread]
@@ -693,7 +754,7 @@ class MemberChecks:
             claim_classes=_claim_classes(claims),
             snapshot=self.snapshot,
             lasting=LASTING_SETTLED if terms and self._any_wanted else LASTING,
-            preferred=self._preferred.score() if self._preferred is not None else None,
+            preferred=preferred,
         )
 
     def assumed(self, node: NodeState, labels: Mapping[str, str], namespace: str) -> None:
@@ -705,7 +766,7 @@ class MemberChecks:
             counting.add(node, namespace, labels)
         node_labels = node.facts.labels
         if self._preferred is not None:
-            self._preferred.add(node_labels, namespace, labels)
+            self._preferred.add(node_labels, namespace, labels, self.constraints.scoring)
         terms = self.constraints.affinity
         if terms and all(t.matches(namespace, labels) for t in terms):
             for term, wanted in zip(terms, self._wanted, strict=True):

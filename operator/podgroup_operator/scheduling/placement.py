@@ -229,7 +229,8 @@ def _bonus(
     preferences: Preferences,
     check: MemberCheck | None,
 ) -> _Bonus:
-    """Static scores (node affinity, taints) and the class-level spread score, weighted."""
+    """Static scores (node affinity, taints) and the class-level dynamic score (`MemberCheck.
+    dynamic_score`), weighted, for the classes the check may pass."""
     soft = check is not None and check.scored
     if not preferences.terms and not soft and not _has_prefer_taints(feasibility):
         return _NO_BONUS  # tolerations alone only matter against PreferNoSchedule taints
@@ -243,6 +244,11 @@ def _bonus(
         return _Bonus(None, by_node)
     by_class = {}
     for node_class in feasibility.classes:
+        if check is not None and not check.allows_class(node_class.facts.labels):
+            # Its nodes fail the check anyway; scored, a zone affinity's own terms (which score
+            # its members at hardPodAffinityWeight) made every other zone score lower, and a
+            # 4,000-member gang walked scored instead of packed (185 to 624 ms, bench core).
+            continue
         score = static_score(preferences, node_class.facts)
         if check is not None and soft:
             score += check.dynamic_score(node_class.facts.labels, upper=True)
@@ -284,7 +290,7 @@ def _walk(
             if allowed is None or name in allowed:
                 yield -(extra + pack_score(share)), name
 
-    streams = [ranked_class(c.id, c.order) for c in feasibility.classes]
+    streams = [ranked_class(c.id, c.order) for c in feasibility.classes if c.id in by_class]
     for negative, name in heapq.merge(*streams):
         yield -negative, nodes[name]
 
@@ -609,6 +615,7 @@ def _place_one_by_one(
             _light_info(pod, uid, resources, gang),
             ports=shape.inter_pod.ports,
             anti_affinity=shape.inter_pod.anti_affinity,
+            scoring=shape.inter_pod.scoring,
         )
         promised = {uid: decisions} if decisions else None
         before = (node.score, node.name)
@@ -639,15 +646,16 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
             # Members placed here carry no anti-affinity, so the split cannot change meanwhile.
             free: list[Mapping[str, Any]] = group.pods
             held: list[Mapping[str, Any]] = []
-            if snapshot.has_anti_affinity:
+            if snapshot.has_anti_affinity or snapshot.has_scoring:
+                # Running pods' terms that select a member (anti-affinity filters it, scoring
+                # terms weigh on its nodes): it is placed with the checks, one by one.
                 free = []
                 for pod in group.pods:
                     meta = pod.get("metadata") or {}
-                    hit = next(
-                        snapshot.anti_affinity_against(
-                            str(meta.get("namespace") or "default"), meta.get("labels") or {}
-                        ),
-                        None,
+                    namespace = str(meta.get("namespace") or "default")
+                    labels = meta.get("labels") or {}
+                    hit = next(snapshot.anti_affinity_against(namespace, labels), None) or next(
+                        snapshot.scoring_toward(namespace, labels), None
                     )
                     (free if hit is None else held).append(pod)
             if free:

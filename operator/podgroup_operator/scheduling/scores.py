@@ -18,8 +18,7 @@ does on its own, and nodes of one class share all but the packing score. Placeme
 nodes in descending score and stops at the first one that passes (see `placement`). Ties go to
 the node name, so decisions are deterministic.
 
-Not scored: running pods' preferred terms toward the pod placed (InterPodAffinity's symmetric
-part), image locality, balanced allocation.
+Not scored: image locality, balanced allocation.
 """
 
 from __future__ import annotations

@@ -198,6 +198,30 @@ class AffinityTerm:
         return f"{self.selector} in {where} per {self.topology_key}"
 
 
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    """A pod (anti-)affinity term that scores rather than filters: preferred affinity with its
+    weight, preferred anti-affinity with its weight negated, and (for running pods, toward a
+    newcomer) required affinity at kube-scheduler's hardPodAffinityWeight."""
+
+    weight: int
+    term: AffinityTerm
+
+    @property
+    def selector(self) -> LabelSelector:
+        return self.term.selector
+
+    @property
+    def topology_key(self) -> str:
+        return self.term.topology_key
+
+    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        return self.term.matches(namespace, labels)
+
+    def __str__(self) -> str:
+        return f"{self.weight:+d} {self.term}"
+
+
 _TERM_FIELDS = frozenset({"labelSelector", "namespaces", "topologyKey", "namespaceSelector"})
 
 

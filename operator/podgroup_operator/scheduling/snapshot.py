@@ -18,8 +18,9 @@ each class keeps its nodes sorted fullest-first, which is the order best-fit pac
 Pod-to-pod constraints need more than free capacity, so every pod held (bound or assumed) is
 kept as a `PodInfo` and indexed incrementally: by label and namespace (affinity, topology spread
 and PodDisruptionBudgets select pods by label), by required anti-affinity term (a newcomer must
-respect running pods' anti-affinity), by host port per node, and by gang (preemption evicts
-whole gangs). Assumed gang members are indexed like bound pods, so a member placed earlier in
+respect running pods' anti-affinity), by scoring term (running pods' preferences toward a
+newcomer weigh on its score), by host port per node, and by gang (preemption evicts whole
+gangs). Assumed gang members are indexed like bound pods, so a member placed earlier in
 the same placement constrains the next, and an undo takes them out of every index again.
 PersistentVolumes are kept too (`set_volume`), with the PVs promised to assumed pods.
 """
@@ -31,7 +32,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.constants import PodPhase
@@ -46,7 +47,12 @@ from podgroup_operator.scheduling.filters import (
 )
 from podgroup_operator.scheduling.podinfo import GangOf, HostPort, PodInfo, pod_info
 from podgroup_operator.scheduling.resources import Resources, node_allocatable, pod_requests
-from podgroup_operator.scheduling.selectors import EXISTS, AffinityTerm, LabelSelector
+from podgroup_operator.scheduling.selectors import (
+    EXISTS,
+    AffinityTerm,
+    LabelSelector,
+    WeightedTerm,
+)
 from podgroup_operator.scheduling.volumes import PersistentVolume, VolumeDecision
 
 Undo = Callable[[], None]
@@ -168,6 +174,80 @@ class PodEntry:
         self.volumes = volumes
 
 
+class _Selecting(Protocol):
+    """A term a pod carries toward other pods: `AffinityTerm`, `WeightedTerm`."""
+
+    def __hash__(self) -> int: ...
+    @property
+    def selector(self) -> LabelSelector: ...
+    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool: ...
+
+
+T = TypeVar("T", bound=_Selecting)
+
+
+class _TermIndex(Generic[T]):
+    """Terms carried by the pods holding nodes, each with {uid: node} of its carriers, found from
+    the labels of a pod they may select: through their selector's anchor (its most selective
+    `In` requirement), else checked for every pod ("loose")."""
+
+    def __init__(self) -> None:
+        self.carriers: dict[T, dict[str, str]] = {}
+        self._anchored: dict[tuple[str, str], set[T]] = {}
+        self._loose: set[T] = set()
+
+    def add(self, term: T, uid: str, node: str) -> None:
+        carriers = self.carriers.get(term)
+        if carriers is None:
+            carriers = self.carriers[term] = {}
+            anchor = term.selector.anchor()
+            if anchor is None:
+                self._loose.add(term)
+            else:
+                for value in anchor.values:
+                    self._anchored.setdefault((anchor.key, value), set()).add(term)
+        carriers[uid] = node  # consumers skip nodes the snapshot does not know
+
+    def remove(self, term: T, uid: str) -> None:
+        carriers = self.carriers.get(term)
+        if carriers is None:
+            return
+        carriers.pop(uid, None)
+        if carriers:
+            return
+        del self.carriers[term]
+        anchor = term.selector.anchor()
+        if anchor is None:
+            self._loose.discard(term)
+            return
+        for value in anchor.values:
+            terms = self._anchored.get((anchor.key, value))
+            if terms is not None:
+                terms.discard(term)
+                if not terms:
+                    del self._anchored[(anchor.key, value)]
+
+    def selecting(
+        self, namespace: str, labels: Mapping[str, str]
+    ) -> Iterator[tuple[T, Iterable[str]]]:
+        """The terms that select a pod with `namespace` and `labels`, each with the nodes of
+        the pods carrying it."""
+        if not self.carriers:
+            return
+        terms: set[T] = set(self._loose)
+        anchored = self._anchored
+        for pair in labels.items():
+            found = anchored.get(pair)
+            if found:
+                terms.update(found)
+        for term in terms:
+            if term.matches(namespace, labels):
+                yield term, self.carriers[term].values()
+
+    def state(self) -> tuple[Any, ...]:
+        return tuple(sorted((str(t), tuple(sorted(c.items()))) for t, c in self.carriers.items()))
+
+
 class Snapshot:
     """Nodes and bound pods, with free capacity and pod indexes kept current incrementally.
 
@@ -195,10 +275,10 @@ class Snapshot:
         # Pod indexes (every pod in `_pods`, orphans included; queries skip unknown nodes).
         self._by_label: dict[str, dict[str, set[str]]] = {}
         self._by_namespace: dict[str, set[str]] = {}
-        self._anti: dict[AffinityTerm, dict[str, str]] = {}
-        """Required anti-affinity term -> {uid: node} of the pods that carry it."""
-        self._anti_anchor: dict[tuple[str, str], set[AffinityTerm]] = {}
-        self._anti_loose: set[AffinityTerm] = set()
+        self._anti: _TermIndex[AffinityTerm] = _TermIndex()
+        """Required anti-affinity terms of the pods holding nodes."""
+        self._scoring: _TermIndex[WeightedTerm] = _TermIndex()
+        """The terms with which the pods holding nodes score newcomers (`PodInfo.scoring`)."""
         self._units: dict[tuple[str, str, str], set[str]] = {}
         self._terminating: set[str] = set()
         # Volumes.
@@ -293,7 +373,8 @@ class Snapshot:
                 )
             ),
             tuple(sorted((ns, tuple(sorted(u))) for ns, u in self._by_namespace.items())),
-            tuple(sorted((str(t), tuple(sorted(h.items()))) for t, h in self._anti.items())),
+            self._anti.state(),
+            self._scoring.state(),
             tuple(sorted((u, tuple(sorted(p))) for u, p in self._units.items())),
             tuple(sorted(self._volume_holders.items())),
             tuple(sorted((k, str(d)) for k, d in self._claim_decisions.items())),
@@ -362,24 +443,27 @@ class Snapshot:
     @property
     def has_anti_affinity(self) -> bool:
         """True when some pod holding a node has required anti-affinity (symmetry applies)."""
-        return bool(self._anti)
+        return bool(self._anti.carriers)
 
     def anti_affinity_against(
         self, namespace: str, labels: Mapping[str, str]
     ) -> Iterator[tuple[AffinityTerm, Iterable[str]]]:
         """Existing pods' anti-affinity terms that select a pod with `namespace` and `labels`,
         each with the nodes of the pods carrying it (kube-scheduler's symmetry rule)."""
-        if not self._anti:
-            return
-        terms: set[AffinityTerm] = set(self._anti_loose)
-        anchors = self._anti_anchor
-        for pair in labels.items():
-            found = anchors.get(pair)
-            if found:
-                terms.update(found)
-        for term in terms:
-            if term.matches(namespace, labels):
-                yield term, self._anti[term].values()
+        return self._anti.selecting(namespace, labels)
+
+    @property
+    def has_scoring(self) -> bool:
+        """True when some pod holding a node scores the newcomers its terms select."""
+        return bool(self._scoring.carriers)
+
+    def scoring_toward(
+        self, namespace: str, labels: Mapping[str, str]
+    ) -> Iterator[tuple[WeightedTerm, Iterable[str]]]:
+        """Existing pods' scoring terms (`PodInfo.scoring`) that select a pod with `namespace`
+        and `labels`, each with the nodes of the pods carrying it (InterPodAffinity's
+        symmetric part)."""
+        return self._scoring.selecting(namespace, labels)
 
     def units(self) -> Mapping[tuple[str, str, str], set[str]]:
         """Gangs (or lone pods) as preemption sees them: unit key -> UIDs of its pods."""
@@ -719,16 +803,9 @@ class Snapshot:
         else:
             spaced.add(uid)
         for term in info.anti_affinity:
-            holders = self._anti.get(term)
-            if holders is None:
-                holders = self._anti[term] = {}
-                anchor = term.selector.anchor()
-                if anchor is None:
-                    self._anti_loose.add(term)
-                else:
-                    for value in anchor.values:
-                        self._anti_anchor.setdefault((anchor.key, value), set()).add(term)
-            holders[uid] = entry.node  # consumers skip nodes the snapshot does not know
+            self._anti.add(term, uid, entry.node)
+        for weighted in info.scoring:
+            self._scoring.add(weighted, uid, entry.node)
         if info.terminating:
             self._terminating.add(uid)
         unit = info.unit
@@ -760,22 +837,9 @@ class Snapshot:
         if not spaced:
             del self._by_namespace[info.namespace]
         for term in info.anti_affinity:
-            holders = self._anti.get(term)
-            if holders is None:
-                continue
-            holders.pop(uid, None)
-            if not holders:
-                del self._anti[term]
-                anchor = term.selector.anchor()
-                if anchor is None:
-                    self._anti_loose.discard(term)
-                else:
-                    for value in anchor.values:
-                        terms = self._anti_anchor.get((anchor.key, value))
-                        if terms is not None:
-                            terms.discard(term)
-                            if not terms:
-                                del self._anti_anchor[(anchor.key, value)]
+            self._anti.remove(term, uid)
+        for weighted in info.scoring:
+            self._scoring.remove(weighted, uid)
         self._terminating.discard(uid)
         members = self._units[info.unit]
         members.discard(uid)

@@ -330,15 +330,32 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
     for i in range(draw(st.integers(0, 3))):
         shunned = draw(st.sampled_from([("app", "g0"), ("app", "g1"), ("index", "0")]))
         term = {"labelSelector": {"matchLabels": dict([shunned])}, "topologyKey": HOST}
+        # Its own preferences (and required affinity) toward the gangs' members score them.
+        seek, weight, toward, key = draw(
+            st.tuples(
+                st.sampled_from(["podAffinity", "podAntiAffinity", "required"]),
+                st.integers(1, 100),
+                st.sampled_from([("app", "g0"), ("app", "g1"), ("index", "1")]),
+                st.sampled_from([HOST, ZONE]),
+            )
+        )
+        scoring = {"labelSelector": {"matchLabels": dict([toward])}, "topologyKey": key}
+        affinity: dict[str, Any] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+        if seek == "required":
+            affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [scoring]}
+        else:
+            affinity.setdefault(seek, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": weight, "podAffinityTerm": scoring}
+            ]
         running.append(
             pod(
                 f"r{i}",
                 labels={"app": "other"},
                 node=f"n{draw(st.integers(0, len(nodes) - 1))}",
                 requests={"cpu": "500m"},
-                affinity={
-                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
-                },
+                affinity=affinity,
                 **({"containers": port} if draw(st.booleans()) else {}),
             )
         )

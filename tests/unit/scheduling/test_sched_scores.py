@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from podgroup_operator.scheduling.filters import node_facts
 from podgroup_operator.scheduling.gang import Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
@@ -195,3 +197,65 @@ def test_unreadable_preferred_terms_are_left_out_not_refused() -> None:
     affinity = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}
     pods = members("web", 1, affinity=affinity)
     assert nodes_of(place_group(gang("web", pods), zones())) == ["a-1"]
+
+
+# --- running pods' terms toward the pod placed (InterPodAffinity's symmetric part) ---------------
+def hosts(*carrier_affinity: dict[str, Any]) -> Snapshot:
+    """a-1 (zone a, fuller: packing prefers it) and b-1 (zone b), where small pods carrying
+    the given affinities run."""
+    return Snapshot.build(
+        [node("a-1", labels={ZONE: "a"}), node("b-1", labels={ZONE: "b"})],
+        [pod("filler", node="a-1", requests={"cpu": "6"})]
+        + [
+            pod(f"carrier-{i}", node="b-1", requests={"cpu": "100m"}, affinity=affinity)
+            for i, affinity in enumerate(carrier_affinity)
+        ],
+    )
+
+
+def test_a_running_pods_preference_draws_the_pods_it_selects() -> None:
+    """The web pod has no terms of its own; a pod on b-1 prefers web pods in its zone."""
+    plain = members("web", 1, labels={"app": "web"})
+    drawn = hosts(prefer_pods((80, {"app": "web"}, ZONE)))
+    assert nodes_of(place_group(gang("web", plain), drawn)) == ["b-1"]
+    pushed = hosts(prefer_pods((-80, {"app": "web"}, ZONE)))
+    assert nodes_of(place_group(gang("web", plain), pushed)) == ["a-1"]
+    unselected = members("db", 1, labels={"app": "db"})
+    assert nodes_of(
+        place_group(gang("db", unselected), hosts(prefer_pods((80, {"app": "web"}, ZONE))))
+    ) == ["a-1"]
+
+
+def test_a_running_pods_required_affinity_draws_at_weight_one() -> None:
+    """kube-scheduler's hardPodAffinityWeight: a running pod's required affinity toward the
+    newcomer scores it 1 in the carrier's domain; alone, that is the whole range of the score."""
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE}
+    required = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    plain = members("web", 1, labels={"app": "web"})
+    assert nodes_of(place_group(gang("web", plain), hosts(required))) == ["b-1"]
+
+
+@pytest.mark.parametrize("drawn", [True, False], ids=["ps-prefers-workers", "no-preference"])
+def test_a_member_placed_first_draws_the_later_ones_its_terms_select(drawn: bool) -> None:
+    """One gang of two shapes: a parameter server pinned to zone b, placed first (the bigger
+    shape), that prefers workers in its zone; then workers with no terms of their own. Packing
+    alone sends the workers to a-1, the fuller node; the server's preference, once it is
+    assumed, brings them to its zone."""
+    snapshot = Snapshot.build(
+        [node("a-1", labels={ZONE: "a"}), node("b-1", labels={ZONE: "b"})],
+        [pod("filler", node="a-1", requests={"cpu": "6"})],
+    )
+    server = pod(
+        "job-ps",
+        group="job",
+        labels={"app": "ps"},
+        requests={"cpu": "4"},
+        nodeSelector={ZONE: "b"},
+        **({"affinity": prefer_pods((100, {"app": "worker"}, ZONE))} if drawn else {}),
+    )
+    workers = [
+        pod(f"job-w{i}", group="job", labels={"app": "worker"}, requests={"cpu": "1"})
+        for i in range(2)
+    ]
+    expected = ["b-1", "b-1", "b-1"] if drawn else ["b-1", "a-1", "a-1"]
+    assert nodes_of(place_group(gang("job", [server, *workers]), snapshot)) == expected
