@@ -636,9 +636,22 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
 
 # --- volumes -------------------------------------------------------------------------------------
 VOLUME_NAMESPACE = "agree-volumes"
+TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
 VOLUME_POOLS = [
-    NodePool(count=3, cpu="8", memory="16Gi", labels={"zone": "z1"}, name_prefix="va"),
-    NodePool(count=3, cpu="8", memory="16Gi", labels={"zone": "z2"}, name_prefix="vb"),
+    NodePool(
+        count=3,
+        cpu="8",
+        memory="16Gi",
+        labels={"zone": "z1", TOPOLOGY_ZONE: "z1"},
+        name_prefix="va",
+    ),
+    NodePool(
+        count=3,
+        cpu="8",
+        memory="16Gi",
+        labels={"zone": "z2", TOPOLOGY_ZONE: "z2"},
+        name_prefix="vb",
+    ),
 ]
 WAIT_CLASS = "agree-wait"
 IMMEDIATE_CLASS = "agree-immediate"
@@ -651,20 +664,25 @@ def _volume(
     name: str,
     klass: str,
     size: str,
-    term: dict[str, Any],
+    term: dict[str, Any] | None,
     *,
     labels: dict[str, str] | None = None,
     modes: tuple[str, ...] = ("ReadWriteOnce",),
     block: bool = False,
 ) -> dict[str, Any]:
+    """A local PV tied by `term`; without one a hostPath PV that only its labels place (as
+    older cloud-disk PVs carry only zone labels)."""
     spec: dict[str, Any] = {
         "storageClassName": klass,
         "capacity": {"storage": size},
         "accessModes": list(modes),
         "persistentVolumeReclaimPolicy": "Retain",
-        "local": {"path": f"/mnt/disks/{name}"},
-        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}},
     }
+    if term is None:
+        spec["hostPath"] = {"path": f"/mnt/disks/{name}"}
+    else:
+        spec["local"] = {"path": f"/mnt/disks/{name}"}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}}
     if block:
         spec["volumeMode"] = "Block"
     metadata = {"name": name, "labels": labels or {}}
@@ -689,7 +707,27 @@ def _volumes() -> list[dict[str, Any]]:
     found.append(_volume("va-0-shared", WAIT_CLASS, "3Gi", va0, modes=("ReadWriteMany",)))
     found.append(_volume("vb-1-block", WAIT_CLASS, "1Gi", vb1, block=True))
     found += [_volume(f"immediate-{i}", IMMEDIATE_CLASS, "1Gi", z2) for i in range(8)]
+    found += [
+        _volume(f"immediate-zoned-{i}", IMMEDIATE_CLASS, "1Gi", None, labels=labels)
+        for i, labels in enumerate(ZONED_LABELS)
+    ]
     return found
+
+
+ZONED_LABELS = [
+    {TOPOLOGY_ZONE: "z1"},
+    {TOPOLOGY_ZONE: "z1"},
+    {TOPOLOGY_ZONE: "z2"},
+    {TOPOLOGY_ZONE: "z1__z2"},
+    {TOPOLOGY_ZONE: "z3"},
+    {"topology.kubernetes.io/region": "r1"},
+    {"failure-domain.beta.kubernetes.io/zone": "z2"},
+]
+"""Labels of the PVs placed by zone labels only (kube-scheduler's VolumeZone): one zone, both,
+a zone no node is in, a region the nodes lack, the older key the nodes lack."""
+IMMEDIATE_VOLUMES = [f"immediate-{i}" for i in range(8)] + [
+    f"immediate-zoned-{i}" for i in range(len(ZONED_LABELS))
+]
 
 
 def _storage_class(name: str, mode: str) -> dict[str, Any]:
@@ -805,8 +843,9 @@ async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choo
     versus_kube: KubeClient,
 ) -> None:
     """Claims bound and unbound, WaitForFirstConsumer and Immediate, against local PVs pinned
-    to a node or a zone: kube-scheduler's VolumeBinding (and its PV choice, which changes what
-    later pods find) against our `scheduling.volumes`, as above."""
+    to a node or a zone, and PVs placed by zone labels only: kube-scheduler's VolumeBinding and
+    VolumeZone (and its PV choice, which changes what later pods find) against our
+    `scheduling.volumes`, as above."""
     kube = versus_kube
     for klass, mode in ((WAIT_CLASS, "WaitForFirstConsumer"), (IMMEDIATE_CLASS, "Immediate")):
         await kube.create(STORAGE_CLASSES, _storage_class(klass, mode))
@@ -820,7 +859,7 @@ async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choo
         NAMESPACES,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": VOLUME_NAMESPACE}},
     )
-    made = Claims(immediate_left=[f"immediate-{i}" for i in range(8)])
+    made = Claims(immediate_left=list(IMMEDIATE_VOLUMES))
     async with SimCluster(kube, VOLUME_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(60)
         rng = random.Random(SEED)

@@ -46,6 +46,7 @@ class Exclusion(StrEnum):
     PORTS = "node(s) didn't have free ports for the requested pod ports"
     VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
     VOLUME_BINDING = "node(s) didn't find available persistent volumes to bind"
+    VOLUME_ZONE = "node(s) had no available volume zone"
 
 
 class Rejection(NamedTuple):

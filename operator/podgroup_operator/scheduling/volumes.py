@@ -11,7 +11,10 @@ facts (`VolumeClaim`, passed with the `GangRequest`) and every PersistentVolume 
 kept in the snapshot with `Snapshot.set_volume`). The rules, per claim:
 
 - bound (`spec.volumeName` set): the PV's node affinity must accept the node
-  (`node(s) had volume node affinity conflict`);
+  (`node(s) had volume node affinity conflict`), and so must its zone and region labels
+  (kube-scheduler's VolumeZone: on a node with any zone or region label, the node's value of
+  each such label the PV carries must be one of the PV's, `__`-separated; `node(s) had no
+  available volume zone`). Older PVs of cloud disks carry only the labels;
 - unbound, `Immediate` binding: the PV controller binds it, not the scheduler, so the pod waits
   ("waiting for PVC X to be bound") whatever the node;
 - unbound, `WaitForFirstConsumer`: per node, the smallest available static PV that fits (same
@@ -85,6 +88,21 @@ class PersistentVolume:
             return True
         return any(term.matches(name, labels) for term in self.node_affinity)
 
+    def in_zone(self, node_labels: Mapping[str, str]) -> bool:
+        """kube-scheduler's VolumeZone for a bound PV (see the module docstring). A label value
+        with an empty element is skipped, as upstream skips what it cannot parse."""
+        if not any(key in node_labels for key in ZONE_LABELS):
+            return True
+        for key, value in self.labels.items():
+            if key not in ZONE_LABELS:
+                continue
+            zones = {zone.strip() for zone in value.split(MULTI_ZONE_DELIMITER)}
+            if "" in zones:
+                continue
+            if node_labels.get(key, "") not in zones:
+                return False
+        return True
+
     @property
     def pinned_host(self) -> str | None:
         """The one hostname a local PV is tied to, so lookups per node can skip the rest."""
@@ -97,6 +115,19 @@ class PersistentVolume:
         if req.key == HOSTNAME_LABEL and req.operator == "In" and len(req.values) == 1:
             return req.values[0]
         return None
+
+
+ZONE_LABELS = frozenset(
+    {
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+    }
+)
+"""The node and PV labels kube-scheduler's VolumeZone compares."""
+MULTI_ZONE_DELIMITER = "__"
+"""Separates the zones of a PV that spans several (`us-east-1a__us-east-1b`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +253,10 @@ def choose_volumes(
             pv = volumes.get(volume)
             if pv is None or not pv.reachable_from(node_name, node_labels):
                 return Rejection(Exclusion.VOLUME_NODE_AFFINITY, f"(PV {volume})"), ()
+            if claim.volume is not None and not pv.in_zone(node_labels):
+                # Upstream compares zones only for claims the API shows bound: not for the
+                # PV an earlier member of the gang was promised.
+                return Rejection(Exclusion.VOLUME_ZONE, f"(PV {volume})"), ()
             continue
         best: PersistentVolume | None = None
         for pv in candidates.get(claim.storage_class, ()):

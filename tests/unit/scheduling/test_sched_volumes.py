@@ -102,6 +102,65 @@ def test_a_bound_claim_keeps_the_pod_where_its_pv_is_reachable() -> None:
     assert outcome.bindings[0].volumes == ()
 
 
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+
+
+def zoned_pv(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A PV with zone or region labels and no node affinity, as older cloud-disk PVs are."""
+    return {
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "storageClassName": "disk",
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": f"/mnt/{name}"},
+        },
+        "status": {"phase": "Bound"},
+    }
+
+
+def _zoned_nodes() -> list[dict[str, Any]]:
+    return [
+        node("a-0", labels={ZONE: "a", REGION: "r"}),
+        node("b-0", labels={ZONE: "b", REGION: "r"}),
+        node("plain"),  # no zone or region label: VolumeZone lets any PV through
+    ]
+
+
+def test_a_bound_claims_pv_zone_labels_keep_the_pod_in_its_zones() -> None:
+    """kube-scheduler's VolumeZone: the node's value of each zone or region label the PV
+    carries must be one of the PV's (`__` separates several); a node with no such label at all
+    is not judged. Node names sort `plain` last, so packing alone would pick a-0 first."""
+    cases = {
+        "in-b": ({ZONE: "b"}, ["b-0", "plain"]),
+        "in-a-or-b": ({ZONE: "a__b", REGION: "r"}, ["a-0", "b-0", "plain"]),
+        "elsewhere": ({ZONE: "c"}, ["plain"]),
+        "region-the-nodes-lack": ({"failure-domain.beta.kubernetes.io/region": "r"}, ["plain"]),
+        "unreadable": ({ZONE: "a__"}, ["a-0", "b-0", "plain"]),
+    }
+    for case, (labels, allowed) in cases.items():
+        reached = []
+        for name in ("a-0", "b-0", "plain"):
+            snapshot = Snapshot.build(_zoned_nodes(), [])
+            snapshot.set_volume(persistent_volume(zoned_pv("pv-z", labels)))
+            bound = volume_claim(pvc("data", klass="disk", volumeName="pv-z"), None)
+            pinned = mounting("job-0", "data")
+            pinned["spec"]["nodeName"] = None
+            pinned["spec"]["nodeSelector"] = {HOST: name}
+            request = gang("job", [pinned], claims=claims(bound))
+            if isinstance(place_group(request, snapshot), Placement):
+                reached.append(name)
+        assert reached == allowed, (case, reached)
+    snapshot = Snapshot.build(_zoned_nodes()[:2], [])
+    snapshot.set_volume(persistent_volume(zoned_pv("pv-z", {ZONE: "c"})))
+    bound = volume_claim(pvc("data", klass="disk", volumeName="pv-z"), None)
+    refusal = place_group(gang("job", [mounting("job-0", "data")], claims=claims(bound)), snapshot)
+    assert isinstance(refusal, Refusal)
+    assert "2 node(s) had no available volume zone (PV pv-z)" in refusal.message, refusal.message
+
+
 def test_an_unbound_immediate_claim_makes_the_pod_wait_whatever_the_node() -> None:
     snapshot = Snapshot.build([node("n0")], [])
     immediate = volume_claim(pvc("data"), {"provisioner": "csi.example.com"})
