@@ -4,6 +4,8 @@ join. The scheduler's ScheduleTimeout verdict (`timed_out_at`) lets the policy f
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from podgroup_operator.constants import Phase, Reason
@@ -62,7 +64,7 @@ def test_the_restarted_gang_is_not_restarted_again_for_the_same_timeout() -> Non
     ids=["not-timed-out", "none-bound", "all-bound", "succeeded", "non-strict"],
 )
 def test_no_restart_unless_strict_timed_out_and_partly_bound(
-    letters: str, timed_out_at: object, fields: dict[str, str]
+    letters: str, timed_out_at: object, fields: dict[str, Any]
 ) -> None:
     group = gang(policy=POLICY, status={"phase": Phase.PENDING}, **fields)
 

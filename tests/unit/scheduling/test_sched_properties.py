@@ -386,38 +386,22 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
                 max_size=3,
             )
         )
+        weighted: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+        for attracts, w, sel, key in preferred:  # affinity (True) or anti-affinity terms
+            term = {"labelSelector": {"matchLabels": sel}, "topologyKey": key}
+            weighted[attracts].append({"weight": w, "podAffinityTerm": term})
         spec: dict[str, Any] = {
             "affinity": {
                 "podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": terms,
-                    "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "weight": w,
-                            "podAffinityTerm": {
-                                "labelSelector": {"matchLabels": sel},
-                                "topologyKey": key,
-                            },
-                        }
-                        for seek, w, sel, key in preferred
-                        if not seek
-                    ],
+                    "preferredDuringSchedulingIgnoredDuringExecution": weighted[False],
                 },
                 "podAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
                         {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
                         for selector, key in wanted
                     ],
-                    "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "weight": w,
-                            "podAffinityTerm": {
-                                "labelSelector": {"matchLabels": sel},
-                                "topologyKey": key,
-                            },
-                        }
-                        for seek, w, sel, key in preferred
-                        if seek
-                    ],
+                    "preferredDuringSchedulingIgnoredDuringExecution": weighted[True],
                 },
             }
         }

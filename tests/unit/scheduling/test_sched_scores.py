@@ -251,7 +251,7 @@ def test_a_member_placed_first_draws_the_later_ones_its_terms_select(drawn: bool
         labels={"app": "ps"},
         requests={"cpu": "4"},
         nodeSelector={ZONE: "b"},
-        **({"affinity": prefer_pods((100, {"app": "worker"}, ZONE))} if drawn else {}),
+        affinity=prefer_pods((100, {"app": "worker"}, ZONE)) if drawn else None,
     )
     workers = [
         pod(f"job-w{i}", group="job", labels={"app": "worker"}, requests={"cpu": "1"})
