@@ -62,7 +62,9 @@ from podgroup_operator.controllers.pacing import Slots
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Preemptor
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
+from podgroup_operator.domain.lifecycle import count_members
 from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.domain.restart import held_partly
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import (
@@ -140,19 +142,19 @@ def _acting(group: PodGroup) -> bool:
     return group.spec.policy is not None and group.spec.policy.action != c.PolicyAction.NONE
 
 
-def _holding(group: PodGroup, bound: int) -> str:
-    """What a timed-out gang's ScheduleTimeout message says of the members it holds, if any."""
-    strict = (group.spec.mode or c.GangMode.STRICT) is c.GangMode.STRICT
-    if not strict or not 0 < bound < group.spec.min_member:
+def _holding(group: PodGroup, holding: int) -> str:
+    """What a timed-out gang's ScheduleTimeout message says of the `holding` members that hold
+    nodes while it is short of minMember (`restart.held_partly`), if any."""
+    if not holding:
         return "retrying with backoff. "
     policy = group.spec.policy
     if policy is not None and policy.action != c.PolicyAction.NONE:
         return (
-            f"{bound} of minMember {group.spec.min_member} members hold nodes meanwhile, so "
+            f"{holding} of minMember {group.spec.min_member} members hold nodes meanwhile, so "
             f"the {policy.action} policy acts to free them. "
         )
     return (
-        f"retrying with backoff; {bound} of minMember {group.spec.min_member} members hold "
+        f"retrying with backoff; {holding} of minMember {group.spec.min_member} members hold "
         "nodes meanwhile: set spec.policy.action RestartGang to have the gang restarted to free "
         "them after this timeout. "
     )
@@ -861,7 +863,7 @@ class GangScheduler:
                     placed=False,
                     reason=c.Reason.SCHEDULE_TIMEOUT,
                     message=f"not placed within {timeout_of(decision.deadline, state.since)}s; "
-                    f"{_holding(group, len(self._bound_members(key)))}"
+                    f"{_holding(group, self._held_partly(key, group))}"
                     f"Last refusal: {state.message}",
                     at=now,
                 ),
@@ -955,12 +957,15 @@ class GangScheduler:
         `timed_out_at`); for RESTART_GRACE_SECONDS after the timeout it is not placed."""
         if state.timed_out_at is None or group is None or not _acting(group):
             return None
-        if (group.spec.mode or c.GangMode.STRICT) is not c.GangMode.STRICT:
-            return None
         until = state.timed_out_at + dt.timedelta(seconds=RESTART_GRACE_SECONDS)
-        if now >= until or not 0 < len(self._bound_members(key)) < group.spec.min_member:
+        if now >= until or not self._held_partly(key, group):
             return None
         return until
+
+    def _held_partly(self, key: GroupKey, group: PodGroup) -> int:
+        """`restart.held_partly` over the members as this scheduler sees them, so that it
+        leaves to the restart plan exactly the gangs the plan restarts."""
+        return held_partly(group, count_members(self.members.get(key, [])))
 
     def _bound_members(self, key: GroupKey) -> set[str]:
         """UIDs of the group's members holding a node, our own recent binds included (they

@@ -445,6 +445,19 @@ def _failed_before_whole(counts: MemberCounts, min_member: int) -> bool:
     return counts.failed > 0 and counts.live < min_member
 
 
+def held_partly(group: PodGroup, counts: MemberCounts) -> int:
+    """How many members of a Strict gang hold nodes (pending or running on them) while fewer
+    than minMember are bound; 0 when it is not so held. Succeeded members are bound but hold
+    nothing (a restart would run them again).
+
+    One definition for the restart plan (`timed_out_at`) and for the scheduler, which leaves
+    such a gang to the plan after its timeout and says so in its ScheduleTimeout message."""
+    if (group.spec.mode or GangMode.STRICT) is not GangMode.STRICT:
+        return 0
+    holding = counts.scheduled - counts.succeeded
+    return holding if counts.scheduled < group.spec.min_member else 0
+
+
 def _held_past_timeout(
     group: PodGroup, counts: MemberCounts, timed_out_at: datetime | None
 ) -> bool:
@@ -458,11 +471,7 @@ def _held_past_timeout(
     restarted = group.status.last_restart_time
     if restarted is not None and timed_out_at <= restarted:
         return False  # the timeout of an incarnation already restarted
-    if (group.spec.mode or GangMode.STRICT) is not GangMode.STRICT:
-        return False
-    # Succeeded members are bound but hold nothing; restarting would run them again.
-    holding = counts.scheduled - counts.succeeded
-    return holding > 0 and counts.scheduled < group.spec.min_member
+    return held_partly(group, counts) > 0
 
 
 def _failure_since_restart(status: PodGroupStatus) -> datetime | None:
