@@ -219,3 +219,60 @@ async def test_members_that_shun_each_other_each_get_a_local_pv_on_a_node_of_the
         assert sorted(nodes) == [f"{name}-1", f"{name}-2", f"{name}-3"], nodes
         for i, node in enumerate(nodes):
             assert hosts[volume_of[f"data-{i}"]] == node, (volume_of, nodes)
+
+
+async def test_a_bound_claims_pv_zone_label_keeps_its_pod_in_that_zone(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """A PV with a zone label and no node affinity (as older cloud-disk PVs are), bound to the
+    pod's claim: the pod goes to a node of that zone, as kube-scheduler's VolumeZone sends it,
+    although packing alone would pick the fuller node of the other zone."""
+    suffix = uuid.uuid4().hex[:6]
+    klass, pv_name, zone = f"disk-{suffix}", f"pv-{suffix}", "topology.kubernetes.io/zone"
+    shared = {"shared": namespace}
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "labels": {zone: "b"}},
+        "spec": {
+            "storageClassName": klass,
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": f"/mnt/disks/{pv_name}"},
+        },
+    }
+    async with (
+        pool(kube, count=1, cpu="8", memory="16Gi", labels={**shared, zone: "a"}) as (a, _),
+        pool(kube, count=1, cpu="8", memory="16Gi", labels={**shared, zone: "b"}) as (b, _),
+        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "Immediate")),
+        cluster_scoped(kube, PERSISTENT_VOLUMES, pv),
+    ):
+        node_a, node_b = a.node_names[0], b.node_names[0]
+        await create_pod(kube, namespace, "filler", node=node_a, requests={"cpu": "6"})
+        body = claim("data", klass)
+        body["spec"]["volumeName"] = pv_name
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
+
+        async def claim_bound() -> bool:
+            pvc = await kube.get(PERSISTENT_VOLUME_CLAIMS, "data", namespace)
+            return pvc.get("status", {}).get("phase") == "Bound"
+
+        await wait_for(claim_bound, 30, "the claim to be Bound")
+        await create_group(kube, namespace, "db", min_member=1)
+        await create_pod(
+            kube,
+            namespace,
+            "db-0",
+            group="db",
+            requests={"cpu": "1"},
+            scheduler=c.SCHEDULER_NAME,
+            nodeSelector=shared,
+            volumes=mounting("data"),
+        )
+
+        async def pod_bound() -> str | None:
+            pod = await kube.get(PODS, "db-0", namespace)
+            return pod["spec"].get("nodeName")
+
+        assert await wait_for(pod_bound, 30, "the pod to be bound") == node_b
