@@ -333,6 +333,10 @@ def up(
             # Quicker node health verdicts than production, so fault tests run in seconds.
             "--node-monitor-period=2s",
             "--node-monitor-grace-period=16s",
+            # The PV controller retries a claim it could not bind at once (about one pre-bound
+            # claim in three here, its cache a step behind) at this period: 15 s by default,
+            # which each such claim in the tests waited out.
+            "--pvclaimbinder-sync-period=2s",
             "--kube-api-qps=200",
             "--kube-api-burst=400",
             "--v=1",
