@@ -76,6 +76,7 @@ _KINDS = {
     "persistentvolumes": "PersistentVolume",
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "storageclasses": "StorageClass",
+    "csinodes": "CSINode",
     "customresourcedefinitions": "CustomResourceDefinition",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
@@ -275,6 +276,7 @@ _CLUSTER_SCOPED = frozenset(
         "mutatingwebhookconfigurations",
         "persistentvolumes",
         "storageclasses",
+        "csinodes",
     }
 )
 

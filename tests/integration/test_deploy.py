@@ -203,6 +203,7 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     for resource in ("persistentvolumes", "persistentvolumeclaims"):
         assert verbs(cluster_role, resource) == {"list", "watch", "patch"}
     assert verbs(cluster_role, "storageclasses") == {"list", "watch"}
+    assert verbs(cluster_role, "csinodes") == {"list", "watch"}
     assert verbs(cluster_role, "poddisruptionbudgets") == {"list", "watch"}
     assert (
         verbs(cluster_role, "nodes") == verbs(cluster_role, "resourcequotas") == {"list", "watch"}

@@ -15,6 +15,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
+    CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
@@ -276,3 +277,107 @@ async def test_a_bound_claims_pv_zone_label_keeps_its_pod_in_that_zone(
             return pod["spec"].get("nodeName")
 
         assert await wait_for(pod_bound, 30, "the pod to be bound") == node_b
+
+
+def csi_pv(name: str, klass: str, driver: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": klass,
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "csi": {"driver": driver, "volumeHandle": f"handle-{name}"},
+        },
+    }
+
+
+def csi_node(name: str, driver: str, count: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": [{"name": driver, "nodeID": name, "allocatable": {"count": count}}]},
+    }
+
+
+async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volumes(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """Each node's CSINode lets it attach one volume of the driver. A pod on node a already
+    mounts one, so the first gang goes to node b, though packing alone would pick the fuller
+    node a (as kube-scheduler's NodeVolumeLimits sends it); the second gang waits, saying the
+    nodes exceed their volume count."""
+    suffix = uuid.uuid4().hex[:6]
+    klass, driver = f"csi-{suffix}", f"disk-{suffix}.csi.example.com"
+    shared = {"shared": namespace}
+    pvs = [f"pv-{suffix}-{i}" for i in range(3)]
+    async with (
+        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (a, _),
+        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (b, _),
+        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "Immediate")),
+        cluster_scoped(kube, CSI_NODES, csi_node(a.node_names[0], driver, 1)),
+        cluster_scoped(kube, CSI_NODES, csi_node(b.node_names[0], driver, 1)),
+        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[0], klass, driver)),
+        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[1], klass, driver)),
+        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[2], klass, driver)),
+    ):
+        node_a, node_b = a.node_names[0], b.node_names[0]
+        for i, pv_name in enumerate(pvs):
+            body = claim(f"data-{i}", klass)
+            body["spec"]["volumeName"] = pv_name
+            await kube.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
+
+        async def claims_bound() -> bool:
+            items = (await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace))["items"]
+            return len(items) == 3 and all(x["status"].get("phase") == "Bound" for x in items)
+
+        await wait_for(claims_bound, 30, "the claims to be Bound")
+        await create_pod(
+            kube,
+            namespace,
+            "filler",
+            node=node_a,
+            requests={"cpu": "6"},
+            volumes=mounting("data-0"),
+        )
+        for gang in ("first", "second"):
+            await create_group(kube, namespace, gang, min_member=1)
+        await create_pod(
+            kube,
+            namespace,
+            "first-0",
+            group="first",
+            requests={"cpu": "1"},
+            scheduler=c.SCHEDULER_NAME,
+            nodeSelector=shared,
+            volumes=mounting("data-1"),
+        )
+
+        async def bound(pod_name: str) -> str | None:
+            pod = await kube.get(PODS, pod_name, namespace)
+            return pod["spec"].get("nodeName")
+
+        assert await wait_for(lambda: bound("first-0"), 30, "first-0 to be bound") == node_b
+        await create_pod(
+            kube,
+            namespace,
+            "second-0",
+            group="second",
+            requests={"cpu": "1"},
+            scheduler=c.SCHEDULER_NAME,
+            nodeSelector=shared,
+            volumes=mounting("data-2"),
+        )
+
+        async def waiting() -> str | None:
+            conditions = (await group_status(kube, namespace, "second")).get("conditions") or []
+            cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
+            refused = cond and cond["status"] == "True" and cond["reason"] == NOT_ENOUGH_RESOURCES
+            return cond["message"] if cond and refused else None
+
+        message = await wait_for(waiting, 30, "the second gang to wait")
+        assert "2 node(s) exceed max volume count" in message, message
+        assert not await bound("second-0")

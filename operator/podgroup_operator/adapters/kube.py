@@ -376,6 +376,7 @@ LEASES = Kind("coordination.k8s.io", "v1", "leases")
 PERSISTENT_VOLUMES = Kind("", "v1", "persistentvolumes")
 PERSISTENT_VOLUME_CLAIMS = Kind("", "v1", "persistentvolumeclaims")
 STORAGE_CLASSES = Kind("storage.k8s.io", "v1", "storageclasses")
+CSI_NODES = Kind("storage.k8s.io", "v1", "csinodes")
 PDBS = Kind("policy", "v1", "poddisruptionbudgets")
 PDBS_V1BETA1 = Kind("policy", "v1beta1", "poddisruptionbudgets")
 """Before Kubernetes 1.21 PodDisruptionBudgets are served only here."""

@@ -23,6 +23,7 @@ What each kind keeps, and who reads it:
   (tracemalloc); with the status reconciler's copies of its own writes dropped too
   (controllers/status.py), `bench scale`'s peak RSS for that backlog fell from 183 to 140 MB.
 * Nodes: labels, taints, unschedulable, allocatable/capacity and the Ready condition.
+* CSINodes: each driver's name and attach limit (`allocatable`).
 * PodGroups and ResourceQuotas are small and read almost whole: only `managedFields` goes.
 """
 
@@ -218,6 +219,21 @@ def slim_node(node: Mapping[str, Any]) -> JSON:
         "metadata": _pick(node.get("metadata"), ("name", "uid", "resourceVersion", "labels")),
         "spec": _pick(node.get("spec"), ("taints", "unschedulable")),
         "status": {**_pick(status, ("allocatable", "capacity")), "conditions": ready},
+    }
+
+
+def slim_csi_node(body: Mapping[str, Any]) -> JSON:
+    """A CSINode as attach limits read it: its drivers' names and limits."""
+    drivers = [
+        _pick(driver, ("name", "allocatable"))
+        for driver in (body.get("spec") or {}).get("drivers") or ()
+        if isinstance(driver, Mapping)
+    ]
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": _pick(body.get("metadata"), ("name", "uid", "resourceVersion")),
+        "spec": {"drivers": drivers},
     }
 
 

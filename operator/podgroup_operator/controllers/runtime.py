@@ -41,6 +41,7 @@ from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.informers import Handler, IndexView, Informer
 from podgroup_operator.adapters.kube import (
+    CSI_NODES,
     JSON,
     NODES,
     PDBS,
@@ -56,6 +57,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.adapters.slim import (
     SharedValues,
+    slim_csi_node,
     slim_node,
     slim_pod,
     without_managed_fields,
@@ -153,6 +155,8 @@ class Informers:
     """PersistentVolumeClaims: members' claims, and when they are Bound."""
     storage_classes: Informer
     """StorageClasses: a claim's binding mode and provisioner."""
+    csi_nodes: Informer
+    """CSINodes: each node's attach limit per CSI driver."""
     pdbs: Informer
     """PodDisruptionBudgets, which preemption honours where it can."""
     members: IndexView = field(init=False)
@@ -182,6 +186,7 @@ class Informers:
             volumes=Informer(kube, PERSISTENT_VOLUMES, without_managed_fields),
             claims=Informer(kube, PERSISTENT_VOLUME_CLAIMS, without_managed_fields),
             storage_classes=Informer(kube, STORAGE_CLASSES, without_managed_fields),
+            csi_nodes=Informer(kube, CSI_NODES, slim_csi_node),
             pdbs=Informer(kube, PDBS, without_managed_fields, fallbacks=(PDBS_V1BETA1,)),
         )
 
@@ -194,6 +199,7 @@ class Informers:
             self.volumes,
             self.claims,
             self.storage_classes,
+            self.csi_nodes,
             self.pdbs,
         )
 
@@ -299,6 +305,7 @@ class Leading:
             (informers.volumes, volumes.on_volume),
             (informers.claims, volumes.on_claim),
             (informers.storage_classes, volumes.on_storage_class),
+            (informers.csi_nodes, volumes.on_csi_node),
         ]
 
     def start(self) -> None:

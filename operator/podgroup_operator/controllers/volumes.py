@@ -6,7 +6,10 @@ scheduler (the decisions themselves are pure, in scheduling/volumes.py):
 1. **Facts.** Every PersistentVolume goes into the snapshot (`on_volume`), so placement knows
    which static PVs each node can reach; each waiting gang's `GangRequest.claims` are its
    members' PVCs resolved with their StorageClass (`claims_for`), read from the informers'
-   stores. A change of either may let a waiting gang fit: `changed` wakes the scheduler.
+   stores. For attach limits (NodeVolumeLimits), each CSINode's limits and each claim's class
+   provisioner go into the snapshot too (`on_csi_node`, `on_claim`): the volumes of pods
+   already on a node are counted from them. A change of any may let a waiting gang fit:
+   `changed` wakes the scheduler.
 2. **Binding before the pod** (`prepare`). A placement's `Binding.volumes` say, per claim that
    waits for its first consumer, "bind PV X" or "provision on node N". As upstream's volume
    binder: set the PV's `spec.claimRef` to the claim (with the PV's resourceVersion as the
@@ -46,7 +49,7 @@ from podgroup_operator.scheduling import (
     volume_claim,
 )
 from podgroup_operator.scheduling.podinfo import pod_claims
-from podgroup_operator.scheduling.volumes import SELECTED_NODE_ANNOTATION
+from podgroup_operator.scheduling.volumes import SELECTED_NODE_ANNOTATION, csi_node_limits
 
 logger = logging.getLogger(__name__)
 
@@ -172,10 +175,37 @@ class VolumeBinder:
         elif claim_is_bound(claim):
             self._resolve(key, None)
         if kind is WatchEventType.DELETED or _claim_facts(claim) != _claim_facts(old):
+            provisioner = "" if kind is WatchEventType.DELETED else self._provisioner(claim)
+            self.exclusive(self._set_claim_provisioner, key, provisioner)
             self.changed()
+
+    def _provisioner(self, claim: JSON) -> str:
+        class_name = (claim.get("spec") or {}).get("storageClassName")
+        klass = self.classes.get(str(class_name)) if class_name else None
+        return str((klass or {}).get("provisioner") or "")
+
+    def _set_claim_provisioner(self, key: ClaimKey, provisioner: str) -> None:
+        if self.snapshot is not None:
+            self.snapshot.set_claim_provisioner(key, provisioner)
 
     def on_storage_class(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
         self.changed()
+
+    def on_csi_node(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
+        limits = {} if kind is WatchEventType.DELETED else csi_node_limits(body)
+        if (
+            old is not None
+            and kind is not WatchEventType.DELETED
+            and csi_node_limits(old) == limits
+        ):
+            return
+        name = str((body.get("metadata") or {}).get("name") or "")
+        self.exclusive(self._set_csi_limits, name, limits)
+        self.changed()
+
+    def _set_csi_limits(self, name: str, limits: dict[str, int]) -> None:
+        if self.snapshot is not None:
+            self.snapshot.set_csi_limits(name, limits)
 
     # --- requests ------------------------------------------------------------------------------
     def claims_for(self, pods: Iterable[Mapping[str, Any]]) -> dict[ClaimKey, VolumeClaim]:

@@ -47,6 +47,7 @@ class Exclusion(StrEnum):
     VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
     VOLUME_BINDING = "node(s) didn't find available persistent volumes to bind"
     VOLUME_ZONE = "node(s) had no available volume zone"
+    VOLUME_LIMITS = "node(s) exceed max volume count"
 
 
 class Rejection(NamedTuple):

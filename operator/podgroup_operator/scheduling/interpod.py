@@ -57,9 +57,12 @@ from podgroup_operator.scheduling.scores import WEIGHT_INTER_POD, WEIGHT_SPREAD
 from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
 from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
 from podgroup_operator.scheduling.volumes import (
+    Attachment,
     VolumeClaim,
     VolumeDecision,
     choose_volumes,
+    claim_attachment,
+    exceeds_attach_limits,
     pod_level_problem,
 )
 
@@ -325,14 +328,20 @@ class MemberCheck:
         return None
 
     def volumes(self, node: NodeState) -> tuple[Rejection | None, tuple[VolumeDecision, ...]]:
-        """The volume filter for the node and, when it passes, what to do per claim."""
+        """The volume filters for the node (VolumeBinding and VolumeZone, then attach limits)
+        and, when they pass, what to do per claim.
+
+        Attach limits come after the choice of volumes, unlike upstream's order, so that a
+        claim not bound yet counts as the volume it would get on this node: the CSI PV chosen
+        for it, else its class's provisioner. Upstream counts every claim not bound as its
+        class's provisioner, so a static CSI PV of a class without one escaped its limit."""
         if not self.claims:
             return None, ()
         assert self.snapshot is not None
         snapshot = self.snapshot
         labels = node.facts.labels
         candidates = snapshot.volume_candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
-        return choose_volumes(
+        rejection, decisions = choose_volumes(
             self.claims,
             node.name,
             labels,
@@ -341,6 +350,36 @@ class MemberCheck:
             snapshot.volume_holders,
             snapshot.claim_decisions,
         )
+        if rejection is not None:
+            return rejection, ()
+        limits = snapshot.attach_limits(node)
+        if limits and exceeds_attach_limits(
+            self._attaching(decisions), snapshot.node_attachments(node.name), limits
+        ):
+            return Rejection(Exclusion.VOLUME_LIMITS), ()
+        return None, decisions
+
+    def _attaching(self, decisions: Sequence[VolumeDecision]) -> dict[str, str]:
+        """The volumes this member's claims bring to a node where these are its decisions."""
+        assert self.snapshot is not None
+        volumes = self.snapshot.volumes
+        earlier = self.snapshot.claim_decisions
+        mine = {d.key: d for d in decisions}
+        new: dict[str, str] = {}
+        for claim in self.claims:
+            decision = mine.get(claim.key) or earlier.get(claim.key)
+            name = claim.volume or (decision.volume if decision is not None else None)
+            found: Attachment | None
+            if name is not None and (pv := volumes.get(name)) is not None:
+                found = pv.attachment
+            else:
+                provisioner = decision.provisioner if decision is not None else ""
+                found = claim_attachment(
+                    claim.namespace, claim.name, provisioner or claim.provisioner
+                )
+            if found is not None:
+                new[found[0]] = found[1]
+        return new
 
     def spread_score(self, labels: Mapping[str, str], *, upper: bool = False) -> float:
         """The soft-spread score (0..100) of a node with these labels; 0 when a key is missing.

@@ -616,6 +616,7 @@ def _place_one_by_one(
             ports=shape.inter_pod.ports,
             anti_affinity=shape.inter_pod.anti_affinity,
             scoring=shape.inter_pod.scoring,
+            claims=tuple(claim.name for claim in claims),
         )
         promised = {uid: decisions} if decisions else None
         before = (node.score, node.name)

@@ -353,6 +353,8 @@ class PodInfo:
     """The terms with which this pod scores newcomers they select (`existing_scoring`)."""
     gang: GroupKey | None = None
     """The pod's gang; None for a pod outside any gang (a gang of one when preempting)."""
+    claims: tuple[str, ...] = ()
+    """The PVCs it mounts (`pod_claims`): its volumes count against its node's attach limits."""
     terminating: bool = False
     """Has a deletionTimestamp: still holds its room, but is on its way out."""
     unit: tuple[str, str, str] = ("", "", "")
@@ -403,6 +405,7 @@ def pod_info(
         anti_affinity=_interned(existing_anti_affinity(pod)) if affinity else (),
         scoring=_interned(existing_scoring(pod)) if affinity else (),
         gang=gang_of(pod) if gang_of is not None else None,
+        claims=pod_claims(pod) if spec.get("volumes") else (),
         terminating=bool(meta.get("deletionTimestamp")),
     )
 

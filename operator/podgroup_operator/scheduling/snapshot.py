@@ -22,7 +22,9 @@ respect running pods' anti-affinity), by scoring term (running pods' preferences
 newcomer weigh on its score), by host port per node, and by gang (preemption evicts whole
 gangs). Assumed gang members are indexed like bound pods, so a member placed earlier in
 the same placement constrains the next, and an undo takes them out of every index again.
-PersistentVolumes are kept too (`set_volume`), with the PVs promised to assumed pods.
+PersistentVolumes are kept too (`set_volume`), with the PVs promised to assumed pods, and what
+attach limits need (`attachment`, `attach_limits`): each CSINode's limits, which PV names each
+claim, and each claim's class provisioner.
 """
 
 from __future__ import annotations
@@ -53,7 +55,13 @@ from podgroup_operator.scheduling.selectors import (
     LabelSelector,
     WeightedTerm,
 )
-from podgroup_operator.scheduling.volumes import PersistentVolume, VolumeDecision
+from podgroup_operator.scheduling.volumes import (
+    Attachment,
+    PersistentVolume,
+    VolumeDecision,
+    claim_attachment,
+    node_attach_limits,
+)
 
 Undo = Callable[[], None]
 """Reverts an assumption; calling it twice, or after the pods really bound, is harmless."""
@@ -291,6 +299,13 @@ class Snapshot:
         self._claim_decisions: dict[tuple[str, str], VolumeDecision] = {}
         """(namespace, claim) -> what an assumed pod decided for it: a second member mounting
         the same claim must agree (same PV, or the node it is provisioned for)."""
+        # Attach limits.
+        self._csi_limits: dict[str, dict[str, int]] = {}
+        """Node name -> its CSINode's limit per key (`volumes.csi_node_limits`)."""
+        self._claim_volumes: dict[tuple[str, str], str] = {}
+        """(namespace, claim) -> the PV whose claimRef names it."""
+        self._claim_provisioners: dict[tuple[str, str], str] = {}
+        """(namespace, claim) -> its class's provisioner, for claims with one."""
         self._cache: dict[Any, tuple[int, Any]] = {}
         """Derived values keyed by their inputs, tagged with `node_epoch` (see `cached`)."""
 
@@ -491,6 +506,8 @@ class Snapshot:
         """
         self.remove_volume(volume.name, keep_holder=True)
         self._volumes[volume.name] = volume
+        if volume.claim is not None:
+            self._claim_volumes[volume.claim] = volume.name
         host = volume.pinned_host
         if host is not None:
             self._pinned_volumes.setdefault((volume.storage_class, host), {})[volume.name] = volume
@@ -501,6 +518,8 @@ class Snapshot:
         volume = self._volumes.pop(name, None)
         if volume is None:
             return
+        if volume.claim is not None and self._claim_volumes.get(volume.claim) == name:
+            del self._claim_volumes[volume.claim]
         host = volume.pinned_host
         if host is not None:
             self._pinned_volumes.get((volume.storage_class, host), {}).pop(name, None)
@@ -528,6 +547,50 @@ class Snapshot:
     @property
     def claim_decisions(self) -> Mapping[tuple[str, str], VolumeDecision]:
         return self._claim_decisions
+
+    # --- attach limits ---------------------------------------------------------------------------
+    def set_csi_limits(self, node: str, limits: Mapping[str, int]) -> None:
+        """A CSINode's limits (`volumes.csi_node_limits`); empty forgets them."""
+        if limits:
+            self._csi_limits[node] = dict(limits)
+        else:
+            self._csi_limits.pop(node, None)
+
+    def set_claim_provisioner(self, key: tuple[str, str], provisioner: str) -> None:
+        """The provisioner of a claim's class; empty forgets it (a claim deleted, or whose
+        class has none)."""
+        if provisioner:
+            self._claim_provisioners[key] = provisioner
+        else:
+            self._claim_provisioners.pop(key, None)
+
+    def attach_limits(self, node: NodeState) -> dict[str, int]:
+        return node_attach_limits(node.allocatable, self._csi_limits.get(node.name))
+
+    def attachment(self, namespace: str, claim: str) -> Attachment | None:
+        """What a claim counts against its node's attach limits: the CSI PV it is promised to
+        (by an assumed pod's decision) or bound to, else one volume of its class's provisioner;
+        None for a claim bound to a PV that is not CSI, or with no provisioner to count."""
+        key = (namespace, claim)
+        decision = self._claim_decisions.get(key)
+        name = decision.volume if decision is not None else self._claim_volumes.get(key)
+        if name is not None and (volume := self._volumes.get(name)) is not None:
+            return volume.attachment
+        if decision is not None and decision.volume is None:
+            return claim_attachment(namespace, claim, decision.provisioner)
+        return claim_attachment(namespace, claim, self._claim_provisioners.get(key, ""))
+
+    def node_attachments(self, name: str) -> dict[str, str]:
+        """Every volume the pods on a node (bound or assumed) attach: unique name -> limit key."""
+        attached: dict[str, str] = {}
+        pods = self._pods
+        for uid in self._nodes[name].pods:
+            info = pods[uid].info
+            for claim in info.claims:
+                found = self.attachment(info.namespace, claim)
+                if found is not None:
+                    attached[found[0]] = found[1]
+        return attached
 
     # --- node events -----------------------------------------------------------------------------
     def add_node(self, node: Mapping[str, Any]) -> None:

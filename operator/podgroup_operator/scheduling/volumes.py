@@ -25,11 +25,23 @@ kept in the snapshot with `Snapshot.set_volume`). The rules, per claim:
 
 A static PV chosen for one member is held in the snapshot (with the member's assumption, and
 released by the same undo), so a second member, or a second claim of the same pod, never gets
-the same PV. Not modelled: CSI storage capacity, attach limits per node, ReadWriteOncePod.
+the same PV.
+
+Attach limits (kube-scheduler's NodeVolumeLimits, CSI part): a node takes at most so many
+volumes of each CSI driver, from its CSINode (`spec.drivers[].allocatable.count`) or else its
+`attachable-volumes-csi-<driver>` allocatable. Each claim counts as one volume of a driver
+(`Attachment`): a claim bound or promised to a CSI PV as that PV's driver and handle, so pods
+sharing a volume count it once; any other claim as its class's provisioner, one volume per claim
+(a claim bound to a PV that is not CSI counts nothing). A pod is refused where its new volumes
+would take a driver past the limit (`exceeds_attach_limits`: `node(s) exceed max volume count`).
+
+Not modelled: CSI storage capacity; ReadWriteOncePod; the limits of in-tree volume types (EBS,
+GCE PD, Azure Disk, Cinder) and of in-tree volumes migrated to CSI.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -51,6 +63,13 @@ NO_PROVISIONER = "kubernetes.io/no-provisioner"
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 """Set on a claim to ask its provisioner for a volume reachable from that node."""
 FILESYSTEM = "Filesystem"
+ATTACH_LIMIT_PREFIX = "attachable-volumes-"
+"""Node allocatable resources with this prefix are limits on attached volumes, not amounts."""
+CSI_ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"
+RESOURCE_NAME_LIMIT = 63
+
+Attachment = tuple[str, str]
+"""A volume a node attaches: (`<driver>/<handle>`, the node's limit key for the driver)."""
 
 
 class BindingMode(StrEnum):
@@ -82,6 +101,16 @@ class PersistentVolume:
     labels: Mapping[str, str] = field(default_factory=dict)
     available: bool = True
     """False when Released/Failed or being deleted: never offered to a new claim."""
+    csi: tuple[str, str] | None = None
+    """`spec.csi` (driver, volumeHandle); None for a volume of another type."""
+
+    @property
+    def attachment(self) -> Attachment | None:
+        """What the PV counts against a node's attach limit; None when it is not CSI."""
+        if self.csi is None:
+            return None
+        driver, handle = self.csi
+        return f"{driver}/{handle}", attach_limit_key(driver)
 
     def reachable_from(self, name: str, labels: Mapping[str, str]) -> bool:
         if self.node_affinity is None:
@@ -188,6 +217,8 @@ class VolumeDecision:
     action: VolumeAction
     node: str
     volume: str | None = None
+    provisioner: str = ""
+    """PROVISION: the class's provisioner, which the volume will count against (attach limits)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -277,11 +308,84 @@ def choose_volumes(
             or any(t.matches(node_name, node_labels) for t in claim.allowed_topologies)
         ):
             decisions.append(
-                VolumeDecision(claim.namespace, claim.name, VolumeAction.PROVISION, node_name)
+                VolumeDecision(
+                    claim.namespace,
+                    claim.name,
+                    VolumeAction.PROVISION,
+                    node_name,
+                    provisioner=claim.provisioner,
+                )
             )
         else:
             return Rejection(Exclusion.VOLUME_BINDING, f"(PVC {claim.name})"), ()
     return None, tuple(decisions)
+
+
+# --- attach limits (NodeVolumeLimits) ------------------------------------------------------------
+def attach_limit_key(driver: str) -> str:
+    """The resource name of a node's limit on `driver`'s volumes, as kubelet and kube-scheduler
+    write it: a name that would reach 63 characters keeps the driver's first 23 and 16 hex
+    digits of its SHA-1."""
+    if len(CSI_ATTACH_LIMIT_PREFIX) + len(driver) >= RESOURCE_NAME_LIMIT:
+        digest = hashlib.sha1(driver.encode(), usedforsecurity=False).hexdigest()[:16]
+        return f"{CSI_ATTACH_LIMIT_PREFIX}{driver[:23]}{digest}"
+    return CSI_ATTACH_LIMIT_PREFIX + driver
+
+
+def claim_attachment(namespace: str, claim: str, provisioner: str) -> Attachment | None:
+    """A claim with no CSI PV to name counts as one volume of its class's provisioner (as
+    upstream, which also gives it a handle of its own); none without a provisioner."""
+    if not provisioner:
+        return None
+    return f"{provisioner}/(claim {namespace}/{claim})", attach_limit_key(provisioner)
+
+
+def node_attach_limits(
+    allocatable: Mapping[str, int], csi_limits: Mapping[str, int] | None
+) -> dict[str, int]:
+    """A node's limit per key: its `attachable-volumes-*` allocatable (milli-units here), then
+    its CSINode's counts, which win."""
+    limits = {
+        name: amount // 1000
+        for name, amount in allocatable.items()
+        if name.startswith(ATTACH_LIMIT_PREFIX)
+    }
+    if csi_limits:
+        limits.update(csi_limits)
+    return limits
+
+
+def exceeds_attach_limits(
+    new: Mapping[str, str], attached: Mapping[str, str], limits: Mapping[str, int]
+) -> bool:
+    """True when the volumes a pod brings (`new`: unique name -> limit key) take some driver
+    past the node's limit, counting the volumes already `attached` once each (a volume the
+    node already has adds nothing)."""
+    if not limits:
+        return False
+    adding: dict[str, int] = {}
+    for unique, key in new.items():
+        if key in limits and unique not in attached:
+            adding[key] = adding.get(key, 0) + 1
+    if not adding:
+        return False
+    present: dict[str, int] = {}
+    for key in attached.values():
+        if key in adding:
+            present[key] = present.get(key, 0) + 1
+    return any(present.get(key, 0) + count > limits[key] for key, count in adding.items())
+
+
+def csi_node_limits(raw: Mapping[str, Any]) -> dict[str, int]:
+    """A raw CSINode's limits: limit key -> `allocatable.count`, for the drivers that set one."""
+    limits: dict[str, int] = {}
+    for driver in (raw.get("spec") or {}).get("drivers") or ():
+        if not isinstance(driver, Mapping):
+            continue
+        count = (driver.get("allocatable") or {}).get("count")
+        if isinstance(count, int) and not isinstance(count, bool) and driver.get("name"):
+            limits[attach_limit_key(str(driver["name"]))] = count
+    return limits
 
 
 # --- parsing raw objects (for the controller) ----------------------------------------------------
@@ -309,7 +413,14 @@ def persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
         claim=(str(ref.get("namespace", "")), str(ref.get("name", ""))) if ref else None,
         labels=dict(meta.get("labels") or {}),
         available=phase not in ("Released", "Failed") and not meta.get("deletionTimestamp"),
+        csi=_csi_source(spec.get("csi")),
     )
+
+
+def _csi_source(raw: Any) -> tuple[str, str] | None:
+    if not isinstance(raw, Mapping) or not raw.get("driver"):
+        return None
+    return str(raw["driver"]), str(raw.get("volumeHandle") or "")
 
 
 def volume_claim(

@@ -334,3 +334,52 @@ def test_bindings_of_gangs_with_volume_decisions_are_kept_together() -> None:
     plain, prepared = with_volumes([a0, b0, a1], gangs.get)
     assert plain == [b0]
     assert prepared == [[a0, a1]]
+
+
+def csi_node(name: str, count: int) -> Body:
+    driver = {"name": DYNAMIC["provisioner"], "nodeID": name, "allocatable": {"count": count}}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": [driver]},
+    }
+
+
+async def test_csinode_limits_and_running_pods_claims_keep_a_gang_off_a_full_node() -> None:
+    """A pod another scheduler bound to n0 mounts a claim still being provisioned; each node
+    takes one volume of the driver (its CSINode): the gang's member goes to n1, though packing
+    would pick n0. A CSINode deleted lifts its node's limit."""
+    world = World()
+    world.add_class("fast", DYNAMIC)
+    world.add_claim(claim("old", klass="fast"))
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "old"}}]
+    running = pod("old-0", NS, node="n0", phase="Running", requests={"cpu": "1"}, volumes=volumes)
+    (stored,) = world.fake.seed(running)
+    world.scheduler.on_pod("ADDED", stored)
+    for name in ("n0", "n1"):
+        world.binder.on_csi_node(WatchEventType.ADDED, csi_node(name, 1), None)
+    snapshot = world.scheduler.snapshot
+    assert list(snapshot.node_attachments("n0").values()) == [
+        f"attachable-volumes-csi-{DYNAMIC['provisioner']}"
+    ]
+    world.add_claim(claim("data", klass="fast"))
+    world.add_gang("job", "data")
+
+    cycle = asyncio.create_task(world.scheduler.cycle())
+
+    def annotated() -> str | None:
+        pvc = world.fake.get_object(PERSISTENT_VOLUME_CLAIMS, "data", NS)
+        assert pvc is not None
+        return (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE_ANNOTATION)
+
+    await until(lambda: annotated() is not None, "the claim to name its node")
+    assert annotated() == "n1"
+    world.pv_controller_binds("data")
+    await asyncio.wait_for(cycle, 2)
+    assert world.node_of("job-0") == "n1"
+
+    world.binder.on_csi_node(WatchEventType.DELETED, csi_node("n0", 1), None)
+    assert snapshot.attach_limits(snapshot.nodes["n0"]) == {}
+    world.binder.on_claim(WatchEventType.DELETED, world.claims[f"{NS}/old"], None)
+    assert snapshot.node_attachments("n0") == {}
