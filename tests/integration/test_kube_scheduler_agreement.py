@@ -21,8 +21,9 @@ anti-affinity across namespaces and topology keys (including one no node has), a
 spread; preferences ride along and must not change feasibility. Half the pods have a controlling
 owner, so the operator's slim copy (not the whole pod) is what our side reads. A second test
 does the same for volumes: claims bound and unbound, WaitForFirstConsumer and Immediate, against
-local PVs pinned to a node or a zone, with the PVs kube-scheduler binds (and so takes from later
-pods) read back into our snapshot. A third holds `plan_preemption` to kube-scheduler's
+local PVs pinned to a node or a zone, and CSI PVs on nodes whose CSINode limits how many the
+node attaches, with the PVs kube-scheduler binds (and so takes from later pods) read back into
+our snapshot. A third holds `plan_preemption` to kube-scheduler's
 preemption of single pods: whether it preempts, and the highest priority it evicts.
 
 One difference is left out on purpose: v1.20's PodTopologySpread counted the matching pods of
@@ -48,6 +49,7 @@ import pytest
 import yaml
 
 from podgroup_operator.adapters.kube import (
+    CSI_NODES,
     NAMESPACES,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
@@ -71,7 +73,13 @@ from podgroup_operator.scheduling.preemption import (
     plan_preemption,
 )
 from podgroup_operator.scheduling.snapshot import Snapshot
-from podgroup_operator.scheduling.volumes import VolumeClaim, persistent_volume, volume_claim
+from podgroup_operator.scheduling.volumes import (
+    VolumeClaim,
+    attach_limit_key,
+    csi_node_limits,
+    persistent_volume,
+    volume_claim,
+)
 from tests.kube_helpers import apply_crd, create_admitted, gone, in_process
 from tests.waiting import wait_for
 
@@ -365,6 +373,8 @@ class Tally:
     invalid: list[str] = field(default_factory=list)
     """The apiserver's refusals: the generator must make only pods it accepts."""
     disagreements: list[str] = field(default_factory=list)
+    limited: int = 0
+    """Pods whose feasible nodes attach limits narrowed (counted when asked: `_try`)."""
 
 
 @pytest.fixture(scope="module")
@@ -428,20 +438,27 @@ async def _owners(kube: KubeClient) -> dict[str, dict[str, Any]]:
     return owners
 
 
-async def _snapshot(kube: KubeClient) -> tuple[Snapshot, dict[tuple[str, str], VolumeClaim]]:
+async def _snapshot(
+    kube: KubeClient, *, limits: bool = True
+) -> tuple[Snapshot, dict[tuple[str, str], VolumeClaim]]:
     """The cluster as the operator's informers keep it, and every claim resolved with its
-    StorageClass (as `controllers.volumes` resolves a gang's claims)."""
+    StorageClass (as `controllers.volumes` resolves a gang's claims). `limits=False` leaves
+    out the CSINodes' attach limits."""
     nodes = [slim_node(node) for node in (await kube.list(NODES))["items"]]
     pods = [slim_pod(pod) for pod in (await kube.list(PODS))["items"]]
     snapshot = Snapshot.build(nodes, pods, gang_of=group_key_of)
     for volume in (await kube.list(PERSISTENT_VOLUMES))["items"]:
         snapshot.set_volume(persistent_volume(volume))
+    for csi_node in (await kube.list(CSI_NODES))["items"] if limits else ():
+        snapshot.set_csi_limits(csi_node["metadata"]["name"], csi_node_limits(csi_node))
     classes = {k["metadata"]["name"]: k for k in (await kube.list(STORAGE_CLASSES))["items"]}
     claims = {}
     for raw in (await kube.list(PERSISTENT_VOLUME_CLAIMS))["items"]:
         meta = raw["metadata"]
         klass = classes.get(raw["spec"].get("storageClassName") or "")
-        claims[(meta["namespace"], meta["name"])] = volume_claim(raw, klass)
+        model = volume_claim(raw, klass)
+        claims[(meta["namespace"], meta["name"])] = model
+        snapshot.set_claim_provisioner(model.key, model.provisioner)
     return snapshot, claims
 
 
@@ -526,7 +543,15 @@ async def _try(
     tally: Tally,
     placed: list[dict[str, Any]],
     runtime: Runtime | None = None,
+    *,
+    count_limited: bool = False,
 ) -> None:
+    """Create the pod, compare kube-scheduler's decision with ours (see the module docstring).
+    `count_limited`: also count in `tally.limited` whether attach limits narrowed our feasible
+    nodes, so a test can show its limits were met."""
+    unlimited = None
+    if count_limited:
+        unlimited, _ = await _snapshot(kube, limits=False)
     if runtime is None:
         snapshot, claims = await _snapshot(kube)
     else:
@@ -546,6 +571,8 @@ async def _try(
         tally.invalid.append(exc.message)
         return
     ours = feasible_nodes(slim_pod(created), snapshot, claims)
+    if unlimited is not None and feasible_nodes(slim_pod(created), unlimited, claims) != ours:
+        tally.limited += 1
     gang = GangRequest(
         pod["metadata"]["namespace"], pod["metadata"]["name"], 1, [slim_pod(created)]
     )
@@ -669,19 +696,24 @@ def _volume(
     labels: dict[str, str] | None = None,
     modes: tuple[str, ...] = ("ReadWriteOnce",),
     block: bool = False,
+    csi: bool = False,
 ) -> dict[str, Any]:
     """A local PV tied by `term`; without one a hostPath PV that only its labels place (as
-    older cloud-disk PVs carry only zone labels)."""
+    older cloud-disk PVs carry only zone labels). `csi`: a volume of CSI_DRIVER instead, which
+    counts against a node's attach limit."""
     spec: dict[str, Any] = {
         "storageClassName": klass,
         "capacity": {"storage": size},
         "accessModes": list(modes),
         "persistentVolumeReclaimPolicy": "Retain",
     }
-    if term is None:
+    if csi:
+        spec["csi"] = {"driver": CSI_DRIVER, "volumeHandle": f"handle-{name}"}
+    elif term is None:
         spec["hostPath"] = {"path": f"/mnt/disks/{name}"}
     else:
         spec["local"] = {"path": f"/mnt/disks/{name}"}
+    if term is not None:
         spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}}
     if block:
         spec["volumeMode"] = "Block"
@@ -706,12 +738,29 @@ def _volumes() -> list[dict[str, Any]]:
     vb1 = {"key": HOSTNAME, "operator": "In", "values": ["vb-1"]}
     found.append(_volume("va-0-shared", WAIT_CLASS, "3Gi", va0, modes=("ReadWriteMany",)))
     found.append(_volume("vb-1-block", WAIT_CLASS, "1Gi", vb1, block=True))
-    found += [_volume(f"immediate-{i}", IMMEDIATE_CLASS, "1Gi", z2) for i in range(8)]
+    found += [_volume(f"immediate-{i}", IMMEDIATE_CLASS, "1Gi", z2, csi=True) for i in range(8)]
     found += [
-        _volume(f"immediate-zoned-{i}", IMMEDIATE_CLASS, "1Gi", None, labels=labels)
+        _volume(f"immediate-zoned-{i}", IMMEDIATE_CLASS, "1Gi", None, labels=labels, csi=True)
         for i, labels in enumerate(ZONED_LABELS)
     ]
     return found
+
+
+CSI_DRIVER = "agree.csi.example.com"
+ATTACH_LIMITS = {"va-0": 1, "va-1": 2, "vb-0": 1, "vb-1": 1, "vb-2": 2}
+"""CSINodes: how many CSI_DRIVER volumes each node attaches (va-2 has none: no limit). The
+Immediate PVs are CSI_DRIVER's, eight of them pinned to zone z2, which attaches four at a
+time: a pod mounting a fifth is refused."""
+
+
+def _csi_node(name: str, count: int) -> dict[str, Any]:
+    driver = {"name": CSI_DRIVER, "nodeID": name, "allocatable": {"count": count}}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": [driver]},
+    }
 
 
 ZONED_LABELS = [
@@ -862,12 +911,14 @@ async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choo
     made = Claims(immediate_left=list(IMMEDIATE_VOLUMES))
     async with SimCluster(kube, VOLUME_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(60)
+        for node, count in ATTACH_LIMITS.items():
+            await kube.create(CSI_NODES, _csi_node(node, count))
         rng = random.Random(SEED)
         tally = Tally()
         placed: list[dict[str, Any]] = []
         for index in range(VOLUME_PODS_TO_TRY):
             claims = await _claims_for(kube, rng, made)
-            await _try(kube, _volume_pod(rng, index, claims), tally, placed)
+            await _try(kube, _volume_pod(rng, index, claims), tally, placed, count_limited=True)
             if index % FREE_EVERY == FREE_EVERY - 1 and placed:
                 freed = rng.sample(placed, len(placed) // 2)
                 await asyncio.gather(*(_delete(kube, p) for p in freed))
@@ -879,6 +930,7 @@ async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choo
     )
     assert not tally.invalid, tally.invalid
     assert tally.placed >= 20 and tally.refused >= 20, tally
+    assert tally.limited >= 2, tally
 
 
 async def _recycle(
@@ -920,6 +972,146 @@ async def _recycle(
 
 async def _available(kube: KubeClient, volume: str) -> bool:
     return await _phase(kube, PERSISTENT_VOLUMES, volume) == "Available"
+
+
+# --- attach limits -------------------------------------------------------------------------------
+ATTACH_NAMESPACE = "agree-attach"
+ATTACH_CLASS = "agree-attach"
+ATTACH_POOLS = [
+    NodePool(count=2, cpu="16", memory="32Gi", labels={"zone": "z1"}, name_prefix="ca"),
+    NodePool(count=2, cpu="16", memory="32Gi", labels={"zone": "z2"}, name_prefix="cb"),
+    NodePool(
+        count=2,
+        cpu="16",
+        memory="32Gi",
+        labels={"zone": "z2"},
+        extended={attach_limit_key(CSI_DRIVER): "2"},
+        name_prefix="cc",
+    ),
+]
+ATTACH_CSI_NODES = {"ca-0": 1, "ca-1": 3, "cb-0": 2, "cb-1": 1, "cc-1": 3}
+"""CSINode limits of CSI_DRIVER's volumes: cc-0 has none and takes its limit (2) from its
+allocatable, as nodes did before CSINodes; cc-1's CSINode (3) wins over its allocatable (2)."""
+ATTACH_PODS_TO_TRY = 60
+ATTACH_FREE_EVERY = 8
+
+
+@dataclass
+class AttachVolumes:
+    """PVs made (and Available) up front, handed out one per new claim."""
+
+    csi: list[str] = field(default_factory=list)
+    host_path: list[str] = field(default_factory=list)
+
+
+async def _attach_volumes(kube: KubeClient) -> AttachVolumes:
+    """Enough PVs for every claim the test can make: CSI_DRIVER's, and a few hostPath ones
+    (no driver: they count nothing). Made first: a PV is Pending until the PV controller has
+    seen it, and a claim pre-bound to a Pending PV waits for the controller's next resync."""
+    made = AttachVolumes()
+    for i in range(3 * ATTACH_PODS_TO_TRY):
+        name = f"attach-{i}"
+        spec: dict[str, Any] = {
+            "storageClassName": ATTACH_CLASS,
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+        }
+        if i % 5 == 4:
+            spec["hostPath"] = {"path": f"/mnt/disks/{name}"}
+            made.host_path.append(name)
+        else:
+            spec["csi"] = {"driver": CSI_DRIVER, "volumeHandle": f"handle-{name}"}
+            made.csi.append(name)
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}}
+        await kube.create(PERSISTENT_VOLUMES, {**pv, "spec": spec})
+
+    async def all_available() -> bool:
+        items = (await kube.list(PERSISTENT_VOLUMES))["items"]
+        ours = [v for v in items if v["spec"].get("storageClassName") == ATTACH_CLASS]
+        return all(v.get("status", {}).get("phase") == "Available" for v in ours)
+
+    await wait_for(all_available, 60, "the attach test's PVs to be Available")
+    return made
+
+
+async def _attach_claims(
+    kube: KubeClient, rng: random.Random, index: int, volumes: AttachVolumes
+) -> list[str]:
+    """One to three claims for the next pod, each Bound before the pod is made: mostly one
+    of a new CSI volume, sometimes of a new hostPath one, sometimes a claim an earlier pod
+    mounts or mounted (on its node already, it counts once)."""
+    existing = [
+        c["metadata"]["name"]
+        for c in (await kube.list(PERSISTENT_VOLUME_CLAIMS, ATTACH_NAMESPACE))["items"]
+    ]
+    names = []
+    for i in range(rng.choice([1, 1, 2, 3])):
+        draw = rng.random()
+        if draw < 0.2 and existing:
+            names.append(rng.choice(existing))
+            continue
+        volume = (volumes.host_path if draw < 0.3 else volumes.csi).pop()
+        name = f"a{index}-{i}"
+        body = _claim(name, ATTACH_CLASS, "1Gi", volumeName=volume, accessModes=["ReadWriteMany"])
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, body, ATTACH_NAMESPACE)
+        names.append(name)
+    for name in names:
+        await wait_for(
+            functools.partial(_phase_is, kube, name, ATTACH_NAMESPACE, "Bound"),
+            30,
+            f"claim {name} to be Bound",
+        )
+    return list(dict.fromkeys(names))
+
+
+async def _phase_is(kube: KubeClient, claim: str, namespace: str, phase: str) -> bool:
+    return await _phase(kube, PERSISTENT_VOLUME_CLAIMS, claim, namespace) == phase
+
+
+def _attach_pod(rng: random.Random, index: int, claims: list[str]) -> dict[str, Any]:
+    pod = _volume_pod(rng, index, claims)
+    pod["metadata"]["namespace"] = ATTACH_NAMESPACE
+    pod["spec"].pop("affinity", None)
+    return pod
+
+
+async def test_our_attach_limits_pass_exactly_the_nodes_kube_scheduler_may_choose(
+    versus_kube: KubeClient,
+) -> None:
+    """Pods mounting one to three CSI volumes (some shared with pods already placed, some not
+    CSI at all) on nodes whose CSINode or allocatable limits how many the node attaches:
+    kube-scheduler's NodeVolumeLimits against our attach limits, as above. Resources are
+    ample, so a refusal here is the limits' (or a zone's nodes all at theirs)."""
+    kube = versus_kube
+    await kube.create(STORAGE_CLASSES, _storage_class(ATTACH_CLASS, "Immediate"))
+    await kube.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ATTACH_NAMESPACE}},
+    )
+    # Before the nodes: kube-scheduler has them by the time the nodes are Ready.
+    for node, count in ATTACH_CSI_NODES.items():
+        await kube.create(CSI_NODES, _csi_node(node, count))
+    volumes = await _attach_volumes(kube)
+    async with SimCluster(kube, ATTACH_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(60)
+        rng = random.Random(SEED)
+        tally = Tally()
+        placed: list[dict[str, Any]] = []
+        for index in range(ATTACH_PODS_TO_TRY):
+            claims = await _attach_claims(kube, rng, index, volumes)
+            pod = _attach_pod(rng, index, claims)
+            await _try(kube, pod, tally, placed, count_limited=True)
+            if index % ATTACH_FREE_EVERY == ATTACH_FREE_EVERY - 1 and placed:
+                freed = rng.sample(placed, len(placed) // 2)
+                await asyncio.gather(*(_delete(kube, p) for p in freed))
+                await _wait_deleted(kube, freed)
+                placed = [p for p in placed if p not in freed]
+    assert not tally.disagreements, "\n".join(
+        [f"seed {SEED}: {len(tally.disagreements)} disagreement(s)", *tally.disagreements]
+    )
+    assert not tally.invalid, tally.invalid
+    assert tally.placed >= 15 and tally.refused >= 5 and tally.limited >= 10, tally
 
 
 # --- preemption ----------------------------------------------------------------------------------
