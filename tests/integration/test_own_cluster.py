@@ -926,3 +926,63 @@ async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after
             await create_bound(own_kube, namespace, "db", sim.node_names[0], labels={"app": "db"})
             await wait_group(own_kube, namespace, "follows", phase=c.Phase.RUNNING, running=2)
             assert scheduler.clock() < due, "the gang waited out its backoff"
+
+
+async def test_a_new_leader_times_a_gangs_wait_from_when_it_began_not_from_its_own_start(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """A gang that cannot fit waits under one replica for most of its 30 s timeout; that
+    replica hands over (SIGTERM) to a fresh one. The new leader times out the gang when the
+    wait began plus 30 s, not 30 s after it took over (it once timed every wait afresh)."""
+    namespace = await make_namespace(own_kube, "resume")
+    timeout = 30
+    async with pool(own_kube, count=1, cpu="2", memory="8Gi") as (_, name):
+        with running_replicas(own_cluster, tmp_path, count=1) as replicas:
+            (first,) = replicas
+            assert await leader_among(own_kube, [first]) is first
+            await create_group(
+                own_kube, namespace, "big", minMember=3, scheduleTimeoutSeconds=timeout
+            )
+            await gang_pods(own_kube, namespace, "big", 3, name, group="big")
+
+            async def refused_since() -> dt.datetime | None:
+                status = await group_status(own_kube, namespace, "big")
+                for cond in status.get("conditions") or ():
+                    if (cond["type"], cond["status"], cond["reason"]) == (
+                        "Unschedulable",
+                        "True",
+                        c.Reason.NOT_ENOUGH_RESOURCES,
+                    ):
+                        return dt.datetime.fromisoformat(
+                            cond["lastTransitionTime"].replace("Z", "+00:00")
+                        )
+                return None
+
+            since = await wait_for(refused_since, 30, "the gang to be refused")
+            waited = (dt.datetime.now(dt.UTC) - since).total_seconds()
+            await asyncio.sleep(max(0.0, timeout - 8 - waited))  # most of the timeout, waited
+            fresh = OperatorProcess(
+                own_cluster.kubeconfig, tmp_path / "op-fresh.log", ["--webhooks", "off"]
+            )
+            replicas.append(fresh)
+            fresh.start()
+            fresh.wait_ready()
+            first.stop()  # SIGTERM: the Lease is handed over at once
+            assert await leader_among(own_kube, [fresh]) is fresh
+            led_at = time.monotonic()
+
+            async def timed_out() -> dict[str, Any] | None:
+                status = await group_status(own_kube, namespace, "big")
+                for cond in status.get("conditions") or ():
+                    if (
+                        cond["type"] == "Unschedulable"
+                        and cond["reason"] == c.Reason.SCHEDULE_TIMEOUT
+                    ):
+                        return dict(cond)
+                return None
+
+            # At the wait's own deadline (about 8 s on), well before a fresh 30 s would end.
+            cond = await wait_for(timed_out, timeout - 10, "the gang to time out")
+            print(f"\ntimed out {time.monotonic() - led_at:.1f}s after the new leader led")
+            assert f"not placed within {timeout}s" in cond["message"], cond
+            assert cond["lastTransitionTime"].replace("Z", "+00:00") == since.isoformat(), cond

@@ -65,7 +65,7 @@ from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingErr
 from podgroup_operator.domain.lifecycle import count_members
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly
-from podgroup_operator.domain.scheduling_status import Preempted, Verdict
+from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import (
     Binding,
@@ -270,6 +270,9 @@ class GangScheduler:
         self._stale: set[GroupKey] = set()
         """Groups whose entry must be built again: their pending members, the members in
         flight or the PodGroup changed since it was built."""
+        self._resuming = True
+        """Until the first queue is built: the waits found then began under an earlier leader
+        (or none), and resume from the status (`domain.scheduling_status.wait_started`)."""
         self.pending_key: dict[str, GroupKey] = {}
         """uid -> the bucket a pending pod sits in (its group may change with its labels)."""
         self.bound: dict[str, GroupKey] = {}
@@ -789,6 +792,7 @@ class GangScheduler:
                 self._queue.pop(key, None)
             else:
                 self._queue[key] = entry
+        self._resuming = False
         return self._queue
 
     def _queued(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> QueueEntry | None:
@@ -803,7 +807,12 @@ class GangScheduler:
             # No PodGroup yet (the status reconciler warns the pods), or a finished one: the
             # pods wait for an event, not for a timer.
             return None
-        self.waiting.setdefault(key, WaitState(since=now))
+        if key not in self.waiting:
+            # A wait that began under an earlier leader goes on from when it began; later,
+            # this leader sees every wait begin (a wait restored then could predate a restart
+            # whose status has not come back yet, and time the new gang out at once).
+            since = wait_started(group.status, now) if self._resuming else now
+            self.waiting[key] = WaitState(since=since)
         return QueueEntry(
             namespace=key[0],
             name=key[1],

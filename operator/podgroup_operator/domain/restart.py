@@ -46,7 +46,9 @@ The rules, in the words of the user documentation:
   a workload for the same reason, and coscheduling's Permit timeout rejects the waiting pods.
   RestartGang restarts it at once, charged (the timeout was its wait, so no backoff follows);
   FailGang fails it. NonStrict gangs hold members on purpose and are left alone. After a
-  failover the new leader's clock starts when it first sees the gang wait.
+  failover the new leader times the wait from when the status says it began (the
+  Unschedulable condition's turn to True: `scheduling_status.wait_started`), and says it
+  timed out at its first refusal past that.
 * No policy, or action None: nothing; the owner handles failures and the lifecycle reports Unknown.
 * FailGang: Failed at once, reason GangFailed.
 * RestartGang broken by a preemption (a higher-priority gang evicted it after its last restart;

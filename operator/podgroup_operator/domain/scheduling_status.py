@@ -145,9 +145,34 @@ def preempted_since(status: PodGroupStatus, fact: Preempted | None) -> datetime 
     return condition.last_transition_time
 
 
+def wait_started(status: PodGroupStatus, now: datetime) -> datetime:
+    """When the group's present wait for placement began, for a scheduler with no memory of it
+    (a new leader after a failover): the Unschedulable condition's turn to True with one of the
+    scheduler's reasons (a later reason, ScheduleTimeout, keeps that time), but not before the
+    last restart, which starts a new wait; else `now`.
+
+    Why: the scheduler times the wait in memory. Timed afresh by each new leader, a gang could
+    wait a whole timeout more per failover, and a Strict gang held partly bound past its
+    timeout is restarted only once the timeout is seen (domain/restart.py). The condition
+    turns True at the first refusal, a cycle after the wait began: at most that much late."""
+    condition = find_condition(status.conditions, ConditionType.UNSCHEDULABLE)
+    if (
+        condition is None
+        or condition.status != ConditionStatus.TRUE
+        or condition.reason not in SCHEDULER_REASONS
+        or condition.last_transition_time is None
+    ):
+        return now
+    started = condition.last_transition_time
+    if status.last_restart_time is not None and status.last_restart_time > started:
+        started = status.last_restart_time
+    return min(started, now)
+
+
 def timed_out_since(verdict: Verdict | None) -> datetime | None:
     """When the scheduler gave up waiting for the gang (its latest verdict is ScheduleTimeout),
-    else None. Memory only: after a failover the new leader times the wait afresh."""
+    else None. A new leader's scheduler gives that verdict again once its first refusal of the
+    gang finds the wait, restored from the status (`wait_started`), past the timeout."""
     if verdict is None or verdict.placed or verdict.reason is not Reason.SCHEDULE_TIMEOUT:
         return None
     return verdict.at

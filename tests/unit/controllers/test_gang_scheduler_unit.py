@@ -551,6 +551,64 @@ async def test_schedule_timeout_is_published_once_after_refusals() -> None:
     assert h.scheduler.waiting[(NS, "gang")].timed_out
 
 
+def _waiting_since(at: dt.datetime, **status: Any) -> dict[str, Any]:
+    """A Pending status whose Unschedulable condition turned True at `at` (a refusal)."""
+    refused = {
+        "type": "Unschedulable",
+        "status": "True",
+        "reason": c.Reason.NOT_ENOUGH_RESOURCES.value,
+        "message": "0/1 nodes are available",
+        "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return {"phase": "Pending", "conditions": [refused], **status}
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+async def test_a_new_leader_resumes_a_wait_that_began_under_the_last_one(restarted: bool) -> None:
+    """The gang was refused 4 s before this scheduler started (its status says so): it times
+    out 5 s after that, not 5 s after this scheduler first saw it. A restart since then starts
+    the wait anew."""
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    (hog,) = h.fake.seed(pod("hog", NS, requests={"cpu": 2}, node="n1", phase=c.PodPhase.RUNNING))
+    h.scheduler.on_pod("ADDED", hog)
+    extra = {"lastRestartTime": "2026-03-01T11:59:58Z"} if restarted else {}
+    status = _waiting_since(T0 - dt.timedelta(seconds=4), **extra)
+    h.add_group("gang", min_member=2, scheduleTimeoutSeconds=5, status=status)
+    h.add_pods("gang", 2, cpu=2)
+    h.clock.now = T0
+    await h.scheduler.cycle()
+    began = T0 - dt.timedelta(seconds=2 if restarted else 4)
+    assert h.scheduler.waiting[(NS, "gang")].since == began
+    h.clock.now = T0 + dt.timedelta(seconds=2)
+    await h.scheduler.cycle()
+    reasons = [v.reason for v in h.verdicts_for("gang")]
+    if restarted:
+        assert reasons == [c.Reason.NOT_ENOUGH_RESOURCES] * 2
+        h.clock.now = T0 + dt.timedelta(seconds=4)
+        await h.scheduler.cycle()
+        reasons = [v.reason for v in h.verdicts_for("gang")]
+    assert reasons[-1] == c.Reason.SCHEDULE_TIMEOUT
+
+
+async def test_a_wait_that_begins_under_this_leader_is_timed_from_now_whatever_the_status() -> None:
+    """After its first queue, a scheduler sees every wait begin: a status that says otherwise
+    (a refusal whose restart has not come back from the API yet) does not shorten it."""
+    h = Harness()
+    h.add_node("n1", cpu=4)
+    h.clock.now = T0
+    await h.scheduler.cycle()  # the first queue: empty
+    (hog,) = h.fake.seed(pod("hog", NS, requests={"cpu": 2}, node="n1", phase=c.PodPhase.RUNNING))
+    h.scheduler.on_pod("ADDED", hog)
+    status = _waiting_since(T0 - dt.timedelta(seconds=60))
+    h.add_group("gang", min_member=2, scheduleTimeoutSeconds=5, status=status)
+    h.add_pods("gang", 2, cpu=2)
+    h.clock.now = T0 + dt.timedelta(seconds=1)
+    await h.scheduler.cycle()
+    assert h.scheduler.waiting[(NS, "gang")].since == T0 + dt.timedelta(seconds=1)
+    assert [v.reason for v in h.verdicts_for("gang")] == [c.Reason.NOT_ENOUGH_RESOURCES]
+
+
 def _held_partly(h: Harness, **spec: Any) -> Body:
     """n1 with 4 cpu: a hog holds 1, two of `part`'s three members are bound (2 cpu, as by
     someone else), and its third needs 2 more. Returns the hog."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from podgroup_operator.api.models import Condition, PodGroupStatus
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
 from podgroup_operator.domain.conditions import find_condition
-from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
+from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict, wait_started
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 REFUSED = Verdict(placed=False, reason=Reason.NOT_ENOUGH_RESOURCES, message="short 1 node")
@@ -67,3 +68,34 @@ def test_an_unsupported_constraint_is_the_schedulers_reason_replaced_and_cleared
     assert short is not None and short.reason == Reason.NOT_ENOUGH_RESOURCES
     placed = unschedulable(apply_verdict(refused, Verdict(placed=True), 3, NOW, id_seed="g"))
     assert placed is not None and placed.status == ConditionStatus.FALSE
+
+
+def _refused(at: datetime, reason: Reason = Reason.NOT_ENOUGH_RESOURCES, **status: object) -> Any:
+    cond = Condition(
+        type=ConditionType.UNSCHEDULABLE,
+        status=ConditionStatus.TRUE,
+        reason=reason,
+        last_transition_time=at,
+    )
+    return PodGroupStatus(phase=Phase.PENDING, conditions=[cond], **status)
+
+
+def test_a_wait_resumes_from_the_scheduler_refusal_that_began_it() -> None:
+    began = NOW - timedelta(seconds=40)
+    assert wait_started(_refused(began), NOW) == began
+    # A timeout keeps the time the condition turned True.
+    assert wait_started(_refused(began, Reason.SCHEDULE_TIMEOUT), NOW) == began
+    # A restart since then began a new wait.
+    restarted = NOW - timedelta(seconds=10)
+    assert wait_started(_refused(began, last_restart_time=restarted), NOW) == restarted
+    # Never in the future (clocks of replicas differ).
+    assert wait_started(_refused(NOW + timedelta(seconds=5)), NOW) == NOW
+
+
+def test_no_scheduler_refusal_on_record_means_the_wait_begins_now() -> None:
+    assert wait_started(PodGroupStatus(phase=Phase.PENDING), NOW) == NOW
+    lifecycle = _refused(NOW - timedelta(seconds=40), Reason.NOT_ENOUGH_TASKS)
+    assert wait_started(lifecycle, NOW) == NOW
+    cleared = _refused(NOW - timedelta(seconds=40))
+    cleared.conditions[0].status = ConditionStatus.FALSE
+    assert wait_started(cleared, NOW) == NOW
