@@ -537,6 +537,25 @@ async def _wait_deleted(kube: KubeClient, pods: list[dict[str, Any]]) -> None:
     await wait_for(none_left, 30, f"{len(uids)} deleted pods to go")
 
 
+async def _free(
+    kube: KubeClient, rng: random.Random, placed: list[dict[str, Any]], divisor: int
+) -> list[dict[str, Any]]:
+    """Delete a random 1/`divisor` of the placed pods, so room comes and goes, and wait until
+    they are gone; `placed` keeps the others. Returns the deleted ones."""
+    freed = rng.sample(placed, len(placed) // divisor)
+    await asyncio.gather(*(_delete(kube, p) for p in freed))
+    await _wait_deleted(kube, freed)
+    placed[:] = [p for p in placed if p not in freed]
+    return freed
+
+
+def _assert_agreed(tally: Tally) -> None:
+    assert not tally.disagreements, "\n".join(
+        [f"seed {SEED}: {len(tally.disagreements)} disagreement(s)", *tally.disagreements]
+    )
+    assert not tally.invalid, tally.invalid
+
+
 async def _try(
     kube: KubeClient,
     pod: dict[str, Any],
@@ -648,16 +667,10 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
             if index % NODE_CHANGE_EVERY == NODE_CHANGE_EVERY - 1:
                 await _change_node(kube, index // NODE_CHANGE_EVERY)
             if index % FREE_EVERY == FREE_EVERY - 1 and placed:
-                freed = rng.sample(placed, len(placed) // 3)
-                await asyncio.gather(*(_delete(kube, p) for p in freed))
-                await _wait_deleted(kube, freed)
-                placed = [p for p in placed if p not in freed]
-    assert not tally.disagreements, "\n".join(
-        [f"seed {SEED}: {len(tally.disagreements)} disagreement(s)", *tally.disagreements]
-    )
+                await _free(kube, rng, placed, 3)
+    _assert_agreed(tally)
     # Every pod was decided, and both answers often, so agreement was not reached by never
     # deciding.
-    assert not tally.invalid, tally.invalid
     assert tally.placed >= 100 and tally.refused >= 50, tally
 
 
@@ -920,15 +933,9 @@ async def test_our_volume_filters_pass_exactly_the_nodes_kube_scheduler_may_choo
             claims = await _claims_for(kube, rng, made)
             await _try(kube, _volume_pod(rng, index, claims), tally, placed, count_limited=True)
             if index % FREE_EVERY == FREE_EVERY - 1 and placed:
-                freed = rng.sample(placed, len(placed) // 2)
-                await asyncio.gather(*(_delete(kube, p) for p in freed))
-                await _wait_deleted(kube, freed)
-                placed = [p for p in placed if p not in freed]
+                freed = await _free(kube, rng, placed, 2)
                 await _recycle(kube, rng, freed, made, {v["metadata"]["name"]: v for v in volumes})
-    assert not tally.disagreements, "\n".join(
-        [f"seed {SEED}: {len(tally.disagreements)} disagreement(s)", *tally.disagreements]
-    )
-    assert not tally.invalid, tally.invalid
+    _assert_agreed(tally)
     assert tally.placed >= 20 and tally.refused >= 20, tally
     assert tally.limited >= 2, tally
 
@@ -1103,14 +1110,8 @@ async def test_our_attach_limits_pass_exactly_the_nodes_kube_scheduler_may_choos
             pod = _attach_pod(rng, index, claims)
             await _try(kube, pod, tally, placed, count_limited=True)
             if index % ATTACH_FREE_EVERY == ATTACH_FREE_EVERY - 1 and placed:
-                freed = rng.sample(placed, len(placed) // 2)
-                await asyncio.gather(*(_delete(kube, p) for p in freed))
-                await _wait_deleted(kube, freed)
-                placed = [p for p in placed if p not in freed]
-    assert not tally.disagreements, "\n".join(
-        [f"seed {SEED}: {len(tally.disagreements)} disagreement(s)", *tally.disagreements]
-    )
-    assert not tally.invalid, tally.invalid
+                await _free(kube, rng, placed, 2)
+    _assert_agreed(tally)
     assert tally.placed >= 15 and tally.refused >= 5 and tally.limited >= 10, tally
 
 

@@ -65,21 +65,32 @@ def storage_class(name: str, mode: str) -> dict[str, Any]:
     }
 
 
-def local_pv(name: str, klass: str, host: str) -> dict[str, Any]:
-    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [host]}]}
+def volume(
+    name: str, klass: str, labels: dict[str, str] | None = None, **source: Any
+) -> dict[str, Any]:
+    """A 1Gi ReadWriteOnce PV, retained; `source` is the volume's type and placement fields."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels or {}},
         "spec": {
             "storageClassName": klass,
             "capacity": {"storage": "1Gi"},
             "accessModes": ["ReadWriteOnce"],
             "persistentVolumeReclaimPolicy": "Retain",
-            "local": {"path": f"/mnt/disks/{name}"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            **source,
         },
     }
+
+
+def local_pv(name: str, klass: str, host: str) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [host]}]}
+    return volume(
+        name,
+        klass,
+        local={"path": f"/mnt/disks/{name}"},
+        nodeAffinity={"required": {"nodeSelectorTerms": [term]}},
+    )
 
 
 def claim(name: str, klass: str) -> dict[str, Any]:
@@ -97,6 +108,38 @@ def claim(name: str, klass: str) -> dict[str, Any]:
 
 def mounting(claim_name: str) -> list[dict[str, Any]]:
     return [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+
+
+async def gang_of_one(
+    kube: KubeClient, namespace: str, name: str, claim_name: str, selector: dict[str, str]
+) -> None:
+    """A PodGroup of one and its member `<name>-0` for our scheduler, mounting the claim, on
+    nodes with these labels."""
+    await create_group(kube, namespace, name, min_member=1)
+    await create_pod(
+        kube,
+        namespace,
+        f"{name}-0",
+        group=name,
+        requests={"cpu": "1"},
+        scheduler=c.SCHEDULER_NAME,
+        nodeSelector=selector,
+        volumes=mounting(claim_name),
+    )
+
+
+async def node_of(kube: KubeClient, namespace: str, pod_name: str) -> str | None:
+    pod = await kube.get(PODS, pod_name, namespace)
+    return pod["spec"].get("nodeName")
+
+
+async def refusal(kube: KubeClient, namespace: str, group: str) -> str | None:
+    """The Unschedulable message while the scheduler refuses the gang, else None (until its pod
+    is seen, the lifecycle's NotEnoughTasks may come first)."""
+    conditions = (await group_status(kube, namespace, group)).get("conditions") or []
+    cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
+    refused = cond and cond["status"] == "True" and cond["reason"] == NOT_ENOUGH_RESOURCES
+    return cond["message"] if cond and refused else None
 
 
 async def test_wait_for_first_consumer_claim_binds_the_static_local_pv_and_its_pod_lands_there(
@@ -147,14 +190,9 @@ async def test_an_unbound_immediate_claim_keeps_its_gang_waiting_naming_the_clai
         await create_group(kube, namespace, "job", min_member=1)
         await gang_pods(kube, namespace, "job", 1, name, group="job", volumes=mounting("scratch"))
 
-        async def waiting() -> str | None:
-            conditions = (await group_status(kube, namespace, "job")).get("conditions") or []
-            cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
-            # Until its pod is seen, the lifecycle's NotEnoughTasks may come first.
-            refused = cond and cond["status"] == "True" and cond["reason"] == NOT_ENOUGH_RESOURCES
-            return cond["message"] if cond and refused else None
-
-        message = await wait_for(waiting, 30, "the gang to wait for its claim")
+        message = await wait_for(
+            lambda: refusal(kube, namespace, "job"), 30, "the gang to wait for its claim"
+        )
         assert "waiting for PVC 'scratch' to be bound" in message, message
         refused = await scheduling_attempts(operator, "refused")
         await wait_scheduling_attempts(operator, "refused", since=refused, more=2)
@@ -231,18 +269,7 @@ async def test_a_bound_claims_pv_zone_label_keeps_its_pod_in_that_zone(
     suffix = uuid.uuid4().hex[:6]
     klass, pv_name, zone = f"disk-{suffix}", f"pv-{suffix}", "topology.kubernetes.io/zone"
     shared = {"shared": namespace}
-    pv = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": pv_name, "labels": {zone: "b"}},
-        "spec": {
-            "storageClassName": klass,
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": {"path": f"/mnt/disks/{pv_name}"},
-        },
-    }
+    pv = volume(pv_name, klass, {zone: "b"}, hostPath={"path": f"/mnt/disks/{pv_name}"})
     async with (
         pool(kube, count=1, cpu="8", memory="16Gi", labels={**shared, zone: "a"}) as (a, _),
         pool(kube, count=1, cpu="8", memory="16Gi", labels={**shared, zone: "b"}) as (b, _),
@@ -260,38 +287,13 @@ async def test_a_bound_claims_pv_zone_label_keeps_its_pod_in_that_zone(
             return pvc.get("status", {}).get("phase") == "Bound"
 
         await wait_for(claim_bound, 30, "the claim to be Bound")
-        await create_group(kube, namespace, "db", min_member=1)
-        await create_pod(
-            kube,
-            namespace,
-            "db-0",
-            group="db",
-            requests={"cpu": "1"},
-            scheduler=c.SCHEDULER_NAME,
-            nodeSelector=shared,
-            volumes=mounting("data"),
-        )
-
-        async def pod_bound() -> str | None:
-            pod = await kube.get(PODS, "db-0", namespace)
-            return pod["spec"].get("nodeName")
-
-        assert await wait_for(pod_bound, 30, "the pod to be bound") == node_b
+        await gang_of_one(kube, namespace, "db", "data", shared)
+        bound = await wait_for(lambda: node_of(kube, namespace, "db-0"), 30, "the pod to be bound")
+        assert bound == node_b
 
 
 def csi_pv(name: str, klass: str, driver: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": {
-            "storageClassName": klass,
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "csi": {"driver": driver, "volumeHandle": f"handle-{name}"},
-        },
-    }
+    return volume(name, klass, csi={"driver": driver, "volumeHandle": f"handle-{name}"})
 
 
 def csi_node(name: str, driver: str, count: int) -> dict[str, Any]:
@@ -343,41 +345,12 @@ async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volu
             requests={"cpu": "6"},
             volumes=mounting("data-0"),
         )
-        for gang in ("first", "second"):
-            await create_group(kube, namespace, gang, min_member=1)
-        await create_pod(
-            kube,
-            namespace,
-            "first-0",
-            group="first",
-            requests={"cpu": "1"},
-            scheduler=c.SCHEDULER_NAME,
-            nodeSelector=shared,
-            volumes=mounting("data-1"),
+        await gang_of_one(kube, namespace, "first", "data-1", shared)
+        bound = await wait_for(lambda: node_of(kube, namespace, "first-0"), 30, "first-0 bound")
+        assert bound == node_b
+        await gang_of_one(kube, namespace, "second", "data-2", shared)
+        message = await wait_for(
+            lambda: refusal(kube, namespace, "second"), 30, "the second gang to wait"
         )
-
-        async def bound(pod_name: str) -> str | None:
-            pod = await kube.get(PODS, pod_name, namespace)
-            return pod["spec"].get("nodeName")
-
-        assert await wait_for(lambda: bound("first-0"), 30, "first-0 to be bound") == node_b
-        await create_pod(
-            kube,
-            namespace,
-            "second-0",
-            group="second",
-            requests={"cpu": "1"},
-            scheduler=c.SCHEDULER_NAME,
-            nodeSelector=shared,
-            volumes=mounting("data-2"),
-        )
-
-        async def waiting() -> str | None:
-            conditions = (await group_status(kube, namespace, "second")).get("conditions") or []
-            cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
-            refused = cond and cond["status"] == "True" and cond["reason"] == NOT_ENOUGH_RESOURCES
-            return cond["message"] if cond and refused else None
-
-        message = await wait_for(waiting, 30, "the second gang to wait")
         assert "2 node(s) exceed max volume count" in message, message
-        assert not await bound("second-0")
+        assert not await node_of(kube, namespace, "second-0")

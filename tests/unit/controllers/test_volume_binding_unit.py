@@ -181,6 +181,12 @@ class World:
         self.fake.seed(bound)
         self.watch_claim(claim_name)
 
+    def selected_node(self, claim_name: str) -> str | None:
+        """The node the scheduler asked the claim's provisioner for, if any."""
+        pvc = self.fake.get_object(PERSISTENT_VOLUME_CLAIMS, claim_name, NS)
+        assert pvc is not None
+        return (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE_ANNOTATION)
+
     def node_of(self, name: str) -> str | None:
         stored = self.fake.get_object(PODS, name, NS)
         assert stored is not None
@@ -269,16 +275,11 @@ async def test_dynamic_provisioning_annotates_the_claim_with_the_chosen_node() -
 
     cycle = asyncio.create_task(world.scheduler.cycle())
 
-    def annotated() -> str | None:
-        pvc = world.fake.get_object(PERSISTENT_VOLUME_CLAIMS, "data", NS)
-        assert pvc is not None
-        return (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE_ANNOTATION)
-
-    await until(lambda: annotated() is not None, "the claim to name its node")
+    await until(lambda: world.selected_node("data") is not None, "the claim to name its node")
     assert world.binds() == 0
     world.pv_controller_binds("data")
     await asyncio.wait_for(cycle, 2)
-    assert world.node_of("job-0") == annotated()
+    assert world.node_of("job-0") == world.selected_node("data")
 
 
 async def test_an_unbound_immediate_claim_waits_and_names_the_claim_without_any_write() -> None:
@@ -368,13 +369,8 @@ async def test_csinode_limits_and_running_pods_claims_keep_a_gang_off_a_full_nod
 
     cycle = asyncio.create_task(world.scheduler.cycle())
 
-    def annotated() -> str | None:
-        pvc = world.fake.get_object(PERSISTENT_VOLUME_CLAIMS, "data", NS)
-        assert pvc is not None
-        return (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE_ANNOTATION)
-
-    await until(lambda: annotated() is not None, "the claim to name its node")
-    assert annotated() == "n1"
+    await until(lambda: world.selected_node("data") is not None, "the claim to name its node")
+    assert world.selected_node("data") == "n1"
     world.pv_controller_binds("data")
     await asyncio.wait_for(cycle, 2)
     assert world.node_of("job-0") == "n1"

@@ -67,3 +67,17 @@ def overcommitted(
 
 def uid_of(raw: Mapping[str, Any]) -> str:
     return str(raw["metadata"]["uid"])
+
+
+def pvc(name: str, size: str = "10Gi", klass: str = "local", **spec: Any) -> dict[str, Any]:
+    """A PersistentVolumeClaim in `default`, ReadWriteOnce; extra keywords are spec fields."""
+    return {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "storageClassName": klass,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": size}},
+            **spec,
+        },
+    }

@@ -22,7 +22,7 @@ from podgroup_operator.scheduling.volumes import (
     volume_claim,
 )
 from tests.builders import node, pod
-from tests.unit.scheduling.helpers import gang
+from tests.unit.scheduling.helpers import gang, pvc
 
 DRIVER = "disk.csi.example.com"
 KEY = f"attachable-volumes-csi-{DRIVER}"
@@ -34,17 +34,8 @@ WFFC_STATIC = {
 EXCEEDED = "node(s) exceed max volume count"
 
 
-def pvc(name: str, klass: str = "disk", **spec: Any) -> dict[str, Any]:
-    return {
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "storageClassName": klass,
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}},
-            **spec,
-        },
-    }
+def claim(name: str, klass: str = "disk", **spec: Any) -> dict[str, Any]:
+    return pvc(name, "1Gi", klass, **spec)
 
 
 def csi_pv(
@@ -135,7 +126,7 @@ def test_the_counting_rule() -> None:
 
 def test_members_with_provisioned_claims_spread_over_nodes_past_their_limit() -> None:
     snapshot = nodes_with_limit(2, "n0", "n1")
-    models = [volume_claim(pvc(f"data-{i}"), WFFC_CSI) for i in range(4)]
+    models = [volume_claim(claim(f"data-{i}"), WFFC_CSI) for i in range(4)]
     pods = [mounting(f"job-{i}", f"data-{i}") for i in range(4)]
     outcome = place_group(gang("job", pods, claims=claims(*models)), snapshot)
     assert isinstance(outcome, Placement)
@@ -148,7 +139,7 @@ def test_members_with_provisioned_claims_spread_over_nodes_past_their_limit() ->
 
 def test_a_gang_with_more_volumes_than_the_nodes_take_is_refused_saying_why() -> None:
     snapshot = nodes_with_limit(1, "n0", "n1")
-    models = [volume_claim(pvc(f"data-{i}"), WFFC_CSI) for i in range(3)]
+    models = [volume_claim(claim(f"data-{i}"), WFFC_CSI) for i in range(3)]
     pods = [mounting(f"job-{i}", f"data-{i}") for i in range(3)]
     outcome = place_group(gang("job", pods, claims=claims(*models)), snapshot)
     assert isinstance(outcome, Refusal)
@@ -163,13 +154,13 @@ def test_running_pods_volumes_count_and_a_shared_volume_counts_once() -> None:
     snapshot.set_csi_limits("n0", {KEY: 1})
     snapshot.set_csi_limits("n1", {KEY: 1})
     assert snapshot.node_attachments("n0") == {f"{DRIVER}/vol-pv-old": KEY}
-    fresh = volume_claim(pvc("data"), WFFC_CSI)
+    fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
     assert outcome.bindings[0].node == "n1"  # n0 is emptier of cpu but at its limit
     outcome.undo()
     # The running pod's own volume, mounted again (ReadWriteMany), adds nothing to n0.
-    shared = volume_claim(pvc("old-data", volumeName="pv-old"), WFFC_CSI)
+    shared = volume_claim(claim("old-data", volumeName="pv-old"), WFFC_CSI)
     outcome = place_group(
         gang("job", [mounting("job-0", "old-data")], claims=claims(shared)), snapshot
     )
@@ -186,7 +177,7 @@ def test_the_limit_comes_from_the_csinode_over_the_nodes_allocatable(source: str
     snapshot.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
     if source == "csinode":
         snapshot.set_csi_limits("n0", {KEY: 5})  # the CSINode says more: it wins
-    fresh = volume_claim(pvc("data"), WFFC_CSI)
+    fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
     assert outcome.bindings[0].node == ("n1" if source == "allocatable" else "n0")
@@ -198,7 +189,7 @@ def test_a_volume_that_is_not_csi_counts_nothing() -> None:
     snapshot.set_volume(persistent_volume(host_path_pv("pv-old", "old-data")))
     snapshot.set_csi_limits("n0", {KEY: 1})
     assert snapshot.node_attachments("n0") == {}
-    fresh = volume_claim(pvc("data"), WFFC_CSI)
+    fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
     assert outcome.bindings[0].node == "n0"
@@ -213,7 +204,7 @@ def test_a_running_pods_claim_not_bound_yet_counts_as_its_provisioners() -> None
     assert snapshot.node_attachments("n0") == {}
     snapshot.set_claim_provisioner(("default", "old-data"), DRIVER)
     assert list(snapshot.node_attachments("n0").values()) == [KEY]
-    fresh = volume_claim(pvc("data"), WFFC_CSI)
+    fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
     assert outcome.bindings[0].node == "n1"
@@ -230,7 +221,7 @@ def test_a_static_csi_pv_chosen_for_a_claim_counts_as_its_driver() -> None:
     snapshot.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data", klass="static")))
     snapshot.set_volume(persistent_volume(csi_pv("pv-free", klass="static")))
     snapshot.set_csi_limits("n0", {KEY: 1})
-    fresh = volume_claim(pvc("data", klass="static"), WFFC_STATIC)
+    fresh = volume_claim(claim("data", klass="static"), WFFC_STATIC)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
     binding = outcome.bindings[0]

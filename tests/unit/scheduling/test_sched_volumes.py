@@ -16,7 +16,7 @@ from podgroup_operator.scheduling.volumes import (
     volume_claim,
 )
 from tests.builders import node, pod
-from tests.unit.scheduling.helpers import gang
+from tests.unit.scheduling.helpers import gang, pvc
 
 GI = 1024**3
 HOST = "kubernetes.io/hostname"
@@ -40,19 +40,6 @@ def local_pv(name: str, host: str, size: str, klass: str = "local", **spec: Any)
             **spec,
         },
         "status": {"phase": "Available"},
-    }
-
-
-def pvc(name: str, size: str = "10Gi", klass: str = "local", **spec: Any) -> dict[str, Any]:
-    return {
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "storageClassName": klass,
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": size}},
-            **spec,
-        },
     }
 
 
