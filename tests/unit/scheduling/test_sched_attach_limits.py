@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
+from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preemption
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import (
     VolumeAction,
@@ -227,3 +229,26 @@ def test_a_static_csi_pv_chosen_for_a_claim_counts_as_its_driver() -> None:
     binding = outcome.bindings[0]
     assert binding.node == "n1"
     assert [(d.action, d.volume) for d in binding.volumes] == [(VolumeAction.BIND, "pv-free")]
+
+
+def test_preemption_frees_a_nodes_attach_slot_for_a_higher_priority_gang() -> None:
+    """As kube-scheduler's preemption runs its filters with victims removed, ours evicts the
+    lower-priority gang whose volume takes the node's one slot, though cpu is plentiful."""
+    low = pod(
+        "low",
+        group="low",
+        node="n0",
+        phase="Running",
+        priority=0,
+        volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "old-data"}}],
+    )
+    snapshot = Snapshot.build([node("n0")], [low], gang_of=group_key_of)
+    snapshot.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
+    snapshot.set_csi_limits("n0", {KEY: 1})
+    fresh = volume_claim(claim("data"), WFFC_CSI)
+    high = gang("high", [mounting("high-0", "data")], claims=claims(fresh), priority=1000)
+    assert isinstance(place_group(high, snapshot), Refusal)
+    plan = plan_preemption(high, snapshot)
+    assert isinstance(plan, PreemptionPlan), plan
+    assert [v.gang for v in plan.victims] == [("default", "low")]
+    assert [b.node for b in plan.nominations] == ["n0"]
