@@ -222,6 +222,13 @@ class Informer:
     missing: str = ""
     """What to do when the server does not serve the kind at all (404 on a list), e.g. install
     the CRD: the log then says so instead of the API server's "404 page not found"."""
+    optional: str = ""
+    """For a kind the operator can do without, what goes missing without it. When a list is
+    refused (403: the ClusterRole of an older release) or the kind is not served (404), the
+    informer counts as synced, its store empty, and says so once with this text; it keeps
+    listing, backed off, and a list that succeeds later brings the objects as ADDED events.
+    Why: "synced" gates leadership, so a required kind refused would stop every gang in the
+    cluster until the RBAC is fixed."""
 
     def __post_init__(self) -> None:
         self.name = self.name or self.kind.plural
@@ -280,6 +287,11 @@ class Informer:
                 logger.info("%s: resourceVersion expired; listing again", self.name)
             except Exception as exc:
                 failures += 1
+                if self.optional and not self.synced.is_set() and _unavailable(exc):
+                    logger.warning(
+                        "%s: %s; going on without it: %s", self.name, _short(exc), self.optional
+                    )
+                    self.synced.set()
                 await self._back_off(failures, exc, "list", "again")
 
     async def _watch_until_gone(self) -> None:
@@ -450,6 +462,12 @@ class Informer:
                 _short(exc),
                 exc_info=self.stats.handler_errors <= 3,  # a traceback for the first few only
             )
+
+
+def _unavailable(exc: Exception) -> bool:
+    """A list that cannot succeed until the cluster changes: refused (403) or not served
+    (404)."""
+    return isinstance(exc, ApiError) and (exc.forbidden or exc.not_found)
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:

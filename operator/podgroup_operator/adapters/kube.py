@@ -59,6 +59,11 @@ class ApiError(Exception):
         return self.status == 404 or self.reason == c.StatusReason.NOT_FOUND
 
     @property
+    def forbidden(self) -> bool:
+        """403: the credentials may not do this (RBAC)."""
+        return self.status == 403
+
+    @property
     def conflict(self) -> bool:
         """409: a precondition or resourceVersion that no longer holds, a pod already bound
         (the binding subresource), or a name taken (`already_exists`)."""

@@ -186,7 +186,13 @@ class Informers:
             volumes=Informer(kube, PERSISTENT_VOLUMES, without_managed_fields),
             claims=Informer(kube, PERSISTENT_VOLUME_CLAIMS, without_managed_fields),
             storage_classes=Informer(kube, STORAGE_CLASSES, without_managed_fields),
-            csi_nodes=Informer(kube, CSI_NODES, slim_csi_node),
+            csi_nodes=Informer(
+                kube,
+                CSI_NODES,
+                slim_csi_node,
+                optional="attach limits are not counted until the operator may list and "
+                f"watch {CSI_NODES.plural}.{CSI_NODES.group} (deploy/base/rbac.yaml)",
+            ),
             pdbs=Informer(kube, PDBS, without_managed_fields, fallbacks=(PDBS_V1BETA1,)),
         )
 

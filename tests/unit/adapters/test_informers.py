@@ -16,7 +16,14 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters import informers
 from podgroup_operator.adapters.informers import Informer, object_key
-from podgroup_operator.adapters.kube import PDBS, PDBS_V1BETA1, PODGROUPS, PODS, KubeClient
+from podgroup_operator.adapters.kube import (
+    CSI_NODES,
+    PDBS,
+    PDBS_V1BETA1,
+    PODGROUPS,
+    PODS,
+    KubeClient,
+)
 from podgroup_operator.adapters.slim import SharedValues, slim_pod, without_managed_fields
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
@@ -532,3 +539,47 @@ def test_the_operators_pod_informer_shares_what_pods_hold_alike() -> None:
     first, second = (informers.pods.slim(_template_pod(n, owner="job")) for n in ("a", "b"))
     assert second["spec"]["containers"] is first["spec"]["containers"]
     assert second["metadata"]["labels"] is first["metadata"]["labels"]
+
+
+async def test_csinodes_refused_by_an_older_clusterrole_do_not_hold_the_operator_back(
+    api: FakeApiServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new release run under the ClusterRole of an older one: the CSINode list is refused
+    (403). The informer counts as synced (synced gates leadership, so every gang would wait),
+    says once what goes missing and how to fix it, and fills its store once the list is let
+    through."""
+    monkeypatch.setattr(informers, "RETRY", Backoff(initial_seconds=0.01, max_seconds=0.01))
+    api.inject_error("GET", CSI_NODES.path(), 403, "Forbidden", "csinodes is forbidden", times=3)
+    built = Informers.build(KubeClient(api))
+    api.seed({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n0"}})
+    seen: list[str] = []
+    built.csi_nodes.add_handler(lambda kind, obj, old: seen.append(obj["metadata"]["name"]))
+    task = asyncio.create_task(built.csi_nodes.run())
+    try:
+        await asyncio.wait_for(built.csi_nodes.synced.wait(), 1)
+        assert len(built.csi_nodes.store) == 0
+        await until(lambda: seen, "the store to fill once the list is let through")
+        assert seen == ["n0"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    going_on = [r.getMessage() for r in caplog.records if "going on without it" in r.getMessage()]
+    assert len(going_on) == 1, going_on
+    assert "csinodes.storage.k8s.io" in going_on[0] and "403" in going_on[0]
+
+
+async def test_a_required_kind_refused_is_not_counted_synced(
+    api: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pods are not optional: a refused pod list keeps the informer unsynced (the operator
+    does not lead on a cluster it cannot see), and retries."""
+    monkeypatch.setattr(informers, "RETRY", Backoff(initial_seconds=0.01, max_seconds=0.01))
+    api.inject_error("GET", PODS.path(), 403, "Forbidden", "pods is forbidden", times=1000)
+    built = Informers.build(KubeClient(api))
+    task = asyncio.create_task(built.pods.run())
+    try:
+        await until(lambda: built.pods.stats.failures >= 5, "five refused lists")
+        assert not built.pods.synced.is_set()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
