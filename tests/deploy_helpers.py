@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from podgroup_operator.adapters.kube import ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, ApiError, Kind, KubeClient
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
-from podgroup_operator.manifests import CONFIG_NAMES
+from podgroup_operator.manifests import CONFIG_NAMES, OPERATOR_NAMESPACE
 from tests.conftest import REPO
 
 KUBECTL = Path(sys.executable).with_name("kubectl")
@@ -167,6 +167,18 @@ def binding_to_user(role: dict[str, Any], user: str, name: str) -> dict[str, Any
     if "namespace" in role["metadata"]:
         body["metadata"]["namespace"] = role["metadata"]["namespace"]
     return body
+
+
+async def ensure_operator_namespace(kube: KubeClient) -> None:
+    """The install's namespace, created unless an earlier test made it."""
+    try:
+        await kube.create(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+        )
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
 
 
 @asynccontextmanager

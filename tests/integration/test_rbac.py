@@ -13,7 +13,8 @@ may only read them and update their caBundle, never create or delete them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,7 +23,6 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     EVENTS,
-    NAMESPACES,
     PODGROUPS,
     PODS,
     ApiError,
@@ -36,6 +36,7 @@ from tests.builders import podgroup
 from tests.conftest import ClusterUnderTest, OperatorProcess
 from tests.deploy_helpers import (
     DEPLOY,
+    ensure_operator_namespace,
     find,
     render,
     roles_bound_to_user,
@@ -83,28 +84,31 @@ def non_admin_operator(
         operator.wait_ready()
 
 
+@asynccontextmanager
+async def _serving_as_user(
+    kube: KubeClient, restricted: Restricted, documents: list[dict[str, Any]]
+) -> AsyncIterator[None]:
+    """The rendered install's roles bound to USER, its webhook configurations installed by an
+    admin (as deploy/ does; the CA is the one the local operator signs with) and the
+    restricted operator started and ready; roles and configurations restored afterwards."""
+    await ensure_operator_namespace(kube)
+    async with (
+        roles_bound_to_user(kube, documents, USER),
+        webhook_configurations_restored(kube),
+    ):
+        ca = ensure_ca(OperatorSettings().webhook_cert_dir).read_bytes()
+        await install_local(kube, restricted.webhook_url, ca)
+        restricted.process.start()
+        await asyncio.to_thread(restricted.process.wait_ready)
+        yield
+
+
 async def test_operator_runs_with_the_deploy_cluster_role(
     kube: KubeClient, non_admin_operator: Restricted, namespace: str, cluster: ClusterUnderTest
 ) -> None:
     documents = render(DEPLOY)
     assert find(documents, "Role")["metadata"]["namespace"] == OPERATOR_NAMESPACE
-    try:
-        await kube.create(
-            NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
-        )
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-    async with (
-        roles_bound_to_user(kube, documents, USER),
-        webhook_configurations_restored(kube),
-    ):
-        # Installed by an admin, as deploy/ does; the CA is the one the local operator signs with.
-        ca = ensure_ca(OperatorSettings().webhook_cert_dir).read_bytes()
-        await install_local(kube, non_admin_operator.webhook_url, ca)
-        non_admin_operator.process.start()
-        await asyncio.to_thread(non_admin_operator.process.wait_ready)
+    async with _serving_as_user(kube, non_admin_operator, documents):
         await _runs_a_gang_and_answers_webhooks(kube, non_admin_operator.process, namespace)
         assert cluster.state is not None
         await _may_count_up_its_events(kube, cluster.state.kubeconfig_for(USER), namespace)
@@ -188,22 +192,7 @@ async def test_operator_leads_under_an_older_cluster_role_without_csinodes(
     for rule in role["rules"]:
         rule["resources"] = [r for r in rule["resources"] if r != "csinodes"]
     role["rules"] = [rule for rule in role["rules"] if rule["resources"]]
-    try:
-        await kube.create(
-            NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
-        )
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-    async with (
-        roles_bound_to_user(kube, documents, USER),
-        webhook_configurations_restored(kube),
-    ):
-        ca = ensure_ca(OperatorSettings().webhook_cert_dir).read_bytes()
-        await install_local(kube, non_admin_operator.webhook_url, ca)
-        non_admin_operator.process.start()
-        await asyncio.to_thread(non_admin_operator.process.wait_ready)
+    async with _serving_as_user(kube, non_admin_operator, documents):
         await _runs_a_gang_and_answers_webhooks(
             kube, non_admin_operator.process, namespace, withheld="csinodes"
         )

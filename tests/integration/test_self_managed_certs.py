@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
+from podgroup_operator.adapters.kube import ApiError, KubeClient
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS, kind_of
 from podgroup_operator.adapters.webhook_tls import SECRETS, bundle_from_secret, secret_for
 from podgroup_operator.devcluster.process import OperatorProcess
@@ -39,6 +39,7 @@ from podgroup_operator.tls import SERVING_VALIDITY, TlsBundle, plan_webhook_tls,
 from tests.conftest import ClusterUnderTest
 from tests.deploy_helpers import (
     DEPLOY,
+    ensure_operator_namespace,
     render,
     roles_bound_to_user,
     webhook_configurations_restored,
@@ -88,14 +89,7 @@ async def test_the_operator_makes_serves_trusts_and_rotates_its_certificate(
 ) -> None:
     if cluster.state is None:
         pytest.fail("needs the dev cluster's static identities (PODGROUP_TEST_KUBECONFIG set)")
-    try:
-        await kube.create(
-            NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
-        )
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
+    await ensure_operator_namespace(kube)
     try:
         await kube.delete(SECRETS, SECRET, OPERATOR_NAMESPACE)
     except ApiError as exc:
