@@ -25,6 +25,9 @@ OPERATOR_NAME = "podgroup-operator"
 """Field manager, event source component and the prefix of every object the operator owns."""
 SCHEDULER_NAME = "podgroup-scheduler"
 """`spec.schedulerName` of the pods placed by the bundled gang scheduler."""
+MAX_PD_VOLUMES_ENV = "KUBE_MAX_PD_VOLS"
+"""kube-scheduler's environment variable for every node's limit of in-tree disks (EBS, GCE PD,
+Azure Disk) where the node's allocatable sets none; the operator reads the same one."""
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 BIND_CONCURRENCY = 32
 """Binds in flight when the pacer starts, and the fewest it goes down to (scheduling/pacing.py;

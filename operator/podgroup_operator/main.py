@@ -17,7 +17,12 @@ from podgroup_operator import constants as c
 from podgroup_operator import logs
 from podgroup_operator.adapters import heap
 from podgroup_operator.local import is_dev_cluster_kubeconfig
-from podgroup_operator.settings import OperatorSettings, WebhookCerts, WebhookMode
+from podgroup_operator.settings import (
+    OperatorSettings,
+    WebhookCerts,
+    WebhookMode,
+    max_pd_volumes_from_env,
+)
 
 
 def resolve_webhook_mode(mode: WebhookMode) -> WebhookMode:
@@ -76,6 +81,11 @@ def run(
         webhook_port=webhook_port,
         webhook_certs=WebhookCerts(webhook_certs),
     )
+    try:
+        settings.max_pd_volumes = max_pd_volumes_from_env(os.environ.get(c.MAX_PD_VOLUMES_ENV))
+    except ValueError as exc:
+        print(f"podgroup-operator: {exc}", file=sys.stderr)
+        return 2
     if cluster_cert_dir:
         settings.cluster_cert_dir = Path(cluster_cert_dir)
     if lease_namespace:

@@ -79,6 +79,10 @@ class OperatorSettings:
     """Where the Lease lives: the operator's own namespace in a cluster (deploy/ sets
     POD_NAMESPACE), else kube-system, which every cluster has (as kube-scheduler's)."""
 
+    max_pd_volumes: int | None = None
+    """Every node's limit of in-tree disks where its allocatable sets none (`KUBE_MAX_PD_VOLS`,
+    as kube-scheduler reads it: `max_pd_volumes_from_env`); None keeps upstream's defaults."""
+
     @property
     def status_worker_count(self) -> int:
         """Status reconciles of groups whose members changed phase (the urgent lane) that may
@@ -100,3 +104,25 @@ class OperatorSettings:
     def most_binds_in_flight(self) -> int:
         """The fixed `bind_concurrency`, or the most the pacer may allow."""
         return self.bind_concurrency or c.BIND_CONCURRENCY_CEILING
+
+
+def max_pd_volumes_from_env(raw: str | None) -> int | None:
+    """`KUBE_MAX_PD_VOLS` as a limit, None when unset or empty.
+
+    kube-scheduler logs a bad value and goes on with its defaults; the operator refuses to
+    start instead, since running with limits other than the scheduler beside it was told to
+    use is the kind of quiet difference nobody finds.
+    """
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(
+            f"{c.MAX_PD_VOLUMES_ENV}={raw!r}: must be a positive whole number (how many in-tree "
+            "disks a node attaches, where its allocatable does not say); unset it for "
+            "kube-scheduler's defaults"
+        )
+    return value

@@ -354,3 +354,70 @@ async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volu
         )
         assert "2 node(s) exceed max volume count" in message, message
         assert not await node_of(kube, namespace, "second-0")
+
+
+EBS_LIMIT_KEY = "attachable-volumes-aws-ebs"
+
+
+def ebs(volume_id: str) -> list[dict[str, Any]]:
+    return [{"name": "disk", "awsElasticBlockStore": {"volumeID": volume_id}}]
+
+
+async def gang_of_ebs(
+    kube: KubeClient, namespace: str, name: str, volume_ids: list[str], selector: dict[str, str]
+) -> None:
+    """A PodGroup for our scheduler whose member `<name>-<i>` mounts EBS volume `volume_ids[i]`
+    inline, on nodes with these labels."""
+    await create_group(kube, namespace, name, min_member=len(volume_ids))
+    for i, volume_id in enumerate(volume_ids):
+        await create_pod(
+            kube,
+            namespace,
+            f"{name}-{i}",
+            group=name,
+            requests={"cpu": "1"},
+            scheduler=c.SCHEDULER_NAME,
+            nodeSelector=selector,
+            volumes=ebs(volume_id),
+        )
+
+
+async def test_inline_ebs_volumes_keep_their_mounts_apart_and_their_nodes_under_the_limit(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """Two nodes that attach two EBS volumes each (their allocatable says so); a pod on the
+    fuller node a already mounts vol-a. As kube-scheduler's VolumeRestrictions and EBSLimits
+    would: a gang whose two members mount one volume is split over both nodes; the next gang's
+    new volume goes to b, as a is at its limit; then a gang mounting a volume in use on both
+    nodes waits on the conflict, and one with yet another volume on the limit."""
+    limited = {"shared": namespace}
+    async with (
+        pool(kube, count=1, cpu="8", labels=limited, extended={EBS_LIMIT_KEY: "2"}) as (a, _),
+        pool(kube, count=1, cpu="8", labels=limited, extended={EBS_LIMIT_KEY: "2"}) as (b, _),
+    ):
+        node_a, node_b = a.node_names[0], b.node_names[0]
+        await create_pod(
+            kube, namespace, "filler", node=node_a, requests={"cpu": "5"}, volumes=ebs("vol-a")
+        )
+        await gang_of_ebs(kube, namespace, "pair", ["vol-shared", "vol-shared"], limited)
+
+        async def both_bound() -> set[str | None] | None:
+            nodes = {await node_of(kube, namespace, f"pair-{i}") for i in range(2)}
+            return None if None in nodes else nodes
+
+        assert await wait_for(both_bound, 30, "the pair bound") == {node_a, node_b}
+        await gang_of_ebs(kube, namespace, "third", ["vol-c"], limited)
+        bound = await wait_for(lambda: node_of(kube, namespace, "third-0"), 30, "third-0 bound")
+        assert bound == node_b
+        await gang_of_ebs(kube, namespace, "conflict", ["vol-shared"], limited)
+        message = await wait_for(
+            lambda: refusal(kube, namespace, "conflict"), 30, "the conflicting gang to wait"
+        )
+        assert "2 node(s) had no available disk" in message, message
+        await gang_of_ebs(kube, namespace, "fourth", ["vol-d"], limited)
+        message = await wait_for(
+            lambda: refusal(kube, namespace, "fourth"), 30, "the fourth gang to wait"
+        )
+        assert "2 node(s) exceed max volume count" in message, message
+        assert not await node_of(kube, namespace, "conflict-0")
+        assert not await node_of(kube, namespace, "fourth-0")

@@ -10,7 +10,8 @@ What each kind keeps, and who reads it:
 
 * Pods: identity and membership metadata (labels, annotations, owners, deletion) for the
   lifecycle, quota and scheduler; the scheduling fields of the spec (resources, ports,
-  selectors, affinity, tolerations, spread, priority, overhead, the volumes that claim storage;
+  selectors, affinity, tolerations, spread, priority, overhead, the volumes that claim storage
+  or name an in-tree disk;
   init containers with their restart policy); `status.phase`/`reason` for the
   lifecycle and restart policy; a pod not bound yet keeps its `PodScheduled` condition, so that
   a new leader does not write again on every waiting pod what an earlier one wrote there
@@ -38,6 +39,7 @@ import orjson
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import JSON
 from podgroup_operator.domain.restart import has_controller
+from podgroup_operator.scheduling.volumes import DISK_SOURCES
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 POD_SCHEDULED = c.PodConditionType.POD_SCHEDULED.value
@@ -78,9 +80,10 @@ for the whole life of the pod (scheduling/resources.py, scheduling/podinfo.py)."
 _POD_STATUS = ("phase", "reason", "message", "nominatedNodeName", "startTime")
 
 
-_CLAIM_SOURCES = ("persistentVolumeClaim", "ephemeral")
-"""The volumes placement reads (scheduling/podinfo.py `pod_claims`); a secret, ConfigMap,
-projected or emptyDir volume does not constrain where a pod goes."""
+_CLAIM_SOURCES = ("persistentVolumeClaim", "ephemeral", *DISK_SOURCES)
+"""The volumes placement reads (scheduling/podinfo.py `pod_claims`, scheduling/volumes.py
+`pod_disks`); a secret, ConfigMap, projected or emptyDir volume does not constrain where a pod
+goes."""
 SHARED_LIMIT = 4096
 """Distinct values `SharedValues` remembers before it starts over (see there)."""
 SHARED_MAX_BYTES = 4096

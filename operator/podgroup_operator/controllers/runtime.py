@@ -279,6 +279,7 @@ class Leading:
             on_preempted=self.status.set_preempted,
             scheduler_names=frozenset(settings.scheduler_names),
             bind_concurrency=settings.bind_concurrency,
+            max_pd_volumes=settings.max_pd_volumes,
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:

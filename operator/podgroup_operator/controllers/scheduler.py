@@ -222,6 +222,7 @@ class GangScheduler:
         on_preempted: Callable[[GroupKey, Preempted], None] = lambda key, fact: None,
         scheduler_names: frozenset[str] = frozenset({c.SCHEDULER_NAME}),
         bind_concurrency: int | None = None,
+        max_pd_volumes: int | None = None,
         thread_members: int = DECIDE_IN_THREAD_MEMBERS,
         thread_cost_us: float = DECIDE_IN_THREAD_COST_US,
     ) -> None:
@@ -241,7 +242,7 @@ class GangScheduler:
         self.default_timeout_seconds = default_timeout_seconds
         self.clock = clock
         self.backoff = Backoff(initial_seconds=1, max_seconds=60)
-        self.snapshot = Snapshot(gang_of=group_key_of)
+        self.snapshot = Snapshot(gang_of=group_key_of, max_pd_volumes=max_pd_volumes)
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
         """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
         self.volumes.attach(self.snapshot, self.on_volumes_changed, self._exclusive)

@@ -48,6 +48,7 @@ class Exclusion(StrEnum):
     VOLUME_BINDING = "node(s) didn't find available persistent volumes to bind"
     VOLUME_ZONE = "node(s) had no available volume zone"
     VOLUME_LIMITS = "node(s) exceed max volume count"
+    DISK_CONFLICT = "node(s) had no available disk"
 
 
 class Rejection(NamedTuple):

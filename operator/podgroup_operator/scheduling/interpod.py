@@ -58,6 +58,7 @@ from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
 from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
 from podgroup_operator.scheduling.volumes import (
     Attachment,
+    Disk,
     VolumeClaim,
     VolumeDecision,
     choose_volumes,
@@ -244,6 +245,8 @@ class MemberCheck:
     ports: tuple[HostPort, ...] = ()
     claims: tuple[VolumeClaim, ...] = ()
     claim_classes: tuple[str, ...] = ()
+    disks: tuple[Disk, ...] = ()
+    """The member's own inline in-tree disks (they differ from member to member)."""
     snapshot: Snapshot | None = field(default=None, repr=False)
     lasting: frozenset[Exclusion] = LASTING
     """The exclusions this member's rejections share with the shape's later members: `_choose`
@@ -301,7 +304,7 @@ class MemberCheck:
                     for have in used:
                         if want.conflicts(have):
                             return Rejection(Exclusion.PORTS, Parenthesized(want))
-        if self.claims:
+        if self.claims or self.disks:
             verdict, _ = self.volumes(node)
             if verdict is not None:
                 return verdict
@@ -328,44 +331,54 @@ class MemberCheck:
         return None
 
     def volumes(self, node: NodeState) -> tuple[Rejection | None, tuple[VolumeDecision, ...]]:
-        """The volume filters for the node (VolumeBinding and VolumeZone, then attach limits)
-        and, when they pass, what to do per claim.
+        """The volume filters for the node (VolumeRestrictions on inline disks, VolumeBinding
+        and VolumeZone, then attach limits) and, when they pass, what to do per claim.
 
         Attach limits come after the choice of volumes, unlike upstream's order, so that a
         claim not bound yet counts as the volume it would get on this node: the CSI PV chosen
         for it, else its class's provisioner. Upstream counts every claim not bound as its
         class's provisioner, so a static CSI PV of a class without one escaped its limit."""
-        if not self.claims:
+        if not self.claims and not self.disks:
             return None, ()
         assert self.snapshot is not None
         snapshot = self.snapshot
-        labels = node.facts.labels
-        candidates = snapshot.volume_candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
-        rejection, decisions = choose_volumes(
-            self.claims,
-            node.name,
-            labels,
-            candidates,
-            snapshot.volumes,
-            snapshot.volume_holders,
-            snapshot.claim_decisions,
-        )
-        if rejection is not None:
-            return rejection, ()
-        limits = snapshot.attach_limits(node)
-        if limits and exceeds_attach_limits(
-            self._attaching(decisions), snapshot.node_attachments(node.name), limits
-        ):
-            return Rejection(Exclusion.VOLUME_LIMITS), ()
+        if self.disks and snapshot.disk_conflict(node.name, self.disks):
+            return Rejection(Exclusion.DISK_CONFLICT), ()
+        decisions: tuple[VolumeDecision, ...] = ()
+        if self.claims:
+            labels = node.facts.labels
+            candidates = snapshot.volume_candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
+            rejection, decisions = choose_volumes(
+                self.claims,
+                node.name,
+                labels,
+                candidates,
+                snapshot.volumes,
+                snapshot.volume_holders,
+                snapshot.claim_decisions,
+            )
+            if rejection is not None:
+                return rejection, ()
+        new = self._attaching(decisions)
+        if new:
+            limits = snapshot.attach_limits(node)
+            if any(key in limits for key in new.values()) and exceeds_attach_limits(
+                new, snapshot.node_attachments(node.name), limits
+            ):
+                return Rejection(Exclusion.VOLUME_LIMITS), ()
         return None, decisions
 
     def _attaching(self, decisions: Sequence[VolumeDecision]) -> dict[str, str]:
-        """The volumes this member's claims bring to a node where these are its decisions."""
+        """The volumes this member's claims and inline disks bring to a node where these are
+        its decisions."""
         assert self.snapshot is not None
         volumes = self.snapshot.volumes
         earlier = self.snapshot.claim_decisions
         mine = {d.key: d for d in decisions}
         new: dict[str, str] = {}
+        for disk in self.disks:
+            if (inline := disk.attachment) is not None:
+                new[inline[0]] = inline[1]
         for claim in self.claims:
             decision = mine.get(claim.key) or earlier.get(claim.key)
             name = claim.volume or (decision.volume if decision is not None else None)
@@ -606,10 +619,12 @@ def member_check(
     constraints: InterPodConstraints,
     node_constraints: Constraints,
     claims: Sequence[VolumeClaim] = (),
+    disks: Sequence[Disk] = (),
 ) -> MemberCheck | None:
     """The dynamic filters of one pod against the snapshot as it is now; None if it has none.
 
-    `claims` are the pod's PVCs already resolved and checked by `claims_problem`.
+    `claims` are the pod's PVCs already resolved and checked by `claims_problem`; `disks` its
+    inline in-tree disks (`pod_disks`).
     """
     existing = [
         (term, frozenset(closed))
@@ -657,6 +672,7 @@ def member_check(
         ports=constraints.ports,
         claims=tuple(claims),
         claim_classes=_claim_classes(claims),
+        disks=tuple(disks),
         snapshot=snapshot,
         lasting=lasting,
         preferred=preferred,
@@ -725,7 +741,10 @@ class MemberChecks:
         """Whether members are scored by pod terms: the shape's own, or running pods'."""
 
     def check(
-        self, labels: Mapping[str, str], claims: Sequence[VolumeClaim] = ()
+        self,
+        labels: Mapping[str, str],
+        claims: Sequence[VolumeClaim] = (),
+        disks: Sequence[Disk] = (),
     ) -> MemberCheck | None:
         """The next member's check, as `member_check` would return it now."""
         if not self.incremental:
@@ -736,6 +755,7 @@ class MemberChecks:
                 self.constraints,
                 self.node_constraints,
                 claims,
+                disks,
             )
         if self._own is None:
             self._own = {
@@ -791,6 +811,7 @@ class MemberChecks:
             ports=self.constraints.ports,
             claims=tuple(claims),
             claim_classes=_claim_classes(claims),
+            disks=tuple(disks),
             snapshot=self.snapshot,
             lasting=LASTING_SETTLED if terms and self._any_wanted else LASTING,
             preferred=preferred,

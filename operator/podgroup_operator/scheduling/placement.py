@@ -76,7 +76,7 @@ from podgroup_operator.scheduling.scores import (
 )
 from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo
-from podgroup_operator.scheduling.volumes import VolumeClaim
+from podgroup_operator.scheduling.volumes import DISK_SOURCES, VolumeClaim, pod_disks
 
 __all__ = [
     "MemberShape",
@@ -99,8 +99,9 @@ class MemberShape:
     constraints: Constraints
     preferences: Preferences = NO_PREFERENCES
     inter_pod: InterPodConstraints = NO_INTER_POD
-    """Shared by every pod of the shape, except `claims`: claim names can differ per pod (an
-    ephemeral volume's claim is named after its pod), so placement reads each pod's own."""
+    """Shared by every pod of the shape, except `claims` and `disks`: claim names can differ
+    per pod (an ephemeral volume's claim is named after its pod), and so can inline disks, so
+    placement reads each pod's own."""
     unsupported: str | None = None
     """Set when the pod asks for something the scheduler cannot evaluate: the whole message."""
 
@@ -154,14 +155,19 @@ def _raw_shape_key(pod: Mapping[str, Any]) -> str:
             spec.get("affinity"),
             spec.get("tolerations"),
             spread,
-            [
-                bool(v.get("persistentVolumeClaim") or v.get("ephemeral"))
-                for v in spec.get("volumes") or ()
-            ],
+            [_volume_kind(v) for v in spec.get("volumes") or ()],
             meta.get("namespace"),
             meta.get("labels") if spread else None,
         )
     )
+
+
+def _volume_kind(volume: Mapping[str, Any]) -> int:
+    """What a pod volume is to placement, for the shape key: 1 a claim, 2 an in-tree disk, 0
+    neither (the names are each member's own, read per pod)."""
+    if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
+        return 1
+    return 2 if any(volume.get(source) for source in DISK_SOURCES) else 0
 
 
 @dataclass
@@ -582,7 +588,7 @@ def _place_one_by_one(
         namespace = str(meta.get("namespace") or "default")
         labels = meta.get("labels") or {}
         label_key = tuple(sorted(labels.items()))
-        if label_key in failed and not shape.inter_pod.claims:
+        if label_key in failed and not shape.inter_pod.claims and not shape.inter_pod.disks:
             attempt.unplaced.append(name)
             continue
         claims: tuple[Any, ...] = ()
@@ -592,12 +598,13 @@ def _place_one_by_one(
                 group.blocked[problem] += 1
                 attempt.unplaced.append(name)
                 continue
+        disks = pod_disks(pod) if shape.inter_pod.disks else ()
         checks_here = checks.get(namespace)
         if checks_here is None:
             checks_here = checks[namespace] = MemberChecks(
                 snapshot, namespace, shape.inter_pod, shape.constraints
             )
-        check = checks_here.check(labels, claims)
+        check = checks_here.check(labels, claims, disks)
         bonus = _bonus(snapshot, group.feasibility, shape.preferences, check)
         node = _choose(snapshot, group.feasibility, bonus, shape.request, check, lost)
         if node is None:
@@ -617,6 +624,7 @@ def _place_one_by_one(
             anti_affinity=shape.inter_pod.anti_affinity,
             scoring=shape.inter_pod.scoring,
             claims=tuple(claim.name for claim in claims),
+            disks=disks,
         )
         promised = {uid: decisions} if decisions else None
         before = (node.score, node.name)
@@ -835,7 +843,13 @@ def feasible_nodes(
         if problem is not None:
             return frozenset()
     check = member_check(
-        snapshot, namespace, meta.get("labels") or {}, shape.inter_pod, shape.constraints, resolved
+        snapshot,
+        namespace,
+        meta.get("labels") or {},
+        shape.inter_pod,
+        shape.constraints,
+        resolved,
+        pod_disks(pod),
     )
     feasibility = snapshot.feasibility(shape.constraints)
     return frozenset(

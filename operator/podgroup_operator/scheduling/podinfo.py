@@ -37,6 +37,7 @@ from podgroup_operator.scheduling.selectors import (
     parse_affinity_term,
     parse_selector,
 )
+from podgroup_operator.scheduling.volumes import Disk, pod_disks
 
 GangOf = Callable[[Mapping[str, Any]], GroupKey | None]
 """Which gang a raw pod belongs to; the controller passes `domain.membership.group_key_of`."""
@@ -125,6 +126,8 @@ class InterPodConstraints:
     ports: tuple[HostPort, ...] = ()
     claims: tuple[str, ...] = ()
     """Names of the PersistentVolumeClaims the pod mounts (in its namespace), ephemeral included."""
+    disks: tuple[Disk, ...] = ()
+    """The in-tree disks it mounts inline (EBS, GCE PD, Azure Disk, iSCSI, RBD)."""
     preferred: tuple[WeightedTerm, ...] = ()
     """Preferred pod affinity (weight > 0) and anti-affinity (weight < 0) terms: scored only."""
 
@@ -142,6 +145,7 @@ class InterPodConstraints:
             or self.spread
             or self.ports
             or self.claims
+            or self.disks
             or self.preferred
         )
 
@@ -289,6 +293,7 @@ def inter_pod_constraints(pod: Mapping[str, Any]) -> InterPodConstraints:
         ),
         ports=host_ports(pod),
         claims=pod_claims(pod),
+        disks=pod_disks(pod),
         preferred=tuple(
             _preferred(affinity.get("podAffinity"), 1, namespace)
             + _preferred(affinity.get("podAntiAffinity"), -1, namespace)
@@ -355,6 +360,9 @@ class PodInfo:
     """The pod's gang; None for a pod outside any gang (a gang of one when preempting)."""
     claims: tuple[str, ...] = ()
     """The PVCs it mounts (`pod_claims`): its volumes count against its node's attach limits."""
+    disks: tuple[Disk, ...] = ()
+    """The in-tree disks it mounts inline (`pod_disks`): they count against the node's limits,
+    and keep conflicting mounts of the same disk off its node."""
     terminating: bool = False
     """Has a deletionTimestamp: still holds its room, but is on its way out."""
     unit: tuple[str, str, str] = ("", "", "")
@@ -406,6 +414,7 @@ def pod_info(
         scoring=_interned(existing_scoring(pod)) if affinity else (),
         gang=gang_of(pod) if gang_of is not None else None,
         claims=pod_claims(pod) if spec.get("volumes") else (),
+        disks=pod_disks(pod) if spec.get("volumes") else (),
         terminating=bool(meta.get("deletionTimestamp")),
     )
 

@@ -24,7 +24,8 @@ gangs). Assumed gang members are indexed like bound pods, so a member placed ear
 the same placement constrains the next, and an undo takes them out of every index again.
 PersistentVolumes are kept too (`set_volume`), with the PVs promised to assumed pods, and what
 attach limits need (`attachment`, `attach_limits`): each CSINode's limits, which PV names each
-claim, and each claim's class provisioner.
+claim, and each claim's class provisioner; the in-tree disks pods mount inline are in their
+`PodInfo` (`node_attachments`, `disk_conflict`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from podgroup_operator.scheduling.selectors import (
 )
 from podgroup_operator.scheduling.volumes import (
     Attachment,
+    Disk,
     PersistentVolume,
     VolumeDecision,
     claim_attachment,
@@ -264,8 +266,11 @@ class Snapshot:
     `plan_preemption` refuses to run, since it could evict part of a gang.
     """
 
-    def __init__(self, *, gang_of: GangOf | None = None) -> None:
+    def __init__(self, *, gang_of: GangOf | None = None, max_pd_volumes: int | None = None) -> None:
         self.gang_of = gang_of
+        self.max_pd_volumes = max_pd_volumes
+        """kube-scheduler's `KUBE_MAX_PD_VOLS`: every node's in-tree disk limit, where its
+        allocatable sets none (`volumes.in_tree_limits`)."""
         self._nodes: dict[str, NodeState] = {}
         self._pods: dict[str, PodEntry] = {}
         self._assumed: set[str] = set()
@@ -306,6 +311,9 @@ class Snapshot:
         """(namespace, claim) -> the PV whose claimRef names it."""
         self._claim_provisioners: dict[tuple[str, str], str] = {}
         """(namespace, claim) -> its class's provisioner, for claims with one."""
+        self._attach_limits: dict[str, Mapping[str, int]] = {}
+        """Node name -> `attach_limits`, kept until the node or its CSINode changes: read for
+        every node a member with volumes visits."""
         self._cache: dict[Any, tuple[int, Any]] = {}
         """Derived values keyed by their inputs, tagged with `node_epoch` (see `cached`)."""
 
@@ -316,9 +324,10 @@ class Snapshot:
         pods: Iterable[Mapping[str, Any]],
         *,
         gang_of: GangOf | None = None,
+        max_pd_volumes: int | None = None,
     ) -> Snapshot:
         """A snapshot of raw Node dicts and raw Pod dicts (bound pods count, others are ignored)."""
-        snapshot = cls(gang_of=gang_of)
+        snapshot = cls(gang_of=gang_of, max_pd_volumes=max_pd_volumes)
         for node in nodes:
             snapshot.add_node(node)
         for pod in pods:
@@ -551,6 +560,7 @@ class Snapshot:
     # --- attach limits ---------------------------------------------------------------------------
     def set_csi_limits(self, node: str, limits: Mapping[str, int]) -> None:
         """A CSINode's limits (`volumes.csi_node_limits`); empty forgets them."""
+        self._attach_limits.pop(node, None)
         if limits:
             self._csi_limits[node] = dict(limits)
         else:
@@ -564,8 +574,16 @@ class Snapshot:
         else:
             self._claim_provisioners.pop(key, None)
 
-    def attach_limits(self, node: NodeState) -> dict[str, int]:
-        return node_attach_limits(node.allocatable, self._csi_limits.get(node.name))
+    def attach_limits(self, node: NodeState) -> Mapping[str, int]:
+        found = self._attach_limits.get(node.name)
+        if found is None:
+            found = self._attach_limits[node.name] = node_attach_limits(
+                node.allocatable,
+                self._csi_limits.get(node.name),
+                node.facts.labels,
+                self.max_pd_volumes,
+            )
+        return found
 
     def attachment(self, namespace: str, claim: str) -> Attachment | None:
         """What a claim counts against its node's attach limits: the CSI PV it is promised to
@@ -590,13 +608,25 @@ class Snapshot:
                 found = self.attachment(info.namespace, claim)
                 if found is not None:
                     attached[found[0]] = found[1]
+            for disk in info.disks:
+                found = disk.attachment
+                if found is not None:
+                    attached[found[0]] = found[1]
         return attached
+
+    def disk_conflict(self, name: str, disks: Iterable[Disk]) -> bool:
+        """True when a pod on the node (bound or assumed) mounts one of these inline disks in a
+        way that excludes the other mount (`Disk.conflicts`)."""
+        pods = self._pods
+        held = [disk for uid in self._nodes[name].pods for disk in pods[uid].info.disks]
+        return bool(held) and any(mine.conflicts(theirs) for mine in disks for theirs in held)
 
     # --- node events -----------------------------------------------------------------------------
     def add_node(self, node: Mapping[str, Any]) -> None:
         """Add or replace a node from its raw dict; bound pods keep counting against it."""
         facts = node_facts(node)
         allocatable = node_allocatable(node)
+        self._attach_limits.pop(facts.name, None)
         old = self._nodes.get(facts.name)
         if old is not None:
             self._update_node(old, facts, allocatable)
@@ -622,6 +652,7 @@ class Snapshot:
     def remove_node(self, name: str) -> None:
         """Forget a node; its pods wait (uncounted) in case the node comes back."""
         state = self._nodes.pop(name, None)
+        self._attach_limits.pop(name, None)
         if state is None:
             return
         self._count_total(state, -1)

@@ -35,13 +35,27 @@ sharing a volume count it once; any other claim as its class's provisioner, one 
 (a claim bound to a PV that is not CSI counts nothing). A pod is refused where its new volumes
 would take a driver past the limit (`exceeds_attach_limits`: `node(s) exceed max volume count`).
 
-Not modelled: CSI storage capacity; ReadWriteOncePod; the limits of in-tree volume types (EBS,
-GCE PD, Azure Disk, Cinder) and of in-tree volumes migrated to CSI.
+In-tree disks (kube-scheduler's EBSLimits, GCEPDLimits and AzureDiskLimits, in its default
+profile): an AWS EBS volume, GCE PD or Azure Disk counts against the node's limit for its type
+(`Disk.attachment`), whether the pod names it inline or through a claim bound to such a PV (one
+volume either way, by its ID); a claim not bound yet whose class provisions that type counts as
+one. Every node has these limits: its `attachable-volumes-aws-ebs` (`-gce-pd`, `-azure-disk`)
+allocatable, else upstream's defaults (`in_tree_limits`: EBS 39, or 25 on Nitro instance types;
+GCE PD 16; Azure Disk 16), else `KUBE_MAX_PD_VOLS` as kube-scheduler reads it (the snapshot's
+`max_pd_volumes`). And an inline disk a pod on the node already uses may be refused
+(VolumeRestrictions, `Disk.conflicts`: `node(s) had no available disk`): the same EBS volume
+always, the same GCE PD, iSCSI IQN or Ceph RBD image (on a shared monitor) unless both pods
+mount it read-only.
+
+Not modelled: CSI storage capacity; ReadWriteOncePod; Cinder's limit (not in kube-scheduler's
+default profile); in-tree volumes migrated to CSI (the migration gates are off in v1.20).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -70,6 +84,100 @@ RESOURCE_NAME_LIMIT = 63
 
 Attachment = tuple[str, str]
 """A volume a node attaches: (`<driver>/<handle>`, the node's limit key for the driver)."""
+
+
+class DiskPlugin(StrEnum):
+    """The in-tree volume types kube-scheduler counts or keeps apart (named as their
+    StorageClass provisioners are)."""
+
+    AWS_EBS = "kubernetes.io/aws-ebs"
+    GCE_PD = "kubernetes.io/gce-pd"
+    AZURE_DISK = "kubernetes.io/azure-disk"
+    ISCSI = "kubernetes.io/iscsi"
+    RBD = "kubernetes.io/rbd"
+
+
+IN_TREE_LIMIT_KEYS: Mapping[str, str] = {
+    DiskPlugin.AWS_EBS: "attachable-volumes-aws-ebs",
+    DiskPlugin.GCE_PD: "attachable-volumes-gce-pd",
+    DiskPlugin.AZURE_DISK: "attachable-volumes-azure-disk",
+}
+"""The in-tree types with an attach limit, and the allocatable that sets a node's."""
+DEFAULT_MAX_EBS = 39
+DEFAULT_MAX_EBS_NITRO = 25
+EBS_NITRO = re.compile(r"^[cmr]5.*|t3|z1d")
+"""Upstream's pattern for Nitro instance types, searched (not matched) as Go's MatchString does."""
+DEFAULT_MAX_GCE_PD = 16
+DEFAULT_MAX_AZURE_DISK = 16
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+_DISK_SOURCES = {
+    "awsElasticBlockStore": (DiskPlugin.AWS_EBS, "volumeID"),
+    "gcePersistentDisk": (DiskPlugin.GCE_PD, "pdName"),
+    "azureDisk": (DiskPlugin.AZURE_DISK, "diskName"),
+    "iscsi": (DiskPlugin.ISCSI, "iqn"),
+    "rbd": (DiskPlugin.RBD, "image"),
+}
+DISK_SOURCES = tuple(_DISK_SOURCES)
+"""The volume sources (pod `spec.volumes[]` keys) that name an in-tree disk."""
+
+
+@dataclass(frozen=True, slots=True)
+class Disk:
+    """An in-tree disk a pod mounts inline, or a PV's (for its attach limit only)."""
+
+    plugin: DiskPlugin
+    name: str
+    """The EBS volume ID, GCE PD name, Azure disk name, iSCSI IQN or RBD image."""
+    read_only: bool = False
+    pool: str = ""
+    """RBD only: the image's RADOS pool."""
+    monitors: frozenset[str] = frozenset()
+    """RBD only: the Ceph monitors; two mounts are of one image only if they share one."""
+
+    @property
+    def attachment(self) -> Attachment | None:
+        """What the disk counts against a node's limit; None for a type without one."""
+        key = IN_TREE_LIMIT_KEYS.get(self.plugin)
+        return None if key is None else (f"{self.plugin}/{self.name}", key)
+
+    def conflicts(self, other: Disk) -> bool:
+        """True when both cannot be mounted on one node (upstream's `isVolumeConflict`): the
+        same EBS volume always; the same GCE PD, iSCSI target or RBD image unless both are
+        read-only; Azure disks never."""
+        if self.plugin != other.plugin or self.name != other.name:
+            return False
+        if self.plugin == DiskPlugin.AWS_EBS:
+            return True
+        if self.plugin == DiskPlugin.AZURE_DISK:
+            return False
+        if self.plugin == DiskPlugin.RBD and (
+            self.pool != other.pool or not self.monitors & other.monitors
+        ):
+            return False
+        return not (self.read_only and other.read_only)
+
+
+def disk_of(volume: Mapping[str, Any]) -> Disk | None:
+    """The in-tree disk a pod volume (or a PV's spec) names, None for any other source."""
+    for source, (plugin, field_name) in _DISK_SOURCES.items():
+        raw = volume.get(source)
+        if isinstance(raw, Mapping):
+            return Disk(
+                plugin,
+                str(raw.get(field_name) or ""),
+                read_only=raw.get("readOnly") is True,
+                pool=str(raw.get("pool") or "") if plugin == DiskPlugin.RBD else "",
+                monitors=frozenset(map(str, raw.get("monitors") or ()))
+                if plugin == DiskPlugin.RBD
+                else frozenset(),
+            )
+    return None
+
+
+def pod_disks(pod: Mapping[str, Any]) -> tuple[Disk, ...]:
+    """The in-tree disks a raw pod mounts inline, in order, each once."""
+    found = (disk_of(v) for v in (pod.get("spec") or {}).get("volumes") or ())
+    return tuple(dict.fromkeys(d for d in found if d is not None))
 
 
 class BindingMode(StrEnum):
@@ -103,12 +211,15 @@ class PersistentVolume:
     """False when Released/Failed or being deleted: never offered to a new claim."""
     csi: tuple[str, str] | None = None
     """`spec.csi` (driver, volumeHandle); None for a volume of another type."""
+    disk: Disk | None = None
+    """The in-tree disk it is (EBS, GCE PD, Azure Disk...); None for another type."""
 
     @property
     def attachment(self) -> Attachment | None:
-        """What the PV counts against a node's attach limit; None when it is not CSI."""
+        """What the PV counts against a node's attach limit: its CSI volume or its in-tree
+        disk (counted once with the same disk named inline); None for other types."""
         if self.csi is None:
-            return None
+            return self.disk.attachment if self.disk is not None else None
         driver, handle = self.csi
         return f"{driver}/{handle}", attach_limit_key(driver)
 
@@ -333,23 +444,44 @@ def attach_limit_key(driver: str) -> str:
 
 
 def claim_attachment(namespace: str, claim: str, provisioner: str) -> Attachment | None:
-    """A claim with no CSI PV to name counts as one volume of its class's provisioner (as
-    upstream, which also gives it a handle of its own); none without a provisioner."""
+    """A claim with no PV to name counts as one volume of its class's provisioner (as
+    upstream, which also gives it a handle of its own): an in-tree type's (EBS, GCE PD, Azure
+    Disk) or a CSI driver's; none without a provisioner."""
     if not provisioner:
         return None
-    return f"{provisioner}/(claim {namespace}/{claim})", attach_limit_key(provisioner)
+    key = IN_TREE_LIMIT_KEYS.get(provisioner) or attach_limit_key(provisioner)
+    return f"{provisioner}/(claim {namespace}/{claim})", key
+
+
+@functools.lru_cache(maxsize=256)
+def in_tree_limits(instance_type: str, max_pd_volumes: int | None = None) -> Mapping[str, int]:
+    """Upstream's limits for a node whose allocatable sets none: `KUBE_MAX_PD_VOLS` for every
+    type when given, else EBS 39 (25 on Nitro instance types), GCE PD 16, Azure Disk 16."""
+    if max_pd_volumes is not None and max_pd_volumes > 0:
+        return dict.fromkeys(IN_TREE_LIMIT_KEYS.values(), max_pd_volumes)
+    ebs = DEFAULT_MAX_EBS_NITRO if EBS_NITRO.search(instance_type) else DEFAULT_MAX_EBS
+    return {
+        IN_TREE_LIMIT_KEYS[DiskPlugin.AWS_EBS]: ebs,
+        IN_TREE_LIMIT_KEYS[DiskPlugin.GCE_PD]: DEFAULT_MAX_GCE_PD,
+        IN_TREE_LIMIT_KEYS[DiskPlugin.AZURE_DISK]: DEFAULT_MAX_AZURE_DISK,
+    }
 
 
 def node_attach_limits(
-    allocatable: Mapping[str, int], csi_limits: Mapping[str, int] | None
+    allocatable: Mapping[str, int],
+    csi_limits: Mapping[str, int] | None,
+    labels: Mapping[str, str] | None = None,
+    max_pd_volumes: int | None = None,
 ) -> dict[str, int]:
-    """A node's limit per key: its `attachable-volumes-*` allocatable (milli-units here), then
-    its CSINode's counts, which win."""
-    limits = {
-        name: amount // 1000
-        for name, amount in allocatable.items()
-        if name.startswith(ATTACH_LIMIT_PREFIX)
-    }
+    """A node's limit per key: the in-tree types' defaults (`in_tree_limits`, by the node's
+    instance type label), its `attachable-volumes-*` allocatable (milli-units here) over
+    them, then its CSINode's counts, which win."""
+    labels = labels or {}
+    instance = next((labels[k] for k in INSTANCE_TYPE_LABELS if k in labels), "")
+    limits = dict(in_tree_limits(instance, max_pd_volumes))
+    for name, amount in allocatable.items():
+        if name.startswith(ATTACH_LIMIT_PREFIX):
+            limits[name] = amount // 1000
     if csi_limits:
         limits.update(csi_limits)
     return limits
@@ -414,6 +546,7 @@ def persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
         labels=dict(meta.get("labels") or {}),
         available=phase not in ("Released", "Failed") and not meta.get("deletionTimestamp"),
         csi=_csi_source(spec.get("csi")),
+        disk=disk_of(spec),
     )
 
 

@@ -32,6 +32,7 @@ from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.placement import member_shape
 from podgroup_operator.scheduling.podinfo import host_ports, inter_pod_constraints, pod_info
 from podgroup_operator.scheduling.resources import pod_requests
+from podgroup_operator.scheduling.volumes import pod_disks
 from tests.builders import pod
 from tests.fakes import FakeApiServer
 from tests.waiting import until
@@ -381,6 +382,9 @@ def test_slim_pods_keep_every_fact_the_scheduler_reads() -> None:
         volumes=[
             {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
             {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+            {"name": "ebs", "awsElasticBlockStore": {"volumeID": "vol-1", "fsType": "ext4"}},
+            {"name": "pd", "gcePersistentDisk": {"pdName": "pd-1", "readOnly": True}},
+            {"name": "rbd", "rbd": {"monitors": ["m1"], "pool": "rbd", "image": "i"}},
             {"name": "token", "secret": {"secretName": "default-token-x"}},
             {"name": "config", "projected": {"sources": [{"configMap": {"name": "c"}}]}},
         ],
@@ -415,7 +419,8 @@ def test_slim_pods_keep_every_fact_the_scheduler_reads() -> None:
     assert inter_pod_constraints(slim) == inter_pod_constraints(full)
     assert member_shape(slim) == member_shape(full)
     assert slim["spec"]["preemptionPolicy"] == "Never"
-    assert [v["name"] for v in slim["spec"]["volumes"]] == ["data", "scratch"]
+    assert [v["name"] for v in slim["spec"]["volumes"]] == ["data", "scratch", "ebs", "pd", "rbd"]
+    assert len(pod_disks(slim)) == 3
     shared = slim_pod(full, SharedValues())
     assert shared == slim
     assert inter_pod_constraints(shared) == inter_pod_constraints(full)

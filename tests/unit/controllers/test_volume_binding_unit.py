@@ -376,6 +376,7 @@ async def test_csinode_limits_and_running_pods_claims_keep_a_gang_off_a_full_nod
     assert world.node_of("job-0") == "n1"
 
     world.binder.on_csi_node(WatchEventType.DELETED, csi_node("n0", 1), None)
-    assert snapshot.attach_limits(snapshot.nodes["n0"]) == {}
+    csi_key = f"attachable-volumes-csi-{DYNAMIC['provisioner']}"
+    assert csi_key not in snapshot.attach_limits(snapshot.nodes["n0"])
     world.binder.on_claim(WatchEventType.DELETED, world.claims[f"{NS}/old"], None)
     assert snapshot.node_attachments("n0") == {}
