@@ -23,7 +23,9 @@ owner, so the operator's slim copy (not the whole pod) is what our side reads. A
 does the same for volumes: claims bound and unbound, WaitForFirstConsumer and Immediate, against
 local PVs pinned to a node or a zone, and CSI PVs on nodes whose CSINode limits how many the
 node attaches, with the PVs kube-scheduler binds (and so takes from later pods) read back into
-our snapshot. A third holds `plan_preemption` to kube-scheduler's
+our snapshot; another does the same for in-tree disks (inline EBS, GCE PD, Azure Disk, iSCSI and
+RBD, and EBS PVs) on nodes with in-tree attach limits. A third holds `plan_preemption` to
+kube-scheduler's
 preemption of single pods: whether it preempts, and the highest priority it evicts.
 
 One difference is left out on purpose: v1.20's PodTopologySpread counted the matching pods of
@@ -40,7 +42,7 @@ import functools
 import json
 import random
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,8 @@ from podgroup_operator.scheduling.preemption import (
 )
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import (
+    IN_TREE_LIMIT_KEYS,
+    DiskPlugin,
     VolumeClaim,
     attach_limit_key,
     csi_node_limits,
@@ -375,6 +379,9 @@ class Tally:
     disagreements: list[str] = field(default_factory=list)
     limited: int = 0
     """Pods whose feasible nodes attach limits narrowed (counted when asked: `_try`)."""
+    narrowed: int = 0
+    """Pods our filters kept off some node: where nothing else selects nodes and room is
+    ample, the rules under test did."""
 
 
 @pytest.fixture(scope="module")
@@ -590,6 +597,7 @@ async def _try(
         tally.invalid.append(exc.message)
         return
     ours = feasible_nodes(slim_pod(created), snapshot, claims)
+    tally.narrowed += len(ours) < len(snapshot.nodes)
     if unlimited is not None and feasible_nodes(slim_pod(created), unlimited, claims) != ours:
         tally.limited += 1
     gang = GangRequest(
@@ -1005,21 +1013,26 @@ ATTACH_FREE_EVERY = 8
 
 @dataclass
 class AttachVolumes:
-    """PVs made (and Available) up front, handed out one per new claim."""
+    """PVs made (and Available) up front, handed out one per new claim of `klass`."""
 
-    csi: list[str] = field(default_factory=list)
+    klass: str
+    namespace: str
+    counted: list[str] = field(default_factory=list)
+    """PVs that count against a node's limit (a CSI driver's, or EBS)."""
     host_path: list[str] = field(default_factory=list)
 
 
-async def _attach_volumes(kube: KubeClient) -> AttachVolumes:
-    """Enough PVs for every claim the test can make: CSI_DRIVER's, and a few hostPath ones
-    (no driver: they count nothing). Made first: a PV is Pending until the PV controller has
-    seen it, and a claim pre-bound to a Pending PV waits for the controller's next resync."""
-    made = AttachVolumes()
+async def _attach_volumes(
+    kube: KubeClient, made: AttachVolumes, source: Callable[[str], dict[str, Any]]
+) -> AttachVolumes:
+    """Enough PVs for every claim a test can make: of the counted type (`source`, the PV's
+    volume source for its name), and a few hostPath ones (no driver: they count nothing). Made
+    first: a PV is Pending until the PV controller has seen it, and a claim pre-bound to a
+    Pending PV waits for the controller's next resync."""
     for i in range(3 * ATTACH_PODS_TO_TRY):
-        name = f"attach-{i}"
+        name = f"{made.klass}-{i}"
         spec: dict[str, Any] = {
-            "storageClassName": ATTACH_CLASS,
+            "storageClassName": made.klass,
             "capacity": {"storage": "1Gi"},
             "accessModes": ["ReadWriteMany"],
             "persistentVolumeReclaimPolicy": "Retain",
@@ -1028,48 +1041,53 @@ async def _attach_volumes(kube: KubeClient) -> AttachVolumes:
             spec["hostPath"] = {"path": f"/mnt/disks/{name}"}
             made.host_path.append(name)
         else:
-            spec["csi"] = {"driver": CSI_DRIVER, "volumeHandle": f"handle-{name}"}
-            made.csi.append(name)
+            spec.update(source(name))
+            made.counted.append(name)
         pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}}
         await kube.create(PERSISTENT_VOLUMES, {**pv, "spec": spec})
 
     async def all_available() -> bool:
         items = (await kube.list(PERSISTENT_VOLUMES))["items"]
-        ours = [v for v in items if v["spec"].get("storageClassName") == ATTACH_CLASS]
+        ours = [v for v in items if v["spec"].get("storageClassName") == made.klass]
         return all(v.get("status", {}).get("phase") == "Available" for v in ours)
 
-    await wait_for(all_available, 60, "the attach test's PVs to be Available")
+    await wait_for(all_available, 60, f"the PVs of {made.klass} to be Available")
     return made
 
 
 async def _attach_claims(
-    kube: KubeClient, rng: random.Random, index: int, volumes: AttachVolumes
+    kube: KubeClient, rng: random.Random, index: int, volumes: AttachVolumes, most: int = 3
 ) -> list[str]:
-    """One to three claims for the next pod, each Bound before the pod is made: mostly one
-    of a new CSI volume, sometimes of a new hostPath one, sometimes a claim an earlier pod
+    """Up to `most` claims for the next pod, each Bound before the pod is made: mostly one of
+    a new counted volume, sometimes of a new hostPath one, sometimes a claim an earlier pod
     mounts or mounted (on its node already, it counts once)."""
+    namespace = volumes.namespace
     existing = [
         c["metadata"]["name"]
-        for c in (await kube.list(PERSISTENT_VOLUME_CLAIMS, ATTACH_NAMESPACE))["items"]
+        for c in (await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace))["items"]
     ]
     names = []
-    for i in range(rng.choice([1, 1, 2, 3])):
+    for i in range(min(most, rng.choice([1, 1, 2, 3]))):
         draw = rng.random()
         if draw < 0.2 and existing:
             names.append(rng.choice(existing))
             continue
-        volume = (volumes.host_path if draw < 0.3 else volumes.csi).pop()
+        volume = (volumes.host_path if draw < 0.3 else volumes.counted).pop()
         name = f"a{index}-{i}"
-        body = _claim(name, ATTACH_CLASS, "1Gi", volumeName=volume, accessModes=["ReadWriteMany"])
-        await kube.create(PERSISTENT_VOLUME_CLAIMS, body, ATTACH_NAMESPACE)
+        body = _claim(name, volumes.klass, "1Gi", volumeName=volume, accessModes=["ReadWriteMany"])
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
         names.append(name)
     for name in names:
         await wait_for(
-            functools.partial(_phase_is, kube, name, ATTACH_NAMESPACE, "Bound"),
+            functools.partial(_phase_is, kube, name, namespace, "Bound"),
             30,
             f"claim {name} to be Bound",
         )
     return list(dict.fromkeys(names))
+
+
+def _csi_source(driver: str, name: str) -> dict[str, Any]:
+    return {"csi": {"driver": driver, "volumeHandle": f"handle-{name}"}}
 
 
 async def _phase_is(kube: KubeClient, claim: str, namespace: str, phase: str) -> bool:
@@ -1099,7 +1117,8 @@ async def test_our_attach_limits_pass_exactly_the_nodes_kube_scheduler_may_choos
     # Before the nodes: kube-scheduler has them by the time the nodes are Ready.
     for node, count in ATTACH_CSI_NODES.items():
         await kube.create(CSI_NODES, _csi_node(node, count))
-    volumes = await _attach_volumes(kube)
+    csi = functools.partial(_csi_source, CSI_DRIVER)
+    volumes = await _attach_volumes(kube, AttachVolumes(ATTACH_CLASS, ATTACH_NAMESPACE), csi)
     async with SimCluster(kube, ATTACH_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(60)
         rng = random.Random(SEED)
@@ -1113,6 +1132,112 @@ async def test_our_attach_limits_pass_exactly_the_nodes_kube_scheduler_may_choos
                 await _free(kube, rng, placed, 2)
     _assert_agreed(tally)
     assert tally.placed >= 15 and tally.refused >= 5 and tally.limited >= 10, tally
+
+
+# --- in-tree disks ------------------------------------------------------------------------------
+DISK_NAMESPACE = "agree-disks"
+DISK_CLASS = "agree-disks"
+EBS_KEY = IN_TREE_LIMIT_KEYS[DiskPlugin.AWS_EBS]
+GCE_KEY = IN_TREE_LIMIT_KEYS[DiskPlugin.GCE_PD]
+AZURE_KEY = IN_TREE_LIMIT_KEYS[DiskPlugin.AZURE_DISK]
+DISK_POOLS = [
+    NodePool(
+        count=2, cpu="16", memory="32Gi", extended={EBS_KEY: "2", GCE_KEY: "2"}, name_prefix="da"
+    ),
+    NodePool(
+        count=2, cpu="16", memory="32Gi", extended={EBS_KEY: "3", AZURE_KEY: "1"}, name_prefix="db"
+    ),
+    NodePool(
+        count=1,
+        cpu="16",
+        memory="32Gi",
+        extended={EBS_KEY: "1", GCE_KEY: "1", AZURE_KEY: "2"},
+        name_prefix="dc",
+    ),
+]
+"""Resources are ample and nothing else selects nodes: a node is refused for a disk only."""
+DISK_PODS_TO_TRY = 60
+EBS_IDS = [f"vol-{i:04d}" for i in range(12)]
+"""Inline EBS volumes are drawn from these, and so are a few of the EBS PVs' (one disk, named
+inline by one pod and through a claim by another, counts once)."""
+MONITORS = ["10.0.0.1:6789", "10.0.0.2:6789", "10.0.0.3:6789"]
+
+
+def _ebs_source(name: str) -> dict[str, Any]:
+    index = int(name.rsplit("-", 1)[1])
+    volume_id = EBS_IDS[index] if index < len(EBS_IDS) and index % 3 == 0 else f"vol-pv-{index}"
+    return {"awsElasticBlockStore": {"volumeID": volume_id}}
+
+
+def _inline_disk(rng: random.Random, name: str) -> dict[str, Any]:
+    """One inline disk volume: EBS most often, then GCE PD, Azure Disk, iSCSI or RBD, read-only
+    or not, from small pools of names so that pods meet each other's disks."""
+    read_only = rng.random() < 0.4
+    kind = rng.choice(["ebs"] * 4 + ["gce"] * 2 + ["azure", "iscsi", "rbd"])
+    if kind == "ebs":
+        return {
+            "name": name,
+            "awsElasticBlockStore": {"volumeID": rng.choice(EBS_IDS), "readOnly": read_only},
+        }
+    if kind == "gce":
+        pd = f"pd-{rng.randrange(5)}"
+        return {"name": name, "gcePersistentDisk": {"pdName": pd, "readOnly": read_only}}
+    if kind == "azure":
+        disk = f"az-{rng.randrange(4)}"
+        uri = f"https://agree.blob.core.windows.net/disks/{disk}.vhd"
+        return {"name": name, "azureDisk": {"diskName": disk, "diskURI": uri}}
+    if kind == "iscsi":
+        iqn = f"iqn.2026-11.com.example:target-{rng.randrange(3)}"
+        target = {"targetPortal": "10.0.1.1:3260", "iqn": iqn, "lun": 0, "readOnly": read_only}
+        return {"name": name, "iscsi": target}
+    monitors = rng.sample(MONITORS, rng.choice([1, 2]))
+    image = {
+        "monitors": monitors,
+        "pool": rng.choice(["rbd", "rbd", "other"]),
+        "image": f"img-{rng.randrange(2)}",
+    }
+    return {"name": name, "rbd": {**image, "readOnly": read_only}}
+
+
+def _disk_pod(rng: random.Random, index: int, claims: list[str]) -> dict[str, Any]:
+    """A pod with one to three inline disks and any claims given."""
+    pod = _attach_pod(rng, index, claims)
+    pod["metadata"]["namespace"] = DISK_NAMESPACE
+    pod["spec"].pop("nodeSelector", None)
+    pod["spec"]["volumes"] += [_inline_disk(rng, f"d{i}") for i in range(rng.choice([1, 1, 2, 3]))]
+    return pod
+
+
+async def test_our_in_tree_disk_rules_pass_exactly_the_nodes_kube_scheduler_may_choose(
+    versus_kube: KubeClient,
+) -> None:
+    """Pods mounting inline EBS volumes, GCE PDs, Azure Disks, iSCSI targets and RBD images
+    (read-only or not, drawn from small pools so that they meet), some also a claim bound to
+    an EBS PV, on nodes whose allocatable limits how many EBS, GCE PD and Azure disks each
+    attaches: kube-scheduler's VolumeRestrictions, EBSLimits, GCEPDLimits and AzureDiskLimits
+    against ours, as above."""
+    kube = versus_kube
+    await kube.create(STORAGE_CLASSES, _storage_class(DISK_CLASS, "Immediate"))
+    await kube.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DISK_NAMESPACE}},
+    )
+    made = AttachVolumes(DISK_CLASS, DISK_NAMESPACE)
+    volumes = await _attach_volumes(kube, made, _ebs_source)
+    async with SimCluster(kube, DISK_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(60)
+        rng = random.Random(SEED)
+        tally = Tally()
+        placed: list[dict[str, Any]] = []
+        for index in range(DISK_PODS_TO_TRY):
+            claims: list[str] = []
+            if rng.random() < 0.3:
+                claims = await _attach_claims(kube, rng, index, volumes, most=1)
+            await _try(kube, _disk_pod(rng, index, claims), tally, placed)
+            if index % ATTACH_FREE_EVERY == ATTACH_FREE_EVERY - 1 and placed:
+                await _free(kube, rng, placed, 2)
+    _assert_agreed(tally)
+    assert tally.placed >= 15 and tally.refused >= 3 and tally.narrowed >= 10, tally
 
 
 # --- preemption ----------------------------------------------------------------------------------
