@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from podgroup_operator import main
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import Placement, Refusal
 from podgroup_operator.scheduling.placement import feasible_nodes, place_group
@@ -264,3 +265,14 @@ def test_preemption_evicts_the_pod_holding_an_ebs_volume_a_gang_needs() -> None:
     plan = plan_preemption(high, snapshot)
     assert isinstance(plan, PreemptionPlan), plan
     assert [v.gang for v in plan.victims] == [("default", "low")]
+
+
+def test_the_operator_refuses_to_start_with_a_bad_kube_max_pd_vols(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before anything else starts: one line naming the variable and the fix, exit code 2."""
+    monkeypatch.setenv("KUBE_MAX_PD_VOLS", "lots")
+    assert main.run(namespaces=[]) == 2
+    err = capsys.readouterr().err
+    assert "KUBE_MAX_PD_VOLS='lots': must be a positive whole number" in err
+    assert "unset it for kube-scheduler's defaults" in err
