@@ -18,6 +18,7 @@ from podgroup_operator.adapters.kube import (
     CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    PODGROUPS,
     PODS,
     STORAGE_CLASSES,
     ApiError,
@@ -389,7 +390,8 @@ async def test_inline_ebs_volumes_keep_their_mounts_apart_and_their_nodes_under_
     fuller node a already mounts vol-a. As kube-scheduler's VolumeRestrictions and EBSLimits
     would: a gang whose two members mount one volume is split over both nodes; the next gang's
     new volume goes to b, as a is at its limit; then a gang mounting a volume in use on both
-    nodes waits on the conflict, and one with yet another volume on the limit."""
+    nodes waits on the conflict, and one with yet another volume on the limit. Once the pair's
+    pods are deleted, the gang that waited on the conflict is placed."""
     limited = {"shared": namespace}
     async with (
         pool(kube, count=1, cpu="8", labels=limited, extended={EBS_LIMIT_KEY: "2"}) as (a, _),
@@ -421,3 +423,8 @@ async def test_inline_ebs_volumes_keep_their_mounts_apart_and_their_nodes_under_
         assert "2 node(s) exceed max volume count" in message, message
         assert not await node_of(kube, namespace, "conflict-0")
         assert not await node_of(kube, namespace, "fourth-0")
+        # The pair goes: vol-shared is free on both nodes, and node a has room under its limit.
+        await kube.delete(PODGROUPS, "pair", namespace)
+        for i in range(2):
+            await kube.delete(PODS, f"pair-{i}", namespace, grace_period_seconds=0)
+        await wait_for(lambda: node_of(kube, namespace, "conflict-0"), 30, "conflict-0 bound")
