@@ -34,6 +34,7 @@ The rules follow the upstream plugins:
 from __future__ import annotations
 
 import math
+from collections import ChainMap, Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
 from podgroup_operator.scheduling.volumes import (
     Attachment,
     Disk,
+    DiskCounts,
     VolumeClaim,
     VolumeDecision,
     choose_volumes,
@@ -247,12 +249,17 @@ class MemberCheck:
     claim_classes: tuple[str, ...] = ()
     disks: tuple[Disk, ...] = ()
     """The member's own inline in-tree disks (they differ from member to member)."""
+    inline: DiskCounts = field(init=False, repr=False, compare=False)
+    """`disks` counted once for every node the member visits (a pod may name thousands)."""
     snapshot: Snapshot | None = field(default=None, repr=False)
     lasting: frozenset[Exclusion] = LASTING
     """The exclusions this member's rejections share with the shape's later members: `_choose`
     drops such nodes from their walks."""
     preferred: PreferredScore | None = None
     """Preferred pod (anti-)affinity's score; None when it scores every node alike."""
+
+    def __post_init__(self) -> None:
+        self.inline = DiskCounts.of(self.disks)
 
     @property
     def scored(self) -> bool:
@@ -342,7 +349,8 @@ class MemberCheck:
             return None, ()
         assert self.snapshot is not None
         snapshot = self.snapshot
-        if self.disks and snapshot.disk_conflict(node.name, self.disks):
+        inline = self.inline
+        if inline.by_name and snapshot.disk_conflict(node.name, inline.by_name):
             return Rejection(Exclusion.DISK_CONFLICT), ()
         decisions: tuple[VolumeDecision, ...] = ()
         if self.claims:
@@ -359,26 +367,31 @@ class MemberCheck:
             )
             if rejection is not None:
                 return rejection, ()
-        new = self._attaching(decisions)
-        if new:
+        claimed = self._attaching(decisions) if self.claims else {}
+        if claimed or inline.attaching:
+            new: Mapping[str, str] = claimed
+            counts: Mapping[str, int] | None = None
+            if not claimed:
+                new, counts = inline.attaching, inline.counts
+            elif inline.attaching:
+                new = ChainMap(claimed, inline.attaching)
+                more = Counter(k for u, k in claimed.items() if u not in inline.attaching)
+                counts = more + Counter(inline.counts)
             limits = snapshot.attach_limits(node)
-            if any(key in limits for key in new.values()) and exceeds_attach_limits(
-                new, snapshot.node_attachments(node.name), limits
+            keys = counts if counts is not None else claimed.values()
+            if any(key in limits for key in keys) and exceeds_attach_limits(
+                new, snapshot.node_attachments(node.name), limits, counts
             ):
                 return Rejection(Exclusion.VOLUME_LIMITS), ()
         return None, decisions
 
     def _attaching(self, decisions: Sequence[VolumeDecision]) -> dict[str, str]:
-        """The volumes this member's claims and inline disks bring to a node where these are
-        its decisions."""
+        """The volumes this member's claims bring to a node where these are its decisions."""
         assert self.snapshot is not None
         volumes = self.snapshot.volumes
         earlier = self.snapshot.claim_decisions
         mine = {d.key: d for d in decisions}
         new: dict[str, str] = {}
-        for disk in self.disks:
-            if (inline := disk.attachment) is not None:
-                new[inline[0]] = inline[1]
         for claim in self.claims:
             decision = mine.get(claim.key) or earlier.get(claim.key)
             name = claim.volume or (decision.volume if decision is not None else None)

@@ -614,12 +614,17 @@ class Snapshot:
                     attached[found[0]] = found[1]
         return attached
 
-    def disk_conflict(self, name: str, disks: Iterable[Disk]) -> bool:
-        """True when a pod on the node (bound or assumed) mounts one of these inline disks in a
-        way that excludes the other mount (`Disk.conflicts`)."""
+    def disk_conflict(self, name: str, mine: Mapping[tuple[str, str], Sequence[Disk]]) -> bool:
+        """True when a pod on the node (bound or assumed) mounts one of these inline disks
+        (`mine`: by plugin and name, `DiskCounts.by_name`) in a way that excludes the other
+        mount (`Disk.conflicts`). The cost is the node's disks, not the newcomer's."""
         pods = self._pods
-        held = [disk for uid in self._nodes[name].pods for disk in pods[uid].info.disks]
-        return bool(held) and any(mine.conflicts(theirs) for mine in disks for theirs in held)
+        for uid in self._nodes[name].pods:
+            for theirs in pods[uid].info.disks:
+                for disk in mine.get((theirs.plugin, theirs.name), ()):
+                    if disk.conflicts(theirs):
+                        return True
+        return False
 
     # --- node events -----------------------------------------------------------------------------
     def add_node(self, node: Mapping[str, Any]) -> None:

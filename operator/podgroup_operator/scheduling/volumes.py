@@ -56,6 +56,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -155,6 +156,27 @@ class Disk:
         ):
             return False
         return not (self.read_only and other.read_only)
+
+
+@dataclass(frozen=True, slots=True)
+class DiskCounts:
+    """A pod's inline disks as every node it visits asks about them: by name (conflicts),
+    what they attach (unique name -> limit key) and how many per limit key."""
+
+    by_name: Mapping[tuple[str, str], tuple[Disk, ...]]
+    attaching: dict[str, str]
+    counts: Mapping[str, int]
+
+    @classmethod
+    def of(cls, disks: Iterable[Disk]) -> DiskCounts:
+        by_name: dict[tuple[str, str], tuple[Disk, ...]] = {}
+        attaching: dict[str, str] = {}
+        for disk in disks:
+            name = (disk.plugin, disk.name)
+            by_name[name] = (*by_name.get(name, ()), disk)
+            if (found := disk.attachment) is not None:
+                attaching[found[0]] = found[1]
+        return cls(by_name, attaching, Counter(attaching.values()))
 
 
 def disk_of(volume: Mapping[str, Any]) -> Disk | None:
@@ -488,24 +510,41 @@ def node_attach_limits(
 
 
 def exceeds_attach_limits(
-    new: Mapping[str, str], attached: Mapping[str, str], limits: Mapping[str, int]
+    new: Mapping[str, str],
+    attached: Mapping[str, str],
+    limits: Mapping[str, int],
+    new_counts: Mapping[str, int] | None = None,
 ) -> bool:
     """True when the volumes a pod brings (`new`: unique name -> limit key) take some driver
     past the node's limit, counting the volumes already `attached` once each (a volume the
-    node already has adds nothing)."""
-    if not limits:
-        return False
-    adding: dict[str, int] = {}
-    for unique, key in new.items():
-        if key in limits and unique not in attached:
-            adding[key] = adding.get(key, 0) + 1
-    if not adding:
+    node already has adds nothing).
+
+    `new_counts` (new's volumes per key, which a caller checking many nodes keeps) spares
+    counting `new` again: the cost per node is then its attached volumes, not the pod's,
+    which may name thousands of disks."""
+    counts = new_counts if new_counts is not None else Counter(new.values())
+    if not any(key in limits for key in counts):
         return False
     present: dict[str, int] = {}
-    for key in attached.values():
-        if key in adding:
+    shared: dict[str, int] = {}
+    for unique, key in attached.items():
+        if key in counts:
             present[key] = present.get(key, 0) + 1
-    return any(present.get(key, 0) + count > limits[key] for key, count in adding.items())
+            if unique in new:
+                shared[key] = shared.get(key, 0) + 1
+    for key, count in counts.items():
+        limit = limits.get(key)
+        if limit is None:
+            continue
+        adding = count - shared.get(key, 0)
+        # Upstream's CSI filter checks only the drivers a pod adds a volume of; its in-tree
+        # filters check every type the pod mounts, so a node already past its limit (lowered
+        # since, or pods bound by name) takes no pod of that type at all.
+        if (adding or not key.startswith(CSI_ATTACH_LIMIT_PREFIX)) and present.get(
+            key, 0
+        ) + adding > limit:
+            return True
+    return False
 
 
 def csi_node_limits(raw: Mapping[str, Any]) -> dict[str, int]:

@@ -17,6 +17,7 @@ from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.volumes import (
     Disk,
     DiskPlugin,
+    exceeds_attach_limits,
     node_attach_limits,
     persistent_volume,
     pod_disks,
@@ -276,3 +277,25 @@ def test_the_operator_refuses_to_start_with_a_bad_kube_max_pd_vols(
     err = capsys.readouterr().err
     assert "KUBE_MAX_PD_VOLS='lots': must be a positive whole number" in err
     assert "unset it for kube-scheduler's defaults" in err
+
+
+@pytest.mark.parametrize("in_tree", [True, False])
+def test_a_node_past_its_in_tree_limit_takes_no_pod_of_that_type_even_adding_nothing(
+    in_tree: bool,
+) -> None:
+    """Two read-only GCE PDs on a node whose limit is one (bound by name, or the limit was
+    lowered). Upstream's GCEPDLimits refuses a pod mounting one of them again, though it adds
+    no attachment; its CSI filter lets such a pod through (the same rule counted there)."""
+    key = GCE_KEY if in_tree else "attachable-volumes-csi-x"
+    snapshot = Snapshot.build([node("n0", extended={key: 1})], [])
+    new = {"kubernetes.io/gce-pd/pd-a": key}
+    attached = {"kubernetes.io/gce-pd/pd-a": key, "kubernetes.io/gce-pd/pd-b": key}
+    limits = snapshot.attach_limits(snapshot.nodes["n0"])
+    assert exceeds_attach_limits(new, attached, limits) is in_tree
+    if in_tree:
+        running = [
+            with_volumes(f"old-{d}", gce(f"pd-{d}", read_only=True), node_name="n0") for d in "ab"
+        ]
+        snapshot = Snapshot.build([node("n0", extended={key: 1})], running)
+        again = with_volumes("job-0", gce("pd-a", read_only=True))
+        assert feasible_nodes(again, snapshot) == frozenset()
