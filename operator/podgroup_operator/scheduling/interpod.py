@@ -53,6 +53,7 @@ from podgroup_operator.scheduling.podinfo import (
     HostPort,
     InterPodConstraints,
     SpreadConstraint,
+    port_conflict,
 )
 from podgroup_operator.scheduling.scores import WEIGHT_INTER_POD, WEIGHT_SPREAD
 from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
@@ -304,13 +305,10 @@ class MemberCheck:
     def verdict(self, node: NodeState) -> Rejection | None:
         """None when the node passes every filter here, else the first failure (upstream order:
         NodePorts, VolumeBinding, PodTopologySpread, InterPodAffinity)."""
-        if self.ports:
-            used = node.ports
-            if used:
-                for want in self.ports:
-                    for have in used:
-                        if want.conflicts(have):
-                            return Rejection(Exclusion.PORTS, Parenthesized(want))
+        if self.ports and node.ports:
+            taken = port_conflict(self.ports, node.ports)
+            if taken is not None:
+                return Rejection(Exclusion.PORTS, Parenthesized(taken))
         if self.claims or self.disks:
             verdict, _ = self.volumes(node)
             if verdict is not None:

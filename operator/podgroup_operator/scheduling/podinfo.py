@@ -22,7 +22,7 @@ Two views, because the two uses differ:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -72,6 +72,26 @@ class HostPort:
 
     def __str__(self) -> str:
         return f"{self.ip}:{self.port}/{self.protocol}"
+
+
+def port_conflict(wanted: Iterable[HostPort], used: Mapping[HostPort, int]) -> HostPort | None:
+    """The first wanted port that one in use conflicts with (`HostPort.conflicts`), else None.
+
+    By lookups, as kube-scheduler's HostPortInfo keeps them by IP: a pod may bind thousands of
+    host ports, and comparing every pair took 4.9 s for one node where pods of 5,000 ports meet.
+    """
+    ips: set[str] | None = None
+    for want in wanted:
+        if want.ip == ANY_IP:
+            if ips is None:
+                ips = {have.ip for have in used}
+            candidates: Iterable[str] = ips
+        else:
+            candidates = (want.ip, ANY_IP)
+        for ip in candidates:
+            if HostPort(ip, want.protocol, want.port) in used:
+                return want
+    return None
 
 
 def host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:

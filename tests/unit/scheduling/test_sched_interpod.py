@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from podgroup_operator.constants import Reason
 from podgroup_operator.scheduling.gang import (
@@ -19,6 +21,7 @@ from podgroup_operator.scheduling.gang import (
     pod_terms,
 )
 from podgroup_operator.scheduling.placement import place_group
+from podgroup_operator.scheduling.podinfo import HostPort, port_conflict
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node, pod
 from tests.unit.scheduling.helpers import gang, members
@@ -380,6 +383,23 @@ def test_host_port_conflicts_follow_ip_and_protocol(
         gang("job", members("job", 1, containers=with_port(53, *wanted))), snapshot
     )
     assert isinstance(outcome, Refusal) is conflict
+
+
+_PORTS = st.builds(
+    HostPort,
+    st.sampled_from(["0.0.0.0", "10.0.0.1", "10.0.0.2"]),
+    st.sampled_from(["TCP", "UDP"]),
+    st.integers(80, 83),
+)
+
+
+@given(wanted=st.lists(_PORTS, max_size=6), used=st.lists(_PORTS, max_size=6))
+def test_the_port_lookup_finds_what_comparing_every_pair_finds(
+    wanted: list[HostPort], used: list[HostPort]
+) -> None:
+    """`port_conflict` looks ports up (a pod may bind thousands); the rule is pairwise."""
+    pairwise = next((w for w in wanted if any(w.conflicts(u) for u in used)), None)
+    assert port_conflict(wanted, dict.fromkeys(used, 1)) == pairwise
 
 
 def test_undo_releases_ports_and_indexes() -> None:
