@@ -26,6 +26,7 @@ from podgroup_operator.adapters.kube import (
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.kube_helpers import (
     create_group,
+    create_pod,
     gang_pods,
     group_status,
     pool,
@@ -291,3 +292,66 @@ async def test_the_victim_group_says_who_preempted_it_and_is_not_charged_a_resta
         old = {p["metadata"]["uid"] for p in victims}
         assert not old & {p["metadata"]["uid"] for p in pods.get("low", [])}
         assert not any(p["spec"].get("nodeName") for p in pods.get("low", []))
+
+
+async def test_room_another_scheduler_nominated_its_pod_to_is_left_to_it_by_gangs_not_above_it(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    priority_class: PriorityClassFactory,
+) -> None:
+    """kube-scheduler's preemption names a node for its pod (`status.nominatedNodeName`) and
+    waits for the victims to go; its filters keep that room for the pod from pods of no higher
+    priority. Ours do too: a gang of the same priority waits, a higher one takes the room, and
+    once the nomination is withdrawn the first gang is placed."""
+    mid, high = await priority_class(100), await priority_class(1000)
+    async with pool(kube, count=1, cpu="8") as (sim, pool_name):
+        node = sim.node_names[0]
+        await create_pod(
+            kube,
+            namespace,
+            "theirs",
+            requests={"cpu": "6"},
+            scheduler=c.DEFAULT_SCHEDULER_NAME + "-elsewhere",
+            priorityClassName=mid,
+        )
+        await kube.patch_status(PODS, "theirs", namespace, {"nominatedNodeName": node})
+        await create_group(kube, namespace, "low", min_member=1)
+        await gang_pods(
+            kube,
+            namespace,
+            "low",
+            1,
+            pool_name,
+            group="low",
+            requests={"cpu": "4"},
+            priorityClassName=mid,
+        )
+
+        async def low_waits() -> str | None:
+            conditions = (await group_status(kube, namespace, "low")).get("conditions") or []
+            found = next((x for x in conditions if x["type"] == "Unschedulable"), None)
+            refused = found and found["status"] == "True"
+            return found["message"] if found and refused else None
+
+        message = await wait_for(low_waits, 30, "the gang of the same priority to wait")
+        assert "Insufficient cpu" in message, message
+        await create_group(kube, namespace, "high", min_member=1)
+        await gang_pods(
+            kube,
+            namespace,
+            "high",
+            1,
+            pool_name,
+            group="high",
+            requests={"cpu": "4"},
+            priorityClassName=high,
+        )
+
+        async def node_of(name: str) -> str | None:
+            return (await kube.get(PODS, name, namespace))["spec"].get("nodeName")
+
+        assert await wait_for(lambda: node_of("high-0"), 30, "the higher gang bound") == node
+        assert not await node_of("low-0")
+        await kube.patch_status(PODS, "theirs", namespace, {"nominatedNodeName": None})
+        assert await wait_for(lambda: node_of("low-0"), 30, "the first gang bound") == node

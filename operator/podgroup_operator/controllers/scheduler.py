@@ -76,6 +76,7 @@ from podgroup_operator.scheduling.gang import (
 )
 from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
+from podgroup_operator.scheduling.podinfo import pod_priority
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import decide_wait, order_gangs
 from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
@@ -290,6 +291,11 @@ class GangScheduler:
         created again."""
         self.held: dict[GroupKey, Callable[[], None]] = {}
         """NonStrict gangs' partial placements, held in the snapshot until placed or timed out."""
+        self.nominated: dict[str, tuple[str, JSON]] = {}
+        """Pending pods of other schedulers nominated to a node while their victims leave
+        (kube-scheduler's preemption): UID -> (node, pod). Each decision holds their room for
+        gangs of no higher priority (`_decide`), as kube-scheduler's filters do; without it a
+        gang took the room a preemption had just freed, and the preemptor evicted again."""
         self.binds = 0
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
@@ -368,6 +374,7 @@ class GangScheduler:
         fit)."""
         uid = pod_uid(pod)
         node = (pod.get("spec") or {}).get("nodeName")
+        self._track_nomination(uid, event_type, pod, node)
         if node or event_type == c.WatchEventType.DELETED:
             self._forget_bound(uid)
         if event_type == c.WatchEventType.ADDED and self.leaving:
@@ -400,6 +407,27 @@ class GangScheduler:
             self._add_pending(uid, key, pod)
         else:
             self._drop_pending(uid)
+
+    def _track_nomination(
+        self, uid: str, event_type: str | None, pod: JSON, node: str | None
+    ) -> None:
+        """Keep `nominated` current; a nomination withdrawn (not bound, not deleted: those
+        retry as capacity does) gives its room back to the waiting gangs."""
+        target = None
+        spec = pod.get("spec") or {}
+        if (
+            event_type != c.WatchEventType.DELETED
+            and not node
+            and spec.get("schedulerName") not in self.scheduler_names
+            and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        ):
+            target = (pod.get("status") or {}).get("nominatedNodeName") or None
+        before = self.nominated.pop(uid, None)
+        if target is not None:
+            self.nominated[uid] = (str(target), pod)
+        if before is not None and not node and before[0] != target:
+            self._retry_all()
+            self.wake()
 
     def on_volumes_changed(self) -> None:
         """A PV, claim or StorageClass changed: a gang waiting on volumes may fit now."""
@@ -675,6 +703,23 @@ class GangScheduler:
         if gang_group is None:
             return None  # a partner waits out its backoff: the gang group waits with it
         decided.update(r.key for r in gang_group)
+        priority = min(r.priority for r in gang_group)
+        unhold = self.snapshot.hold(
+            (node, pod) for node, pod in self.nominated.values() if pod_priority(pod) >= priority
+        )
+        try:
+            return await self._decide_now(request, gang_group, binds, now)
+        finally:
+            unhold()
+
+    async def _decide_now(
+        self,
+        request: GangRequest,
+        gang_group: Sequence[GangRequest],
+        binds: list[Binding],
+        now: dt.datetime,
+    ) -> str:
+        """`_decide` with the room of the nominated pods that count for it held."""
         if len(gang_group) > 1:
             for member in gang_group:
                 self.preemption.release(member.key)

@@ -720,6 +720,22 @@ class Snapshot:
             )
 
     # --- assumptions -----------------------------------------------------------------------------
+    def hold(self, pods: Iterable[tuple[str, Mapping[str, Any]]]) -> Undo:
+        """Book pending pods on the nodes named for them ((node, raw pod) pairs) until the
+        returned undo: kube-scheduler's filters count the pods nominated to a node (preemption
+        freed their room) as if they ran there. Pods the snapshot already holds and unknown
+        nodes are skipped."""
+        bindings: list[tuple[str, str, Resources]] = []
+        infos: dict[str, PodInfo] = {}
+        for node, pod in pods:
+            uid = pod_uid(pod)
+            if node not in self._nodes or uid in self._pods:
+                continue
+            request = pod_requests(pod)
+            bindings.append((uid, node, request))
+            infos[uid] = pod_info(pod, uid, request, self.gang_of)
+        return self.assume(bindings, infos) if bindings else _noop
+
     def assume(
         self,
         bindings: Sequence[tuple[str, str, Resources]],

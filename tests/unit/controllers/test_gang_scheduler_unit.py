@@ -1336,3 +1336,42 @@ async def test_a_pod_created_in_a_namespace_that_was_being_deleted_is_placed_at_
     await h.scheduler.cycle()
 
     assert sorted(h.bound_pods()) == ["gang-0", "gang-1", "solo"]
+
+
+# --- other schedulers' nominated pods ------------------------------------------------------------
+
+
+def nominate(h: Harness, body: Body, node_name: str | None) -> None:
+    """Another scheduler (kube-scheduler preempting) names, or withdraws, the pod's node."""
+    body = copy.deepcopy(body)
+    body["status"]["nominatedNodeName"] = node_name
+    h.scheduler.on_pod("MODIFIED", body)
+
+
+async def test_room_nominated_to_another_schedulers_pod_is_held_from_gangs_not_above_it() -> None:
+    """As kube-scheduler's filters count nominated pods of no lower priority than the pod they
+    place: a gang of the same priority leaves the room alone, a higher one takes it, and a
+    nomination withdrawn gives the room back at once."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_node("n2", cpu=2)
+    theirs = h.add_pod("theirs", cpu=6, scheduler=c.DEFAULT_SCHEDULER_NAME, priority=100)
+    nominate(h, theirs, "n1")
+    h.add_group("low", min_member=1)
+    h.add_pods("low", 1, cpu=4, priority=100)
+
+    await h.scheduler.cycle()
+
+    assert h.bound_pods() == []
+    assert not h.verdicts_for("low")[-1].placed
+    assert h.cpu_free("n1") == 8000  # held for the decision only
+    h.add_group("high", min_member=1)
+    h.add_pods("high", 1, cpu=4, priority=1000)
+
+    await h.scheduler.cycle()
+
+    assert h.node_of("high-0") == "n1"
+    assert h.cpu_free("n1") == 4000
+    nominate(h, theirs, None)
+    await h.scheduler.cycle()  # due at once, not after its backoff
+    assert h.node_of("low-0") == "n1"
