@@ -3,6 +3,7 @@ host ports, and the refusal of constraints the scheduler cannot evaluate."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -11,12 +12,14 @@ from hypothesis import strategies as st
 
 from podgroup_operator.constants import Reason
 from podgroup_operator.scheduling.gang import (
+    HOST_PORT_COST,
     NODE_EXPRESSION_COST,
     POD_TERM_COST,
     GangRequest,
     Placement,
     Refusal,
     decision_cost,
+    host_port_count,
     node_expressions,
     pod_terms,
 )
@@ -546,6 +549,18 @@ def test_pod_terms_count_each_shared_list_once_and_every_kind_of_term() -> None:
     bare = GangRequest(namespace="ns", name="b", min_member=1, pending=[pod("b")])
     assert pod_terms(bare.pending) == 0
     assert decision_cost([bare], pods=10**6, nodes=10**6) == 0
+
+
+def test_host_ports_count_for_every_node_and_a_shared_template_once() -> None:
+    """A member binding thousands of host ports costs a lookup of each on every node."""
+    ports = [{"containerPort": 8000 + i, "hostPort": 8000 + i} for i in range(3)]
+    containers = [{"name": "main", "image": "x", "ports": [*ports, {"containerPort": 9}]}]
+    template = [pod(f"m{i}", containers=containers) for i in range(4)]
+    gang = GangRequest(namespace="ns", name="g", min_member=4, pending=template)
+    assert host_port_count(gang.pending) == 3
+    assert decision_cost([gang], pods=10, nodes=100) == 3 * 100 * HOST_PORT_COST
+    own = [pod(f"o{i}", containers=copy.deepcopy(containers)) for i in range(2)]
+    assert host_port_count(own) == 6
 
 
 def test_node_expressions_count_required_and_preferred_once_per_affinity() -> None:
