@@ -80,7 +80,7 @@ for the whole life of the pod (scheduling/resources.py, scheduling/podinfo.py)."
 _POD_STATUS = ("phase", "reason", "message", "nominatedNodeName", "startTime")
 
 
-_CLAIM_SOURCES = ("persistentVolumeClaim", "ephemeral", *DISK_SOURCES)
+_CLAIM_SOURCES = frozenset({"persistentVolumeClaim", "ephemeral", *DISK_SOURCES})
 """The volumes placement reads (scheduling/podinfo.py `pod_claims`, scheduling/volumes.py
 `pod_disks`); a secret, ConfigMap, projected or emptyDir volume does not constrain where a pod
 goes."""
@@ -160,7 +160,7 @@ def _slim_containers(containers: Any) -> list[JSON]:
 
 
 def _claim_volumes(volumes: Any) -> list[JSON]:
-    return [v for v in volumes or () if any(v.get(source) for source in _CLAIM_SOURCES)]
+    return [v for v in volumes or () if any(k in _CLAIM_SOURCES and v[k] for k in v)]
 
 
 _SHARED_METADATA = ("namespace", "labels", "annotations", "ownerReferences", "finalizers")

@@ -167,7 +167,7 @@ def _volume_kind(volume: Mapping[str, Any]) -> int:
     neither (the names are each member's own, read per pod)."""
     if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
         return 1
-    return 2 if any(volume.get(source) for source in DISK_SOURCES) else 0
+    return 2 if any(source in DISK_SOURCES and volume[source] for source in volume) else 0
 
 
 @dataclass

@@ -118,7 +118,7 @@ _DISK_SOURCES = {
     "iscsi": (DiskPlugin.ISCSI, "iqn"),
     "rbd": (DiskPlugin.RBD, "image"),
 }
-DISK_SOURCES = tuple(_DISK_SOURCES)
+DISK_SOURCES = frozenset(_DISK_SOURCES)
 """The volume sources (pod `spec.volumes[]` keys) that name an in-tree disk."""
 
 
@@ -181,8 +181,12 @@ class DiskCounts:
 
 def disk_of(volume: Mapping[str, Any]) -> Disk | None:
     """The in-tree disk a pod volume (or a PV's spec) names, None for any other source."""
-    for source, (plugin, field_name) in _DISK_SOURCES.items():
-        raw = volume.get(source)
+    for source in volume:  # a volume has its name and one source: fewer keys than sources
+        found = _DISK_SOURCES.get(source)
+        if found is None:
+            continue
+        plugin, field_name = found
+        raw = volume[source]
         if isinstance(raw, Mapping):
             return Disk(
                 plugin,
@@ -198,8 +202,12 @@ def disk_of(volume: Mapping[str, Any]) -> Disk | None:
 
 def pod_disks(pod: Mapping[str, Any]) -> tuple[Disk, ...]:
     """The in-tree disks a raw pod mounts inline, in order, each once."""
-    found = (disk_of(v) for v in (pod.get("spec") or {}).get("volumes") or ())
-    return tuple(dict.fromkeys(d for d in found if d is not None))
+    found = [
+        disk
+        for volume in (pod.get("spec") or {}).get("volumes") or ()
+        if not DISK_SOURCES.isdisjoint(volume) and (disk := disk_of(volume)) is not None
+    ]
+    return tuple(dict.fromkeys(found)) if found else ()
 
 
 class BindingMode(StrEnum):
