@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, ValuesView
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +145,10 @@ class Store:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def values(self) -> ValuesView[JSON]:
+        """Every object, as a live view (as a dict's): copy it before the store changes."""
+        return self._items.values()
 
     def objects(self) -> list[JSON]:
         """Every stored object (a copy of the list: safe while the store changes)."""

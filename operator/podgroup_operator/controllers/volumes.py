@@ -68,6 +68,8 @@ class Lookup(Protocol):
 
     def get(self, key: str) -> JSON | None: ...
 
+    def values(self) -> Iterable[JSON]: ...
+
 
 class VolumeBindingError(Exception):
     """A claim could not be given its volume; the message names the claim and the cause."""
@@ -189,6 +191,16 @@ class VolumeBinder:
             self.snapshot.set_claim_provisioner(key, provisioner)
 
     def on_storage_class(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
+        """A class made after its claims, or deleted, changes what they count against a
+        node's attach limits (their provisioner's driver): each claim of it is told again."""
+        name = (body.get("metadata") or {}).get("name")
+        provisioner = "" if kind is WatchEventType.DELETED else str(body.get("provisioner") or "")
+        if old is None or kind is WatchEventType.DELETED or old.get("provisioner") != provisioner:
+            for claim in list(self.claims.values()):
+                if (claim.get("spec") or {}).get("storageClassName") == name:
+                    meta = claim.get("metadata") or {}
+                    key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                    self.exclusive(self._set_claim_provisioner, key, provisioner)
         self.changed()
 
     def on_csi_node(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:

@@ -380,3 +380,23 @@ async def test_csinode_limits_and_running_pods_claims_keep_a_gang_off_a_full_nod
     assert csi_key not in snapshot.attach_limits(snapshot.nodes["n0"])
     world.binder.on_claim(WatchEventType.DELETED, world.claims[f"{NS}/old"], None)
     assert snapshot.node_attachments("n0") == {}
+
+
+def test_a_class_made_after_its_claims_gives_them_its_provisioner_and_its_deletion_takes_it() -> (
+    None
+):
+    """What a running pod's claim still being provisioned counts against its node's limit
+    comes from its class; a class created later (or deleted) is read back into the claims."""
+    world = World()
+    world.add_claim(claim("old", klass="fast"))
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "old"}}]
+    running = pod("old-0", NS, node="n0", phase="Running", requests={"cpu": "1"}, volumes=volumes)
+    (stored,) = world.fake.seed(running)
+    world.scheduler.on_pod("ADDED", stored)
+    snapshot = world.scheduler.snapshot
+    assert snapshot.node_attachments("n0") == {}
+    world.add_class("fast", DYNAMIC)
+    csi_key = f"attachable-volumes-csi-{DYNAMIC['provisioner']}"
+    assert list(snapshot.node_attachments("n0").values()) == [csi_key]
+    world.binder.on_storage_class(WatchEventType.DELETED, world.classes.pop("fast"), None)
+    assert snapshot.node_attachments("n0") == {}
