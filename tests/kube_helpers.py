@@ -264,6 +264,20 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return matches[0]
 
 
+async def refusal(
+    kube: KubeClient, namespace: str, group: str, reason: str = c.Reason.NOT_ENOUGH_RESOURCES
+) -> dict[str, Any]:
+    """The group's Unschedulable=True condition once the scheduler refused it with `reason`
+    (until all members exist, the lifecycle's NotEnoughTasks may come first)."""
+
+    async def probe() -> dict[str, Any] | None:
+        conditions = (await group_status(kube, namespace, group)).get("conditions") or []
+        cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
+        return cond if cond and cond["status"] == "True" and cond["reason"] == reason else None
+
+    return await wait_for(probe, 30, f"{namespace}/{group} to be refused with {reason}")
+
+
 async def create_group(kube: KubeClient, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
     """Create a PodGroup; keyword arguments are builders.podgroup's (min_member, API fields)."""
     body = podgroup(name, namespace, **spec)

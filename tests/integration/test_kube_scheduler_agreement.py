@@ -42,7 +42,7 @@ import functools
 import json
 import random
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1055,6 +1055,41 @@ async def _attach_volumes(
     return made
 
 
+async def _try_series(
+    kube: KubeClient,
+    pools: list[NodePool],
+    count: int,
+    make: Callable[[random.Random, int], Awaitable[dict[str, Any]]],
+    *,
+    count_limited: bool = False,
+) -> Tally:
+    """`count` pods from `make`, each tried (`_try`) on sim nodes of `pools`, half the placed
+    ones deleted every ATTACH_FREE_EVERY pods."""
+    async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(60)
+        rng = random.Random(SEED)
+        tally = Tally()
+        placed: list[dict[str, Any]] = []
+        for index in range(count):
+            pod = await make(rng, index)
+            await _try(kube, pod, tally, placed, count_limited=count_limited)
+            if index % ATTACH_FREE_EVERY == ATTACH_FREE_EVERY - 1 and placed:
+                await _free(kube, rng, placed, 2)
+    return tally
+
+
+async def _claims_namespace(
+    kube: KubeClient, klass: str, namespace: str, source: Callable[[str], dict[str, Any]]
+) -> AttachVolumes:
+    """A test's namespace for its claims, their Immediate StorageClass and the PVs they get
+    (`_attach_volumes`)."""
+    await kube.create(STORAGE_CLASSES, _storage_class(klass, "Immediate"))
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
+    return await _attach_volumes(kube, AttachVolumes(klass, namespace), source)
+
+
 async def _attach_claims(
     kube: KubeClient, rng: random.Random, index: int, volumes: AttachVolumes, most: int = 3
 ) -> list[str]:
@@ -1109,27 +1144,16 @@ async def test_our_attach_limits_pass_exactly_the_nodes_kube_scheduler_may_choos
     kube-scheduler's NodeVolumeLimits against our attach limits, as above. Resources are
     ample, so a refusal here is the limits' (or a zone's nodes all at theirs)."""
     kube = versus_kube
-    await kube.create(STORAGE_CLASSES, _storage_class(ATTACH_CLASS, "Immediate"))
-    await kube.create(
-        NAMESPACES,
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ATTACH_NAMESPACE}},
-    )
     # Before the nodes: kube-scheduler has them by the time the nodes are Ready.
     for node, count in ATTACH_CSI_NODES.items():
         await kube.create(CSI_NODES, _csi_node(node, count))
     csi = functools.partial(_csi_source, CSI_DRIVER)
-    volumes = await _attach_volumes(kube, AttachVolumes(ATTACH_CLASS, ATTACH_NAMESPACE), csi)
-    async with SimCluster(kube, ATTACH_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
-        await sim.wait_ready(60)
-        rng = random.Random(SEED)
-        tally = Tally()
-        placed: list[dict[str, Any]] = []
-        for index in range(ATTACH_PODS_TO_TRY):
-            claims = await _attach_claims(kube, rng, index, volumes)
-            pod = _attach_pod(rng, index, claims)
-            await _try(kube, pod, tally, placed, count_limited=True)
-            if index % ATTACH_FREE_EVERY == ATTACH_FREE_EVERY - 1 and placed:
-                await _free(kube, rng, placed, 2)
+    volumes = await _claims_namespace(kube, ATTACH_CLASS, ATTACH_NAMESPACE, csi)
+
+    async def make(rng: random.Random, index: int) -> dict[str, Any]:
+        return _attach_pod(rng, index, await _attach_claims(kube, rng, index, volumes))
+
+    tally = await _try_series(kube, ATTACH_POOLS, ATTACH_PODS_TO_TRY, make, count_limited=True)
     _assert_agreed(tally)
     assert tally.placed >= 15 and tally.refused >= 5 and tally.limited >= 10, tally
 
@@ -1217,25 +1241,15 @@ async def test_our_in_tree_disk_rules_pass_exactly_the_nodes_kube_scheduler_may_
     attaches: kube-scheduler's VolumeRestrictions, EBSLimits, GCEPDLimits and AzureDiskLimits
     against ours, as above."""
     kube = versus_kube
-    await kube.create(STORAGE_CLASSES, _storage_class(DISK_CLASS, "Immediate"))
-    await kube.create(
-        NAMESPACES,
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DISK_NAMESPACE}},
-    )
-    made = AttachVolumes(DISK_CLASS, DISK_NAMESPACE)
-    volumes = await _attach_volumes(kube, made, _ebs_source)
-    async with SimCluster(kube, DISK_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
-        await sim.wait_ready(60)
-        rng = random.Random(SEED)
-        tally = Tally()
-        placed: list[dict[str, Any]] = []
-        for index in range(DISK_PODS_TO_TRY):
-            claims: list[str] = []
-            if rng.random() < 0.3:
-                claims = await _attach_claims(kube, rng, index, volumes, most=1)
-            await _try(kube, _disk_pod(rng, index, claims), tally, placed)
-            if index % ATTACH_FREE_EVERY == ATTACH_FREE_EVERY - 1 and placed:
-                await _free(kube, rng, placed, 2)
+    volumes = await _claims_namespace(kube, DISK_CLASS, DISK_NAMESPACE, _ebs_source)
+
+    async def make(rng: random.Random, index: int) -> dict[str, Any]:
+        claims: list[str] = []
+        if rng.random() < 0.3:
+            claims = await _attach_claims(kube, rng, index, volumes, most=1)
+        return _disk_pod(rng, index, claims)
+
+    tally = await _try_series(kube, DISK_POOLS, DISK_PODS_TO_TRY, make)
     _assert_agreed(tally)
     assert tally.placed >= 15 and tally.refused >= 3 and tally.narrowed >= 10, tally
 

@@ -30,6 +30,7 @@ from tests.kube_helpers import (
     gang_pods,
     group_status,
     pool,
+    refusal,
     sample,
     scheduling_attempts,
     scrape,
@@ -316,37 +317,23 @@ async def test_room_another_scheduler_nominated_its_pod_to_is_left_to_it_by_gang
             priorityClassName=mid,
         )
         await kube.patch_status(PODS, "theirs", namespace, {"nominatedNodeName": node})
-        await create_group(kube, namespace, "low", min_member=1)
-        await gang_pods(
-            kube,
-            namespace,
-            "low",
-            1,
-            pool_name,
-            group="low",
-            requests={"cpu": "4"},
-            priorityClassName=mid,
-        )
 
-        async def low_waits() -> str | None:
-            conditions = (await group_status(kube, namespace, "low")).get("conditions") or []
-            found = next((x for x in conditions if x["type"] == "Unschedulable"), None)
-            refused = found and found["status"] == "True"
-            return found["message"] if found and refused else None
+        async def gang_of_one(name: str, klass: str) -> None:
+            await create_group(kube, namespace, name, min_member=1)
+            await gang_pods(
+                kube,
+                namespace,
+                name,
+                1,
+                pool_name,
+                group=name,
+                requests={"cpu": "4"},
+                priorityClassName=klass,
+            )
 
-        message = await wait_for(low_waits, 30, "the gang of the same priority to wait")
-        assert "Insufficient cpu" in message, message
-        await create_group(kube, namespace, "high", min_member=1)
-        await gang_pods(
-            kube,
-            namespace,
-            "high",
-            1,
-            pool_name,
-            group="high",
-            requests={"cpu": "4"},
-            priorityClassName=high,
-        )
+        await gang_of_one("low", mid)
+        assert "Insufficient cpu" in (await refusal(kube, namespace, "low"))["message"]
+        await gang_of_one("high", high)
 
         async def node_of(name: str) -> str | None:
             return (await kube.get(PODS, name, namespace))["spec"].get("nodeName")

@@ -20,8 +20,8 @@ from podgroup_operator.scheduling.filters import Exclusion
 from tests.kube_helpers import (
     create_group,
     gang_pods,
-    group_status,
     pool,
+    refusal,
     scheduling_attempts,
     unique_prefix,
     wait_scheduling_attempts,
@@ -46,20 +46,6 @@ async def all_bound(kube: KubeClient, namespace: str, selector: str, count: int)
         return placed if len(placed) == count else []
 
     return await wait_for(probe, 30, f"{count} pods of {selector} to be bound")
-
-
-async def refusal(
-    kube: KubeClient, namespace: str, group: str, reason: str = c.Reason.NOT_ENOUGH_RESOURCES
-) -> dict[str, Any]:
-    """The group's Unschedulable=True condition once the scheduler refused it with `reason`
-    (until all members exist, the lifecycle's NotEnoughTasks may come first)."""
-
-    async def probe() -> dict[str, Any] | None:
-        conditions = (await group_status(kube, namespace, group)).get("conditions") or []
-        cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
-        return cond if cond and cond["status"] == "True" and cond["reason"] == reason else None
-
-    return await wait_for(probe, 30, f"{namespace}/{group} to be refused with {reason}")
 
 
 async def still_unbound_after_more_refusals(

@@ -30,8 +30,8 @@ from tests.kube_helpers import (
     create_group,
     create_pod,
     gang_pods,
-    group_status,
     pool,
+    refusal,
     scheduling_attempts,
     wait_scheduling_attempts,
 )
@@ -39,7 +39,6 @@ from tests.waiting import wait_for
 
 HOSTNAME = "kubernetes.io/hostname"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
-NOT_ENOUGH_RESOURCES = c.Reason.NOT_ENOUGH_RESOURCES
 
 
 @asynccontextmanager
@@ -111,36 +110,39 @@ def mounting(claim_name: str) -> list[dict[str, Any]]:
     return [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
 
 
+async def gang_mounting(
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    selector: dict[str, str],
+    *volumes: list[dict[str, Any]],
+) -> None:
+    """A PodGroup for our scheduler whose member `<name>-<i>` mounts `volumes[i]`, on nodes
+    with these labels."""
+    await create_group(kube, namespace, name, min_member=len(volumes))
+    for i, mounts in enumerate(volumes):
+        await create_pod(
+            kube,
+            namespace,
+            f"{name}-{i}",
+            group=name,
+            requests={"cpu": "1"},
+            scheduler=c.SCHEDULER_NAME,
+            nodeSelector=selector,
+            volumes=mounts,
+        )
+
+
 async def gang_of_one(
     kube: KubeClient, namespace: str, name: str, claim_name: str, selector: dict[str, str]
 ) -> None:
-    """A PodGroup of one and its member `<name>-0` for our scheduler, mounting the claim, on
-    nodes with these labels."""
-    await create_group(kube, namespace, name, min_member=1)
-    await create_pod(
-        kube,
-        namespace,
-        f"{name}-0",
-        group=name,
-        requests={"cpu": "1"},
-        scheduler=c.SCHEDULER_NAME,
-        nodeSelector=selector,
-        volumes=mounting(claim_name),
-    )
+    """A PodGroup of one and its member `<name>-0`, mounting the claim."""
+    await gang_mounting(kube, namespace, name, selector, mounting(claim_name))
 
 
 async def node_of(kube: KubeClient, namespace: str, pod_name: str) -> str | None:
     pod = await kube.get(PODS, pod_name, namespace)
     return pod["spec"].get("nodeName")
-
-
-async def refusal(kube: KubeClient, namespace: str, group: str) -> str | None:
-    """The Unschedulable message while the scheduler refuses the gang, else None (until its pod
-    is seen, the lifecycle's NotEnoughTasks may come first)."""
-    conditions = (await group_status(kube, namespace, group)).get("conditions") or []
-    cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
-    refused = cond and cond["status"] == "True" and cond["reason"] == NOT_ENOUGH_RESOURCES
-    return cond["message"] if cond and refused else None
 
 
 async def test_wait_for_first_consumer_claim_binds_the_static_local_pv_and_its_pod_lands_there(
@@ -191,9 +193,7 @@ async def test_an_unbound_immediate_claim_keeps_its_gang_waiting_naming_the_clai
         await create_group(kube, namespace, "job", min_member=1)
         await gang_pods(kube, namespace, "job", 1, name, group="job", volumes=mounting("scratch"))
 
-        message = await wait_for(
-            lambda: refusal(kube, namespace, "job"), 30, "the gang to wait for its claim"
-        )
+        message = (await refusal(kube, namespace, "job"))["message"]
         assert "waiting for PVC 'scratch' to be bound" in message, message
         refused = await scheduling_attempts(operator, "refused")
         await wait_scheduling_attempts(operator, "refused", since=refused, more=2)
@@ -350,9 +350,7 @@ async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volu
         bound = await wait_for(lambda: node_of(kube, namespace, "first-0"), 30, "first-0 bound")
         assert bound == node_b
         await gang_of_one(kube, namespace, "second", "data-2", shared)
-        message = await wait_for(
-            lambda: refusal(kube, namespace, "second"), 30, "the second gang to wait"
-        )
+        message = (await refusal(kube, namespace, "second"))["message"]
         assert "2 node(s) exceed max volume count" in message, message
         assert not await node_of(kube, namespace, "second-0")
 
@@ -367,20 +365,8 @@ def ebs(volume_id: str) -> list[dict[str, Any]]:
 async def gang_of_ebs(
     kube: KubeClient, namespace: str, name: str, volume_ids: list[str], selector: dict[str, str]
 ) -> None:
-    """A PodGroup for our scheduler whose member `<name>-<i>` mounts EBS volume `volume_ids[i]`
-    inline, on nodes with these labels."""
-    await create_group(kube, namespace, name, min_member=len(volume_ids))
-    for i, volume_id in enumerate(volume_ids):
-        await create_pod(
-            kube,
-            namespace,
-            f"{name}-{i}",
-            group=name,
-            requests={"cpu": "1"},
-            scheduler=c.SCHEDULER_NAME,
-            nodeSelector=selector,
-            volumes=ebs(volume_id),
-        )
+    """A PodGroup whose member `<name>-<i>` mounts EBS volume `volume_ids[i]` inline."""
+    await gang_mounting(kube, namespace, name, selector, *(ebs(v) for v in volume_ids))
 
 
 async def test_inline_ebs_volumes_keep_their_mounts_apart_and_their_nodes_under_the_limit(
@@ -412,14 +398,10 @@ async def test_inline_ebs_volumes_keep_their_mounts_apart_and_their_nodes_under_
         bound = await wait_for(lambda: node_of(kube, namespace, "third-0"), 30, "third-0 bound")
         assert bound == node_b
         await gang_of_ebs(kube, namespace, "conflict", ["vol-shared"], limited)
-        message = await wait_for(
-            lambda: refusal(kube, namespace, "conflict"), 30, "the conflicting gang to wait"
-        )
+        message = (await refusal(kube, namespace, "conflict"))["message"]
         assert "2 node(s) had no available disk" in message, message
         await gang_of_ebs(kube, namespace, "fourth", ["vol-d"], limited)
-        message = await wait_for(
-            lambda: refusal(kube, namespace, "fourth"), 30, "the fourth gang to wait"
-        )
+        message = (await refusal(kube, namespace, "fourth"))["message"]
         assert "2 node(s) exceed max volume count" in message, message
         assert not await node_of(kube, namespace, "conflict-0")
         assert not await node_of(kube, namespace, "fourth-0")
