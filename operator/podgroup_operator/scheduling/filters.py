@@ -14,7 +14,7 @@ every node with identical labels, taints and conditions (see `NodeClass` in `sna
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -111,6 +111,29 @@ class Toleration(NamedTuple):
         return bool(self.key) and self.value == taint.value
 
 
+@dataclass(frozen=True, slots=True)
+class TolerationIndex:
+    """Tolerations by key ("" for those of every key), so that a taint is checked against its
+    own only. Why: a pod may carry thousands of tolerations, and every node class's verdict
+    read them all for each taint (10,000 tolerations, 1,000 classes of three taints: 1.4 s)."""
+
+    by_key: Mapping[str, tuple[Toleration, ...]]
+
+    @classmethod
+    def of(cls, tolerations: Iterable[Toleration]) -> TolerationIndex:
+        by_key: dict[str, list[Toleration]] = {}
+        for toleration in tolerations:
+            by_key.setdefault(toleration.key, []).append(toleration)
+        return cls({key: tuple(group) for key, group in by_key.items()})
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Some toleration covers the taint (`Toleration.tolerates`)."""
+        by_key = self.by_key
+        return any(t.tolerates(taint) for t in by_key.get(taint.key, ())) or any(
+            t.tolerates(taint) for t in by_key.get("", ())
+        )
+
+
 class Requirement(NamedTuple):
     """One `matchExpressions`/`matchFields` entry: key, operator, values."""
 
@@ -165,6 +188,20 @@ class Constraints:
     node_selector: tuple[tuple[str, str], ...] = ()
     terms: tuple[Term, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
+    covering: TolerationIndex = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "covering", TolerationIndex.of(self.tolerations))
+
+    def tolerates(self, taint: Taint) -> bool:
+        return self.covering.tolerates(taint)
+
+    def untolerated(self, taints: Iterable[Taint]) -> Taint | None:
+        """The first NoSchedule/NoExecute taint no toleration covers, or None."""
+        for taint in taints:
+            if taint.effect in ENFORCED_EFFECTS and not self.covering.tolerates(taint):
+                return taint
+        return None
 
     @property
     def uses_node_identity(self) -> bool:
@@ -266,16 +303,6 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
     )
 
 
-def untolerated_taint(
-    tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]
-) -> Taint | None:
-    """The first NoSchedule/NoExecute taint no toleration covers, or None."""
-    for taint in taints:
-        if taint.effect in ENFORCED_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
-            return taint
-    return None
-
-
 _UNSCHEDULABLE_TAINT = Taint(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
 
 
@@ -286,11 +313,9 @@ def check_node(constraints: Constraints, node: NodeFacts) -> Rejection | None:
     """
     if not node.ready:
         return Rejection(Exclusion.NOT_READY)
-    if node.unschedulable and not any(
-        t.tolerates(_UNSCHEDULABLE_TAINT) for t in constraints.tolerations
-    ):
+    if node.unschedulable and not constraints.tolerates(_UNSCHEDULABLE_TAINT):
         return Rejection(Exclusion.UNSCHEDULABLE)
-    taint = untolerated_taint(constraints.tolerations, node.taints)
+    taint = constraints.untolerated(node.taints)
     if taint is not None:
         return Rejection(Exclusion.TAINT, str(taint))
     labels = node.labels

@@ -47,7 +47,6 @@ from podgroup_operator.scheduling.filters import (
     Parenthesized,
     Rejection,
     matches_node_selection,
-    untolerated_taint,
 )
 from podgroup_operator.scheduling.podinfo import (
     HostPort,
@@ -443,9 +442,7 @@ def _eligible(
             return False
     if constraint.honor_node_affinity and not matches_node_selection(node, facts):
         return False
-    return not (
-        constraint.honor_taints and untolerated_taint(node.tolerations, facts.taints) is not None
-    )
+    return not (constraint.honor_taints and node.untolerated(facts.taints) is not None)
 
 
 def _domains(

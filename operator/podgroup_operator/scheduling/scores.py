@@ -24,7 +24,7 @@ Not scored: image locality, balanced allocation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator.scheduling.filters import (
@@ -32,6 +32,7 @@ from podgroup_operator.scheduling.filters import (
     NodeFacts,
     Term,
     Toleration,
+    TolerationIndex,
     pod_constraints,
 )
 
@@ -49,6 +50,10 @@ class Preferences:
 
     terms: tuple[tuple[int, Term], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    covering: TolerationIndex = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "covering", TolerationIndex.of(self.tolerations))
 
     @property
     def uses_node_identity(self) -> bool:
@@ -118,9 +123,7 @@ def taint_score(preferences: Preferences, facts: NodeFacts) -> float:
     """0..100: 100 without untolerated PreferNoSchedule taints, less with each one."""
     count = 0
     for taint in facts.taints:
-        if taint.effect == PREFER_NO_SCHEDULE and not any(
-            t.tolerates(taint) for t in preferences.tolerations
-        ):
+        if taint.effect == PREFER_NO_SCHEDULE and not preferences.covering.tolerates(taint):
             count += 1
     return 100.0 / (1 + count)
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from podgroup_operator.scheduling.filters import (
     Exclusion,
+    Taint,
+    Toleration,
+    TolerationIndex,
     check_node,
     node_facts,
     pod_constraints,
@@ -156,6 +161,31 @@ def test_empty_key_with_exists_tolerates_every_taint() -> None:
     assert verdict(pod("p", tolerations=[{"operator": "Exists"}]), tainted) is None
     # An empty key with Equal tolerates nothing.
     assert verdict(pod("q", tolerations=[{"operator": "Equal"}]), tainted) is not None
+
+
+_TOLERATIONS = st.builds(
+    Toleration,
+    st.sampled_from(["", "a", "b"]),
+    st.sampled_from(["Exists", "Equal"]),
+    st.sampled_from(["", "x", "y"]),
+    st.sampled_from(["", "NoSchedule", "NoExecute", "PreferNoSchedule"]),
+)
+_TAINTS = st.builds(
+    Taint,
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from(["", "x", "y"]),
+    st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"]),
+)
+
+
+@given(tolerations=st.lists(_TOLERATIONS, max_size=6), taint=_TAINTS)
+def test_the_toleration_index_tolerates_what_any_toleration_does(
+    tolerations: list[Toleration], taint: Taint
+) -> None:
+    """The index looks a taint's key up (a pod may carry thousands of tolerations); the rule
+    is each toleration's own."""
+    expected = any(t.tolerates(taint) for t in tolerations)
+    assert TolerationIndex.of(tolerations).tolerates(taint) is expected
 
 
 def test_cordoned_node_needs_the_unschedulable_toleration() -> None:
