@@ -14,6 +14,7 @@ from podgroup_operator.constants import Reason
 from podgroup_operator.scheduling.gang import (
     HOST_PORT_COST,
     NODE_EXPRESSION_COST,
+    NODE_VALUE_COST,
     POD_TERM_COST,
     GangRequest,
     Placement,
@@ -583,7 +584,10 @@ def test_node_expressions_count_required_and_preferred_once_per_affinity() -> No
     template = [pod(f"m{i}", affinity={"nodeAffinity": shared}) for i in range(5)]
     gang = GangRequest(namespace="ns", name="g", min_member=5, pending=template)
     assert node_expressions(gang.pending) == 4
-    assert decision_cost([gang], pods=10, nodes=100) == 4 * 100 * NODE_EXPRESSION_COST
+    assert node_expressions(gang.pending, values=True) == 4
+    assert decision_cost([gang], pods=10, nodes=100) == pytest.approx(
+        4 * 100 * NODE_EXPRESSION_COST + 4 * 100 * NODE_VALUE_COST
+    )
     spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
     both = GangRequest(
         namespace="ns",
@@ -591,8 +595,14 @@ def test_node_expressions_count_required_and_preferred_once_per_affinity() -> No
         min_member=1,
         pending=[pod("b", affinity=affinity, topologySpreadConstraints=spread)],
     )
-    expected = 1 * 10 * POD_TERM_COST + 4 * 100 * NODE_EXPRESSION_COST
-    assert decision_cost([both], pods=10, nodes=100) == expected
+    expected = 1 * 10 * POD_TERM_COST + 4 * 100 * NODE_EXPRESSION_COST + 4 * 100 * NODE_VALUE_COST
+    assert decision_cost([both], pods=10, nodes=100) == pytest.approx(expected)
+    # A long In list costs by its values: one expression of 100,000 of them.
+    many = {"key": "zone", "operator": "In", "values": [f"z{i}" for i in range(100_000)]}
+    term = {"nodeSelectorTerms": [{"matchExpressions": [many]}]}
+    listed = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
+    huge = GangRequest(namespace="ns", name="l", min_member=1, pending=[pod("l", affinity=listed)])
+    assert decision_cost([huge], pods=10, nodes=5000) > 1_000_000  # seconds: off the loop
 
 
 def test_a_matching_pod_on_a_node_without_the_key_leaves_the_first_pod_rule_open() -> None:
