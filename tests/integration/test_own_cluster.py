@@ -49,6 +49,7 @@ from tests.kube_helpers import (
     group_status,
     in_process,
     pool,
+    refusal,
     running_members,
     sample,
     scrape,
@@ -357,13 +358,20 @@ def _without_bounds(schema: Any) -> Any:
     return schema
 
 
+def _node_affinity_in(key: str, values: list[str]) -> dict[str, Any]:
+    expression = {"key": key, "operator": "In", "values": values}
+    term = {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
+
+
 async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
 ) -> None:
     """Each of these once stopped scheduling for everyone, froze a group's status, looped for
     ever or flooded the log, or could have (a thousand resource names, a group name that climbs
     the API path). Stored under a CRD without bounds (as after an upgrade), they are reported
-    once each and a healthy gang still runs."""
+    once each and a healthy gang still runs; so it does beside pods of thousands of host ports,
+    inline disks, tolerations or node-affinity values."""
     crd = yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
     await own_kube.apply_json(CRDS, _without_bounds(crd))
     namespace = await make_namespace(own_kube, "poison")
@@ -424,12 +432,42 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                 "climber",
                 group_annotation="../" * 6 + "api/v1/namespaces/kube-system/secrets/token",
             )
+            # Pods too big to check pair by pair: each once cost the scheduler seconds per
+            # attempt on a big cluster (docs/scale.md); here they must only not stop anyone.
+            ports = [{"containerPort": 10000 + i, "hostPort": 10000 + i} for i in range(2000)]
+            heavy = {"name": "main", "image": "sim", "resources": {"requests": {"cpu": "1"}}}
+            listed = [f"v{i}" for i in range(20_000)]
+            hostile: dict[str, dict[str, Any]] = {
+                "ports": {"containers": [{**heavy, "ports": ports}]},
+                "disks": {
+                    "volumes": [
+                        {"name": f"d{i}", "awsElasticBlockStore": {"volumeID": f"vol-{i}"}}
+                        for i in range(5000)
+                    ]
+                },
+                "tolerant": {
+                    "tolerations": [
+                        {"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"}
+                        for i in range(5000)
+                    ]
+                },
+                "listed": {"affinity": _node_affinity_in("pool", listed)},
+            }
+            for group, spec in hostile.items():
+                await create_group(own_kube, namespace, group, minMember=1)
+                await member(f"{group}-0", group, **spec)
             process.start()
             process.wait_ready()
             await create_group(own_kube, namespace, "healthy", minMember=2)
             await member("healthy-0", "healthy")
             await member("healthy-1", "healthy")
             await wait_group(own_kube, namespace, "healthy", timeout=60, phase=c.Phase.RUNNING)
+            for group in ("ports", "tolerant"):
+                await wait_group(own_kube, namespace, group, timeout=60, phase=c.Phase.RUNNING)
+            disks = await refusal(own_kube, namespace, "disks")
+            assert "1 node(s) exceed max volume count" in disks["message"], disks
+            listed = await refusal(own_kube, namespace, "listed")
+            assert "1 node(s) didn't match Pod's node affinity" in listed["message"], listed
 
             async def reported() -> list[dict[str, Any]] | None:
                 events = (await own_kube.list(EVENTS, namespace))["items"]
