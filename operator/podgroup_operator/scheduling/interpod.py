@@ -250,6 +250,7 @@ class MemberCheck:
     disks: tuple[Disk, ...] = ()
     """The member's own inline in-tree disks (they differ from member to member)."""
     inline: DiskCounts = field(init=False, repr=False, compare=False)
+    _limit_keys: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
     """`disks` counted once for every node the member visits (a pod may name thousands)."""
     snapshot: Snapshot | None = field(default=None, repr=False)
     lasting: frozenset[Exclusion] = LASTING
@@ -364,6 +365,11 @@ class MemberCheck:
             )
             if rejection is not None:
                 return rejection, ()
+        if not self.limit_keys():
+            return None, decisions  # no node limits anything this member mounts
+        limits = snapshot.attach_limits(node)
+        if not any(key in limits for key in self.limit_keys()):
+            return None, decisions  # nothing this member mounts is limited here
         claimed = self._attaching(decisions) if self.claims else {}
         if claimed or inline.attaching:
             new: Mapping[str, str] = claimed
@@ -374,13 +380,35 @@ class MemberCheck:
                 new = ChainMap(claimed, inline.attaching)
                 more = Counter(k for u, k in claimed.items() if u not in inline.attaching)
                 counts = more + Counter(inline.counts)
-            limits = snapshot.attach_limits(node)
             keys = counts if counts is not None else claimed.values()
             if any(key in limits for key in keys) and exceeds_attach_limits(
                 new, snapshot.node_attachments(node.name), limits, counts
             ):
                 return Rejection(Exclusion.VOLUME_LIMITS), ()
         return None, decisions
+
+    def limit_keys(self) -> frozenset[str]:
+        """Every limit key this member's volumes may count against on some node: its disks',
+        each claim's PV's (bound, or any of its class) and its provisioner's, of those some
+        node limits. Asked first on each node, so that a member whose volumes no node limits
+        (most claims are of drivers without limits) costs no count."""
+        if self._limit_keys is None:
+            assert self.snapshot is not None
+            snapshot = self.snapshot
+            keys = set(self.inline.counts)
+            for claim in self.claims:
+                keys.update(snapshot.class_limit_keys(claim.storage_class))
+                decided = snapshot.claim_decisions.get(claim.key)
+                for name in (claim.volume, decided.volume if decided else None):
+                    pv = snapshot.volumes.get(name) if name else None
+                    if pv is not None and (attachment := pv.attachment) is not None:
+                        keys.add(attachment[1])
+                for provisioner in (claim.provisioner, decided.provisioner if decided else ""):
+                    found = claim_attachment(claim.namespace, claim.name, provisioner)
+                    if found is not None:
+                        keys.add(found[1])
+            self._limit_keys = frozenset(k for k in keys if snapshot.may_limit(k))
+        return self._limit_keys
 
     def _attaching(self, decisions: Sequence[VolumeDecision]) -> dict[str, str]:
         """The volumes this member's claims bring to a node where these are its decisions."""

@@ -57,6 +57,8 @@ from podgroup_operator.scheduling.selectors import (
     WeightedTerm,
 )
 from podgroup_operator.scheduling.volumes import (
+    ATTACH_LIMIT_PREFIX,
+    IN_TREE_LIMIT_KEYS,
     Attachment,
     Disk,
     PersistentVolume,
@@ -74,6 +76,14 @@ _VERDICT_CACHE_LIMIT = 4096
 
 def _noop() -> None:
     return None
+
+
+IN_TREE_KEYS = frozenset(IN_TREE_LIMIT_KEYS.values())
+
+
+def _limit_keys(allocatable: Mapping[str, int]) -> list[str]:
+    """The attach limits a node's allocatable sets (`attachable-volumes-*`)."""
+    return [name for name in allocatable if name.startswith(ATTACH_LIMIT_PREFIX)]
 
 
 NO_UNDO: Undo = _noop
@@ -311,6 +321,11 @@ class Snapshot:
         """(namespace, claim) -> the PV whose claimRef names it."""
         self._claim_provisioners: dict[tuple[str, str], str] = {}
         """(namespace, claim) -> its class's provisioner, for claims with one."""
+        self._class_keys: dict[str, Counter[str]] = {}
+        """Storage class -> the limit keys its PVs count against, with how many PVs each."""
+        self._limit_key_nodes: Counter[str] = Counter()
+        """Limit key -> how many nodes set it (allocatable or CSINode); the in-tree types'
+        limits, which every node has, are not counted (`may_limit`)."""
         self._attach_limits: dict[str, Mapping[str, int]] = {}
         """Node name -> `attach_limits`, kept until the node or its CSINode changes: read for
         every node a member with volumes visits."""
@@ -515,6 +530,8 @@ class Snapshot:
         """
         self.remove_volume(volume.name, keep_holder=True)
         self._volumes[volume.name] = volume
+        if (attachment := volume.attachment) is not None:
+            self._class_keys.setdefault(volume.storage_class, Counter())[attachment[1]] += 1
         if volume.claim is not None:
             self._claim_volumes[volume.claim] = volume.name
         host = volume.pinned_host
@@ -527,6 +544,11 @@ class Snapshot:
         volume = self._volumes.pop(name, None)
         if volume is None:
             return
+        if (attachment := volume.attachment) is not None:
+            keys = self._class_keys[volume.storage_class]
+            keys[attachment[1]] -= 1
+            if not keys[attachment[1]]:
+                del keys[attachment[1]]
         if volume.claim is not None and self._claim_volumes.get(volume.claim) == name:
             del self._claim_volumes[volume.claim]
         host = volume.pinned_host
@@ -561,6 +583,8 @@ class Snapshot:
     def set_csi_limits(self, node: str, limits: Mapping[str, int]) -> None:
         """A CSINode's limits (`volumes.csi_node_limits`); empty forgets them."""
         self._attach_limits.pop(node, None)
+        self._limit_key_nodes.subtract(self._csi_limits.get(node, {}).keys())
+        self._limit_key_nodes.update(limits.keys())
         if limits:
             self._csi_limits[node] = dict(limits)
         else:
@@ -573,6 +597,14 @@ class Snapshot:
             self._claim_provisioners[key] = provisioner
         else:
             self._claim_provisioners.pop(key, None)
+
+    def may_limit(self, key: str) -> bool:
+        """Some node limits volumes of this key (every node limits the in-tree types)."""
+        return key in IN_TREE_KEYS or self._limit_key_nodes[key] > 0
+
+    def class_limit_keys(self, storage_class: str) -> Iterable[str]:
+        """The limit keys that PVs of this class count against (one per driver or type)."""
+        return self._class_keys.get(storage_class, {}).keys()
 
     def attach_limits(self, node: NodeState) -> Mapping[str, int]:
         found = self._attach_limits.get(node.name)
@@ -634,6 +666,9 @@ class Snapshot:
         self._attach_limits.pop(facts.name, None)
         old = self._nodes.get(facts.name)
         if old is not None:
+            self._limit_key_nodes.subtract(_limit_keys(old.allocatable))
+        self._limit_key_nodes.update(_limit_keys(allocatable))
+        if old is not None:
             self._update_node(old, facts, allocatable)
             return
         state = NodeState(facts.name, facts, allocatable)
@@ -660,6 +695,7 @@ class Snapshot:
         self._attach_limits.pop(name, None)
         if state is None:
             return
+        self._limit_key_nodes.subtract(_limit_keys(state.allocatable))
         self._count_total(state, -1)
         self._leave_class(state)
         if state.pods:

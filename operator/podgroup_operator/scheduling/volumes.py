@@ -168,7 +168,9 @@ class DiskCounts:
     counts: Mapping[str, int]
 
     @classmethod
-    def of(cls, disks: Iterable[Disk]) -> DiskCounts:
+    def of(cls, disks: Sequence[Disk]) -> DiskCounts:
+        if not disks:
+            return NO_DISKS
         by_name: dict[tuple[str, str], tuple[Disk, ...]] = {}
         attaching: dict[str, str] = {}
         for disk in disks:
@@ -177,6 +179,9 @@ class DiskCounts:
             if (found := disk.attachment) is not None:
                 attaching[found[0]] = found[1]
         return cls(by_name, attaching, Counter(attaching.values()))
+
+
+NO_DISKS = DiskCounts({}, {}, {})
 
 
 def disk_of(volume: Mapping[str, Any]) -> Disk | None:

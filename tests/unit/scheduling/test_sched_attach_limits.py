@@ -252,3 +252,20 @@ def test_preemption_frees_a_nodes_attach_slot_for_a_higher_priority_gang() -> No
     assert isinstance(plan, PreemptionPlan), plan
     assert [v.gang for v in plan.victims] == [("default", "low")]
     assert [b.node for b in plan.nominations] == ["n0"]
+
+
+def test_the_keys_some_node_limits_follow_nodes_and_csinodes() -> None:
+    """A member whose volumes no node limits skips the count on every node (`may_limit`)."""
+    snapshot = Snapshot.build([node("n0"), node("n1", extended={KEY: 2})], [])
+    assert snapshot.may_limit("attachable-volumes-aws-ebs")  # in-tree: every node has it
+    assert snapshot.may_limit(KEY)
+    snapshot.remove_node("n1")
+    assert not snapshot.may_limit(KEY)
+    snapshot.set_csi_limits("n0", {KEY: 1})
+    assert snapshot.may_limit(KEY)
+    snapshot.set_csi_limits("n0", {})
+    assert not snapshot.may_limit(KEY)
+    snapshot.add_node(node("n0", extended={KEY: 1}))
+    assert snapshot.may_limit(KEY)
+    snapshot.update_node(node("n0"))
+    assert not snapshot.may_limit(KEY)
