@@ -51,8 +51,8 @@ from podgroup_operator.scheduling.filters import (
 from podgroup_operator.scheduling.podinfo import (
     HostPort,
     InterPodConstraints,
+    PortWants,
     SpreadConstraint,
-    port_conflict,
 )
 from podgroup_operator.scheduling.scores import WEIGHT_INTER_POD, WEIGHT_SPREAD
 from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
@@ -250,6 +250,7 @@ class MemberCheck:
     disks: tuple[Disk, ...] = ()
     """The member's own inline in-tree disks (they differ from member to member)."""
     inline: DiskCounts = field(init=False, repr=False, compare=False)
+    wanted_ports: PortWants = field(init=False, repr=False, compare=False)
     _limit_keys: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
     """`disks` counted once for every node the member visits (a pod may name thousands)."""
     snapshot: Snapshot | None = field(default=None, repr=False)
@@ -261,6 +262,7 @@ class MemberCheck:
 
     def __post_init__(self) -> None:
         self.inline = DiskCounts.of(self.disks)
+        self.wanted_ports = PortWants.of(self.ports)
 
     @property
     def scored(self) -> bool:
@@ -306,7 +308,7 @@ class MemberCheck:
         """None when the node passes every filter here, else the first failure (upstream order:
         NodePorts, VolumeBinding, PodTopologySpread, InterPodAffinity)."""
         if self.ports and node.ports:
-            taken = port_conflict(self.ports, node.ports)
+            taken = self.wanted_ports.conflict(node.ports)
             if taken is not None:
                 return Rejection(Exclusion.PORTS, Parenthesized(taken))
         if self.claims or self.disks:

@@ -94,6 +94,35 @@ def port_conflict(wanted: Iterable[HostPort], used: Mapping[HostPort, int]) -> H
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class PortWants:
+    """A pod's host ports by protocol and number, to look a node's ports up in them: a node
+    holding a few ports costs a few lookups, however many the pod wants (5,000 wanted, the
+    last taken on each of 1,000 nodes: 5.9 s looking each wanted port up on every node)."""
+
+    ports: tuple[HostPort, ...]
+    by_number: Mapping[tuple[str, int], tuple[tuple[int, HostPort], ...]]
+    """(protocol, port) -> (position in `ports`, port) for each wanted one."""
+
+    @classmethod
+    def of(cls, ports: tuple[HostPort, ...]) -> PortWants:
+        by_number: dict[tuple[str, int], list[tuple[int, HostPort]]] = {}
+        for position, port in enumerate(ports):
+            by_number.setdefault((port.protocol, port.port), []).append((position, port))
+        return cls(ports, {key: tuple(group) for key, group in by_number.items()})
+
+    def conflict(self, used: Mapping[HostPort, int]) -> HostPort | None:
+        """`port_conflict(self.ports, used)`, walking whichever side is smaller."""
+        if len(used) >= len(self.ports):
+            return port_conflict(self.ports, used)
+        first: tuple[int, HostPort] | None = None
+        for have in used:
+            for position, want in self.by_number.get((have.protocol, have.port), ()):
+                if want.conflicts(have) and (first is None or position < first[0]):
+                    first = (position, want)
+        return first[1] if first is not None else None
+
+
 def host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
     """Host ports of the pod's containers and of its sidecars (init containers that keep
     running, `restartPolicy: Always`); a `hostPort` of 0 or absent binds nothing."""

@@ -25,7 +25,7 @@ from podgroup_operator.scheduling.gang import (
     pod_terms,
 )
 from podgroup_operator.scheduling.placement import place_group
-from podgroup_operator.scheduling.podinfo import HostPort, port_conflict
+from podgroup_operator.scheduling.podinfo import HostPort, PortWants, port_conflict
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node, pod
 from tests.unit.scheduling.helpers import gang, members
@@ -404,6 +404,7 @@ def test_the_port_lookup_finds_what_comparing_every_pair_finds(
     """`port_conflict` looks ports up (a pod may bind thousands); the rule is pairwise."""
     pairwise = next((w for w in wanted if any(w.conflicts(u) for u in used)), None)
     assert port_conflict(wanted, dict.fromkeys(used, 1)) == pairwise
+    assert PortWants.of(tuple(wanted)).conflict(dict.fromkeys(used, 1)) == pairwise
 
 
 def test_undo_releases_ports_and_indexes() -> None:
