@@ -30,9 +30,20 @@ Scenarios:
   for room. The plan (`plan_preemption`, a what-if that leaves the snapshot as it was) is timed
   `--repeats` times; the answer is the same each time, the spread of times is the point.
 
+- hostile: `--nodes` nodes (8 cpu), each with two NoSchedule taints, a label of its own (so no
+  two share a verdict) and a running pod that binds host port 9100 and mounts an EBS volume of
+  its own; then, one at a time, pods that each list
+  `--size` things kube-scheduler checks against every node, in a way no node accepts: host
+  ports whose last is 9100, inline EBS volumes past every node's limit, tolerations of other
+  taints, a node affinity whose `In` list names no node. Each pod's decision (a gang of one,
+  refused, or placed and undone by a scheduler that ignores what it lists) is timed
+  `--repeats` times: the question is what one such object costs the loop that decides
+  everyone's gangs.
+
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
        `python -m podgroup_operator.bench.core --scenario spread`
        `python -m podgroup_operator.bench.core --scenario preemption --nodes 1000 --repeats 50`
+       `python -m podgroup_operator.bench.core --scenario hostile --nodes 1000 --size 5000`
 """
 
 from __future__ import annotations
@@ -154,6 +165,7 @@ SCENARIOS = (
     "claims",
     "preferred",
     "preemption",
+    "hostile",
 )
 CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred")
 """The scenarios of `constrained_scenario`."""
@@ -529,6 +541,112 @@ def run_preemption(nodes: int, gang_size: int, repeats: int) -> dict[str, Any]:
     }
 
 
+HOSTILE_PORT = 9100
+
+
+def hostile_scenario(nodes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes of two taints and a label of their own, each running a pod that holds
+    HOSTILE_PORT and an EBS volume."""
+    taints = [{"key": f"dedicated-{i}", "value": "x", "effect": "NoSchedule"} for i in range(2)]
+    node_list = []
+    pods = []
+    for i in range(nodes):
+        name = f"node-{i:05d}"
+        labels = {"node-index": str(i)}  # each node a class of its own, as with an id label
+        node_list.append(_node(name, {"cpu": "8", "memory": "32Gi", "pods": "110"}, labels, taints))
+        raw = _pod(
+            f"exporter-{i:05d}",
+            "monitoring",
+            f"exporter-{i:05d}",
+            {"cpu": "100m"},
+            tolerations=[{"operator": "Exists"}],
+            volumes=[{"name": "disk", "awsElasticBlockStore": {"volumeID": f"vol-node-{i}"}}],
+        )
+        raw["spec"]["containers"][0]["ports"] = [
+            {"containerPort": HOSTILE_PORT, "hostPort": HOSTILE_PORT}
+        ]
+        raw["spec"]["nodeName"] = name
+        raw["status"]["phase"] = PodPhase.RUNNING.value
+        pods.append(raw)
+    return node_list, pods
+
+
+def hostile_pods(size: int) -> dict[str, dict[str, Any]]:
+    """Pod specs that each list `size` things no node accepts (see the module docstring)."""
+    tolerate = [
+        {"key": "dedicated-0", "operator": "Exists"},
+        {"key": "dedicated-1", "operator": "Exists"},
+    ]
+    ports = [{"containerPort": 20000 + i, "hostPort": 20000 + i} for i in range(size - 1)]
+    ports.append({"containerPort": HOSTILE_PORT, "hostPort": HOSTILE_PORT})
+    main = {"name": "main", "image": "sim", "resources": {"requests": {"cpu": "1"}}}
+    listed = {
+        "key": "kubernetes.io/hostname",
+        "operator": "In",
+        "values": [f"x-{i}" for i in range(size)],
+    }
+    return {
+        "host ports": {"containers": [{**main, "ports": ports}], "tolerations": tolerate},
+        "inline EBS volumes": {
+            "tolerations": tolerate,
+            "volumes": [
+                {"name": f"d{i}", "awsElasticBlockStore": {"volumeID": f"vol-{i}"}}
+                for i in range(size)
+            ],
+        },
+        "tolerations": {
+            "tolerations": [
+                {"key": f"other-{i}", "operator": "Exists", "effect": "NoSchedule"}
+                for i in range(size)
+            ]
+        },
+        "node affinity values": {
+            "tolerations": tolerate,
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [listed]}]
+                    }
+                }
+            },
+        },
+    }
+
+
+def run_hostile(nodes: int, size: int, repeats: int) -> dict[str, Any]:
+    """Time one decision per hostile pod, `repeats` times each (see the module docstring)."""
+    node_list, pods = hostile_scenario(nodes)
+    snapshot = Snapshot.build(node_list, pods, gang_of=group_key_of)
+    kinds: dict[str, Any] = {}
+    for index, (kind, spec) in enumerate(hostile_pods(size).items()):
+        times_ms: list[float] = []
+        reason = ""
+        for _ in range(repeats):
+            gang = _gang(index, 1, {"cpu": "1"}, prefix="hostile", **spec)
+            start = time.perf_counter()
+            outcome = place_group(gang, snapshot)
+            times_ms.append((time.perf_counter() - start) * 1000)
+            if isinstance(outcome, Placement):  # a scheduler that ignores what it lists
+                outcome.undo()
+                reason = f"placed on {outcome.bindings[0].node}"
+            else:
+                reason = outcome.message.split(" can take another: ", 1)[-1]
+        kinds[kind] = {
+            "mean_ms": round(statistics.fmean(times_ms), 3),
+            "max_ms": round(max(times_ms), 3),
+            "outcome": reason,
+        }
+    return {
+        "scenario": "hostile",
+        "nodes": nodes,
+        "size": size,
+        "repeats": repeats,
+        "pods": kinds,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "python": platform.python_version(),
+    }
+
+
 def run_core(
     nodes: int,
     gangs: int,
@@ -623,10 +741,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="default: trace with --trace, heterogeneous with --heterogeneous, else homogeneous",
     )
-    parser.add_argument("--repeats", type=int, default=50, help="preemption: plans timed")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="preemption: plans timed (50); hostile: 3"
+    )
+    parser.add_argument("--size", type=int, default=5000, help="hostile: things each pod lists")
     args = parser.parse_args(argv)
     if args.scenario == "preemption":
-        result = run_preemption(args.nodes, args.gang_size, args.repeats)
+        result = run_preemption(args.nodes, args.gang_size, args.repeats or 50)
+    elif args.scenario == "hostile":
+        result = run_hostile(args.nodes, args.size, args.repeats or 3)
     else:
         result = run_core(
             args.nodes,
