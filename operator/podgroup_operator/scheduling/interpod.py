@@ -250,9 +250,11 @@ class MemberCheck:
     disks: tuple[Disk, ...] = ()
     """The member's own inline in-tree disks (they differ from member to member)."""
     inline: DiskCounts = field(init=False, repr=False, compare=False)
-    wanted_ports: PortWants = field(init=False, repr=False, compare=False)
-    _limit_keys: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
     """`disks` counted once for every node the member visits (a pod may name thousands)."""
+    wanted_ports: PortWants = field(init=False, repr=False, compare=False)
+    """`ports` by protocol and number, for the same reason."""
+    _limit_keys: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
+    """`limit_keys`, once asked."""
     snapshot: Snapshot | None = field(default=None, repr=False)
     lasting: frozenset[Exclusion] = LASTING
     """The exclusions this member's rejections share with the shape's later members: `_choose`

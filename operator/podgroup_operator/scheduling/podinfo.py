@@ -106,6 +106,8 @@ class PortWants:
 
     @classmethod
     def of(cls, ports: tuple[HostPort, ...]) -> PortWants:
+        if not ports:
+            return NO_PORT_WANTS
         by_number: dict[tuple[str, int], list[tuple[int, HostPort]]] = {}
         for position, port in enumerate(ports):
             by_number.setdefault((port.protocol, port.port), []).append((position, port))
@@ -121,6 +123,9 @@ class PortWants:
                 if want.conflicts(have) and (first is None or position < first[0]):
                     first = (position, want)
         return first[1] if first is not None else None
+
+
+NO_PORT_WANTS = PortWants((), {})
 
 
 def host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:

@@ -40,9 +40,9 @@ profile): an AWS EBS volume, GCE PD or Azure Disk counts against the node's limi
 (`Disk.attachment`), whether the pod names it inline or through a claim bound to such a PV (one
 volume either way, by its ID); a claim not bound yet whose class provisions that type counts as
 one. Every node has these limits: its `attachable-volumes-aws-ebs` (`-gce-pd`, `-azure-disk`)
-allocatable, else upstream's defaults (`in_tree_limits`: EBS 39, or 25 on Nitro instance types;
-GCE PD 16; Azure Disk 16), else `KUBE_MAX_PD_VOLS` as kube-scheduler reads it (the snapshot's
-`max_pd_volumes`). And an inline disk a pod on the node already uses may be refused
+allocatable, else `KUBE_MAX_PD_VOLS` when set (as kube-scheduler reads it: the snapshot's
+`max_pd_volumes`), else upstream's defaults (`in_tree_limits`: EBS 39, or 25 on Nitro instance
+types; GCE PD 16; Azure Disk 16). And an inline disk a pod on the node already uses may be refused
 (VolumeRestrictions, `Disk.conflicts`: `node(s) had no available disk`): the same EBS volume
 always, the same GCE PD, iSCSI IQN or Ceph RBD image (on a shared monitor) unless both pods
 mount it read-only.
