@@ -43,6 +43,7 @@ import datetime as dt
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.podinfo import pod_priority
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import decide_wait, order_gangs
-from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
+from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
 
 logger = logging.getLogger(__name__)
 _Outcome = TypeVar("_Outcome")
@@ -291,11 +292,16 @@ class GangScheduler:
         created again."""
         self.held: dict[GroupKey, Callable[[], None]] = {}
         """NonStrict gangs' partial placements, held in the snapshot until placed or timed out."""
-        self.nominated: dict[str, tuple[str, JSON]] = {}
+        self.nominated: dict[str, tuple[str, int, Undo]] = {}
         """Pending pods of other schedulers nominated to a node while their victims leave
-        (kube-scheduler's preemption): UID -> (node, pod). Each decision holds their room for
-        gangs of no higher priority (`_decide`), as kube-scheduler's filters do; without it a
-        gang took the room a preemption had just freed, and the preemptor evicted again."""
+        (kube-scheduler's preemption): UID -> (node, priority, the undo of its hold). Their room
+        is held in the snapshot for gangs of no higher priority, as kube-scheduler's filters
+        hold it (a gang of higher priority decides with the lower ones taken out: `_decide`);
+        without it a gang took the room a preemption had just freed, and the preemptor evicted
+        again. Held for good, not per decision: a burst of preemptions then costs each
+        decision nothing."""
+        self._nominated_priorities: Counter[int] = Counter()
+        """How many `nominated` pods have each priority (a gang above none skips the lookup)."""
         self.binds = 0
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
@@ -423,8 +429,14 @@ class GangScheduler:
         ):
             target = (pod.get("status") or {}).get("nominatedNodeName") or None
         before = self.nominated.pop(uid, None)
+        if before is not None:
+            before[2]()  # the hold ends (a pod bound meanwhile is booked again as bound)
+            self._nominated_priorities[before[1]] -= 1
         if target is not None:
-            self.nominated[uid] = (str(target), pod)
+            priority = pod_priority(pod)
+            hold = self.snapshot.hold([(str(target), pod)])
+            self.nominated[uid] = (str(target), priority, hold)
+            self._nominated_priorities[priority] += 1
         if before is not None and not node and before[0] != target:
             self._retry_all()
             self.wake()
@@ -704,13 +716,17 @@ class GangScheduler:
             return None  # a partner waits out its backoff: the gang group waits with it
         decided.update(r.key for r in gang_group)
         priority = min(r.priority for r in gang_group)
-        unhold = self.snapshot.hold(
-            (node, pod) for node, pod in self.nominated.values() if pod_priority(pod) >= priority
-        )
+        lower: list[str] = []
+        if any(count and below < priority for below, count in self._nominated_priorities.items()):
+            lower = [uid for uid, (_, p, _) in self.nominated.items() if p < priority]
+        restore = self.snapshot.simulate_removal(lower) if lower else NO_UNDO
         try:
             return await self._decide_now(request, gang_group, binds, now)
         finally:
-            unhold()
+            restore()
+            for uid in lower:  # withdrawn while the decision awaited: not to be put back
+                if uid not in self.nominated and self.snapshot.is_assumed(uid):
+                    self.snapshot.remove_pod(uid)
 
     async def _decide_now(
         self,
@@ -719,7 +735,7 @@ class GangScheduler:
         binds: list[Binding],
         now: dt.datetime,
     ) -> str:
-        """`_decide` with the room of the nominated pods that count for it held."""
+        """`_decide` with the nominated pods of lower priority out of the snapshot."""
         if len(gang_group) > 1:
             for member in gang_group:
                 self.preemption.release(member.key)

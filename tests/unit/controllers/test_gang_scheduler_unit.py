@@ -1364,14 +1364,37 @@ async def test_room_nominated_to_another_schedulers_pod_is_held_from_gangs_not_a
 
     assert h.bound_pods() == []
     assert not h.verdicts_for("low")[-1].placed
-    assert h.cpu_free("n1") == 8000  # held for the decision only
+    assert h.cpu_free("n1") == 2000  # held while the nomination stands
     h.add_group("high", min_member=1)
     h.add_pods("high", 1, cpu=4, priority=1000)
 
     await h.scheduler.cycle()
 
     assert h.node_of("high-0") == "n1"
-    assert h.cpu_free("n1") == 4000
+    # The nominated pod still counts for gangs not above it, though it no longer fits (as
+    # in kube-scheduler, whose preemptor must then look again).
+    assert h.cpu_free("n1") == -2000
     nominate(h, theirs, None)
+    assert h.cpu_free("n1") == 4000
     await h.scheduler.cycle()  # due at once, not after its backoff
     assert h.node_of("low-0") == "n1"
+
+
+async def test_a_nomination_moved_bound_or_deleted_moves_or_frees_its_room() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_node("n2", cpu=8)
+    theirs = h.add_pod("theirs", cpu=6, scheduler=c.DEFAULT_SCHEDULER_NAME, priority=100)
+    nominate(h, theirs, "n1")
+    assert (h.cpu_free("n1"), h.cpu_free("n2")) == (2000, 8000)
+    nominate(h, theirs, "n2")
+    assert (h.cpu_free("n1"), h.cpu_free("n2")) == (8000, 2000)
+    bound = copy.deepcopy(theirs)
+    bound["spec"]["nodeName"] = "n2"
+    bound["status"]["nominatedNodeName"] = "n2"
+    h.scheduler.on_pod("MODIFIED", bound)
+    assert (h.cpu_free("n1"), h.cpu_free("n2")) == (8000, 2000)
+    assert not h.scheduler.snapshot.is_assumed(pod_uid(bound))  # held as bound now
+    assert h.scheduler.nominated == {}
+    h.scheduler.on_pod("DELETED", bound)
+    assert h.cpu_free("n2") == 8000
