@@ -90,6 +90,9 @@ from tests.waiting import wait_for
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 CONFIGMAPS = Kind("", "v1", "configmaps")
 NAMESPACE_NAMES = ("agree-a", "agree-b")
+SENTINEL_NAMESPACE = "agree-sentinel"
+"""Where `_change_node`'s sentinels go: no random pod's term names it, so no running pod's
+anti-affinity (an `app NotIn` term selects a pod without labels) can keep a sentinel off."""
 APPS = ("web", "db", "cache")
 HOSTNAME = "kubernetes.io/hostname"
 PODS_TO_TRY = 400
@@ -347,7 +350,7 @@ async def _change_node(kube: KubeClient, step: int) -> None:
     sentinel: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"sentinel-{epoch}", "namespace": NAMESPACE_NAMES[0]},
+        "metadata": {"name": f"sentinel-{epoch}", "namespace": SENTINEL_NAMESPACE},
         "spec": {
             "schedulerName": "default-scheduler",
             "containers": [{"name": "main", "image": "sim"}],
@@ -361,7 +364,7 @@ async def _change_node(kube: KubeClient, step: int) -> None:
     async def bound() -> str | None:
         # Refused first if its scheduling cycle ran before the node update came; kube-scheduler
         # tries it again on that update.
-        pod = await kube.get(PODS, sentinel["metadata"]["name"], NAMESPACE_NAMES[0])
+        pod = await kube.get(PODS, sentinel["metadata"]["name"], SENTINEL_NAMESPACE)
         return str(pod["spec"].get("nodeName") or "") or None
 
     node = await wait_for(bound, 30, f"the sentinel of {epoch} to be bound")
@@ -653,6 +656,8 @@ async def test_our_filters_pass_exactly_the_nodes_kube_scheduler_may_choose(
             },
         )
         owners = await _owners(kube)
+        sentinels = {"apiVersion": "v1", "kind": "Namespace"}
+        await kube.create(NAMESPACES, {**sentinels, "metadata": {"name": SENTINEL_NAMESPACE}})
         rng = random.Random(SEED)
         tally = Tally()
         placed: list[dict[str, Any]] = []
