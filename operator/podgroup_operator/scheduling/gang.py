@@ -109,11 +109,12 @@ def decision_cost(requests: Sequence[GangRequest], *, pods: int, nodes: int) -> 
     cost = host_port_count(pending) * nodes * HOST_PORT_COST
     if not constrained:
         return cost  # most gangs: nothing, a few microseconds for ten members
+    expressions, values = node_affinity_size(constrained)
     return (
         cost
         + pod_terms(constrained) * pods * POD_TERM_COST
-        + node_expressions(constrained) * nodes * NODE_EXPRESSION_COST
-        + node_expressions(constrained, values=True) * nodes * NODE_VALUE_COST
+        + expressions * nodes * NODE_EXPRESSION_COST
+        + values * nodes * NODE_VALUE_COST
     )
 
 
@@ -159,8 +160,14 @@ def pod_terms(pods: Iterable[Mapping[str, Any]]) -> int:
 def node_expressions(pods: Iterable[Mapping[str, Any]], *, values: bool = False) -> int:
     """The node-affinity expressions (`matchExpressions` and `matchFields`, required and
     preferred) of `pods`, each affinity counted once; with `values`, their values instead."""
+    return node_affinity_size(pods)[1 if values else 0]
+
+
+def node_affinity_size(pods: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(expressions, values) of `pods`' node affinities, as `node_expressions` counts them,
+    in one walk."""
     seen: set[int] = set()
-    total = 0
+    expressions = values = 0
     for pod in pods:
         affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity")
         for node_affinity in _once([affinity], seen):
@@ -170,12 +177,10 @@ def node_expressions(pods: Iterable[Mapping[str, Any]], *, values: bool = False)
             terms += [weighted.get("preference") or {} for weighted in preferred]
             for term in terms:
                 for kind in ("matchExpressions", "matchFields"):
-                    expressions = term.get(kind) or ()
-                    if values:
-                        total += sum(len(e.get("values") or ()) for e in expressions)
-                    else:
-                        total += len(expressions)
-    return total
+                    listed = term.get(kind) or ()
+                    expressions += len(listed)
+                    values += sum(len(e.get("values") or ()) for e in listed)
+    return expressions, values
 
 
 @dataclass(frozen=True)
