@@ -39,7 +39,7 @@ import orjson
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import JSON
 from podgroup_operator.domain.restart import has_controller
-from podgroup_operator.scheduling.volumes import DISK_SOURCES
+from podgroup_operator.scheduling.volumes import volume_kind
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 POD_SCHEDULED = c.PodConditionType.POD_SCHEDULED.value
@@ -80,10 +80,6 @@ for the whole life of the pod (scheduling/resources.py, scheduling/podinfo.py)."
 _POD_STATUS = ("phase", "reason", "message", "nominatedNodeName", "startTime")
 
 
-_CLAIM_SOURCES = frozenset({"persistentVolumeClaim", "ephemeral", *DISK_SOURCES})
-"""The volumes placement reads (scheduling/podinfo.py `pod_claims`, scheduling/volumes.py
-`pod_disks`); a secret, ConfigMap, projected or emptyDir volume does not constrain where a pod
-goes."""
 SHARED_LIMIT = 4096
 """Distinct values `SharedValues` remembers before it starts over (see there)."""
 SHARED_MAX_BYTES = 4096
@@ -160,7 +156,8 @@ def _slim_containers(containers: Any) -> list[JSON]:
 
 
 def _claim_volumes(volumes: Any) -> list[JSON]:
-    return [v for v in volumes or () if any(k in _CLAIM_SOURCES and v[k] for k in v)]
+    """The volumes placement reads: claims and in-tree disks (`volumes.volume_kind`)."""
+    return [v for v in volumes or () if volume_kind(v)]
 
 
 _SHARED_METADATA = ("namespace", "labels", "annotations", "ownerReferences", "finalizers")

@@ -76,7 +76,7 @@ from podgroup_operator.scheduling.scores import (
 )
 from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo
-from podgroup_operator.scheduling.volumes import DISK_SOURCES, VolumeClaim, pod_disks
+from podgroup_operator.scheduling.volumes import VolumeClaim, pod_disks, volume_kind
 
 __all__ = [
     "MemberShape",
@@ -155,19 +155,11 @@ def _raw_shape_key(pod: Mapping[str, Any]) -> str:
             spec.get("affinity"),
             spec.get("tolerations"),
             spread,
-            [_volume_kind(v) for v in spec.get("volumes") or ()],
+            [volume_kind(v) for v in spec.get("volumes") or ()],
             meta.get("namespace"),
             meta.get("labels") if spread else None,
         )
     )
-
-
-def _volume_kind(volume: Mapping[str, Any]) -> int:
-    """What a pod volume is to placement, for the shape key: 1 a claim, 2 an in-tree disk, 0
-    neither (the names are each member's own, read per pod)."""
-    if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
-        return 1
-    return 2 if any(source in DISK_SOURCES and volume[source] for source in volume) else 0
 
 
 @dataclass

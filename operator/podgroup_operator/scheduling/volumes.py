@@ -59,7 +59,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 from podgroup_operator.api.quantity import to_milli
@@ -203,6 +203,25 @@ def disk_of(volume: Mapping[str, Any]) -> Disk | None:
                 else frozenset(),
             )
     return None
+
+
+class VolumeKind(IntEnum):
+    """What a pod volume is to placement (the shape key and the slim store read it)."""
+
+    OTHER = 0
+    """A secret, ConfigMap, projected or emptyDir volume: it does not constrain the node."""
+    CLAIM = 1
+    """A PVC or a generic ephemeral volume's claim."""
+    DISK = 2
+    """An in-tree disk named inline (`DISK_SOURCES`)."""
+
+
+def volume_kind(volume: Mapping[str, Any]) -> VolumeKind:
+    if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
+        return VolumeKind.CLAIM
+    if any(k in DISK_SOURCES and volume[k] for k in volume):
+        return VolumeKind.DISK
+    return VolumeKind.OTHER
 
 
 def pod_disks(pod: Mapping[str, Any]) -> tuple[Disk, ...]:
