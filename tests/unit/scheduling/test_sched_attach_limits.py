@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from podgroup_operator.domain.membership import group_key_of
-from podgroup_operator.scheduling.gang import Placement, Refusal
+from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preemption
 from podgroup_operator.scheduling.snapshot import Snapshot
@@ -100,6 +100,13 @@ def nodes_with_limit(count: int, *names: str) -> Snapshot:
     return snapshot
 
 
+def provisioned_gang(count: int) -> GangRequest:
+    """`count` members job-<i>, each mounting a claim data-<i> of its own that DRIVER provisions."""
+    models = [volume_claim(claim(f"data-{i}"), WFFC_CSI) for i in range(count)]
+    pods = [mounting(f"job-{i}", f"data-{i}") for i in range(count)]
+    return gang("job", pods, claims=claims(*models))
+
+
 def test_the_limit_key_is_upstreams_and_long_driver_names_are_cut_and_hashed() -> None:
     assert attach_limit_key(DRIVER) == KEY
     long = "a-very-long-driver-name.csi.storage.example.com"
@@ -128,9 +135,7 @@ def test_the_counting_rule() -> None:
 
 def test_members_with_provisioned_claims_spread_over_nodes_past_their_limit() -> None:
     snapshot = nodes_with_limit(2, "n0", "n1")
-    models = [volume_claim(claim(f"data-{i}"), WFFC_CSI) for i in range(4)]
-    pods = [mounting(f"job-{i}", f"data-{i}") for i in range(4)]
-    outcome = place_group(gang("job", pods, claims=claims(*models)), snapshot)
+    outcome = place_group(provisioned_gang(4), snapshot)
     assert isinstance(outcome, Placement)
     per_node = sorted(b.node for b in outcome.bindings)
     assert per_node == ["n0", "n0", "n1", "n1"]  # packing alone puts all four on one node
@@ -141,9 +146,7 @@ def test_members_with_provisioned_claims_spread_over_nodes_past_their_limit() ->
 
 def test_a_gang_with_more_volumes_than_the_nodes_take_is_refused_saying_why() -> None:
     snapshot = nodes_with_limit(1, "n0", "n1")
-    models = [volume_claim(claim(f"data-{i}"), WFFC_CSI) for i in range(3)]
-    pods = [mounting(f"job-{i}", f"data-{i}") for i in range(3)]
-    outcome = place_group(gang("job", pods, claims=claims(*models)), snapshot)
+    outcome = place_group(provisioned_gang(3), snapshot)
     assert isinstance(outcome, Refusal)
     assert "only 2 fit" in outcome.message
     assert f"2 {EXCEEDED}" in outcome.message
