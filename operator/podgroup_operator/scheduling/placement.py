@@ -155,7 +155,7 @@ def _raw_shape_key(pod: Mapping[str, Any]) -> str:
             spec.get("affinity"),
             spec.get("tolerations"),
             spread,
-            [volume_kind(v) for v in spec.get("volumes") or ()],
+            [volume_kind(v).value for v in spec.get("volumes") or ()],
             meta.get("namespace"),
             meta.get("labels") if spread else None,
         )

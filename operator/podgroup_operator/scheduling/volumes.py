@@ -216,11 +216,20 @@ class VolumeKind(IntEnum):
     """An in-tree disk named inline (`DISK_SOURCES`)."""
 
 
+_KIND_OF_SOURCE = {
+    "persistentVolumeClaim": VolumeKind.CLAIM,
+    "ephemeral": VolumeKind.CLAIM,
+    **dict.fromkeys(DISK_SOURCES, VolumeKind.DISK),
+}
+
+
 def volume_kind(volume: Mapping[str, Any]) -> VolumeKind:
-    if volume.get("persistentVolumeClaim") or volume.get("ephemeral"):
-        return VolumeKind.CLAIM
-    if any(k in DISK_SOURCES and volume[k] for k in volume):
-        return VolumeKind.DISK
+    # By the volume's own keys (its name and its one source: the apiserver allows no second),
+    # since every pod event and every pending pod's shape key asks.
+    for key in volume:
+        kind = _KIND_OF_SOURCE.get(key)
+        if kind is not None and volume[key]:
+            return kind
     return VolumeKind.OTHER
 
 
