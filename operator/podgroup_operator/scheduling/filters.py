@@ -13,7 +13,7 @@ every node with identical labels, taints and conditions (see `NodeClass` in `sna
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -177,6 +177,102 @@ class Term(NamedTuple):
         return all(req.key == NODE_NAME_FIELD and req.matches(node_fields) for req in self.fields)
 
 
+SCAN_TERMS = 8
+"""Up to this many node selector terms are tried one by one; more go through a `TermIndex`."""
+
+
+@dataclass(frozen=True, slots=True)
+class TermIndex:
+    """Node selector terms by what a node must have for each to match, so that a node is tried
+    against the terms it might match only.
+
+    Why: a pod may list thousands of terms, required or preferred, and every node class's
+    verdict tried them all (5,000 terms of one `Exists` each on 1,000 nodes of a class each:
+    3.5 s per decision). kube-scheduler tries them all too, at Go's speed.
+
+    Each term is filed once, under one requirement it cannot match without: an `In` under
+    each of its values (a node has one value per key, so it meets the term once at most),
+    an `Exists`, `Gt` or `Lt` under its key, a `metadata.name In` field under each name.
+    Terms of only `NotIn` and `DoesNotExist` are tried on every node; terms that match no
+    node (empty, or a field other than the name) are not filed. `positions` are indexes
+    into the terms the index was built from."""
+
+    anywhere: tuple[int, ...]
+    by_key: Mapping[str, tuple[tuple[int, ...], Mapping[str, tuple[int, ...]]]]
+    """key -> (terms needing the key, terms needing the key at a given value)."""
+    by_name: Mapping[str, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, terms: Iterable[Term]) -> TermIndex:
+        anywhere: list[int] = []
+        present: dict[str, list[int]] = {}
+        valued: dict[str, dict[str, list[int]]] = {}
+        named: dict[str, list[int]] = {}
+        for position, term in enumerate(terms):
+            if not term.expressions and not term.fields:
+                continue  # matches no node
+            if any(req.key != NODE_NAME_FIELD for req in term.fields):
+                continue  # matches no node: the name is the only field
+            listed = [req for req in term.expressions if req.operator == "In"]
+            needed = [req for req in term.expressions if req.operator in _NEEDS_KEY]
+            names = [req for req in term.fields if req.operator == "In"]
+            if listed:
+                anchor = min(listed, key=lambda req: len(req.values))
+                by_value = valued.setdefault(anchor.key, {})
+                for value in dict.fromkeys(anchor.values):
+                    by_value.setdefault(value, []).append(position)
+            elif needed:
+                present.setdefault(needed[0].key, []).append(position)
+            elif names:
+                for name in dict.fromkeys(min(names, key=lambda req: len(req.values)).values):
+                    named.setdefault(name, []).append(position)
+            else:
+                anywhere.append(position)
+        by_key = {
+            key: (
+                tuple(present.get(key, ())),
+                {value: tuple(p) for value, p in valued.get(key, {}).items()},
+            )
+            for key in present.keys() | valued.keys()
+        }
+        return cls(tuple(anywhere), by_key, {name: tuple(p) for name, p in named.items()})
+
+    def candidates(self, name: str, labels: Mapping[str, str]) -> Iterator[int]:
+        """The positions of the terms the node might match, each once; the rest cannot."""
+        yield from self.anywhere
+        by_key = self.by_key
+        if len(by_key) < len(labels):
+            for key, (needing, by_value) in by_key.items():
+                value = labels.get(key)
+                if value is not None:
+                    yield from needing
+                    yield from by_value.get(value, ())
+        else:
+            for key, value in labels.items():
+                entry = by_key.get(key)
+                if entry is not None:
+                    yield from entry[0]
+                    yield from entry[1].get(value, ())
+        yield from self.by_name.get(name, ())
+
+
+_NEEDS_KEY = frozenset({"Exists", "Gt", "Lt"})
+
+
+def any_term_matches(
+    terms: tuple[Term, ...], index: TermIndex | None, name: str, labels: Mapping[str, str]
+) -> bool:
+    """Some term matches the node (`index` built from `terms`, or None to try each)."""
+    if index is None:
+        return any(term.matches(name, labels) for term in terms)
+    return any(terms[i].matches(name, labels) for i in index.candidates(name, labels))
+
+
+def term_index(terms: tuple[Term, ...] | None) -> TermIndex | None:
+    """The index for `terms` when they are more than SCAN_TERMS, else None."""
+    return TermIndex.of(terms) if terms is not None and len(terms) > SCAN_TERMS else None
+
+
 @dataclass(frozen=True, slots=True)
 class Constraints:
     """Where a pod may go, independent of free capacity; hashable so it can key caches.
@@ -189,12 +285,19 @@ class Constraints:
     terms: tuple[Term, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     covering: TolerationIndex = field(init=False, repr=False, compare=False, hash=False)
+    matching: TermIndex | None = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "covering", TolerationIndex.of(self.tolerations))
+        object.__setattr__(self, "matching", term_index(self.terms))
 
     def tolerates(self, taint: Taint) -> bool:
         return self.covering.tolerates(taint)
+
+    def affinity_matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        """The required node affinity admits the node (True without one)."""
+        terms = self.terms
+        return terms is None or any_term_matches(terms, self.matching, name, labels)
 
     def untolerated(self, taints: Iterable[Taint]) -> Taint | None:
         """The first NoSchedule/NoExecute taint no toleration covers, or None."""
@@ -322,9 +425,7 @@ def check_node(constraints: Constraints, node: NodeFacts) -> Rejection | None:
     for key, value in constraints.node_selector:
         if labels.get(key) != value:
             return Rejection(Exclusion.NODE_SELECTOR)
-    if constraints.terms is not None and not any(
-        term.matches(node.name, labels) for term in constraints.terms
-    ):
+    if not constraints.affinity_matches(node.name, labels):
         return Rejection(Exclusion.NODE_AFFINITY)
     return None
 
@@ -335,9 +436,7 @@ def matches_node_selection(constraints: Constraints, node: NodeFacts) -> bool:
     for key, value in constraints.node_selector:
         if labels.get(key) != value:
             return False
-    return constraints.terms is None or any(
-        term.matches(node.name, labels) for term in constraints.terms
-    )
+    return constraints.affinity_matches(node.name, labels)
 
 
 def insufficient(request: Iterable[tuple[str, int]], free: Mapping[str, int]) -> Rejection | None:

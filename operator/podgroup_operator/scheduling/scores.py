@@ -31,9 +31,12 @@ from podgroup_operator.scheduling.filters import (
     HOSTNAME_LABEL,
     NodeFacts,
     Term,
+    TermIndex,
     Toleration,
     TolerationIndex,
+    node_selector_terms,
     pod_constraints,
+    term_index,
 )
 
 WEIGHT_PACK = 1.0
@@ -51,9 +54,13 @@ class Preferences:
     terms: tuple[tuple[int, Term], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     covering: TolerationIndex = field(init=False, repr=False, compare=False, hash=False)
+    matching: TermIndex | None = field(init=False, repr=False, compare=False, hash=False)
+    total: int = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "covering", TolerationIndex.of(self.tolerations))
+        object.__setattr__(self, "matching", term_index(tuple(term for _, term in self.terms)))
+        object.__setattr__(self, "total", sum(weight for weight, _ in self.terms))
 
     @property
     def uses_node_identity(self) -> bool:
@@ -81,23 +88,9 @@ def pod_preferences(
     terms: list[tuple[int, Term]] = []
     for item in preferred:
         weight = int(item.get("weight") or 0)
-        raw = item.get("preference") or {}
-        # Reuse the required-affinity parser by wrapping the one term.
-        parsed = pod_constraints(
-            {
-                "spec": {
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [raw]
-                            }
-                        }
-                    }
-                }
-            }
-        )
-        if weight > 0 and parsed.terms:
-            terms.append((weight, parsed.terms[0]))
+        if weight > 0:
+            (term,) = node_selector_terms([item.get("preference") or {}])
+            terms.append((weight, term))
     if tolerations is None:
         tolerations = pod_constraints(
             {"spec": {"tolerations": spec.get("tolerations") or []}}
@@ -109,14 +102,18 @@ def pod_preferences(
 
 def node_affinity_score(preferences: Preferences, facts: NodeFacts) -> float:
     """0..100: the share of preferred-term weight the node matches."""
-    if not preferences.terms:
+    terms = preferences.terms
+    if not terms:
         return 0.0
-    total = matched = 0
-    for weight, term in preferences.terms:
-        total += weight
-        if term.matches(facts.name, facts.labels):
+    name, labels = facts.name, facts.labels
+    index = preferences.matching
+    positions = range(len(terms)) if index is None else index.candidates(name, labels)
+    matched = 0
+    for i in positions:
+        weight, term = terms[i]
+        if term.matches(name, labels):
             matched += weight
-    return 100.0 * matched / total
+    return 100.0 * matched / preferences.total
 
 
 def taint_score(preferences: Preferences, facts: NodeFacts) -> float:

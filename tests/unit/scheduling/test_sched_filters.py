@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from podgroup_operator.scheduling.filters import (
+    NODE_NAME_FIELD,
     Exclusion,
+    Requirement,
     Taint,
+    Term,
+    TermIndex,
     Toleration,
     TolerationIndex,
     check_node,
@@ -226,3 +230,55 @@ def test_cached_verdicts_follow_node_changes() -> None:
     assert names == ["n1"]
     counts = snapshot.exclusions(snapshot.feasibility(constraints))
     assert sum(counts.values()) == 1
+
+
+_VALUES = st.sampled_from(["x", "y", "1", "5"])
+_REQUIREMENTS = st.builds(
+    Requirement,
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Bogus"]),
+    st.lists(_VALUES, max_size=3).map(tuple),
+)
+_FIELDS = st.builds(
+    Requirement,
+    st.sampled_from([NODE_NAME_FIELD, "spec.unschedulable"]),
+    st.sampled_from(["In", "NotIn"]),
+    st.lists(st.sampled_from(["n1", "n2"]), max_size=3).map(tuple),
+)
+_TERMS = st.builds(
+    Term,
+    st.lists(_REQUIREMENTS, max_size=3).map(tuple),
+    st.lists(_FIELDS, max_size=2).map(tuple),
+)
+_LABELS = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), _VALUES, max_size=4)
+
+
+@given(
+    terms=st.lists(_TERMS, max_size=12),
+    name=st.sampled_from(["n1", "n2", "n3"]),
+    labels=_LABELS,
+)
+@example(terms=[Term((Requirement("a", "In", ("x", "x")),), ())], name="n1", labels={"a": "x"})
+@example(
+    terms=[Term((), (Requirement(NODE_NAME_FIELD, "In", ("n1", "n1")),))], name="n1", labels={}
+)
+def test_the_term_index_offers_every_term_that_matches_and_each_once(
+    terms: list[Term], name: str, labels: dict[str, str]
+) -> None:
+    """The index only skips terms that cannot match the node (a pod may list thousands); the
+    rule is each term's own, and a term offered twice would count twice in a score."""
+    offered = list(TermIndex.of(terms).candidates(name, labels))
+    assert len(offered) == len(set(offered))
+    matching = {i for i, term in enumerate(terms) if term.matches(name, labels)}
+    assert matching <= set(offered)
+
+
+def test_thousands_of_terms_still_find_the_one_that_matches() -> None:
+    """Past SCAN_TERMS the verdict goes through the index: the last term of 5,000 admits."""
+    terms = [{"matchExpressions": [expr(f"k{i}", "Exists")]} for i in range(4999)]
+    raw = pod("p", affinity=affinity(*terms, {"matchExpressions": [expr("pool", "In", "a")]}))
+    assert verdict(raw, node("n", labels={"pool": "a"})) is None
+    assert verdict(raw, node("n", labels={"pool": "b"})) is Exclusion.NODE_AFFINITY
+    named = pod("q", affinity=affinity(*terms, {"matchFields": [expr(NODE_NAME_FIELD, "In", "n")]}))
+    assert verdict(named, node("n")) is None
+    assert verdict(named, node("m")) is Exclusion.NODE_AFFINITY

@@ -53,6 +53,15 @@ def test_scores_are_fixed_scale_shares() -> None:
     assert taint_score(tolerant, node_facts(node("t", taints=[SOFT_TAINT]))) == 100.0
 
 
+def test_many_preferred_terms_score_as_their_weights_say() -> None:
+    """Past SCAN_TERMS the score adds the weights of the terms the index offers: each once."""
+    terms = [(1, f"k{i}", "v") for i in range(20)] + [(60, "disk", "ssd"), (20, "disk", "ssd")]
+    preferences = pod_preferences(pod("p", affinity=prefer(*terms)))
+    assert preferences.matching is not None
+    ssd = node_facts(node("n", labels={"disk": "ssd", "k3": "v", "k4": "w"}))
+    assert node_affinity_score(preferences, ssd) == 100.0 * 81 / 100
+
+
 def test_preferred_node_affinity_beats_packing() -> None:
     busy = pod("busy", node="plain", requests={"cpu": "6"})
     snapshot = Snapshot.build([node("plain"), node("ssd", labels={"disk": "ssd"})], [busy])
