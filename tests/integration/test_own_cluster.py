@@ -364,6 +364,20 @@ def _node_affinity_in(key: str, values: list[str]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
 
 
+def _node_affinity_terms(pool: str, count: int) -> dict[str, Any]:
+    """`count` node selector terms, of which only the last (`pool In [pool]`) matches a node."""
+    terms = [
+        {"matchExpressions": [{"key": f"example.com/k{i}", "operator": "Exists"}]}
+        for i in range(count - 1)
+    ]
+    terms.append({"matchExpressions": [{"key": "pool", "operator": "In", "values": [pool]}]})
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+
+
 async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
 ) -> None:
@@ -371,7 +385,7 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     ever or flooded the log, or could have (a thousand resource names, a group name that climbs
     the API path). Stored under a CRD without bounds (as after an upgrade), they are reported
     once each and a healthy gang still runs; so it does beside pods of thousands of host ports,
-    inline disks, tolerations or node-affinity values."""
+    inline disks, tolerations, node-affinity values or terms, or spread constraints."""
     crd = yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
     await own_kube.apply_json(CRDS, _without_bounds(crd))
     namespace = await make_namespace(own_kube, "poison")
@@ -452,6 +466,18 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                     ]
                 },
                 "listed": {"affinity": _node_affinity_in("pool", listed)},
+                "terms": {"affinity": _node_affinity_terms(name, 5000)},
+                "spread": {
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": f"example.com/k{i}",
+                            "whenUnsatisfiable": "DoNotSchedule",
+                            "labelSelector": {"matchLabels": {"app": "spread"}},
+                        }
+                        for i in range(5000)
+                    ]
+                },
             }
             for group, spec in hostile.items():
                 await create_group(own_kube, namespace, group, minMember=1)
@@ -462,12 +488,15 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
             await member("healthy-0", "healthy")
             await member("healthy-1", "healthy")
             await wait_group(own_kube, namespace, "healthy", timeout=60, phase=c.Phase.RUNNING)
-            for group in ("ports", "tolerant"):
+            for group in ("ports", "tolerant", "terms"):
                 await wait_group(own_kube, namespace, group, timeout=60, phase=c.Phase.RUNNING)
             disks = await refusal(own_kube, namespace, "disks")
             assert "1 node(s) exceed max volume count" in disks["message"], disks
             listed = await refusal(own_kube, namespace, "listed")
             assert "1 node(s) didn't match Pod's node affinity" in listed["message"], listed
+            spread = await refusal(own_kube, namespace, "spread")
+            wanted = "1 node(s) didn't match pod topology spread constraints (missing required"
+            assert wanted in spread["message"], spread
 
             async def reported() -> list[dict[str, Any]] | None:
                 events = (await own_kube.list(EVENTS, namespace))["items"]

@@ -24,4 +24,7 @@ def test_each_hostile_pod_is_refused_for_what_it_lists() -> None:
         "inline EBS volumes": "20 node(s) exceed max volume count",
         "tolerations": "20 node(s) had untolerated taint {dedicated-0=x: NoSchedule}",
         "node affinity values": "20 node(s) didn't match Pod's node affinity",
+        "node affinity terms": "20 node(s) didn't match Pod's node affinity",
+        "spread constraints": "20 node(s) didn't match pod topology spread constraints "
+        "(missing required label) (x-0)",
     }

@@ -35,7 +35,8 @@ Scenarios:
   its own; then, one at a time, pods that each list
   `--size` things kube-scheduler checks against every node, in a way no node accepts: host
   ports whose last is 9100, inline EBS volumes past every node's limit, tolerations of other
-  taints, a node affinity whose `In` list names no node. Each pod's decision (a gang of one,
+  taints, a node affinity whose `In` list names no node, node-affinity terms of keys no
+  node has, topology spread constraints over keys no node has. Each pod's decision (a gang of one,
   refused, or placed and undone by a scheduler that ignores what it lists) is timed
   `--repeats` times: the question is what one such object costs the loop that decides
   everyone's gangs.
@@ -609,6 +610,31 @@ def hostile_pods(size: int) -> dict[str, dict[str, Any]]:
                     }
                 }
             },
+        },
+        "node affinity terms": {
+            "tolerations": tolerate,
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": f"x-{i}", "operator": "Exists"}]}
+                            for i in range(size)
+                        ]
+                    }
+                }
+            },
+        },
+        "spread constraints": {
+            "tolerations": tolerate,
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": f"x-{i}",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "hostile"}},
+                }
+                for i in range(size)
+            ],
         },
     }
 
