@@ -355,6 +355,69 @@ async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volu
         assert not await node_of(kube, namespace, "second-0")
 
 
+async def test_a_class_made_after_a_running_pods_claim_counts_it_and_its_deletion_frees_it(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """A running pod on node a mounts a claim still waiting for a class that does not exist
+    yet: it counts against no driver's limit. Once the class comes, naming the driver as its
+    provisioner, the claim counts against node a's limit of one, so the next gang's volume of
+    that driver goes to node b, though packing would pick the fuller node a. Once the class
+    is deleted, the claim counts nothing again, and the gang after goes to node a."""
+    suffix = uuid.uuid4().hex[:6]
+    klass, late, sync = f"csi-{suffix}", f"late-{suffix}", f"sync-{suffix}"
+    driver = f"disk-{suffix}.csi.example.com"
+    shared = {"shared": namespace}
+    pvs = [f"pv-{suffix}-{i}" for i in range(2)]
+    provisioned = storage_class(late, "WaitForFirstConsumer")
+    provisioned["provisioner"] = driver
+    async with (
+        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (a, _),
+        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (b, _),
+        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "Immediate")),
+        cluster_scoped(kube, CSI_NODES, csi_node(a.node_names[0], driver, 1)),
+        cluster_scoped(kube, CSI_NODES, csi_node(b.node_names[0], driver, 1)),
+        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[0], klass, driver)),
+        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[1], klass, driver)),
+    ):
+        node_a, node_b = a.node_names[0], b.node_names[0]
+        for i, pv_name in enumerate(pvs):
+            body = claim(f"data-{i}", klass)
+            body["spec"]["volumeName"] = pv_name
+            await kube.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, claim("pending", late), namespace)
+        await create_pod(
+            kube,
+            namespace,
+            "filler",
+            node=node_a,
+            requests={"cpu": "6"},
+            volumes=mounting("pending"),
+        )
+        # The operator has seen the filler once a gang packs beside it.
+        await gang_mounting(kube, namespace, "early", shared, [])
+        bound = await wait_for(lambda: node_of(kube, namespace, "early-0"), 30, "early-0 bound")
+        assert bound == node_a
+        async with cluster_scoped(kube, STORAGE_CLASSES, provisioned):
+            # Classes come in order on one watch: once the operator knows the class made after
+            # `late`, it knows `late`. A claim of an unknown class waits as Immediate ones do.
+            follower = storage_class(sync, "WaitForFirstConsumer")
+            async with cluster_scoped(kube, STORAGE_CLASSES, follower):
+                await kube.create(PERSISTENT_VOLUME_CLAIMS, claim("sync", sync), namespace)
+                await gang_of_one(kube, namespace, "sync", "sync", shared)
+
+                async def class_seen() -> bool:
+                    message = (await refusal(kube, namespace, "sync"))["message"]
+                    return "2 node(s) didn't find available persistent volumes" in message
+
+                await wait_for(class_seen, 30, f"the operator to know class {sync}")
+            await gang_of_one(kube, namespace, "first", "data-0", shared)
+            bound = await wait_for(lambda: node_of(kube, namespace, "first-0"), 30, "first bound")
+            assert bound == node_b
+        await gang_of_one(kube, namespace, "second", "data-1", shared)
+        bound = await wait_for(lambda: node_of(kube, namespace, "second-0"), 30, "second bound")
+        assert bound == node_a
+
+
 EBS_LIMIT_KEY = "attachable-volumes-aws-ebs"
 
 
