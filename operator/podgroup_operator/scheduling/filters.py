@@ -194,8 +194,8 @@ class TermIndex:
     each of its values (a node has one value per key, so it meets the term once at most),
     an `Exists`, `Gt` or `Lt` under its key, a `metadata.name In` field under each name.
     Terms of only `NotIn` and `DoesNotExist` are tried on every node; terms that match no
-    node (empty, or a field other than the name) are not filed. `positions` are indexes
-    into the terms the index was built from."""
+    node (empty, or a field other than the name) are not filed. What `candidates` yields are
+    positions in the terms the index was built from."""
 
     anywhere: tuple[int, ...]
     by_key: Mapping[str, tuple[tuple[int, ...], Mapping[str, tuple[int, ...]]]]
