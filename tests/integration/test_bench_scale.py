@@ -140,6 +140,26 @@ def test_repeat_prints_every_run_and_the_spread_of_its_figures() -> None:
     assert rates["max"] == max(ours["pods_per_s"] for ours in runs)
 
 
+def test_failover_kills_the_leader_halfway_and_the_standby_drains_the_rest() -> None:
+    """500 pods of 10m on three nodes of 2 cpu: the leader is killed with -9 once half are
+    bound, the standby takes the Lease and binds the rest, within every node's cpu."""
+    backlog = ["--nodes", "3", "--gangs", "100", "--gang-size", "5", "--node-cpu", "2"]
+    result = run_bench(*backlog, "--timeout", "120", "--failover", timeout=280)
+    ours = json.loads(result.stdout)["operator"]
+    assert (ours["bound"], ours["groups_running"], ours["timed_out"]) == (500, 100, False)
+    failover = ours["failover"]
+    assert failover["killed"] in ("scheduler", "standby")
+    assert 250 <= failover["bound_at_kill"] < 500, failover
+    assert 0 < failover["led_after_s"] <= failover["first_bind_after_kill_s"], failover
+    assert (failover["over_capacity_count"], failover["failed_pods"]) == (0, 0), failover
+    assert {"scheduler", "standby"} <= set(ours["cpu_seconds"])
+
+
+def test_failover_with_versus_is_refused() -> None:
+    result = run_bench(*TINY, "--failover", "--versus", "kube-scheduler", timeout=60, expect=2)
+    assert "--failover is the operator's alone" in result.stderr
+
+
 def test_a_side_that_cannot_drain_exits_1_naming_what_it_waited_for() -> None:
     """Two pods of 3 cpu on one 4-cpu node: the gang never fits, the side ends at --timeout."""
     never_fits = ["--nodes", "1", "--gangs", "1", "--gang-size", "2", "--node-cpu", "4"]

@@ -45,6 +45,16 @@ the ratios (`pods_per_s_ratio`: ours over theirs; `all_running_ratio`: their tim
 over ours; above 1 is better for us). Convergence does not apply there: nothing writes PodGroup
 status.
 
+`--failover` runs a second operator replica beside the first; once half the pods are bound, the
+one holding the leader Lease is killed with -9 (its writer process goes with it), and the side
+goes on until the other has drained the rest. It prints `failover`: when the leader was killed
+and how many pods were bound then, how long the other took to hold the Lease (read every half
+second) and to bind its first pod, how many binds landed in between (sent before the kill),
+the nodes whose pods' cpu requests exceed their allocatable at the end, and the pods that
+failed. Give the nodes just the room the gangs need (`--node-cpu`) for the capacity check to
+mean something. `cpu_seconds` has both replicas (`scheduler`, started first, and `standby`),
+the killed one's up to the kill; the writer's and the memory figures are the survivor's.
+
 `--repeat N` does all of it N times, each on fresh clusters, and prints every run and the spread
 of each figure (min, median, max): on a small machine one run's figures swing with the machine.
 
@@ -78,13 +88,16 @@ from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.informers import Informer
 from podgroup_operator.adapters.kube import (
     EVENTS,
+    LEASES,
     NODES,
     PODGROUPS,
     PODS,
+    ApiError,
     Kind,
     KubeClient,
     gather_limited,
 )
+from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.bench.prepare import create_namespace, install_crd, until
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
@@ -532,6 +545,102 @@ class Plan:
     rate: float
     timeout: float
     operator_args: list[str] = field(default_factory=list)
+    failover: bool = False
+
+
+FAILOVER_AT = 0.5
+"""`--failover`: the share of the pods bound when the leader is killed."""
+
+
+@dataclass
+class _Failover:
+    """`--failover`: the replicas by name, and what happened when the leader was killed."""
+
+    replicas: dict[str, OperatorProcess]
+    killed: str | None = None
+    """The name of the replica killed."""
+    killed_at: float | None = None
+    bound_at_kill: int = 0
+    killed_cpu: float | None = None
+    """The killed replica's CPU seconds up to the kill."""
+    led_at: float | None = None
+
+    async def step(self, kube: KubeClient, seen: Observed, total: int) -> OperatorProcess | None:
+        """Kill the leader once FAILOVER_AT of the pods are bound; then note when the other
+        holds the Lease. Returns the replica that schedules now, None while it is unknown."""
+        holder = _pid_from_identity(await _lease_holder(kube))
+        leading = next((n for n, r in self.replicas.items() if _pid_of(r) == holder), None)
+        if self.killed is None:
+            if leading is None or len(seen.bound) < total * FAILOVER_AT:
+                return None if leading is None else self.replicas[leading]
+            pid = _pid_of(self.replicas[leading])
+            self.killed_cpu = _cpu_seconds(pid) if pid is not None else None
+            self.bound_at_kill = len(seen.bound)
+            self.replicas.pop(leading).stop(kill=True)
+            self.killed, self.killed_at = leading, seen.now()
+        elif self.led_at is None and leading is not None:
+            self.led_at = seen.now()
+        return next(iter(self.replicas.values()))
+
+    def report(self, seen: Observed, over_capacity: list[str], failed: int) -> dict[str, Any]:
+        report: dict[str, Any] = {"killed": self.killed, "bound_at_kill": self.bound_at_kill}
+        if self.killed_at is None:
+            return report
+        report["killed_at_s"] = round(self.killed_at, 2)
+        if self.led_at is not None:
+            report["led_after_s"] = round(self.led_at - self.killed_at, 2)
+            binds = sorted(seen.bound.values())
+            report["binds_between"] = sum(self.killed_at < t <= self.led_at for t in binds)
+            after = [t for t in binds if t > self.led_at]
+            if after:
+                report["first_bind_after_kill_s"] = round(after[0] - self.killed_at, 2)
+        report["over_capacity_nodes"] = over_capacity[:STUCK_NAMES]
+        report["over_capacity_count"] = len(over_capacity)
+        report["failed_pods"] = failed
+        return report
+
+
+LEASE_NAMESPACE = "kube-system"
+"""Where `run` keeps its leader Lease outside a pod (settings.lease_namespace)."""
+
+
+async def _lease_holder(kube: KubeClient) -> str:
+    try:
+        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, LEASE_NAMESPACE)
+    except ApiError as exc:
+        if exc.not_found:
+            return ""
+        raise
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def _pid_from_identity(identity: str) -> int | None:
+    """Outside a cluster a replica's identity is `<host>_<pid>_<tag>`."""
+    parts = identity.split("_")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+
+
+async def _capacity_check(kube: KubeClient) -> tuple[list[str], int]:
+    """(nodes whose live pods request more cpu than they allocate, pods that Failed)."""
+    nodes = (await kube.list(NODES))["items"]
+    allocatable = {
+        n["metadata"]["name"]: to_milli(
+            (n.get("status") or {}).get("allocatable", {}).get("cpu", 0)
+        )
+        for n in nodes
+    }
+    used: dict[str, int] = {}
+    failed = 0
+    for pod in (await kube.list(PODS, NAMESPACE))["items"]:
+        phase = (pod.get("status") or {}).get("phase")
+        failed += phase == c.PodPhase.FAILED
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and phase not in (c.PodPhase.SUCCEEDED, c.PodPhase.FAILED):
+            for container in pod["spec"].get("containers") or ():
+                cpu = ((container.get("resources") or {}).get("requests") or {}).get("cpu")
+                used[node] = used.get(node, 0) + (to_milli(cpu) if cpu else 0)
+    over = sorted(n for n, milli in used.items() if milli > allocatable.get(n, 0))
+    return over, failed
 
 
 async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, Any]:
@@ -585,6 +694,15 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         scheduler_pid = _pid_of(process)
         if scheduler_pid is not None:
             watched["scheduler"] = scheduler_pid
+        failover: _Failover | None = None
+        if plan.failover and isinstance(process, OperatorProcess):
+            standby = OperatorProcess(
+                state.kubeconfig, state_dir / "operator-standby.log", plan.operator_args
+            )
+            standby.start()
+            failover = _Failover({"scheduler": process, "standby": standby})
+            if (standby_pid := _pid_of(standby)) is not None:
+                watched["standby"] = standby_pid
         cpu_before = _cpu_usage(watched)
         cpu_before["scheduler"] = 0.0  # it just started: all its time counts
         if plan.mode == "arrival":
@@ -607,6 +725,8 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             done = len(seen.pod_running) >= total and (
                 scheduler != c.OPERATOR_NAME or len(seen.group_running) >= plan.gangs
             )
+            if failover is not None:
+                process = await failover.step(kube, seen, total) or process
             exit_code = _exit_code(process)
             if done or exit_code is not None:
                 break
@@ -617,6 +737,8 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             # all its time counts, and its memory is the operator's too.
             watched[f"scheduler-writer{number or ''}"] = child
         cpu_after = _cpu_usage(watched)  # at the end of the side, before any summing up
+        if failover is not None and failover.killed is not None:
+            cpu_after[failover.killed] = failover.killed_cpu  # up to the kill
         operator_figures = (
             await asyncio.to_thread(_scrape_operator, process)
             if isinstance(process, OperatorProcess) and exit_code is None
@@ -633,6 +755,8 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         result["timed_out"] = time.monotonic() >= deadline
         if exit_code is not None:
             result["scheduler_exit_code"] = exit_code
+        if failover is not None:
+            result["failover"] = failover.report(seen, *await _capacity_check(kube))
         if result["timed_out"] or exit_code is not None:
             result["stuck"] = _stuck(seen, plan, scheduler)
             _print_log_tails(state_dir)
@@ -650,6 +774,9 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             task.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
         await kube.close()
+        if failover is not None:
+            for replica in failover.replicas.values():
+                replica.stop()
         if isinstance(process, OperatorProcess):
             process.stop()
         elif process is not None:
@@ -784,7 +911,16 @@ def main(argv: Sequence[str]) -> int:
         help="runs in a row (each on fresh clusters); above 1 prints every run and the "
         "min, median and max of each figure (`spread`)",
     )
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help="a second operator replica; the leader is killed with -9 once half the pods are "
+        "bound (see above)",
+    )
     args = parser.parse_args(list(argv))
+    if args.failover and args.versus:
+        print("--failover is the operator's alone: leave out --versus", file=sys.stderr)
+        return 2
     if args.versus and not (devcluster.BINARIES / "bin" / KUBE_SCHEDULER).exists():
         print(
             "kube-scheduler is not built: run `podgroup-operator dev-cluster build "
@@ -805,6 +941,7 @@ def main(argv: Sequence[str]) -> int:
         rate=args.rate,
         timeout=args.timeout,
         operator_args=shlex.split(args.operator_args),
+        failover=args.failover,
     )
     # The bench's watches time what the scheduler under test does: the collector must not pause
     # them (see `_slim_pod`).
