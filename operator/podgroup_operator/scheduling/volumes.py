@@ -69,7 +69,10 @@ from podgroup_operator.scheduling.filters import (
     Rejection,
     Requirement,
     Term,
+    TermIndex,
+    any_term_matches,
     node_selector_terms,
+    term_index,
 )
 from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
 
@@ -276,6 +279,11 @@ class PersistentVolume:
     """`spec.csi` (driver, volumeHandle); None for a volume of another type."""
     disk: Disk | None = None
     """The in-tree disk it is (EBS, GCE PD, Azure Disk...); None for another type."""
+    matching: TermIndex | None = field(init=False, repr=False, compare=False, hash=False)
+    """`node_affinity` by what a node needs to match each term, when they are many."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "matching", term_index(self.node_affinity))
 
     @property
     def attachment(self) -> Attachment | None:
@@ -287,9 +295,8 @@ class PersistentVolume:
         return f"{driver}/{handle}", attach_limit_key(driver)
 
     def reachable_from(self, name: str, labels: Mapping[str, str]) -> bool:
-        if self.node_affinity is None:
-            return True
-        return any(term.matches(name, labels) for term in self.node_affinity)
+        terms = self.node_affinity
+        return terms is None or any_term_matches(terms, self.matching, name, labels)
 
     def in_zone(self, node_labels: Mapping[str, str]) -> bool:
         """kube-scheduler's VolumeZone for a bound PV (see the module docstring). A label value

@@ -89,6 +89,19 @@ def test_a_bound_claim_keeps_the_pod_where_its_pv_is_reachable() -> None:
     assert outcome.bindings[0].volumes == ()
 
 
+def test_a_pv_of_thousands_of_node_terms_is_reachable_where_one_matches() -> None:
+    """Past SCAN_TERMS a PV's node affinity goes through a TermIndex: only the last term of
+    5,000 admits a node, and only node n1."""
+    raw = local_pv("pv-1", "n1", "10Gi")
+    terms = raw["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    others = [{"matchExpressions": [{"key": f"k{i}", "operator": "Exists"}]} for i in range(4999)]
+    terms[:0] = others
+    pv = persistent_volume(raw)
+    assert pv.matching is not None
+    assert pv.reachable_from("n1", {HOST: "n1"})
+    assert not pv.reachable_from("n0", {HOST: "n0"})
+
+
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
 
