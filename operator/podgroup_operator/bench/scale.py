@@ -49,7 +49,7 @@ status.
 one holding the leader Lease is killed with -9 (its writer process goes with it), and the side
 goes on until the other has drained the rest. It prints `failover`: when the leader was killed
 and how many pods were bound then, how long the other took to hold the Lease (read every half
-second) and to bind its first pod, how many binds landed in between (sent before the kill),
+second) and to bind its first pod, how many binds landed in between (in flight at the kill),
 the nodes whose pods' cpu requests exceed their allocatable at the end, and the pods that
 failed. Give the nodes just the room the gangs need (`--node-cpu`) for the capacity check to
 mean something. `cpu_seconds` has both replicas (`scheduler`, started first, and `standby`),
