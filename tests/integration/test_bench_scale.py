@@ -140,19 +140,36 @@ def test_repeat_prints_every_run_and_the_spread_of_its_figures() -> None:
     assert rates["max"] == max(ours["pods_per_s"] for ours in runs)
 
 
+FAILOVER_BACKLOG = ["--nodes", "3", "--gangs", "200", "--gang-size", "5", "--node-cpu", "4"]
+"""1,000 pods of 10m on three nodes of 4 cpu: enough that half are bound well before the end."""
+
+
 def test_failover_kills_the_leader_halfway_and_the_standby_drains_the_rest() -> None:
-    """500 pods of 10m on three nodes of 2 cpu: the leader is killed with -9 once half are
-    bound, the standby takes the Lease and binds the rest, within every node's cpu."""
-    backlog = ["--nodes", "3", "--gangs", "100", "--gang-size", "5", "--node-cpu", "2"]
+    """The leader is killed with -9 once half the pods are bound; the standby takes the Lease
+    and binds the rest, within every node's cpu."""
+    backlog = FAILOVER_BACKLOG
     result = run_bench(*backlog, "--timeout", "120", "--failover", timeout=280)
     ours = json.loads(result.stdout)["operator"]
-    assert (ours["bound"], ours["groups_running"], ours["timed_out"]) == (500, 100, False)
+    assert (ours["bound"], ours["groups_running"], ours["timed_out"]) == (1000, 200, False)
     failover = ours["failover"]
-    assert failover["killed"] in ("scheduler", "standby")
-    assert 250 <= failover["bound_at_kill"] < 500, failover
+    assert failover["signal"] == "kill" and failover["killed"] in ("scheduler", "standby")
+    assert 500 <= failover["bound_at_kill"] < 1000, failover
     assert 0 < failover["led_after_s"] <= failover["first_bind_after_kill_s"], failover
     assert (failover["over_capacity_count"], failover["failed_pods"]) == (0, 0), failover
     assert {"scheduler", "standby"} <= set(ours["cpu_seconds"])
+
+
+def test_failover_term_hands_the_lease_over_and_the_standby_drains_the_rest() -> None:
+    """SIGTERM instead of -9: the leader releases the Lease, and the other takes it at once."""
+    backlog = FAILOVER_BACKLOG
+    result = run_bench(*backlog, "--timeout", "120", "--failover", "term", timeout=280)
+    ours = json.loads(result.stdout)["operator"]
+    assert (ours["bound"], ours["groups_running"], ours["timed_out"]) == (1000, 200, False)
+    failover = ours["failover"]
+    assert failover["signal"] == "term" and 500 <= failover["bound_at_kill"] < 1000, failover
+    assert (failover["over_capacity_count"], failover["failed_pods"]) == (0, 0), failover
+    # Without the hand-over the other would wait for the Lease to run out (15 s).
+    assert failover["led_after_s"] < 10, failover
 
 
 def test_failover_with_versus_is_refused() -> None:

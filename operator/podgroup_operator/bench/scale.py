@@ -46,14 +46,15 @@ over ours; above 1 is better for us). Convergence does not apply there: nothing 
 status.
 
 `--failover` runs a second operator replica beside the first; once half the pods are bound, the
-one holding the leader Lease is killed with -9 (its writer process goes with it), and the side
-goes on until the other has drained the rest. It prints `failover`: when the leader was killed
-and how many pods were bound then, how long the other took to hold the Lease (read every half
-second) and to bind its first pod, how many binds landed in between (in flight at the kill),
-the nodes whose pods' cpu requests exceed their allocatable at the end, and the pods that
-failed. Give the nodes just the room the gangs need (`--node-cpu`) for the capacity check to
-mean something. `cpu_seconds` has both replicas (`scheduler`, started first, and `standby`),
-the killed one's up to the kill; the writer's and the memory figures are the survivor's.
+one holding the leader Lease is killed with -9 (its writer process goes with it; `--failover
+term` sends SIGTERM instead, on which it hands the Lease over), and the side goes on until the
+other has drained the rest. It prints `failover`: the signal, when it was sent and how many
+pods were bound then, how long the other took to hold the Lease (read every tenth of a second
+meanwhile) and to bind its first pod, how many binds landed in between (in flight at the
+signal), the nodes whose pods' cpu requests exceed their allocatable at the end, and the pods
+that failed. Give the nodes just the room the gangs need (`--node-cpu`) for the capacity check
+to mean something. `cpu_seconds` has both replicas (`scheduler`, started first, and `standby`),
+the signalled one's up to the signal; the writer's and the memory figures are the survivor's.
 
 `--repeat N` does all of it N times, each on fresh clusters, and prints every run and the spread
 of each figure (min, median, max): on a small machine one run's figures swing with the machine.
@@ -545,9 +546,12 @@ class Plan:
     rate: float
     timeout: float
     operator_args: list[str] = field(default_factory=list)
-    failover: bool = False
+    failover: str | None = None
+    """`--failover`: KILL or TERM, the signal the leader gets; None without a failover."""
 
 
+KILL, TERM = "kill", "term"
+"""`--failover`'s signals to the leader: SIGKILL, or SIGTERM (a rollout's)."""
 FAILOVER_AT = 0.5
 """`--failover`: the share of the pods bound when the leader is killed."""
 
@@ -557,16 +561,19 @@ class _Failover:
     """`--failover`: the replicas by name, and what happened when the leader was killed."""
 
     replicas: dict[str, OperatorProcess]
+    signal: str
     killed: str | None = None
-    """The name of the replica killed."""
+    """The name of the replica signalled."""
     killed_at: float | None = None
     bound_at_kill: int = 0
     killed_cpu: float | None = None
     """The killed replica's CPU seconds up to the kill."""
     led_at: float | None = None
+    stopping: OperatorProcess | None = None
+    """The replica signalled, until the side ends (SIGTERM: it may still be handing over)."""
 
     async def step(self, kube: KubeClient, seen: Observed, total: int) -> OperatorProcess | None:
-        """Kill the leader once FAILOVER_AT of the pods are bound; then note when the other
+        """Signal the leader once FAILOVER_AT of the pods are bound; then note when the other
         holds the Lease. Returns the replica that schedules now, None while it is unknown."""
         holder = _pid_from_identity(await _lease_holder(kube))
         leading = next((n for n, r in self.replicas.items() if _pid_of(r) == holder), None)
@@ -576,14 +583,30 @@ class _Failover:
             pid = _pid_of(self.replicas[leading])
             self.killed_cpu = _cpu_seconds(pid) if pid is not None else None
             self.bound_at_kill = len(seen.bound)
-            self.replicas.pop(leading).stop(kill=True)
+            stopping = self.replicas.pop(leading)
+            if self.signal == KILL:
+                stopping.stop(kill=True)  # at once
+            elif stopping.process is not None:
+                stopping.process.terminate()  # its hand-over is watched, not waited for here
+            self.stopping = stopping
             self.killed, self.killed_at = leading, seen.now()
         elif self.led_at is None and leading is not None:
             self.led_at = seen.now()
         return next(iter(self.replicas.values()))
 
+    @property
+    def watching(self) -> bool:
+        """Until the other replica holds the Lease after the signal, the side looks every 0.1 s
+        (not every 0.5 s): for a signal close to FAILOVER_AT, and a hand-over timed closely
+        (SIGTERM's target is 2 s)."""
+        return self.led_at is None
+
     def report(self, seen: Observed, over_capacity: list[str], failed: int) -> dict[str, Any]:
-        report: dict[str, Any] = {"killed": self.killed, "bound_at_kill": self.bound_at_kill}
+        report: dict[str, Any] = {
+            "signal": self.signal,
+            "killed": self.killed,
+            "bound_at_kill": self.bound_at_kill,
+        }
         if self.killed_at is None:
             return report
         report["killed_at_s"] = round(self.killed_at, 2)
@@ -700,7 +723,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
                 state.kubeconfig, state_dir / "operator-standby.log", plan.operator_args
             )
             standby.start()
-            failover = _Failover({"scheduler": process, "standby": standby})
+            failover = _Failover({"scheduler": process, "standby": standby}, plan.failover)
             if (standby_pid := _pid_of(standby)) is not None:
                 watched["standby"] = standby_pid
         cpu_before = _cpu_usage(watched)
@@ -730,7 +753,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             exit_code = _exit_code(process)
             if done or exit_code is not None:
                 break
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.1 if failover is not None and failover.watching else 0.5)
         writers = process.children() if isinstance(process, OperatorProcess) else []
         for number, child in enumerate(writers):
             # The operator's writer process (adapters/writer.py), started after the scheduler:
@@ -775,8 +798,9 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         await asyncio.gather(*watches, return_exceptions=True)
         await kube.close()
         if failover is not None:
-            for replica in failover.replicas.values():
-                replica.stop()
+            for replica in [*failover.replicas.values(), failover.stopping]:
+                if replica is not None:
+                    replica.stop()
         if isinstance(process, OperatorProcess):
             process.stop()
         elif process is not None:
@@ -913,9 +937,12 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--failover",
-        action="store_true",
-        help="a second operator replica; the leader is killed with -9 once half the pods are "
-        "bound (see above)",
+        nargs="?",
+        const=KILL,
+        choices=[KILL, TERM],
+        default=None,
+        help="a second operator replica; the leader gets SIGKILL (kill, the default) or "
+        "SIGTERM (term) once half the pods are bound (see above)",
     )
     args = parser.parse_args(list(argv))
     if args.failover and args.versus:
