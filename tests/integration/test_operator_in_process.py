@@ -28,8 +28,9 @@ import pytest
 from kopf.testing import KopfRunner
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import LEASES, ApiError, KubeClient
+from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.controllers.runtime import LEASE_CONNECTIONS, Informers, Runtime
+from podgroup_operator.devcluster.process import lease_holder
 from podgroup_operator.local import free_port
 from podgroup_operator.settings import OperatorSettings, WebhookMode
 from tests.conftest import ClusterUnderTest
@@ -60,18 +61,6 @@ def operator_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
         memo.settings = settings
 
     return registry
-
-
-async def lease_holder(kube: KubeClient, namespace: str) -> str:
-    """The Lease's holder; "" while nobody has created it yet (the elector campaigns in the
-    background once the startup handler has returned)."""
-    try:
-        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, namespace)
-    except ApiError as exc:
-        if exc.not_found:
-            return ""
-        raise
-    return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 
 async def test_the_handlers_start_probe_and_clean_up_the_operator(

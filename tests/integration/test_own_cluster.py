@@ -34,7 +34,7 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.devcluster import cluster as devcluster
-from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.devcluster.process import OperatorProcess, leading
 from podgroup_operator.domain.leadership import MICRO_TIME
 from tests.kept import delete_all, kept
 from tests.kube_helpers import (
@@ -172,26 +172,9 @@ def test_a_broken_kubeconfig_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 # --- several replicas: leader election on a Lease -------------------------------------------------
-async def lease_holder(kube: KubeClient) -> str:
-    try:
-        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, "kube-system")
-    except ApiError as exc:
-        if exc.not_found:
-            return ""
-        raise
-    return str((lease.get("spec") or {}).get("holderIdentity") or "")
-
-
-def pid_of(identity: str) -> int | None:
-    """Outside a cluster the identity is `<host>_<pid>_<tag>`."""
-    parts = identity.split("_")
-    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
-
-
 async def leader_among(kube: KubeClient, processes: list[OperatorProcess]) -> OperatorProcess:
     async def probe() -> OperatorProcess | None:
-        pid = pid_of(await lease_holder(kube))
-        return next((p for p in processes if p.process and p.process.pid == pid), None)
+        return await leading(kube, processes)
 
     return await wait_for(probe, 45, "one of the replicas to hold the Lease")
 

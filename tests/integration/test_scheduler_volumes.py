@@ -306,6 +306,47 @@ def csi_node(name: str, driver: str, count: int) -> dict[str, Any]:
     }
 
 
+@asynccontextmanager
+async def csi_pair(
+    kube: KubeClient, namespace: str, volumes: int, klass: str, driver: str
+) -> AsyncIterator[tuple[str, str]]:
+    """Two nodes labelled `shared: <namespace>` whose CSINodes let each attach one volume of
+    `driver`, and `volumes` PVs of it, each bound to claim `data-<i>`: yields the two nodes'
+    names once the claims are Bound, and deletes what it made on the way out."""
+    shared = {"shared": namespace}
+    suffix = uuid.uuid4().hex[:6]
+    async with contextlib.AsyncExitStack() as stack:
+        a, _ = await stack.enter_async_context(
+            pool(kube, count=1, cpu="8", memory="16Gi", labels=shared)
+        )
+        b, _ = await stack.enter_async_context(
+            pool(kube, count=1, cpu="8", memory="16Gi", labels=shared)
+        )
+        made = [
+            (STORAGE_CLASSES, storage_class(klass, "Immediate")),
+            (CSI_NODES, csi_node(a.node_names[0], driver, 1)),
+            (CSI_NODES, csi_node(b.node_names[0], driver, 1)),
+            *(
+                (PERSISTENT_VOLUMES, csi_pv(f"pv-{suffix}-{i}", klass, driver))
+                for i in range(volumes)
+            ),
+        ]
+        for kind, body in made:
+            await stack.enter_async_context(cluster_scoped(kube, kind, body))
+        for i in range(volumes):
+            body = claim(f"data-{i}", klass)
+            body["spec"]["volumeName"] = f"pv-{suffix}-{i}"
+            await kube.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
+
+        async def claims_bound() -> bool:
+            items = (await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace))["items"]
+            bound = [x for x in items if x["status"].get("phase") == "Bound"]
+            return len(bound) == volumes
+
+        await wait_for(claims_bound, 30, "the claims to be Bound")
+        yield a.node_names[0], b.node_names[0]
+
+
 async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volumes(
     kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
@@ -316,28 +357,7 @@ async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volu
     suffix = uuid.uuid4().hex[:6]
     klass, driver = f"csi-{suffix}", f"disk-{suffix}.csi.example.com"
     shared = {"shared": namespace}
-    pvs = [f"pv-{suffix}-{i}" for i in range(3)]
-    async with (
-        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (a, _),
-        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (b, _),
-        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "Immediate")),
-        cluster_scoped(kube, CSI_NODES, csi_node(a.node_names[0], driver, 1)),
-        cluster_scoped(kube, CSI_NODES, csi_node(b.node_names[0], driver, 1)),
-        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[0], klass, driver)),
-        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[1], klass, driver)),
-        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[2], klass, driver)),
-    ):
-        node_a, node_b = a.node_names[0], b.node_names[0]
-        for i, pv_name in enumerate(pvs):
-            body = claim(f"data-{i}", klass)
-            body["spec"]["volumeName"] = pv_name
-            await kube.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
-
-        async def claims_bound() -> bool:
-            items = (await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace))["items"]
-            return len(items) == 3 and all(x["status"].get("phase") == "Bound" for x in items)
-
-        await wait_for(claims_bound, 30, "the claims to be Bound")
+    async with csi_pair(kube, namespace, 3, klass, driver) as (node_a, node_b):
         await create_pod(
             kube,
             namespace,
@@ -367,23 +387,9 @@ async def test_a_class_made_after_a_running_pods_claim_counts_it_and_its_deletio
     klass, late, sync = f"csi-{suffix}", f"late-{suffix}", f"sync-{suffix}"
     driver = f"disk-{suffix}.csi.example.com"
     shared = {"shared": namespace}
-    pvs = [f"pv-{suffix}-{i}" for i in range(2)]
     provisioned = storage_class(late, "WaitForFirstConsumer")
     provisioned["provisioner"] = driver
-    async with (
-        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (a, _),
-        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (b, _),
-        cluster_scoped(kube, STORAGE_CLASSES, storage_class(klass, "Immediate")),
-        cluster_scoped(kube, CSI_NODES, csi_node(a.node_names[0], driver, 1)),
-        cluster_scoped(kube, CSI_NODES, csi_node(b.node_names[0], driver, 1)),
-        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[0], klass, driver)),
-        cluster_scoped(kube, PERSISTENT_VOLUMES, csi_pv(pvs[1], klass, driver)),
-    ):
-        node_a, node_b = a.node_names[0], b.node_names[0]
-        for i, pv_name in enumerate(pvs):
-            body = claim(f"data-{i}", klass)
-            body["spec"]["volumeName"] = pv_name
-            await kube.create(PERSISTENT_VOLUME_CLAIMS, body, namespace)
+    async with csi_pair(kube, namespace, 2, klass, driver) as (node_a, node_b):
         await kube.create(PERSISTENT_VOLUME_CLAIMS, claim("pending", late), namespace)
         await create_pod(
             kube,

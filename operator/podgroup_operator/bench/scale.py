@@ -89,11 +89,9 @@ from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.informers import Informer
 from podgroup_operator.adapters.kube import (
     EVENTS,
-    LEASES,
     NODES,
     PODGROUPS,
     PODS,
-    ApiError,
     Kind,
     KubeClient,
     gather_limited,
@@ -101,7 +99,7 @@ from podgroup_operator.adapters.kube import (
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.bench.prepare import create_namespace, install_crd, until
 from podgroup_operator.devcluster import cluster as devcluster
-from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.devcluster.process import OperatorProcess, leading
 from podgroup_operator.devcluster.simnodes import node_ready
 
 NAMESPACE = "bench"
@@ -575,22 +573,22 @@ class _Failover:
     async def step(self, kube: KubeClient, seen: Observed, total: int) -> OperatorProcess | None:
         """Signal the leader once FAILOVER_AT of the pods are bound; then note when the other
         holds the Lease. Returns the replica that schedules now, None while it is unknown."""
-        holder = _pid_from_identity(await _lease_holder(kube))
-        leading = next((n for n, r in self.replicas.items() if _pid_of(r) == holder), None)
+        leader = await leading(kube, self.replicas.values())
+        name = next((n for n, r in self.replicas.items() if r is leader), None)
         if self.killed is None:
-            if leading is None or len(seen.bound) < total * FAILOVER_AT:
-                return None if leading is None else self.replicas[leading]
-            pid = _pid_of(self.replicas[leading])
+            if leader is None or name is None or len(seen.bound) < total * FAILOVER_AT:
+                return leader
+            pid = _pid_of(leader)
             self.killed_cpu = _cpu_seconds(pid) if pid is not None else None
             self.bound_at_kill = len(seen.bound)
-            stopping = self.replicas.pop(leading)
+            del self.replicas[name]
             if self.signal == KILL:
-                stopping.stop(kill=True)  # at once
-            elif stopping.process is not None:
-                stopping.process.terminate()  # its hand-over is watched, not waited for here
-            self.stopping = stopping
-            self.killed, self.killed_at = leading, seen.now()
-        elif self.led_at is None and leading is not None:
+                leader.stop(kill=True)  # at once
+            elif leader.process is not None:
+                leader.process.terminate()  # its hand-over is watched, not waited for here
+            self.stopping = leader
+            self.killed, self.killed_at = name, seen.now()
+        elif self.led_at is None and leader is not None:
             self.led_at = seen.now()
         return next(iter(self.replicas.values()))
 
@@ -621,26 +619,6 @@ class _Failover:
         report["over_capacity_count"] = len(over_capacity)
         report["failed_pods"] = failed
         return report
-
-
-LEASE_NAMESPACE = "kube-system"
-"""Where `run` keeps its leader Lease outside a pod (settings.lease_namespace)."""
-
-
-async def _lease_holder(kube: KubeClient) -> str:
-    try:
-        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, LEASE_NAMESPACE)
-    except ApiError as exc:
-        if exc.not_found:
-            return ""
-        raise
-    return str((lease.get("spec") or {}).get("holderIdentity") or "")
-
-
-def _pid_from_identity(identity: str) -> int | None:
-    """Outside a cluster a replica's identity is `<host>_<pid>_<tag>`."""
-    parts = identity.split("_")
-    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
 
 
 async def _capacity_check(kube: KubeClient) -> tuple[list[str], int]:

@@ -12,8 +12,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import LEASES, ApiError, KubeClient
 from podgroup_operator.local import free_port
 
 
@@ -140,3 +143,31 @@ def child_pids(pid: int) -> list[int]:
             with contextlib.suppress(OSError):
                 found += [int(child) for child in (task / "children").read_text().split()]
     return found
+
+
+LEASE_NAMESPACE = "kube-system"
+"""Where `run` keeps its leader Lease outside a pod (the default of settings.lease_namespace)."""
+
+
+async def lease_holder(kube: KubeClient, namespace: str = LEASE_NAMESPACE) -> str:
+    """The leader Lease's holder; "" while nobody has created it yet."""
+    try:
+        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return ""
+        raise
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def pid_of_identity(identity: str) -> int | None:
+    """The process id in a replica's identity outside a cluster, `<host>_<pid>_<tag>`
+    (controllers/leader.py, `default_identity`); None for any other identity."""
+    parts = identity.split("_")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+
+
+async def leading(kube: KubeClient, processes: Iterable[OperatorProcess]) -> OperatorProcess | None:
+    """The one of `processes` holding the leader Lease now, or None."""
+    pid = pid_of_identity(await lease_holder(kube))
+    return next((p for p in processes if p.process and p.process.pid == pid), None)
