@@ -347,6 +347,14 @@ async def csi_pair(
         yield a.node_names[0], b.node_names[0]
 
 
+async def filler(kube: KubeClient, namespace: str, node: str, claim_name: str) -> None:
+    """A pod of 6 cpu put on `node` directly (no scheduler), mounting the claim: the node is
+    then fuller than its pair, so packing alone would send the next gang there."""
+    await create_pod(
+        kube, namespace, "filler", node=node, requests={"cpu": "6"}, volumes=mounting(claim_name)
+    )
+
+
 async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volumes(
     kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
@@ -358,14 +366,7 @@ async def test_a_node_at_its_csi_attach_limit_takes_no_more_of_that_drivers_volu
     klass, driver = f"csi-{suffix}", f"disk-{suffix}.csi.example.com"
     shared = {"shared": namespace}
     async with csi_pair(kube, namespace, 3, klass, driver) as (node_a, node_b):
-        await create_pod(
-            kube,
-            namespace,
-            "filler",
-            node=node_a,
-            requests={"cpu": "6"},
-            volumes=mounting("data-0"),
-        )
+        await filler(kube, namespace, node_a, "data-0")
         await gang_of_one(kube, namespace, "first", "data-1", shared)
         bound = await wait_for(lambda: node_of(kube, namespace, "first-0"), 30, "first-0 bound")
         assert bound == node_b
@@ -391,14 +392,7 @@ async def test_a_class_made_after_a_running_pods_claim_counts_it_and_its_deletio
     provisioned["provisioner"] = driver
     async with csi_pair(kube, namespace, 2, klass, driver) as (node_a, node_b):
         await kube.create(PERSISTENT_VOLUME_CLAIMS, claim("pending", late), namespace)
-        await create_pod(
-            kube,
-            namespace,
-            "filler",
-            node=node_a,
-            requests={"cpu": "6"},
-            volumes=mounting("pending"),
-        )
+        await filler(kube, namespace, node_a, "pending")
         # The operator has seen the filler once a gang packs beside it.
         await gang_mounting(kube, namespace, "early", shared, [])
         bound = await wait_for(lambda: node_of(kube, namespace, "early-0"), 30, "early-0 bound")
