@@ -152,9 +152,9 @@ def test_failover_kills_the_leader_halfway_and_the_standby_drains_the_rest() -> 
     ours = json.loads(result.stdout)["operator"]
     assert (ours["bound"], ours["groups_running"], ours["timed_out"]) == (1000, 200, False)
     failover = ours["failover"]
-    assert failover["signal"] == "kill" and failover["killed"] in ("scheduler", "standby")
-    assert 500 <= failover["bound_at_kill"] < 1000, failover
-    assert 0 < failover["led_after_s"] <= failover["first_bind_after_kill_s"], failover
+    assert failover["signal"] == "kill" and failover["signalled"] in ("scheduler", "standby")
+    assert 500 <= failover["bound_at_signal"] < 1000, failover
+    assert 0 < failover["led_after_s"] <= failover["first_bind_after_signal_s"], failover
     assert (failover["over_capacity_count"], failover["failed_pods"]) == (0, 0), failover
     assert {"scheduler", "standby"} <= set(ours["cpu_seconds"])
 
@@ -166,7 +166,7 @@ def test_failover_term_hands_the_lease_over_and_the_standby_drains_the_rest() ->
     ours = json.loads(result.stdout)["operator"]
     assert (ours["bound"], ours["groups_running"], ours["timed_out"]) == (1000, 200, False)
     failover = ours["failover"]
-    assert failover["signal"] == "term" and 500 <= failover["bound_at_kill"] < 1000, failover
+    assert failover["signal"] == "term" and 500 <= failover["bound_at_signal"] < 1000, failover
     assert (failover["over_capacity_count"], failover["failed_pods"]) == (0, 0), failover
     # Without the hand-over the other would wait for the Lease to run out (15 s).
     assert failover["led_after_s"] < 10, failover

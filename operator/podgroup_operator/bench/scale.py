@@ -551,21 +551,21 @@ class Plan:
 KILL, TERM = "kill", "term"
 """`--failover`'s signals to the leader: SIGKILL, or SIGTERM (a rollout's)."""
 FAILOVER_AT = 0.5
-"""`--failover`: the share of the pods bound when the leader is killed."""
+"""`--failover`: the share of the pods bound when the leader is signalled."""
 
 
 @dataclass
 class _Failover:
-    """`--failover`: the replicas by name, and what happened when the leader was killed."""
+    """`--failover`: the replicas by name, and what happened when the leader was signalled."""
 
     replicas: dict[str, OperatorProcess]
     signal: str
-    killed: str | None = None
+    signalled: str | None = None
     """The name of the replica signalled."""
-    killed_at: float | None = None
-    bound_at_kill: int = 0
-    killed_cpu: float | None = None
-    """The killed replica's CPU seconds up to the kill."""
+    signalled_at: float | None = None
+    bound_at_signal: int = 0
+    signalled_cpu: float | None = None
+    """The signalled replica's CPU seconds up to the signal."""
     led_at: float | None = None
     stopping: OperatorProcess | None = None
     """The replica signalled, until the side ends (SIGTERM: it may still be handing over)."""
@@ -575,19 +575,19 @@ class _Failover:
         holds the Lease. Returns the replica that schedules now, None while it is unknown."""
         leader = await leading(kube, self.replicas.values())
         name = next((n for n, r in self.replicas.items() if r is leader), None)
-        if self.killed is None:
+        if self.signalled is None:
             if leader is None or name is None or len(seen.bound) < total * FAILOVER_AT:
                 return leader
             pid = _pid_of(leader)
-            self.killed_cpu = _cpu_seconds(pid) if pid is not None else None
-            self.bound_at_kill = len(seen.bound)
+            self.signalled_cpu = _cpu_seconds(pid) if pid is not None else None
+            self.bound_at_signal = len(seen.bound)
             del self.replicas[name]
             if self.signal == KILL:
                 leader.stop(kill=True)  # at once
             elif leader.process is not None:
                 leader.process.terminate()  # its hand-over is watched, not waited for here
             self.stopping = leader
-            self.killed, self.killed_at = name, seen.now()
+            self.signalled, self.signalled_at = name, seen.now()
         elif self.led_at is None and leader is not None:
             self.led_at = seen.now()
         return next(iter(self.replicas.values()))
@@ -602,19 +602,19 @@ class _Failover:
     def report(self, seen: Observed, over_capacity: list[str], failed: int) -> dict[str, Any]:
         report: dict[str, Any] = {
             "signal": self.signal,
-            "killed": self.killed,
-            "bound_at_kill": self.bound_at_kill,
+            "signalled": self.signalled,
+            "bound_at_signal": self.bound_at_signal,
         }
-        if self.killed_at is None:
+        if self.signalled_at is None:
             return report
-        report["killed_at_s"] = round(self.killed_at, 2)
+        report["signalled_at_s"] = round(self.signalled_at, 2)
         if self.led_at is not None:
-            report["led_after_s"] = round(self.led_at - self.killed_at, 2)
+            report["led_after_s"] = round(self.led_at - self.signalled_at, 2)
             binds = sorted(seen.bound.values())
-            report["binds_between"] = sum(self.killed_at < t <= self.led_at for t in binds)
+            report["binds_between"] = sum(self.signalled_at < t <= self.led_at for t in binds)
             after = [t for t in binds if t > self.led_at]
             if after:
-                report["first_bind_after_kill_s"] = round(after[0] - self.killed_at, 2)
+                report["first_bind_after_signal_s"] = round(after[0] - self.signalled_at, 2)
         report["over_capacity_nodes"] = over_capacity[:STUCK_NAMES]
         report["over_capacity_count"] = len(over_capacity)
         report["failed_pods"] = failed
@@ -626,7 +626,7 @@ async def _capacity_check(kube: KubeClient) -> tuple[list[str], int]:
     nodes = (await kube.list(NODES))["items"]
     allocatable = {
         n["metadata"]["name"]: to_milli(
-            (n.get("status") or {}).get("allocatable", {}).get("cpu", 0)
+            ((n.get("status") or {}).get("allocatable") or {}).get("cpu", 0)
         )
         for n in nodes
     }
@@ -738,8 +738,8 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
             # all its time counts, and its memory is the operator's too.
             watched[f"scheduler-writer{number or ''}"] = child
         cpu_after = _cpu_usage(watched)  # at the end of the side, before any summing up
-        if failover is not None and failover.killed is not None:
-            cpu_after[failover.killed] = failover.killed_cpu  # up to the kill
+        if failover is not None and failover.signalled is not None:
+            cpu_after[failover.signalled] = failover.signalled_cpu  # up to the signal
         operator_figures = (
             await asyncio.to_thread(_scrape_operator, process)
             if isinstance(process, OperatorProcess) and exit_code is None
