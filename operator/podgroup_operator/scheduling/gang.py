@@ -90,7 +90,7 @@ HOST_PORT_COST = 1.5
 def decision_cost(requests: Sequence[GangRequest], *, pods: int, nodes: int) -> float:
     """An upper bound, in microseconds, of what the requests' constraints add to a decision:
     their pod terms (`pod_terms`) walk the placed pods, their node-affinity expressions and
-    the values these list (`node_expressions`) and host ports (`host_port_count`) the nodes.
+    the values these list (`node_affinity_size`) and host ports (`host_port_count`) the nodes.
 
     Why: the cost of a decision grows with these, not only with the members. Measured with
     `bench core`'s shapes on 5,000 nodes, one member: with 20,000 placed pods, required
@@ -157,15 +157,10 @@ def pod_terms(pods: Iterable[Mapping[str, Any]]) -> int:
     return total
 
 
-def node_expressions(pods: Iterable[Mapping[str, Any]], *, values: bool = False) -> int:
-    """The node-affinity expressions (`matchExpressions` and `matchFields`, required and
-    preferred) of `pods`, each affinity counted once; with `values`, their values instead."""
-    return node_affinity_size(pods)[1 if values else 0]
-
-
 def node_affinity_size(pods: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
-    """(expressions, values) of `pods`' node affinities, as `node_expressions` counts them,
-    in one walk."""
+    """(expressions, values) of `pods`' node affinities: their `matchExpressions` and
+    `matchFields`, required and preferred, and the values these list, each affinity counted
+    once, in one walk."""
     seen: set[int] = set()
     expressions = values = 0
     for pod in pods:

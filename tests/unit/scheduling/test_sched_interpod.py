@@ -21,7 +21,7 @@ from podgroup_operator.scheduling.gang import (
     Refusal,
     decision_cost,
     host_port_count,
-    node_expressions,
+    node_affinity_size,
     pod_terms,
 )
 from podgroup_operator.scheduling.placement import place_group
@@ -565,7 +565,7 @@ def test_host_ports_count_for_every_node_and_a_shared_template_once() -> None:
     assert host_port_count(own) == 6
 
 
-def test_node_expressions_count_required_and_preferred_once_per_affinity() -> None:
+def test_node_affinity_size_counts_required_and_preferred_once_per_affinity() -> None:
     expression = {"key": "zone", "operator": "In", "values": ["a"]}
     field = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
     affinity = {
@@ -584,8 +584,7 @@ def test_node_expressions_count_required_and_preferred_once_per_affinity() -> No
     shared = affinity["nodeAffinity"]
     template = [pod(f"m{i}", affinity={"nodeAffinity": shared}) for i in range(5)]
     gang = GangRequest(namespace="ns", name="g", min_member=5, pending=template)
-    assert node_expressions(gang.pending) == 4
-    assert node_expressions(gang.pending, values=True) == 4
+    assert node_affinity_size(gang.pending) == (4, 4)
     assert decision_cost([gang], pods=10, nodes=100) == pytest.approx(
         4 * 100 * NODE_EXPRESSION_COST + 4 * 100 * NODE_VALUE_COST
     )
