@@ -433,6 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="any other extended resource, e.g. example.com/fpga=2 (repeatable)",
     )
     sim.add_argument("--label", action="append", default=[], metavar="K=V")
+    sim.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="NAME=SIZE",
+        help="an image the nodes list as pulled, e.g. trainer:v1=2Gi (repeatable)",
+    )
     sim.add_argument("--taint", action="append", default=[], metavar="K=V:EFFECT")
     sim.add_argument("--name-prefix", default="sim-node")
     sim.add_argument(
@@ -441,7 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="SPEC",
         help="an extra pool, e.g. "
-        "'count=2,cpu=16,memory=64Gi,gpu=8,prefix=gpu,label=k=v,taint=k=v:NoSchedule'",
+        "'count=2,cpu=16,memory=64Gi,gpu=8,prefix=gpu,label=k=v,taint=k=v:NoSchedule,"
+        "image=trainer:v1=2Gi'",
     )
     sim.add_argument("--start-delay", type=float, default=0.5, help="seconds before Running")
     sim.add_argument("--lease-interval", type=float, default=5.0)

@@ -82,7 +82,7 @@ def _micro_time(moment: datetime) -> str:
 
 
 def parse_key_value(text: str, what: str = "label") -> tuple[str, str]:
-    """'k=v' (or a bare 'k', value empty) -> (k, v); the CLI's --label and --extended."""
+    """'k=v' (or a bare 'k', value empty) -> (k, v); the CLI's --label, --extended, --image."""
     key, sep, value = text.partition("=")
     if not key or (what != "label" and not sep):
         raise ValueError(f"{what} {text!r} must look like NAME=VALUE")
@@ -122,6 +122,9 @@ class NodePool:
     taints: Sequence[Mapping[str, str]] = ()
     """Node taints as the API spells them: {"key", "value" (optional), "effect"}."""
     name_prefix: str = "sim-node"
+    images: Mapping[str, str] = field(default_factory=dict)
+    """Images the nodes list as pulled (`status.images`), name -> size, e.g. {"trainer:v1":
+    "2Gi"}: kube-scheduler's ImageLocality, and ours, prefer nodes holding a pod's images."""
 
     def node_names(self) -> list[str]:
         return [f"{self.name_prefix}-{i}" for i in range(self.count)]
@@ -136,19 +139,31 @@ class NodePool:
             to_milli(qty)  # fail at construction, not in a 422 from the apiserver
             if not name:
                 raise ValueError("empty resource name")
+        self.image_list()
         return resources
+
+    def image_list(self) -> list[JSON]:
+        """`status.images` as a kubelet lists them: each image's names and size in bytes."""
+        listed = []
+        for name, size in self.images.items():
+            if not name:
+                raise ValueError("empty image name")
+            listed.append({"names": [name], "sizeBytes": to_milli(size) // 1000})
+        return listed
 
     @classmethod
     def from_spec(cls, spec: str, *, default_prefix: str = "sim-pool") -> NodePool:
         """The CLI's --pool: 'count=2,cpu=16,memory=64Gi,gpu=8,prefix=gpu,label=k=v,taint=...'.
 
-        Keys: count, cpu, memory, pods, gpu, prefix (or name-prefix), label, taint and extended
-        (NAME=QTY); label, taint and extended repeat. Unnamed keys take NodePool's defaults.
+        Keys: count, cpu, memory, pods, gpu, prefix (or name-prefix), label, taint, extended
+        (NAME=QTY) and image (NAME=SIZE, an image the nodes list as pulled); label, taint,
+        extended and image repeat. Unnamed keys take NodePool's defaults.
         """
         values: dict[str, Any] = {"name_prefix": default_prefix}
         labels: dict[str, str] = {}
         taints: list[JSON] = []
         extended: dict[str, str] = {}
+        images: dict[str, str] = {}
         for item in filter(None, (part.strip() for part in spec.split(","))):
             key, sep, value = item.partition("=")
             if not sep:
@@ -169,12 +184,15 @@ class NodePool:
             elif key == "extended":
                 name, qty = parse_key_value(value, "extended resource")
                 extended[name] = qty
+            elif key == "image":
+                name, size = parse_key_value(value, "image")
+                images[name] = size
             else:
                 raise ValueError(
                     f"unknown pool key {key!r} in {spec!r}; use count, cpu, memory, pods, gpu, "
-                    "prefix, label, taint or extended"
+                    "prefix, label, taint, extended or image"
                 )
-        pool = cls(**values, labels=labels, taints=tuple(taints), extended=extended)
+        pool = cls(**values, labels=labels, taints=tuple(taints), extended=extended, images=images)
         pool.allocatable()
         return pool
 
@@ -556,6 +574,7 @@ class SimCluster:
                     {"type": "Hostname", "address": node.name},
                 ],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "images": node.pool.image_list(),
                 "nodeInfo": {
                     "machineID": _digest("machine", node.name)[:32],
                     "systemUUID": _digest("system", node.name)[:32],
@@ -977,6 +996,7 @@ def pools_from_args(args: argparse.Namespace) -> list[NodePool]:
     if args.count > 0:
         labels = dict(parse_key_value(text) for text in args.label)
         extended = dict(parse_key_value(text, "extended resource") for text in args.extended)
+        images = dict(parse_key_value(text, "image") for text in args.image)
         pools.append(
             NodePool(
                 count=args.count,
@@ -988,6 +1008,7 @@ def pools_from_args(args: argparse.Namespace) -> list[NodePool]:
                 labels=labels,
                 taints=tuple(parse_taint(text) for text in args.taint),
                 name_prefix=args.name_prefix,
+                images=images,
             )
         )
     for number, spec in enumerate(args.pool, start=1):

@@ -46,3 +46,15 @@ def test_pool_spec_parsing() -> None:
         NodePool.from_spec("count=1,colour=blue")
     with pytest.raises(ValueError, match="EFFECT"):
         NodePool.from_spec("taint=k=v:Sometimes")
+
+
+def test_pool_images_are_listed_as_a_kubelet_lists_them() -> None:
+    pool = NodePool.from_spec("count=1,image=trainer:v1=2Gi,image=registry:5000/base=100Mi")
+    assert pool.image_list() == [
+        {"names": ["trainer:v1"], "sizeBytes": 2 * 2**30},
+        {"names": ["registry:5000/base"], "sizeBytes": 100 * 2**20},
+    ]
+    with pytest.raises(ValueError, match="image 'trainer:v1' must look like NAME=VALUE"):
+        NodePool.from_spec("image=trainer:v1")
+    with pytest.raises(ValueError):
+        NodePool(images={"trainer:v1": "big"}).allocatable()
