@@ -19,6 +19,7 @@ from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from podgroup_operator.scheduling.filters import Exclusion
 from tests.kube_helpers import (
     create_group,
+    create_pod,
     gang_pods,
     pool,
     refusal,
@@ -236,3 +237,47 @@ async def test_constraint_the_scheduler_cannot_evaluate_refuses_the_gang_naming_
         await still_unbound_after_more_refusals(
             kube, operator, namespace, f"{c.LABEL_POD_GROUP}=odd"
         )
+
+
+async def test_a_gang_goes_to_the_node_holding_its_image_though_packing_picks_a_fuller_one(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """Two nodes: `busy` runs a 4-cpu pod; `cached` lists the gang's image as pulled (100 GiB:
+    the top image score however many nodes the cluster has, up to 102). A gang of another
+    image goes where packing says, to `busy`; the gang of the cached image goes to `cached`,
+    as kube-scheduler's ImageLocality weighs it (and kube-scheduler would not pack at all)."""
+    shared = {"shared": namespace}
+    image = f"registry.local/trainer-{namespace}:v1"
+    async with (
+        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared) as (busy, _),
+        pool(kube, count=1, cpu="8", memory="16Gi", labels=shared, images={image: "100Gi"}) as (
+            cached,
+            _,
+        ),
+    ):
+        busy_node, cached_node = busy.node_names[0], cached.node_names[0]
+        await create_pod(kube, namespace, "filler", node=busy_node, requests={"cpu": "4"})
+
+        async def gang(name: str, container_image: str) -> set[str]:
+            await create_group(kube, namespace, name, min_member=2)
+            for i in range(2):
+                await create_pod(
+                    kube,
+                    namespace,
+                    f"{name}-{i}",
+                    group=name,
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector=shared,
+                    containers=[
+                        {
+                            "name": "main",
+                            "image": container_image,
+                            "resources": {"requests": {"cpu": "1"}},
+                        }
+                    ],
+                )
+            placed = await all_bound(kube, namespace, f"{c.LABEL_POD_GROUP}={name}", 2)
+            return {p["spec"]["nodeName"] for p in placed}
+
+        assert await gang("plain", "registry.local/sim:latest") == {busy_node}
+        assert await gang("train", image) == {cached_node}

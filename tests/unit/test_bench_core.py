@@ -15,7 +15,7 @@ def test_each_constrained_scenario_places_every_member(scenario: str) -> None:
     assert (result["decisions"], result["placed_pods"], result["refused"]) == (4, 20, 0)
 
 
-def test_each_hostile_pod_is_refused_for_what_it_lists() -> None:
+def test_each_hostile_pod_is_refused_for_what_it_lists_or_placed_if_it_lists_a_score() -> None:
     result = run_hostile(20, 50, 1)
     outcomes = {kind: found["outcome"] for kind, found in result["pods"].items()}
     assert outcomes == {
@@ -25,6 +25,7 @@ def test_each_hostile_pod_is_refused_for_what_it_lists() -> None:
         "tolerations": "20 node(s) had untolerated taint {dedicated-0=x: NoSchedule}",
         "node affinity values": "20 node(s) didn't match Pod's node affinity",
         "node affinity terms": "20 node(s) didn't match Pod's node affinity",
+        "container images": "placed on node-00000",
         "spread constraints": "20 node(s) didn't match pod topology spread constraints "
         "(missing required label) (x-0)",
     }

@@ -23,7 +23,9 @@ What each kind keeps, and who reads it:
   bound and Running: what the pod store kept of the watch events fell from 37.7 MB to 9.1 MB
   (tracemalloc); with the status reconciler's copies of its own writes dropped too
   (controllers/status.py), `bench scale`'s peak RSS for that backlog fell from 183 to 140 MB.
-* Nodes: labels, taints, unschedulable, allocatable/capacity and the Ready condition.
+* Nodes: labels, taints, unschedulable, allocatable/capacity, the Ready condition, and the
+  names and size of each image its kubelet lists (at most 50 by default), each image kept once
+  for all the nodes that list it alike.
 * CSINodes: each driver's name and attach limit (`allocatable`).
 * PodGroups and ResourceQuotas are small and read almost whole: only `managedFields` goes.
 """
@@ -74,9 +76,10 @@ _POD_SPEC_FOR_SCHEDULING = (
     "runtimeClassName",
     "restartPolicy",
 )
-_CONTAINER_FIELDS = ("name", "resources", "ports", "restartPolicy")
+_CONTAINER_FIELDS = ("name", "image", "resources", "ports", "restartPolicy")
 """`restartPolicy: Always` makes an init container a sidecar, whose requests and host ports count
-for the whole life of the pod (scheduling/resources.py, scheduling/podinfo.py)."""
+for the whole life of the pod (scheduling/resources.py, scheduling/podinfo.py); the image is
+scored (scheduling/scores.py, `image_score`)."""
 _POD_STATUS = ("phase", "reason", "message", "nominatedNodeName", "startTime")
 
 
@@ -205,20 +208,25 @@ def slim_pod(pod: Mapping[str, Any], share: SharedValues | None = None) -> JSON:
     }
 
 
-def slim_node(node: Mapping[str, Any]) -> JSON:
-    """The node as placement reads it: labels, taints, capacity, readiness."""
+def slim_node(node: Mapping[str, Any], share: SharedValues | None = None) -> JSON:
+    """The node as placement reads it: labels, taints, capacity, readiness, images; with
+    `share`, each image entry is `share`d (a pool's nodes list the same images)."""
     status = node.get("status") or {}
     ready = [
         _pick(condition, ("type", "status"))
         for condition in status.get("conditions") or ()
         if condition.get("type") == "Ready"
     ]
+    slim_status = {**_pick(status, ("allocatable", "capacity")), "conditions": ready}
+    images = [_pick(image, ("names", "sizeBytes")) for image in status.get("images") or ()]
+    if images:
+        slim_status["images"] = images if share is None else [share(image) for image in images]
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": _pick(node.get("metadata"), ("name", "uid", "resourceVersion", "labels")),
         "spec": _pick(node.get("spec"), ("taints", "unschedulable")),
-        "status": {**_pick(status, ("allocatable", "capacity")), "conditions": ready},
+        "status": slim_status,
     }
 
 

@@ -25,6 +25,10 @@ Scenarios:
   on every node it is tried on.
 - preferred: the same nodes; every member prefers (weight 100) other hosts than its own gang's
   members and (weight 50) their zone: preferred pod anti-affinity and affinity, scored only.
+- images: the same nodes, each listing 50 images as a kubelet does by default: 40 small ones
+  every node holds, and of ten training images of 1 to 10 GiB, image k on k tenths of the nodes.
+  Gang g runs image g mod 10, so the image score (ImageLocality) ranks the nodes; odd gangs'
+  members also shun each other's host (required anti-affinity), so they are placed one by one.
 - preemption: `--nodes` nodes (8 cpu) full of as many low-priority gangs of 8 one-cpu pods, gang
   g running on nodes g..g+7; one high-priority gang of `--gang-size` members of 8 cpu each asks
   for room. The plan (`plan_preemption`, a what-if that leaves the snapshot as it was) is timed
@@ -36,10 +40,10 @@ Scenarios:
   `--size` things kube-scheduler checks against every node, in a way no node accepts: host
   ports whose last is 9100, inline EBS volumes past every node's limit, tolerations of other
   taints, a node affinity whose `In` list names no node, node-affinity terms of keys no
-  node has, topology spread constraints over keys no node has. Each pod's decision (a gang of one,
-  refused, or placed and undone by a scheduler that ignores what it lists) is timed
-  `--repeats` times: the question is what one such object costs the loop that decides
-  everyone's gangs.
+  node has, topology spread constraints over keys no node has; and containers of twenty images,
+  ten of which some nodes list (a score, not a filter: that pod is placed). Each pod's decision
+  (a gang of one, refused, or placed and undone) is timed `--repeats` times: the question is
+  what one such object costs the loop that decides everyone's gangs.
 
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
        `python -m podgroup_operator.bench.core --scenario spread`
@@ -165,10 +169,11 @@ SCENARIOS = (
     "affinity",
     "claims",
     "preferred",
+    "images",
     "preemption",
     "hostile",
 )
-CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred")
+CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred", "images")
 """The scenarios of `constrained_scenario`."""
 _PROVISIONED = {
     "metadata": {"name": "provisioned"},
@@ -211,7 +216,7 @@ def constrained_scenario(
     for i in range(gangs):
         mine = {"matchLabels": {LABEL_POD_GROUP: f"gang-{i:05d}"}}
         spec: dict[str, Any]
-        if kind in ("anti-affinity", "claims"):
+        if kind in ("anti-affinity", "claims") or (kind == "images" and i % 2):
             spec = {
                 "affinity": {
                     "podAntiAffinity": {
@@ -252,6 +257,8 @@ def constrained_scenario(
                     }
                 }
             }
+        elif kind == "images":
+            spec = {}
         else:
             spec = {
                 "topologySpreadConstraints": [
@@ -274,8 +281,21 @@ def constrained_scenario(
                 ]
                 claims[claim.key] = claim
             gang = dataclasses.replace(gang, claims=claims)
+        if kind == "images":
+            for pod in gang.pending:
+                pod["spec"]["containers"][0]["image"] = f"train-{i % 10}:v1"
         gang_list.append(gang)
-    return _zoned_nodes(nodes), gang_list
+    node_list = _zoned_nodes(nodes)
+    if kind == "images":
+        for j, node in enumerate(node_list):
+            node["status"]["images"] = [
+                {"names": [f"base-{k}:v1"], "sizeBytes": 100 * 2**20} for k in range(40)
+            ] + [
+                {"names": [f"train-{k}:v1"], "sizeBytes": (k + 1) * 2**30}
+                for k in range(10)
+                if j % 10 < k
+            ]
+    return node_list, gang_list
 
 
 _GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
@@ -547,7 +567,8 @@ HOSTILE_PORT = 9100
 
 def hostile_scenario(nodes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Nodes of two taints and a label of their own, each running a pod that holds
-    HOSTILE_PORT and an EBS volume."""
+    HOSTILE_PORT and an EBS volume, and listing two images: one all nodes list, and one of ten
+    that a tenth of the nodes each list."""
     taints = [{"key": f"dedicated-{i}", "value": "x", "effect": "NoSchedule"} for i in range(2)]
     node_list = []
     pods = []
@@ -555,6 +576,10 @@ def hostile_scenario(nodes: int) -> tuple[list[dict[str, Any]], list[dict[str, A
         name = f"node-{i:05d}"
         labels = {"node-index": str(i)}  # each node a class of its own, as with an id label
         node_list.append(_node(name, {"cpu": "8", "memory": "32Gi", "pods": "110"}, labels, taints))
+        node_list[-1]["status"]["images"] = [
+            {"names": ["sim:latest"], "sizeBytes": 2**30},
+            {"names": [f"img-{i % 10}:v1"], "sizeBytes": 5 * 2**30},
+        ]
         raw = _pod(
             f"exporter-{i:05d}",
             "monitoring",
@@ -623,6 +648,11 @@ def hostile_pods(size: int) -> dict[str, dict[str, Any]]:
                     }
                 }
             },
+        },
+        "container images": {
+            "tolerations": tolerate,
+            "containers": [main]
+            + [{"name": f"c{i}", "image": f"img-{i % 20}:v1"} for i in range(size - 1)],
         },
         "spread constraints": {
             "tolerations": tolerate,

@@ -174,7 +174,7 @@ class Informers:
     def build(cls, kube: KubeClient) -> Informers:
         return cls(
             pods=Informer(kube, PODS, functools.partial(slim_pod, share=SharedValues())),
-            nodes=Informer(kube, NODES, slim_node),
+            nodes=Informer(kube, NODES, functools.partial(slim_node, share=SharedValues())),
             podgroups=Informer(
                 kube,
                 PODGROUPS,

@@ -21,6 +21,7 @@ anti-affinity`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 from bisect import bisect_left, insort
 from collections import Counter
@@ -70,7 +71,9 @@ from podgroup_operator.scheduling.resources import (
 from podgroup_operator.scheduling.scores import (
     NO_PREFERENCES,
     Preferences,
+    image_score,
     pack_score,
+    pod_images,
     pod_preferences,
     static_score,
 )
@@ -104,6 +107,8 @@ class MemberShape:
     placement reads each pod's own."""
     unsupported: str | None = None
     """Set when the pod asks for something the scheduler cannot evaluate: the whole message."""
+    images: tuple[str, ...] = ()
+    """Each container's image, as nodes list it (`scores.pod_images`): the image score."""
 
     @property
     def resources(self) -> Resources:
@@ -118,6 +123,7 @@ def member_shape(pod: Mapping[str, Any]) -> MemberShape:
     request = tuple(sorted(pod_requests(pod).items()))
     constraints = pod_constraints(pod)
     preferences = pod_preferences(pod, constraints.tolerations)
+    images = pod_images(pod)
     try:
         inter_pod = inter_pod_constraints(pod)
     except UnsupportedConstraintError as error:
@@ -128,8 +134,9 @@ def member_shape(pod: Mapping[str, Any]) -> MemberShape:
             NO_INTER_POD,
             f"{error}: not supported by podgroup-scheduler; remove it or use a scheduler that "
             "supports it",
+            images,
         )
-    return MemberShape(request, constraints, preferences, inter_pod)
+    return MemberShape(request, constraints, preferences, inter_pod, images=images)
 
 
 def _raw_shape_key(pod: Mapping[str, Any]) -> str:
@@ -145,7 +152,10 @@ def _raw_shape_key(pod: Mapping[str, Any]) -> str:
     spread = spec.get("topologySpreadConstraints")
     return repr(
         (
-            [(c.get("resources"), c.get("ports")) for c in spec.get("containers") or ()],
+            [
+                (c.get("resources"), c.get("ports"), c.get("image"))
+                for c in spec.get("containers") or ()
+            ],
             [
                 (c.get("resources"), c.get("restartPolicy"), c.get("ports"))
                 for c in spec.get("initContainers") or ()
@@ -211,11 +221,69 @@ def _dominant_share(shape: MemberShape, capacity: Mapping[str, int]) -> float:
 
 # --- node order ----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
+class _Images:
+    """The nodes that hold some of a shape's images, with their image score (`image_score`):
+    all of them (`scores`), and grouped by score, best first (`groups`)."""
+
+    scores: Mapping[str, float]
+    groups: tuple[tuple[float, frozenset[str]], ...]
+
+
+IMAGE_STREAMS = 4
+"""Image score groups `_walk` merges as streams of the node order; past it, every feasible node
+is scored and sorted (`_Bonus.by_node`). A pod of one container makes one group (the score of an
+image is the same on every node that holds it); more groups need several containers."""
+
+
+def _images(snapshot: Snapshot, images: tuple[str, ...]) -> _Images | None:
+    """Image scores of the nodes for a shape's `images`; None when no node scores above 0, or
+    every node scores the same (the order is then the packing order).
+
+    Cached per image epoch (`Snapshot.cached_images`): the scores do not depend on the pods that
+    members are assumed onto, so every member and every gang of the shape share them."""
+    if not any(snapshot.image_count(name) for name in images):
+        return None  # most gangs of a cluster whose nodes list no image of theirs
+    result: _Images | None = snapshot.cached_images(
+        images, functools.partial(_image_scores, snapshot, images)
+    )
+    return result
+
+
+def _image_scores(snapshot: Snapshot, images: tuple[str, ...]) -> _Images | None:
+    """`_images`, computed."""
+    total = len(snapshot.nodes)
+    held: dict[str, int] = {}
+    # Per container, as upstream (two containers of one image count it twice), but each image
+    # once: a pod of thousands of containers of one image does not walk the nodes for each.
+    for name, containers in Counter(images).items():
+        if not snapshot.image_count(name):
+            continue
+        nodes = snapshot.image_holders(name)
+        # Upstream's scaledImageScore: the size, scaled by the share of nodes holding it.
+        part = int(snapshot.image_size(name) * (len(nodes) / total)) * containers
+        for node in nodes:
+            held[node] = held.get(node, 0) + part
+    scores: dict[str, float] = {}
+    groups: dict[float, set[str]] = {}
+    for node, spread_bytes in held.items():
+        score = image_score(spread_bytes, len(images))
+        if score > 0:
+            scores[node] = score
+            groups.setdefault(score, set()).add(node)
+    if not groups or (len(groups) == 1 and len(scores) == total):
+        return None
+    ranked = tuple((score, frozenset(nodes)) for score, nodes in sorted(groups.items()))
+    return _Images(scores, ranked[::-1])
+
+
+@dataclass(frozen=True, slots=True)
 class _Bonus:
-    """Scores beyond packing: per class (None when equal everywhere), or per node."""
+    """Scores beyond packing: per class (None when equal everywhere), or per node; and the
+    image score, when it is not in `by_node` already."""
 
     by_class: Mapping[int, float] | None = None
     by_node: Mapping[str, float] | None = None
+    by_image: _Images | None = None
 
 
 _NO_BONUS = _Bonus()
@@ -226,16 +294,21 @@ def _bonus(
     feasibility: Feasibility,
     preferences: Preferences,
     check: MemberCheck | None,
+    images: tuple[str, ...] = (),
 ) -> _Bonus:
-    """Static scores (node affinity, taints) and the class-level dynamic score (`MemberCheck.
-    dynamic_score`), weighted, for the classes the check may pass."""
+    """Static scores (node affinity, taints), the class-level dynamic score (`MemberCheck.
+    dynamic_score`) and the image score, weighted, for the classes the check may pass."""
     soft = check is not None and check.scored
-    if not preferences.terms and not soft and not _has_prefer_taints(feasibility):
-        return _NO_BONUS  # tolerations alone only matter against PreferNoSchedule taints
-    if preferences.uses_node_identity:
+    held = _images(snapshot, images) if images else None
+    few = held is None or len(held.groups) <= IMAGE_STREAMS
+    if not preferences.terms and not soft and not _has_prefer_taints(feasibility) and few:
+        # Tolerations alone only matter against PreferNoSchedule taints.
+        return _NO_BONUS if held is None else _Bonus(by_image=held)
+    if preferences.uses_node_identity or not few:
         by_node = {}
+        image_scores = held.scores if held is not None else {}
         for node in snapshot.best_fit_order(feasibility):
-            score = static_score(preferences, node.facts)
+            score = static_score(preferences, node.facts) + image_scores.get(node.name, 0.0)
             if check is not None and soft:
                 score += check.dynamic_score(node.facts.labels, upper=True)
             by_node[node.name] = score
@@ -252,8 +325,8 @@ def _bonus(
             score += check.dynamic_score(node_class.facts.labels, upper=True)
         by_class[node_class.id] = score
     if len(set(by_class.values())) <= 1:
-        return _NO_BONUS
-    return _Bonus(by_class, None)
+        return _NO_BONUS if held is None else _Bonus(by_image=held)
+    return _Bonus(by_class, None, held)
 
 
 def _has_prefer_taints(feasibility: Feasibility) -> bool:
@@ -264,7 +337,32 @@ def _walk(
     snapshot: Snapshot, feasibility: Feasibility, bonus: _Bonus
 ) -> Iterator[tuple[float, NodeState]]:
     """Feasible nodes with their score bound, best first (ties by name). Do not assume() while
-    iterating. Without bonuses this is the snapshot's best-fit order."""
+    iterating. Without bonuses this is the snapshot's best-fit order.
+
+    With image scores (and no per-node bonus), each group of nodes of one image score is a
+    stream of the order without them, raised by that score, and the nodes holding none of the
+    images another: merged, they are the order with the image score added, without scoring and
+    sorting every node for each member."""
+    held = bonus.by_image
+    if held is None:
+        yield from _scored_walk(snapshot, feasibility, bonus)
+        return
+    scores = held.scores
+
+    def stream(extra: float, nodes: frozenset[str] | None) -> Iterator[tuple[float, NodeState]]:
+        for score, node in _scored_walk(snapshot, feasibility, bonus):
+            if node.name in nodes if nodes is not None else node.name not in scores:
+                yield score + extra, node
+
+    streams = [stream(extra, nodes) for extra, nodes in held.groups]
+    streams.append(stream(0.0, None))
+    yield from heapq.merge(*streams, key=lambda item: (-item[0], item[1].name))
+
+
+def _scored_walk(
+    snapshot: Snapshot, feasibility: Feasibility, bonus: _Bonus
+) -> Iterator[tuple[float, NodeState]]:
+    """`_walk` without the image score."""
     nodes = snapshot.nodes
     if bonus.by_node is not None:
         by_node = bonus.by_node
@@ -302,7 +400,9 @@ snapshot, after which the shape walks its own best-fit order without them (`_Los
 class _Lost:
     """The nodes that later members of one shape cannot use (see `_choose`), and, once the
     walks met enough of them (UNLOST_ORDER_AFTER), the shape's feasible nodes without them in
-    best-fit order.
+    best-fit order, or in the order of the shape's `static` bonus (`_bonus` without a check:
+    preferred node affinity, PreferNoSchedule taints, images), which does not change as members
+    are assumed.
 
     Why the order: the nodes earlier members took come first in best-fit order, and skipping
     them one by one for each member kept the walk quadratic in the gang's size (on 5,000 nodes,
@@ -312,16 +412,37 @@ class _Lost:
     a shape is placed. Built only once the walks have met as many lost nodes as the snapshot
     has nodes: a copy costs a pass over every node, so it is paid for by the skipping it ends,
     never by a small gang (1,000 gangs of 3 with anti-affinity on 5,000 nodes decided in 2.3 to
-    2.9 ms each when a copy was built at 64 lost nodes, against 0.8 ms without)."""
+    2.9 ms each when a copy was built at 64 lost nodes, against 0.8 ms without). With a bonus,
+    the walk merged streams of the order for each member and skipped the lost nodes one by one:
+    a 1,000-member gang shunning its own hosts, whose image 90% of 5,000 nodes held, took
+    1.2 s (`bench core --scenario images`)."""
 
-    def __init__(self, snapshot: Snapshot, feasibility: Feasibility) -> None:
+    def __init__(
+        self, snapshot: Snapshot, feasibility: Feasibility, static: _Bonus | None = None
+    ) -> None:
         self.names: set[str] = set()
         self.snapshot = snapshot
         self.feasibility = feasibility
+        self.static = _NO_BONUS if static is None else static
         self.order: list[tuple[float, str]] | None = None
-        """(score, name) as the snapshot orders nodes, lost ones left out; None until built."""
+        """`key` of each node as `_walk` orders them, lost ones left out; None until built."""
         self._met = 0
         self._build_at = UNLOST_ORDER_AFTER * len(snapshot.nodes)
+
+    def key(self, node: NodeState) -> tuple[float, str]:
+        """Where `node` sorts in `order`: by its score as `_walk` computes it, best first."""
+        bonus = self.static
+        if bonus is _NO_BONUS:
+            return node.score, node.name
+        if bonus.by_node is not None:
+            return -(bonus.by_node.get(node.name, 0.0) + pack_score(node.score)), node.name
+        score = pack_score(node.score)
+        if bonus.by_class is not None:
+            cid = node.node_class.id if node.node_class is not None else -1
+            score = bonus.by_class.get(cid, 0.0) + score
+        if bonus.by_image is not None:
+            score += bonus.by_image.scores.get(node.name, 0.0)
+        return -score, node.name
 
     def add(self, name: str) -> None:
         """`name` was found lost."""
@@ -332,11 +453,18 @@ class _Lost:
         """Walks met `count` more lost nodes (found them so, or skipped them)."""
         self._met += count
         if self.order is None and self._met >= self._build_at:
-            self.order = [
-                (node.score, node.name)
-                for node in self.snapshot.best_fit_order(self.feasibility)
-                if node.name not in self.names
-            ]
+            if self.static is _NO_BONUS:
+                self.order = [
+                    (node.score, node.name)
+                    for node in self.snapshot.best_fit_order(self.feasibility)
+                    if node.name not in self.names
+                ]
+            else:
+                self.order = [
+                    (-score, node.name)
+                    for score, node in _walk(self.snapshot, self.feasibility, self.static)
+                    if node.name not in self.names
+                ]
 
     def assumed(self, before: tuple[float, str], node: NodeState) -> None:
         """`node`, at `before` in the order, was just assumed: its place moves with its score."""
@@ -346,12 +474,12 @@ class _Lost:
         at = bisect_left(order, before)
         if at < len(order) and order[at] == before:
             del order[at]
-            insort(order, (node.score, node.name))
+            insort(order, self.key(node))
 
     def first_fit(
         self, request: tuple[tuple[str, int], ...], check: MemberCheck | None
     ) -> NodeState | None:
-        """`_choose`'s pure-packing walk over `order`, dropping the nodes it finds lost.
+        """`_choose`'s walk over `order`, dropping the nodes it finds lost.
 
         The test of a node (room, then the check, then whether a refusal lasts) is written out
         here and in both of `_choose`'s walks, not shared: one function for it, called per
@@ -404,7 +532,9 @@ def _choose(
     each member re-checks every one of them (see `_Lost`)."""
     per_node = check is not None and check.soft_per_node
     first, least = request[0]
-    if bonus is _NO_BONUS and not per_node and lost is not None and lost.order is not None:
+    if lost is not None and lost.order is not None and not (check is not None and check.scored):
+        # Without a score that moves with the members (`MemberCheck.dynamic_score`), `bonus`
+        # ranks the nodes the check may pass as the shape's static bonus does: `lost.order`.
         return lost.first_fit(request, check)
     gone = lost.names if lost is not None else _NO_NAMES
     if bonus is _NO_BONUS and not per_node:
@@ -435,10 +565,12 @@ def _choose(
         return found
     best: NodeState | None = None
     best_score = 0.0
+    skipped = 0
     for upper, node in _walk(snapshot, feasibility, bonus):
         if best is not None and upper <= best_score:
             break
         if node.name in gone:
+            skipped += 1
             continue
         free = node.free
         if free.get(first, 0) < least or not copies_that_fit(request, free):
@@ -460,6 +592,8 @@ def _choose(
             best, best_score = node, score
         if not per_node:
             break
+    if lost is not None and skipped:
+        lost.met(skipped)
     return best
 
 
@@ -519,7 +653,7 @@ def _place_in_bulk(
     """Members without pod-to-pod constraints: walk the nodes once, each taking what fits."""
     snapshot, gang = attempt.snapshot, attempt.gang
     assert group.feasibility is not None
-    bonus = _bonus(snapshot, group.feasibility, group.shape.preferences, None)
+    bonus = _bonus(snapshot, group.feasibility, group.shape.preferences, None, group.shape.images)
     request = group.shape.request
     remaining = len(pods)
     chosen: list[tuple[str, int]] = []
@@ -569,7 +703,8 @@ def _place_one_by_one(
     failed: set[tuple[tuple[str, str], ...]] = set()
     """Labels of members that found no node since the last assumption: a member with the same
     labels (and so the same checks) cannot do better, so it is not walked again."""
-    lost = _Lost(snapshot, group.feasibility)
+    static = _bonus(snapshot, group.feasibility, shape.preferences, None, shape.images)
+    lost = _Lost(snapshot, group.feasibility, static)
     """Nodes no later member of this shape can use (see `_choose`)."""
     checks: dict[str, MemberChecks] = {}
     """Per member namespace (a shape's members normally share one; nothing here assumes it),
@@ -597,7 +732,7 @@ def _place_one_by_one(
                 snapshot, namespace, shape.inter_pod, shape.constraints
             )
         check = checks_here.check(labels, claims, disks)
-        bonus = _bonus(snapshot, group.feasibility, shape.preferences, check)
+        bonus = _bonus(snapshot, group.feasibility, shape.preferences, check, shape.images)
         node = _choose(snapshot, group.feasibility, bonus, shape.request, check, lost)
         if node is None:
             if group.breakdown is None:
@@ -619,7 +754,7 @@ def _place_one_by_one(
             disks=disks,
         )
         promised = {uid: decisions} if decisions else None
-        before = (node.score, node.name)
+        before = lost.key(node)
         attempt.undos.append(snapshot.assume([(uid, node.name, resources)], {uid: info}, promised))
         lost.assumed(before, node)
         for each in checks.values():

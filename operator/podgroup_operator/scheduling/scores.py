@@ -10,6 +10,7 @@ for the plugins we score, and our packing score in place of its spreading NodeRe
 | PreferNoSchedule taints | 3 | 100 / (1 + untolerated PreferNoSchedule taints) |
 | topology spread, ScheduleAnyway | 2 | see `interpod.SpreadState.score` |
 | preferred pod (anti-)affinity | 2 | see `interpod.PreferredScore.score` |
+| image locality | 1 | see `image_score` |
 
 Upstream normalises each plugin's raw scores over the nodes of one cycle (the best node gets
 100). That needs every feasible node scored for every pod, which a 5,000-node gang decision
@@ -18,7 +19,12 @@ does on its own, and nodes of one class share all but the packing score. Placeme
 nodes in descending score and stops at the first one that passes (see `placement`). Ties go to
 the node name, so decisions are deterministic.
 
-Not scored: image locality, balanced allocation.
+Image locality is kube-scheduler's own formula, which is fixed-scale upstream too. It matters
+more to a gang than to a lone pod: the gang starts when its slowest member has pulled its image.
+
+Not scored: balanced allocation. It would rank nodes by how evenly their cpu and memory fill,
+which works against packing (an empty node is perfectly balanced), and a per-node score of every
+placement would cost the best-fit walk its shortcut.
 """
 
 from __future__ import annotations
@@ -44,6 +50,13 @@ WEIGHT_NODE_AFFINITY = 2.0
 WEIGHT_TAINT = 3.0
 WEIGHT_SPREAD = 2.0
 WEIGHT_INTER_POD = 2.0
+WEIGHT_IMAGE = 1.0
+MIB = 1024 * 1024
+IMAGE_MIN_BYTES = 23 * MIB
+"""Image bytes a node must hold for the pod before its image score rises above 0 (upstream's
+`minThreshold`)."""
+IMAGE_MAX_BYTES_PER_CONTAINER = 1000 * MIB
+"""Image bytes per container at which the image score reaches 100 (`maxContainerThreshold`)."""
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 
@@ -135,3 +148,32 @@ def static_score(preferences: Preferences, facts: NodeFacts) -> float:
 def pack_score(free_share: float) -> float:
     """Weighted packing score of a node whose scarcest resource has `free_share` free."""
     return WEIGHT_PACK * 100.0 * (1.0 - free_share)
+
+
+def image_name(image: str) -> str:
+    """The name a node lists an image under, as kube-scheduler v1.20 looks it up: `:latest`
+    added to a name without a tag. Nothing else is normalised upstream (`nginx` does not match
+    `docker.io/library/nginx:latest`), so nothing else is here."""
+    if image.rfind(":") <= image.rfind("/"):
+        return image + ":latest"
+    return image
+
+
+def pod_images(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """The image of each of the pod's containers (init containers do not count upstream)."""
+    return tuple(
+        image_name(str(container.get("image") or ""))
+        for container in (pod.get("spec") or {}).get("containers") or ()
+    )
+
+
+def image_score(spread_bytes: int, containers: int) -> float:
+    """Weighted 0..100 (kube-scheduler's ImageLocality): how much of the pod's images the node
+    holds, each image's size scaled by the share of all nodes that hold it (`spread_bytes`:
+    upstream keeps a pod off the few nodes that hold a rare image, the "node heating" it
+    names), between IMAGE_MIN_BYTES and IMAGE_MAX_BYTES_PER_CONTAINER per container."""
+    if containers <= 0:
+        return 0.0
+    most = IMAGE_MAX_BYTES_PER_CONTAINER * containers
+    held = min(max(spread_bytes, IMAGE_MIN_BYTES), most)
+    return WEIGHT_IMAGE * (100 * (held - IMAGE_MIN_BYTES) // (most - IMAGE_MIN_BYTES))

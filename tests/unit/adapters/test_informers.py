@@ -303,7 +303,13 @@ def test_slim_pods_keep_what_the_operator_reads_and_bare_pods_keep_their_spec() 
     controlled["status"]["containerStatuses"] = [{"name": "main", "ready": True}]
     slim = slim_pod(controlled)
     assert "managedFields" not in slim["metadata"]
-    assert slim["spec"]["containers"] == [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
+    assert slim["spec"]["containers"] == [
+        {
+            "name": "main",
+            "image": "registry.local/sim:latest",
+            "resources": {"requests": {"cpu": "1"}},
+        }
+    ]
     assert slim["spec"]["nodeName"] == "n1"
     assert "containerStatuses" not in slim["status"]
     assert group_key_of(slim) == ("default", "g")

@@ -306,20 +306,29 @@ def _claims_of(
     return list(names), claims
 
 
+IMAGE_SIZES = {"img-a:v1": 2 * 2**30, "img-b:v1": 700 * 2**20}
+SOFT_TAINT = {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}
+
+
 @st.composite
 def anti_affine(draw: st.DrawFn) -> Scenario:
     """Gangs whose members shun, seek or spread from each other, required or preferred (and are
     shunned by running pods), on nodes of mixed room and zones, some with host port 80 in use,
-    some members mounting claims that only some nodes' local PVs or zones can serve: what
-    `MemberChecks` and `_choose`'s lost nodes shortcut."""
+    some members mounting claims that only some nodes' local PVs or zones can serve, some
+    preferring labelled nodes or images that some nodes hold, some nodes with a PreferNoSchedule
+    taint: what `MemberChecks` and `_choose`'s lost nodes shortcut."""
     nodes = [
         node(
             f"n{i}",
             cpu=draw(st.integers(1, 4)),
-            labels={ZONE: draw(st.sampled_from("abcd"))},
+            labels={ZONE: draw(st.sampled_from("abcd")), "disk": draw(st.sampled_from("sh"))},
+            taints=[SOFT_TAINT] if draw(st.integers(0, 3)) == 0 else [],
         )
         for i in range(draw(st.integers(1, 10)))
     ]
+    for each in nodes:
+        held = draw(st.lists(st.sampled_from(sorted(IMAGE_SIZES)), unique=True, max_size=2))
+        each["status"]["images"] = [{"names": [i], "sizeBytes": IMAGE_SIZES[i]} for i in held]
     volumes = [
         local_pv(f"pv-{i}-{j}", f"n{i}", f"{draw(st.integers(1, 3))}Gi")
         for i in range(len(nodes))
@@ -449,6 +458,23 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
         first = pods[0]["spec"]["containers"][0].get("resources", {}).get("requests")
         for member in pods[1:]:
             member["spec"]["containers"][0].setdefault("resources", {})["requests"] = first
+        image = draw(st.sampled_from(["sim", *sorted(IMAGE_SIZES)]))
+        prefers = draw(st.integers(0, 100))  # weight of a preferred disk=ssd term, 0 for none
+        for member in pods:
+            member["spec"]["containers"][0]["image"] = image
+            if prefers:
+                member["spec"]["affinity"]["nodeAffinity"] = {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": prefers,
+                            "preference": {
+                                "matchExpressions": [
+                                    {"key": "disk", "operator": "In", "values": ["s"]}
+                                ]
+                            },
+                        }
+                    ]
+                }
         requests.append(
             GangRequest(
                 namespace="default",
