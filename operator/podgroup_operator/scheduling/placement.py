@@ -531,8 +531,9 @@ def _choose(
     Why: the nodes a shape's earlier members took come first in best-fit order, so without it
     each member re-checks every one of them (see `_Lost`)."""
     per_node = check is not None and check.soft_per_node
+    scored = check is not None and check.scored
     first, least = request[0]
-    if lost is not None and lost.order is not None and not (check is not None and check.scored):
+    if lost is not None and lost.order is not None and not scored:
         # Without a score that moves with the members (`MemberCheck.dynamic_score`), `bonus`
         # ranks the nodes the check may pass as the shape's static bonus does: `lost.order`.
         return lost.first_fit(request, check)
@@ -592,7 +593,7 @@ def _choose(
             best, best_score = node, score
         if not per_node:
             break
-    if lost is not None and skipped:
+    if lost is not None and skipped and not scored:  # a scored walk never uses lost.order
         lost.met(skipped)
     return best
 
