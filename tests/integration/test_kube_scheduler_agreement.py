@@ -26,7 +26,8 @@ node attaches, with the PVs kube-scheduler binds (and so takes from later pods) 
 our snapshot; another does the same for in-tree disks (inline EBS, GCE PD, Azure Disk, iSCSI and
 RBD, and EBS PVs) on nodes with in-tree attach limits. A third holds `plan_preemption` to
 kube-scheduler's
-preemption of single pods: whether it preempts, and the highest priority it evicts.
+preemption of single pods: whether it preempts, and the highest priority it evicts. Two compare
+scores where one decides: preferred pod (anti-)affinity, and the images nodes list.
 
 One difference is left out on purpose: v1.20's PodTopologySpread counted the matching pods of
 every node whose domain exists, even on nodes that fail the pod's node affinity or lack another
@@ -1616,3 +1617,116 @@ async def test_a_decisive_pod_preference_leads_us_where_it_leads_kube_scheduler(
     )
     # Decided often, and by the anchors' terms alone in some trials (pods without terms).
     assert decisive >= PREFER_TRIALS // 3 and symmetric >= 3, (decisive, symmetric)
+
+
+# --- image locality -------------------------------------------------------------------------------
+IMAGE_NAMESPACE = "agree-images"
+IMAGE_SIZES = {"img-a:v1": "1536Mi", "img-b:v1": "600Mi", "img-c:v1": "2Gi", "img-d:v1": "1200Mi"}
+
+
+def _sized(*images: str) -> dict[str, str]:
+    return {f"{image}:v1": IMAGE_SIZES[f"{image}:v1"] for image in images}
+
+
+IMAGE_POOLS = [
+    NodePool(count=2, cpu="8", memory="16Gi", name_prefix="ia", images=_sized("img-a", "img-d")),
+    NodePool(count=1, cpu="8", memory="16Gi", name_prefix="ib", images=_sized("img-b", "img-c")),
+    NodePool(count=2, cpu="8", memory="16Gi", name_prefix="ic", images=_sized("img-b", "img-d")),
+    NodePool(count=1, cpu="8", memory="16Gi", name_prefix="id"),
+]
+IMAGE_TRIALS = 30
+
+
+def _image_scores(containers: list[str], nodes: list[dict[str, Any]]) -> dict[str, float]:
+    """Upstream's ImageLocality score per node, written out from its definition: for each
+    container whose image (`:latest` added to a name without a tag) the node lists, the image's
+    size times the share of all nodes listing it; the sum clamped to 23 MiB .. 1,000 MiB per
+    container and scaled to 0..100, in integers."""
+    listed: dict[str, dict[str, int]] = {
+        node["metadata"]["name"]: {
+            name: image["sizeBytes"]
+            for image in node["status"].get("images") or ()
+            for name in image["names"]
+        }
+        for node in nodes
+    }
+    holders: dict[str, int] = {}
+    for images in listed.values():
+        for name in images:
+            holders[name] = holders.get(name, 0) + 1
+    low, high = 23 * 2**20, 1000 * 2**20 * len(containers)
+    scores = {}
+    for node, images in listed.items():
+        total = 0
+        for image in containers:
+            name = image if image.rfind(":") > image.rfind("/") else image + ":latest"
+            if name in images:
+                total += int(images[name] * holders[name] / len(nodes))
+        scores[node] = float(100 * (min(max(total, low), high) - low) // (high - low))
+    return scores
+
+
+def _image_pod(name: str, images: list[str]) -> dict[str, Any]:
+    containers = [
+        {"name": f"c{i}", "image": image, "resources": {"requests": {"cpu": "100m"}}}
+        for i, image in enumerate(images)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": IMAGE_NAMESPACE},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": containers,
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+async def test_a_decisive_image_score_leads_us_where_it_leads_kube_scheduler(
+    versus_kube: KubeClient,
+) -> None:
+    """Six empty nodes in four pools list four images of 600 MiB to 2 GiB, each on one to four
+    nodes. Pods of one or two containers, of those images or one no node lists, arrive one at
+    a time. Where the image score (upstream's definition, computed here on its own from the
+    nodes as the API server lists them) leads every other node by DECISIVE points,
+    kube-scheduler must bind the pod to one of the best nodes, and so must `place_group`, from
+    the nodes as the operator's informers keep them."""
+    kube = versus_kube
+    await kube.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": IMAGE_NAMESPACE}},
+    )
+    rng = random.Random(SEED)
+    decisive = 0
+    disagreements = []
+    async with SimCluster(kube, IMAGE_POOLS, start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(60)
+        for index in range(IMAGE_TRIALS):
+            images = rng.choices([*IMAGE_SIZES, "img-a", "sim"], k=rng.randint(1, 2))
+            body = _image_pod(f"image-{index}", images)
+            nodes = (await kube.list(NODES))["items"]
+            scores = _image_scores(images, nodes)
+            top = max(scores.values())
+            best = {name for name, score in scores.items() if score == top}
+            rest = [score for name, score in scores.items() if name not in best]
+            snapshot, _ = await _snapshot(kube)
+            created = await create_admitted(kube, body, timeout=30)
+            gang = GangRequest(IMAGE_NAMESPACE, body["metadata"]["name"], 1, [slim_pod(created)])
+            decision = place_group(gang, snapshot)
+            ours = decision.bindings[0].node if isinstance(decision, Placement) else None
+            node, message = await _decision(kube, IMAGE_NAMESPACE, body["metadata"]["name"])
+            if rest and top - max(rest) >= DECISIVE:
+                decisive += 1
+                if node not in best or ours not in best:
+                    disagreements.append(
+                        f"{body['metadata']['name']} {images}: best {sorted(best)}, "
+                        f"kube-scheduler {node or message}, ours {ours}; scores {scores}"
+                    )
+            await _delete(kube, created)
+            await _wait_deleted(kube, [created])
+        assert set(sim.node_names) <= {n["metadata"]["name"] for n in nodes}
+    assert not disagreements, "\n".join(
+        [f"seed {SEED}: {len(disagreements)} disagreement(s)", *disagreements]
+    )
+    assert decisive >= IMAGE_TRIALS // 3, decisive
