@@ -1592,31 +1592,45 @@ async def test_a_decisive_pod_preference_leads_us_where_it_leads_kube_scheduler(
             app, terms = rng.choice(APPS), _random_terms(rng, 3)
             body = _prefer_pod(f"prefer-{index}", app, terms, None)
             scores = _preference_scores(app, terms, labels, anchors)
-            top = max(scores.values())
-            best = {name for name, score in scores.items() if score == top}
-            rest = [score for name, score in scores.items() if name not in best]
-            snapshot, _ = await _snapshot(kube)
-            created = await create_admitted(kube, body, timeout=30)
-            gang = GangRequest(PREFER_NAMESPACE, body["metadata"]["name"], 1, [slim_pod(created)])
-            decision = place_group(gang, snapshot)
-            ours = decision.bindings[0].node if isinstance(decision, Placement) else None
-            node, message = await _decision(kube, PREFER_NAMESPACE, body["metadata"]["name"])
-            if rest and top - max(rest) >= DECISIVE:
+            decided, disagreement = await _scored_trial(kube, body, scores)
+            if decided:
                 decisive += 1
                 symmetric += not terms
-                if node not in best or ours not in best:
-                    disagreements.append(
-                        f"{body['metadata']['name']} app {app} {terms}: best {sorted(best)}, "
-                        f"kube-scheduler {node or message}, ours {ours}; scores {scores}; "
-                        f"anchors {anchors}"
-                    )
-            await _delete(kube, created)
-            await _wait_deleted(kube, [created])
+            if disagreement:
+                disagreements.append(f"app {app} {terms}: {disagreement}; anchors {anchors}")
     assert not disagreements, "\n".join(
         [f"seed {SEED}: {len(disagreements)} disagreement(s)", *disagreements]
     )
     # Decided often, and by the anchors' terms alone in some trials (pods without terms).
     assert decisive >= PREFER_TRIALS // 3 and symmetric >= 3, (decisive, symmetric)
+
+
+async def _scored_trial(
+    kube: KubeClient, body: dict[str, Any], scores: dict[str, float]
+) -> tuple[bool, str | None]:
+    """Send `body` to kube-scheduler, decide it with `place_group` on the cluster as it was
+    just before, then delete it. Whether the best nodes by `scores` lead every other node by
+    DECISIVE points, and if so, and either side chose another node, what each chose."""
+    meta = body["metadata"]
+    top = max(scores.values())
+    best = {name for name, score in scores.items() if score == top}
+    rest = [score for name, score in scores.items() if name not in best]
+    snapshot, _ = await _snapshot(kube)
+    created = await create_admitted(kube, body, timeout=30)
+    gang = GangRequest(meta["namespace"], meta["name"], 1, [slim_pod(created)])
+    decision = place_group(gang, snapshot)
+    ours = decision.bindings[0].node if isinstance(decision, Placement) else None
+    node, message = await _decision(kube, meta["namespace"], meta["name"])
+    await _delete(kube, created)
+    await _wait_deleted(kube, [created])
+    if not rest or top - max(rest) < DECISIVE:
+        return False, None
+    if node in best and ours in best:
+        return True, None
+    return True, (
+        f"{meta['name']}: best {sorted(best)}, kube-scheduler {node or message}, ours {ours}; "
+        f"scores {scores}"
+    )
 
 
 # --- image locality -------------------------------------------------------------------------------
@@ -1706,25 +1720,10 @@ async def test_a_decisive_image_score_leads_us_where_it_leads_kube_scheduler(
             images = rng.choices([*IMAGE_SIZES, "img-a", "sim"], k=rng.randint(1, 2))
             body = _image_pod(f"image-{index}", images)
             nodes = (await kube.list(NODES))["items"]
-            scores = _image_scores(images, nodes)
-            top = max(scores.values())
-            best = {name for name, score in scores.items() if score == top}
-            rest = [score for name, score in scores.items() if name not in best]
-            snapshot, _ = await _snapshot(kube)
-            created = await create_admitted(kube, body, timeout=30)
-            gang = GangRequest(IMAGE_NAMESPACE, body["metadata"]["name"], 1, [slim_pod(created)])
-            decision = place_group(gang, snapshot)
-            ours = decision.bindings[0].node if isinstance(decision, Placement) else None
-            node, message = await _decision(kube, IMAGE_NAMESPACE, body["metadata"]["name"])
-            if rest and top - max(rest) >= DECISIVE:
-                decisive += 1
-                if node not in best or ours not in best:
-                    disagreements.append(
-                        f"{body['metadata']['name']} {images}: best {sorted(best)}, "
-                        f"kube-scheduler {node or message}, ours {ours}; scores {scores}"
-                    )
-            await _delete(kube, created)
-            await _wait_deleted(kube, [created])
+            decided, disagreement = await _scored_trial(kube, body, _image_scores(images, nodes))
+            decisive += decided
+            if disagreement:
+                disagreements.append(f"{images}: {disagreement}")
         assert set(sim.node_names) <= {n["metadata"]["name"] for n in nodes}
     assert not disagreements, "\n".join(
         [f"seed {SEED}: {len(disagreements)} disagreement(s)", *disagreements]

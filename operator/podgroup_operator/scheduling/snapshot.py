@@ -104,6 +104,20 @@ def node_images(node: Mapping[str, Any]) -> dict[str, int]:
     return images
 
 
+def _memoized(
+    cache: dict[Any, tuple[int, Any]], epoch: int, key: Any, compute: Callable[[], Any]
+) -> Any:
+    """`compute()` once per `epoch` for `key`, kept in `cache` (emptied past its limit)."""
+    hit = cache.get(key)
+    if hit is not None and hit[0] == epoch:
+        return hit[1]
+    if len(cache) >= _VERDICT_CACHE_LIMIT:
+        cache.clear()
+    value = compute()
+    cache[key] = (epoch, value)
+    return value
+
+
 def holds_node(pod: Mapping[str, Any]) -> bool:
     """True when the pod occupies capacity: bound to a node and not terminated."""
     node = (pod.get("spec") or {}).get("nodeName")
@@ -474,25 +488,11 @@ class Snapshot:
 
     def cached_images(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` once per image epoch for `key` (the image scores of a shape)."""
-        hit = self._image_cache.get(key)
-        if hit is not None and hit[0] == self._image_epoch:
-            return hit[1]
-        if len(self._image_cache) >= _VERDICT_CACHE_LIMIT:
-            self._image_cache.clear()
-        value = compute()
-        self._image_cache[key] = (self._image_epoch, value)
-        return value
+        return _memoized(self._image_cache, self._image_epoch, key, compute)
 
     def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` once per node epoch for `key` (node-derived values: domains, scores)."""
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] == self._node_epoch:
-            return hit[1]
-        if len(self._cache) >= _VERDICT_CACHE_LIMIT:
-            self._cache.clear()
-        value = compute()
-        self._cache[key] = (self._node_epoch, value)
-        return value
+        return _memoized(self._cache, self._node_epoch, key, compute)
 
     # --- pod index queries -----------------------------------------------------------------------
     def pods_matching(
