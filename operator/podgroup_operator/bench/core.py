@@ -25,8 +25,9 @@ Scenarios:
   on every node it is tried on.
 - preferred: the same nodes; every member prefers (weight 100) other hosts than its own gang's
   members and (weight 50) their zone: preferred pod anti-affinity and affinity, scored only.
-- images: the same nodes, each listing 50 images as a kubelet does by default: 40 small ones
-  every node holds, and of ten training images of 1 to 10 GiB, image k on k tenths of the nodes.
+- images: the same nodes, each listing up to 49 images (a kubelet lists at most 50 by default):
+  40 small ones every node holds, and of ten training images of 1 to 10 GiB, image k on k
+  tenths of the nodes.
   Gang g runs image g mod 10, so the image score (ImageLocality) ranks the nodes; odd gangs'
   members also shun each other's host (required anti-affinity), so they are placed one by one.
 - preemption: `--nodes` nodes (8 cpu) full of as many low-priority gangs of 8 one-cpu pods, gang

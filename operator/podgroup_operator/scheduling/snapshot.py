@@ -25,7 +25,9 @@ the same placement constrains the next, and an undo takes them out of every inde
 PersistentVolumes are kept too (`set_volume`), with the PVs promised to assumed pods, and what
 attach limits need (`attachment`, `attach_limits`): each CSINode's limits, which PV names each
 claim, and each claim's class provisioner; the in-tree disks pods mount inline are in their
-`PodInfo` (`node_attachments`, `disk_conflict`).
+`PodInfo` (`node_attachments`, `disk_conflict`). Each node's image names are kept for the image
+score, with how many nodes list each name and its size; image scores are cached per image epoch,
+so a node pulling an image leaves the node-epoch caches (verdicts, domains) alone.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def node_images(node: Mapping[str, Any]) -> dict[str, int]:
     """Bytes, by each name under which the node's `status.images` lists an image."""
     images: dict[str, int] = {}
     for image in (node.get("status") or {}).get("images") or ():
+        if not isinstance(image, Mapping):
+            continue
         try:
             size = int(image.get("sizeBytes") or 0)
         except (TypeError, ValueError):

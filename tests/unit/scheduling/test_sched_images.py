@@ -147,7 +147,9 @@ def test_a_node_that_loses_the_image_loses_its_score() -> None:
     )
     job = running(members("job", 1, requests={"cpu": "1"}), "trainer:v1")
     assert nodes_of(place_group(gang("job", job), snapshot)) == ["cached"]
+    epoch = snapshot.node_epoch
     snapshot.update_node(holding(node("cached")))
+    assert snapshot.node_epoch == epoch  # the verdicts and domains cached per node epoch stay
     assert snapshot.image_count("trainer:v1") == 0 and not snapshot.image_holders("trainer:v1")
     assert nodes_of(place_group(gang("job", job), snapshot)) == ["busy"]
     snapshot.update_node(holding(node("cached"), **{"trainer:v1": 100 * MIB}))
