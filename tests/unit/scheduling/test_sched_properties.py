@@ -459,7 +459,7 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
         for member in pods[1:]:
             member["spec"]["containers"][0].setdefault("resources", {})["requests"] = first
         image = draw(st.sampled_from(["sim", *sorted(IMAGE_SIZES)]))
-        prefers = draw(st.integers(0, 100))  # weight of a preferred disk=ssd term, 0 for none
+        prefers = draw(st.integers(0, 100))  # weight of a preferred disk=s term, 0 for none
         for member in pods:
             member["spec"]["containers"][0]["image"] = image
             if prefers:
