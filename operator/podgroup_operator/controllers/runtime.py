@@ -294,7 +294,8 @@ class Leading:
         if key is not None:
             if kind is not WatchEventType.DELETED and _keys_changed(pod, old):
                 self.status.member_seen(pod)
-            self.status.touch(key, urgent=_may_flip_phase(kind, pod, old))
+            urgent = _may_flip_phase(kind, pod, old) and not self.status.starts_short(key, pod, old)
+            self.status.touch(key, urgent=urgent)
         if previous is not None and previous != key:
             self.status.touch(previous, urgent=True)  # it left that group
 

@@ -8,11 +8,14 @@ would), and the client talks to `FakeApiServer`, whose request log shows every w
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
@@ -23,11 +26,14 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.api.backoff import Backoff
+from podgroup_operator.api.models import PodGroup, PodGroupStatus
+from podgroup_operator.constants import Phase
 from podgroup_operator.controllers import status as status_module
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
+from podgroup_operator.domain.lifecycle import compute_status
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from tests.builders import pod, podgroup
-from tests.clock import Clock
+from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer, FakeIndex
 from tests.kube_helpers import condition
 from tests.waiting import until
@@ -1164,3 +1170,79 @@ async def test_a_field_another_writer_adds_that_we_never_write_is_no_contest() -
     await h.reconcile()
     assert h.fake.events(involved="gang", reason=c.Reason.STATUS_CONTESTED) == []
     assert h.status()["running"] == 5
+
+
+# --- which member changes are urgent -------------------------------------------------------------
+def started(body: Body) -> Body:
+    """`body` Running on node-a: the same pod (uid) a moment later."""
+    after = copy.deepcopy(body)
+    after["spec"]["nodeName"] = "node-a"
+    after["status"]["phase"] = c.PodPhase.RUNNING
+    return after
+
+
+def test_a_start_that_leaves_its_gang_short_is_not_urgent_and_the_completing_one_is() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    a, b = h.pods(pending("a"), pending("b"))
+    a_runs = started(a)
+    h.pods(a_runs)  # the store has the new version before the handlers see it
+    assert h.reconciler.starts_short(KEY, a_runs, a)
+    b_runs = started(b)
+    h.pods(b_runs)
+    assert not h.reconciler.starts_short(KEY, b_runs, b)  # minMember 2 now run
+
+
+def test_only_a_plain_start_of_a_known_gang_is_spared_urgency() -> None:
+    h = Harness()
+    h.group(min_member=3)
+    (a,) = h.pods(pending("a"))
+    a_runs = started(a)
+    h.pods(a_runs)
+    assert h.reconciler.starts_short(KEY, a_runs, a)
+    assert not h.reconciler.starts_short(KEY, a_runs, None)  # first seen Running
+    assert not h.reconciler.starts_short(KEY, a_runs, a_runs)  # no phase change
+    failed = copy.deepcopy(a_runs)
+    failed["status"]["phase"] = c.PodPhase.FAILED
+    assert not h.reconciler.starts_short(KEY, failed, a_runs)
+    leaving = copy.deepcopy(a_runs)
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    assert not h.reconciler.starts_short(KEY, leaving, a)
+    assert not h.reconciler.starts_short((NS, "nobody"), a_runs, a)  # no PodGroup (yet)
+    odd = Harness()
+    odd.groups.put(KEY, podgroup("gang", NS, min_member="3"))  # type: ignore[arg-type]
+    odd.pods(a_runs)
+    assert not odd.reconciler.starts_short(KEY, a_runs, a)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(list(c.PodPhase)), min_size=1, max_size=6),
+    st.integers(1, 6),
+    st.sampled_from([None, Phase.PENDING, Phase.RUNNING, Phase.UNKNOWN]),
+    st.integers(0, 5),
+)
+def test_a_start_spared_urgency_never_flips_the_groups_phase(
+    phases: list[c.PodPhase], min_member: int, before: Phase | None, which: int
+) -> None:
+    """Whatever the members, the group's last phase and minMember: when `starts_short` says
+    a member's start leaves the gang short, the phase computed after it is the phase computed
+    before it (domain/lifecycle.py's table), so a routine touch loses nothing but time."""
+    members = [
+        pod(f"m{i}", group="gang", phase=phase, node=None if phase == c.PodPhase.PENDING else "n")
+        for i, phase in enumerate(phases)
+    ]
+    pending_members = [m for m in members if m["status"]["phase"] == c.PodPhase.PENDING]
+    assume(pending_members)
+    old = pending_members[which % len(pending_members)]
+    new = started(old)
+    after = [new if m is old else m for m in members]
+    h = Harness()
+    h.group(min_member=min_member, status={"phase": before.value} if before else None)
+    h.pods(*after)
+    group = PodGroup.model_validate(podgroup("gang", NS, min_member=min_member))
+    previous = PodGroupStatus(phase=before)
+    if h.reconciler.starts_short(KEY, new, old):
+        was = compute_status(group, members, previous, T0).status.phase
+        now = compute_status(group, after, previous, T0).status.phase
+        assert was == now
