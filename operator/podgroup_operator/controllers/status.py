@@ -372,7 +372,7 @@ class StatusReconciler:
         in a probe of three 1,000 x 10 backlogs, the slowest groups of one run were read 0.5 s
         after the bench's watch saw them, with 20 to 36 status PATCHes in flight
         (docs/scale.md). Counting members here costs a pass over the group's members, less than
-        the reconcile it spares. Every member that did not finish counts, whatever incarnation
+        the reconcile it spares. Every member Running or Succeeded counts, whatever incarnation
         it belongs to: an over-count keeps the touch urgent, never the reverse.
         """
         if old is None or (old.get("status") or {}).get("phase") == c.PodPhase.RUNNING:
