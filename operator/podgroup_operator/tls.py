@@ -10,9 +10,11 @@ we make them here and pass certfile/pkeyfile/cafile.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +91,23 @@ def _new_ca(
     return cert, key
 
 
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Hold `directory`'s lock file while its CA and certificates are read or made.
+
+    Why: two replicas on one machine (the dev cluster's failover bench, `bench scale
+    --failover`) start at once and share the directory. Unlocked, one's CA key could meet the
+    other's CA certificate, and one's serving key the other's certificate: a replica then died
+    in Kopf's webhook server on `KEY_VALUES_MISMATCH` before it ever led.
+    """
+    with open(directory / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _load_or_make_ca(
     directory: Path, now: dt.datetime
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
@@ -111,7 +130,8 @@ def ensure_ca(directory: Path, now: dt.datetime | None = None) -> Path:
     e.g. `podgroup-operator webhooks install --cert-dir` ahead of the operator's first start.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    _load_or_make_ca(directory, now or dt.datetime.now(dt.UTC))
+    with _locked(directory):
+        _load_or_make_ca(directory, now or dt.datetime.now(dt.UTC))
     return directory / "ca.crt"
 
 
@@ -152,15 +172,20 @@ def make_serving_cert(
     """A serving certificate for `hosts` (DNS names or IPs), signed by the directory's CA.
 
     The CA is created on first use and reused, so a client that trusts it keeps trusting
-    certificates made later in the same directory.
+    certificates made later in the same directory. Processes sharing the directory take turns
+    (`_locked`); each should give a `name` of its own, since a server that reads its files while
+    another process rewrites them may load one's key with the other's certificate.
     """
     directory.mkdir(parents=True, exist_ok=True)
     now = now or dt.datetime.now(dt.UTC)
-    ca_cert, ca_key = _load_or_make_ca(directory, now)
-    cert, key = _new_serving(ca_cert, ca_key, name, hosts, now)
-    files = CertFiles(directory / f"{name}.crt", directory / f"{name}.key", directory / "ca.crt")
-    _write_key(key, files.pkeyfile)
-    files.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    with _locked(directory):
+        ca_cert, ca_key = _load_or_make_ca(directory, now)
+        cert, key = _new_serving(ca_cert, ca_key, name, hosts, now)
+        files = CertFiles(
+            directory / f"{name}.crt", directory / f"{name}.key", directory / "ca.crt"
+        )
+        _write_key(key, files.pkeyfile)
+        files.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return files
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -46,7 +47,9 @@ def _webhook_server(settings: OperatorSettings) -> tuple[kopf.WebhookServer, str
     if settings.webhook_mode is WebhookMode.LOCAL:
         host = settings.webhook_host or "127.0.0.1"
         port = settings.webhook_port or free_port()
-        files = make_serving_cert(settings.webhook_cert_dir, "webhook", [host, "localhost"])
+        # A name of its own: replicas on one machine share the directory (`make_serving_cert`).
+        name = f"webhook-{os.getpid()}"
+        files = make_serving_cert(settings.webhook_cert_dir, name, [host, "localhost"])
         server = kopf.WebhookServer(
             addr="127.0.0.1",
             port=port,

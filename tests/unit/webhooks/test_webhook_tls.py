@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import multiprocessing
 import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from podgroup_operator.adapters.kube import (
     MUTATING_WEBHOOKS,
@@ -34,6 +36,7 @@ from podgroup_operator.tls import (
     CA_VALIDITY,
     SERVING_VALIDITY,
     TlsBundle,
+    make_serving_cert,
     plan_webhook_tls,
     service_hosts,
 )
@@ -293,3 +296,40 @@ async def test_the_running_operator_rechecks_its_secret_and_survives_a_failed_ch
         assert flaky.calls > 1
     finally:
         task.cancel()
+
+
+def _make_many(directory: str, name: str, count: int) -> None:
+    """A child process's share of the race below."""
+    for _ in range(count):
+        make_serving_cert(Path(directory), name, ["127.0.0.1", "localhost"])
+
+
+def test_processes_sharing_a_cert_directory_make_one_ca_and_consistent_pairs(
+    tmp_path: Path,
+) -> None:
+    """Two replicas on one machine start at once and make their webhook certificates in one
+    directory (`bench scale --failover`): four processes race here, from an empty directory,
+    each rewriting its own pair. Afterwards there is one CA, every pair loads (its key is its
+    certificate's), and every certificate is signed by that CA. Unlocked, a replica died in
+    Kopf's webhook server on KEY_VALUES_MISMATCH."""
+    context = multiprocessing.get_context("fork")
+    workers = [
+        context.Process(target=_make_many, args=(str(tmp_path), f"webhook-{i}", 15))
+        for i in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
+    ca_key = ca.public_key()
+    assert isinstance(ca_key, ec.EllipticCurvePublicKey)
+    for i in range(4):
+        certfile, keyfile = tmp_path / f"webhook-{i}.crt", tmp_path / f"webhook-{i}.key"
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+        cert = x509.load_pem_x509_certificate(certfile.read_bytes())
+        assert cert.signature_hash_algorithm is not None
+        ca_key.verify(
+            cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm)
+        )
