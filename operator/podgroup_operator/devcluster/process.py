@@ -145,14 +145,14 @@ def child_pids(pid: int) -> list[int]:
     return found
 
 
-LEASE_NAMESPACE = "kube-system"
-"""Where `run` keeps its leader Lease outside a pod (the default of settings.lease_namespace)."""
+async def lease_holder(kube: KubeClient, namespace: str | None = None) -> str:
+    """The leader Lease's holder; "" while nobody has created it yet. `namespace` defaults to
+    where a `run` started from this environment keeps it (settings.lease_namespace)."""
+    from podgroup_operator.settings import OperatorSettings
 
-
-async def lease_holder(kube: KubeClient, namespace: str = LEASE_NAMESPACE) -> str:
-    """The leader Lease's holder; "" while nobody has created it yet."""
+    where = namespace or OperatorSettings().lease_namespace
     try:
-        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, namespace)
+        lease = await kube.get(LEASES, c.LEADER_LEASE_NAME, where)
     except ApiError as exc:
         if exc.not_found:
             return ""

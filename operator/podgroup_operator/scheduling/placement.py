@@ -256,9 +256,7 @@ def _image_scores(snapshot: Snapshot, images: tuple[str, ...]) -> _Images | None
     # Per container, as upstream (two containers of one image count it twice), but each image
     # once: a pod of thousands of containers of one image does not walk the nodes for each.
     for name, containers in Counter(images).items():
-        if not snapshot.image_count(name):
-            continue
-        nodes = snapshot.image_holders(name)
+        nodes = snapshot.image_holders(name)  # none, at once, for an image no node lists
         # Upstream's scaledImageScore: the size, scaled by the share of nodes holding it.
         part = int(snapshot.image_size(name) * (len(nodes) / total)) * containers
         for node in nodes:
