@@ -60,7 +60,41 @@ def test_the_slowest_groups_come_with_their_members_and_status_writes_in_time() 
             "status_writes": [[2.5, "Running"]],
         },
     ]
-    assert result["status_patches_per_group"] == {"mean": 1.5, "max": 2}
+    assert result["status_patches_per_group"] == {
+        "mean": 1.5,
+        "max": 2,
+        "groups_by_count": {"1": 1, "2": 1},
+    }
+
+
+def test_the_most_written_groups_say_what_each_write_changed() -> None:
+    """g1 is written three times: its counts, then a condition and its phase; g0 once. A
+    repeat of the same status is no write."""
+    seen = observed()
+    scheduled = {"type": "Scheduled", "status": "True", "reason": "GangScheduled"}
+    for status in (
+        None,
+        {"phase": "Pending", "scheduled": 1},
+        {"phase": "Pending", "scheduled": 2},
+        {"phase": "Pending", "scheduled": 2},
+        {"phase": "Running", "scheduled": 2, "conditions": [scheduled]},
+    ):
+        scale._group_event(seen, {"metadata": {"name": "g1"}, "status": status})
+    scale._group_event(seen, {"metadata": {"name": "g0"}, "status": {"phase": "Running"}})
+    result = _summary(seen, pods=4, groups=2)
+    first, second = result["most_written_groups"]
+    assert first["group"] == "g1" and second["group"] == "g0"
+    assert [(phase, changed) for _, phase, changed in first["status_writes"]] == [
+        ("Pending", ["phase", "scheduled"]),
+        ("Pending", ["scheduled"]),
+        ("Running", ["phase", "conditions.Scheduled"]),
+    ]
+    assert [changed for _, _, changed in second["status_writes"]] == [["phase"]]
+    assert result["status_patches_per_group"] == {
+        "mean": 2,
+        "max": 3,
+        "groups_by_count": {"1": 1, "3": 1},
+    }
 
 
 def test_binds_are_counted_between_the_first_and_the_last() -> None:

@@ -15,14 +15,15 @@ p50/p99/max, status changes per group (the watch's MODIFIED events that changed 
 status PATCHes the operator sent, since nothing else writes PodGroup status), the operator's
 peak RSS (VmHWM from /proc; its writer process's apart, `writer_peak_rss_mb`), the slowest
 groups' timelines (`slowest_groups`: the last member bound and Running, and each status write
-with its phase, in seconds from the start), what the operator's own metrics say of the run
-(`operator_metrics`: event loop lags and garbage collector runs over 0.25, 1 and 5 s, informers
-that listed more than once or failed, gang decisions by result with their mean and the count
-over a second, status writes), the time until
-every pod is Running (`all_running_s`, from the start), the CPU seconds each process of the side
-(etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler, the operator's writer
-process) spent from the scheduler's start to the end
-(on a small machine they share the same cores, so they show where the time of a run went), the
+with its phase, in seconds from the start), the groups written most often with what each
+write changed (`most_written_groups`; `status_patches_per_group` also counts the groups by
+writes), what the operator's own metrics say of the run (`operator_metrics`: event loop lags
+and garbage collector runs over 0.25, 1 and 5 s, informers that listed more than once or
+failed, gang decisions by result with their mean and the count over a second, status writes),
+the time until every pod is Running (`all_running_s`, from the start), the CPU seconds each
+process of the side (etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler,
+the operator's writer process) spent from the scheduler's start to the end (on a small
+machine they share the same cores, so they show where the time of a run went), the
 requests the API server served in that time by verb and resource, with the mean time its handler
 took for each (`apiserver_requests`, from its own metrics: which writes and reads a side cost it),
 and the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'
@@ -77,6 +78,7 @@ import tempfile
 import time
 import traceback
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +120,8 @@ class Observed:
     group_running: dict[str, float] = field(default_factory=dict)
     status_writes: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
     """Per group, when the watch saw its status change, and the phase it then had."""
+    status_changes: dict[str, list[list[str]]] = field(default_factory=dict)
+    """Per group, beside each of `status_writes`, what the write changed (`_changed`)."""
     last_status: dict[str, Any] = field(default_factory=dict)
 
     def now(self) -> float:
@@ -203,9 +207,36 @@ def _group_event(seen: Observed, group: dict[str, Any]) -> None:
     if status != seen.last_status.get(name):
         phase = (status or {}).get("phase")
         seen.status_writes.setdefault(name, []).append((seen.now(), phase))
+        seen.status_changes.setdefault(name, []).append(
+            _changed(seen.last_status.get(name), status)
+        )
     seen.last_status[name] = status
     if (status or {}).get("phase") == c.Phase.RUNNING and name not in seen.group_running:
         seen.group_running[name] = seen.now()
+
+
+def _changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[str]:
+    """The status fields a write changed, conditions by type (`conditions.Scheduled`): what a
+    group written more often than the rest was written for."""
+    before, after = before or {}, after or {}
+    changed = sorted(
+        key
+        for key in before.keys() | after.keys()
+        if key != "conditions" and before.get(key) != after.get(key)
+    )
+
+    def by_type(status: dict[str, Any]) -> dict[str, Any]:
+        return {
+            str(cond.get("type")): cond
+            for cond in status.get("conditions") or []
+            if isinstance(cond, dict)
+        }
+
+    old, new = by_type(before), by_type(after)
+    changed += sorted(
+        f"conditions.{kind}" for kind in old.keys() | new.keys() if old.get(kind) != new.get(kind)
+    )
+    return changed
 
 
 def _podgroup(index: int) -> dict[str, Any]:
@@ -486,7 +517,11 @@ def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
         result["status_patches_per_group"] = {
             "mean": round(statistics.mean(changes), 2),
             "max": max(changes),
+            "groups_by_count": {
+                str(count): number for count, number in sorted(Counter(changes).items())
+            },
         }
+        result["most_written_groups"] = _most_written(seen)
     return result
 
 
@@ -531,6 +566,27 @@ def _slowest(
         }
         for group in slowest
     ]
+
+
+MOST_WRITTEN_GROUPS = 3
+
+
+def _most_written(seen: Observed) -> list[dict[str, Any]]:
+    """The MOST_WRITTEN_GROUPS groups with the most status writes, each write with its time,
+    phase and the fields it changed.
+
+    Why: the mean and max of writes per group say that some group was written five times, not
+    whether for its counts, a condition or a phase it then left again."""
+    most = sorted(seen.status_writes, key=lambda group: (-len(seen.status_writes[group]), group))
+    result = []
+    for group in most[:MOST_WRITTEN_GROUPS]:
+        changes = seen.status_changes.get(group, [])
+        writes = [
+            [round(at, 2), phase, changes[index] if index < len(changes) else []]
+            for index, (at, phase) in enumerate(seen.status_writes[group])
+        ]
+        result.append({"group": group, "status_writes": writes})
+    return result
 
 
 @dataclass
