@@ -936,6 +936,57 @@ async def test_nothing_is_kept_about_groups_and_pods_once_they_are_gone(
             assert kept([leading, runtime.quota], namespace, uids) == {}
 
 
+async def test_a_gangs_first_status_waits_as_long_as_gangs_lately_took_to_start(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient
+) -> None:
+    """When every gang takes long from bound to Running (a flood the kubelets work through;
+    here a start delay on the sim nodes), a bound gang's first status waits twice as long as
+    the latest gangs took, not the fixed starting delay. With that delay at 1 s (the 2 s count
+    delay is then the wait), `slow`, whose members start 3 s after their binds, is written
+    `Pending` when its wait runs out, then `Running`; `next`, whose members start 4 s after
+    theirs, waits about 6 s and is first written `Running`: one PATCH and one Event, not two.
+    In-process, to shorten the delay."""
+    namespace = await make_namespace(own_kube, "starting")
+
+    async def phase_changes(group: str) -> list[str] | None:
+        events = await own_kube.list(
+            EVENTS, namespace, field_selector=f"involvedObject.name={group}"
+        )
+        changes = [
+            e["message"].split(":")[0]
+            for e in sorted(events["items"], key=lambda e: e["metadata"]["creationTimestamp"])
+            if e["reason"] == c.Reason.PHASE_CHANGED
+        ]
+        return changes if any(x.endswith("-> Running") for x in changes) else None
+
+    async with in_process(own_cluster.kubeconfig) as (_, leading):
+        leading.status.starting_delay = 1.0
+        assert leading.status.starting_wait == 1.0
+        async with pool(own_kube, count=1, cpu="4", memory="16Gi") as (_, name):
+            for group, delay in (("slow", "3"), ("next", "4")):
+                # Pods first: a group seen with one member of two is refused, written at once.
+                await gang_pods(
+                    own_kube,
+                    namespace,
+                    group,
+                    2,
+                    name,
+                    group=group,
+                    annotations={c.SIM_ANNOTATION_START_DELAY: delay},
+                )
+                await create_group(own_kube, namespace, group, min_member=2)
+                await wait_group(
+                    own_kube, namespace, group, phase=c.Phase.RUNNING, running=2, timeout=30
+                )
+                if group == "slow":
+                    assert leading.status.starting_wait >= 5.0  # about twice its 3 s
+        slow = await wait_for(lambda: phase_changes("slow"), 30, "slow's Running Event")
+        assert slow == ["new -> Pending", "Pending -> Running"]
+        assert await wait_for(lambda: phase_changes("next"), 30, "next's Running Event") == [
+            "new -> Running"
+        ]
+
+
 async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after_its_backoff(
     own_cluster: devcluster.ClusterState, own_kube: KubeClient
 ) -> None:

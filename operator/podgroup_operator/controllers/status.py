@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import statistics
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -90,7 +92,17 @@ STARTING_DELAY_SECONDS = 10.0
 """How long the first status of a placed group whose members are all bound waits for them to
 start, from when they were: its first write is then `Running`, one PATCH instead of two. A gang
 whose members take longer (an image pull, a slow kubelet) gets its `Pending` status, with
-`Scheduled` True, after this."""
+`Scheduled` True, after this, or after longer while every gang starts slowly
+(`StatusReconciler.starting_wait`)."""
+STARTING_LAG_FACTOR = 2.0
+"""When gangs have lately taken longer than `STARTING_DELAY_SECONDS` to start once bound, a
+bound gang's first status waits this many times their median instead (see
+`StatusReconciler.starting_wait`)."""
+STARTING_LAGS_KEPT = 32
+"""How many of the latest gangs' times from bound to Running that median is taken over."""
+STARTING_DELAY_LONGEST_SECONDS = 60.0
+"""The longest a bound gang's first status waits for its members to start, however slowly
+gangs start lately."""
 CONTESTED_AFTER = 3
 """Times in a row another writer changed a group's status since our last write before the
 reconciler calls it a contest (see `StatusReconciler._contest_waits`)."""
@@ -152,6 +164,7 @@ class StatusReconciler:
         count_delay: float = COUNT_DELAY_SECONDS,
         binding_delay: float = BINDING_DELAY_SECONDS,
         starting_delay: float = STARTING_DELAY_SECONDS,
+        starting_longest: float = STARTING_DELAY_LONGEST_SECONDS,
         namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
@@ -170,13 +183,21 @@ class StatusReconciler:
         self.count_delay = count_delay
         self.binding_delay = binding_delay
         self.starting_delay = starting_delay
-        self._counts_since: dict[GroupKey, float] = {}
-        """Loop time since which a group's change waits (see `_counts_wait`)."""
-        self._bound_since: dict[GroupKey, float] = {}
+        self.starting_longest = starting_longest
+        self._counts_since: dict[GroupKey, tuple[float, float]] = {}
+        """Loop time since which a group's change waits (see `_counts_wait`), and until when a
+        timer is set to touch it (see `_delayed`)."""
+        self._bound_since: dict[GroupKey, tuple[float, float]] = {}
         """Loop time since which a placed group's first status, or its progress while it is
-        `Pending`, waits with its members all bound (see `_pending_wait`)."""
-        self._missing_since: dict[GroupKey, float] = {}
-        """Loop time since which pods wait for their missing group (see `_missing_waits`)."""
+        `Pending`, waits with its members all bound (see `_pending_wait`), and its timer."""
+        self._missing_since: dict[GroupKey, tuple[float, float]] = {}
+        """Loop time since which pods wait for their missing group (see `_missing_waits`), and
+        its timer."""
+        self._all_bound_at: dict[GroupKey, float] = {}
+        """Loop time a placed `Pending` group was first seen with its members all bound, until
+        it leaves `Pending` (unlike `_bound_since`, no write restarts it)."""
+        self._start_lags: deque[float] = deque(maxlen=STARTING_LAGS_KEPT)
+        """The latest groups' times from `_all_bound_at` to their `Running` write."""
         self._event_slots = asyncio.Semaphore(EVENT_CONCURRENCY)
         self._posting: set[asyncio.Task[None]] = set()
         self.writes = 0
@@ -214,6 +235,7 @@ class StatusReconciler:
         self._per_group: tuple[dict[GroupKey, Any], ...] = (
             self._counts_since,
             self._bound_since,
+            self._all_bound_at,
             self._ours,
             self._contested,
             self.verdicts,
@@ -604,16 +626,47 @@ class StatusReconciler:
             return self._pending_wait(key, bound=new.scheduled >= group.spec.min_member)
         return self._delayed(self._counts_since, key, self.count_delay)
 
-    def _delayed(self, started: dict[GroupKey, float], key: GroupKey, delay: float) -> bool:
+    def _delayed(
+        self, started: dict[GroupKey, tuple[float, float]], key: GroupKey, delay: float
+    ) -> bool:
         """True while `key` is within `delay` of when `started` first had it; the first call
-        starts that clock and touches the key again when it runs out."""
+        starts that clock and touches the key again when it runs out, and so does a call whose
+        `delay` ends later than any touch set so far (`starting_wait` grows as gangs start
+        more slowly)."""
         loop = asyncio.get_running_loop()
-        since = started.get(key)
-        if since is None:
-            started[key] = loop.time()
+        now = loop.time()
+        clock = started.get(key)
+        if clock is None:
+            started[key] = (now, now + delay)
             loop.call_later(delay, self.touch, key)
             return True
-        return loop.time() - since < delay
+        since, wake_at = clock
+        deadline = since + delay
+        if now >= deadline:
+            return False
+        if deadline > wake_at:
+            started[key] = (since, deadline)
+            loop.call_later(deadline - now, self.touch, key)
+        return True
+
+    @property
+    def starting_wait(self) -> float:
+        """How long a bound gang's first status (or its progress while `Pending`) waits for its
+        members to start: `starting_delay`, or STARTING_LAG_FACTOR times the median time the
+        latest gangs took from bound to `Running` when that is longer, at most
+        `starting_longest`.
+
+        Why: under a flood of pods the kubelets' status writes queue in the API server, and
+        every gang then takes about as long to start. With a fixed 10 s, a 1,000 x 10 backlog
+        whose kubelets fell 10 s behind had about half its groups written `Pending` when their
+        wait ran out, their members starting moments later (`bench scale`:
+        `most_written_groups`); that write cost a PATCH and held up the `Running` one behind
+        it. A gang slower than its peers (an image pull, a node's kubelet down) still gets its
+        `Pending` status, and a cluster whose gangs start quickly keeps the short wait."""
+        if not self._start_lags:
+            return self.starting_delay
+        lately = STARTING_LAG_FACTOR * statistics.median(self._start_lags)
+        return max(self.starting_delay, min(lately, self.starting_longest))
 
     def _first_status_waits(
         self, key: GroupKey, previous: PodGroupStatus, phase: str | None
@@ -641,14 +694,15 @@ class StatusReconciler:
         minMember exist) gets its `Pending` status after `count_delay`, and so does a group
         still queued behind others when the operator starts under a backlog. A placed group
         waits for its binds (`binding_delay` from the placement: `set_verdict` restarts the
-        clock), then for its members to start (`starting_delay` from when all were bound:
+        clock), then for its members to start (`starting_wait` from when all were bound:
         `bound` is the `Scheduled` condition, True once minMember members are bound).
         """
         if self.verdicts.get(key) is None:
             return self._delayed(self._counts_since, key, self.count_delay)
         if not bound:
             return self._delayed(self._counts_since, key, max(self.count_delay, self.binding_delay))
-        return self._delayed(self._bound_since, key, max(self.count_delay, self.starting_delay))
+        self._all_bound_at.setdefault(key, asyncio.get_running_loop().time())
+        return self._delayed(self._bound_since, key, max(self.count_delay, self.starting_wait))
 
     @staticmethod
     def _only_progress(
@@ -755,6 +809,11 @@ class StatusReconciler:
         self._ours[key] = _fingerprints(updated.get("status"))
         self._counts_since.pop(key, None)
         self._bound_since.pop(key, None)
+        phase = (updated.get("status") or {}).get("phase")
+        if phase != c.Phase.PENDING:
+            bound_at = self._all_bound_at.pop(key, None)
+            if bound_at is not None and phase == c.Phase.RUNNING:
+                self._start_lags.append(asyncio.get_running_loop().time() - bound_at)
         return updated
 
     def _narrate(

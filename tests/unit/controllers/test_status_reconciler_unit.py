@@ -953,6 +953,81 @@ async def test_a_bound_group_that_does_not_start_gets_pending_after_the_starting
     assert condition({"status": status}, c.ConditionType.SCHEDULED)["status"] == "True"
 
 
+def placed_and_bound(h: Harness, name: str) -> list[Body]:
+    """A new group of two whose members the gang scheduler placed and bound."""
+    h.group(name, min_member=2)
+    h.reconciler.set_verdict((NS, name), Verdict(placed=True))
+    return h.pods(
+        *(
+            {**member, "spec": {**member["spec"], "nodeName": "n"}}
+            for member in (pending(f"{name}-a", group=name), pending(f"{name}-b", group=name))
+        ),
+        key=(NS, name),
+    )
+
+
+def start_members(h: Harness, members: list[Body], name: str) -> None:
+    h.pods(*({**p, "status": {"phase": c.PodPhase.RUNNING}} for p in members), key=(NS, name))
+
+
+async def test_gangs_starting_slowly_lengthen_the_next_bound_gangs_wait_for_its_first_status() -> (
+    None
+):
+    """A flood the kubelets work through: every gang takes long from bound to Running. One that
+    took long (counted from its binds, though its own `Pending` went out when its wait ran out)
+    makes the next bound gang's first status wait twice as long, at most `starting_longest`."""
+    h = Harness()
+    h.reconciler.count_delay = 0.01
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.05
+    assert h.reconciler.starting_wait == 0.05  # nothing started yet: the fixed delay
+    loop = asyncio.get_running_loop()
+    slow = placed_and_bound(h, "slow")
+    await h.reconcile((NS, "slow"))
+    bound_at = loop.time()
+    h.reconciler.start()
+    try:
+        await until(lambda: h.reconciler.writes == 1, "the slow gang's Pending", timeout=2.0)
+        assert h.status("slow")["phase"] == c.Phase.PENDING
+        await asyncio.sleep(0.3)
+        start_members(h, slow, "slow")
+        took = loop.time() - bound_at
+        h.reconciler.touch((NS, "slow"), urgent=True)
+        await until(lambda: h.reconciler.writes == 2, "the slow gang's Running", timeout=2.0)
+    finally:
+        await h.reconciler.stop()
+    assert h.status("slow")["phase"] == c.Phase.RUNNING
+    assert h.reconciler.starting_wait >= 2 * took  # from the binds, not from its Pending write
+    h.reconciler.starting_longest = 0.2
+    assert h.reconciler.starting_wait == 0.2
+
+
+async def test_a_bound_gangs_first_status_waits_longer_when_others_start_slowly_meanwhile() -> None:
+    """The wait grows after the gang's own timer was set: the timer that runs out first finds
+    it still waiting and sets another, and the `Pending` status comes when the longer wait ends."""
+    h = Harness()
+    h.reconciler.count_delay = 0.01
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.1
+    loop = asyncio.get_running_loop()
+    slow = placed_and_bound(h, "slow")
+    await h.reconcile((NS, "slow"))
+    placed_and_bound(h, "next")
+    await h.reconcile((NS, "next"))  # held: its timer runs out 0.1 s from now
+    next_bound = loop.time()
+    await asyncio.sleep(0.08)
+    start_members(h, slow, "slow")
+    await h.reconcile((NS, "slow"))  # Running: a phase change is written at once
+    assert h.status("slow")["phase"] == c.Phase.RUNNING
+    wait = h.reconciler.starting_wait
+    assert wait >= 0.16
+    h.reconciler.start()
+    try:
+        await until(lambda: h.reconciler.writes == 2, "the next gang's Pending", timeout=2.0)
+    finally:
+        await h.reconciler.stop()
+    assert h.status("next")["phase"] == c.Phase.PENDING
+    assert loop.time() - next_bound >= wait - 0.01
+
+
 async def pending_group_placed(h: Harness) -> list[Body]:
     """A group of two whose `Pending` status was written while it queued, then placed; the
     count delay is 0.01 s from here on."""
