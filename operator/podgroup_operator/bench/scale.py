@@ -723,6 +723,10 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
     process: subprocess.Popen[bytes] | OperatorProcess | None = None
     kube = KubeClient.from_kubeconfig(str(state.kubeconfig), limit=IN_FLIGHT + 8)
     watches: list[asyncio.Task[None]] = []
+    # Bound before `try`: a side stopped while it creates the gangs (SIGTERM, Ctrl-C) reaches
+    # the `finally` before the failover exists, and a name unbound there skipped the rest of
+    # the clean-up, leaving the cluster and the sim nodes running.
+    failover: _Failover | None = None
     try:
         await _prepare(kube, plan.nodes, timeout=120)
         seen = Observed(start=time.monotonic())
@@ -751,7 +755,6 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         scheduler_pid = _pid_of(process)
         if scheduler_pid is not None:
             watched["scheduler"] = scheduler_pid
-        failover: _Failover | None = None
         if plan.failover and isinstance(process, OperatorProcess):
             standby = OperatorProcess(
                 state.kubeconfig, state_dir / "operator-standby.log", plan.operator_args
