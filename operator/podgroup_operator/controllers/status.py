@@ -406,7 +406,7 @@ class StatusReconciler:
             (old.get("metadata") or {}).get("deletionTimestamp")
         ):
             return False
-        body = next(iter(self.groups.get(key, [])), None)  # the spec: the index is enough
+        body = self._current(key)  # our own last write's phase if the watch lags behind it
         if ((body or {}).get("status") or {}).get("phase") not in _STARTING_PHASES:
             return False  # a Running or Unknown gang's phase reads its last one too
         min_member = ((body or {}).get("spec") or {}).get("minMember")

@@ -1268,6 +1268,31 @@ def test_a_start_that_leaves_its_gang_short_is_not_urgent_and_the_completing_one
     assert not h.reconciler.starts_short(KEY, b_runs, b)  # minMember 2 now run
 
 
+async def test_a_start_is_judged_by_the_groups_newest_phase_not_the_lagging_index() -> None:
+    """The group ran, then lost a member: we wrote `Running`, then `Unknown`, and the index
+    still holds the group as first seen (no status). A start that leaves it short can flip an
+    `Unknown` group's phase, so it stays urgent, as it would once the watch caught up."""
+    h = Harness()
+    h.group(min_member=2)
+    a, b = h.pods(running("a"), running("b"))
+    await h.reconcile()
+    assert h.status()["phase"] == c.Phase.RUNNING
+    b_failed = copy.deepcopy(b)
+    b_failed["status"]["phase"] = c.PodPhase.FAILED
+    h.pods(b_failed)
+    await h.reconcile()
+    assert h.status()["phase"] == c.Phase.UNKNOWN
+    assert next(iter(h.groups.get(KEY, []))).get("status") is None  # the index lags
+    stopped = copy.deepcopy(a)
+    stopped["status"]["phase"] = c.PodPhase.PENDING
+    h.pods(stopped, b_failed)
+    a_again = started(stopped)
+    h.pods(a_again)
+    assert not h.reconciler.starts_short(KEY, a_again, stopped)
+    h.index_catches_up()
+    assert not h.reconciler.starts_short(KEY, a_again, stopped)
+
+
 def test_only_a_plain_start_of_a_known_gang_is_spared_urgency() -> None:
     h = Harness()
     h.group(min_member=3)
