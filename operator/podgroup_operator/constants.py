@@ -191,6 +191,14 @@ class Reason(StrEnum):
     INVALID_GANG_LABELS = "InvalidGangLabels"
     """Warning Event on a pod whose lightweight-gang labels or annotations are invalid; no
     PodGroup is created for them until they are fixed."""
+    INVALID_SPEC = "InvalidSpec"
+    """Unschedulable=True, and a Warning Event on the PodGroup: its stored spec does not
+    validate (stored before the webhook ran, with it off, or under a CRD without today's
+    bounds); the message names each field and the fix. Its members are not scheduled until it
+    is fixed, and each waiting member says so (`PodScheduled=False`, `FailedScheduling`)."""
+    INVALID_GANG_GROUP = "InvalidGangGroup"
+    """Unschedulable=True: a PodGroup this gang's `gangGroup` names has a spec that does not
+    validate (reason InvalidSpec on it); the gang group waits for its fix."""
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""

@@ -481,26 +481,46 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
             wanted = "1 node(s) didn't match pod topology spread constraints (missing required"
             assert wanted in spread["message"], spread
 
+            invalid = ("timeout", "backoff", "wide", "many")
+            said = {
+                group: (await refusal(own_kube, namespace, group, c.Reason.INVALID_SPEC))["message"]
+                for group in invalid
+            }
+            assert "spec.scheduleTimeoutSeconds" in said["timeout"]
+            assert "spec.policy.maxBackoffSeconds" in said["backoff"]
+            assert "spec.gangGroup" in said["wide"] and len(said["wide"]) <= 1024
+            assert "1000 resource names; at most 64" in said["many"]
+            assert len(said["many"]) <= 1024
+
             async def reported() -> list[dict[str, Any]] | None:
                 events = (await own_kube.list(EVENTS, namespace))["items"]
-                wanted = {
-                    ("timeout", c.Reason.RECONCILE_FAILED),
-                    ("backoff", c.Reason.RECONCILE_FAILED),
-                    ("wide", c.Reason.RECONCILE_FAILED),
-                    ("many", c.Reason.RECONCILE_FAILED),
-                    ("labelled", c.Reason.INVALID_GANG_LABELS),
-                }
+                wanted = {(group, c.Reason.INVALID_SPEC) for group in invalid}
+                wanted |= {(f"{g}-0", c.PodReason.FAILED_SCHEDULING) for g in invalid}
+                wanted.add(("labelled", c.Reason.INVALID_GANG_LABELS))
                 seen = {(e["involvedObject"]["name"], e["reason"]) for e in events}
                 return events if wanted <= seen else None
 
             events = await wait_for(reported, 30, "one report per poison object")
-            reports = {e["involvedObject"]["name"]: e["message"] for e in events}
-            assert "scheduleTimeoutSeconds" in reports["timeout"]
-            assert "maxBackoffSeconds" in reports["backoff"]
-            assert "gangGroup" in reports["wide"] and len(reports["wide"]) <= 1024
-            assert "1000 resource names; at most 64" in reports["many"]
-            assert len(reports["many"]) <= 1024
-            assert sum(e["reason"] == c.Reason.RECONCILE_FAILED for e in events) == 4  # once each
+            for group in invalid:
+                (warning,) = [
+                    e
+                    for e in events
+                    if e["involvedObject"]["name"] == group and e["reason"] == c.Reason.INVALID_SPEC
+                ]
+                assert warning["message"] == said[group]
+                told = f"PodGroup {group}: {said[group]}"[:1024]
+
+                async def member_told(pod: str = f"{group}-0", told: str = told) -> bool:
+                    body = await own_kube.get(PODS, pod, namespace)
+                    return any(
+                        x["type"] == c.PodConditionType.POD_SCHEDULED
+                        and x["reason"] == c.PodReason.UNSCHEDULABLE
+                        and x["message"] == told
+                        for x in (body.get("status") or {}).get("conditions") or ()
+                    )
+
+                await wait_for(member_told, 30, f"{group}-0's PodScheduled to say why")
+            assert not any(e["reason"] == c.Reason.RECONCILE_FAILED for e in events)
             assert not any(
                 g["metadata"]["name"] == "lw"
                 for g in (await own_kube.list(PODGROUPS, namespace))["items"]
@@ -511,6 +531,94 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     log = (tmp_path / "op.log").read_text()
     assert max(len(line) for line in log.splitlines()) <= 4000
     assert len(log) < 1_000_000, f"{len(log)} bytes of log"
+
+
+async def _schema_refuses(kube: KubeClient, namespace: str, **spec: Any) -> bool:
+    """Whether the API server's schema for PodGroups refuses `spec` now (a CRD's new schema
+    takes effect a moment after the CRD is written)."""
+    try:
+        await create_group(kube, namespace, "schema-probe", **spec)
+    except ApiError as exc:
+        if exc.invalid:
+            return True
+        raise
+    await kube.delete(PODGROUPS, "schema-probe", namespace)
+    return False
+
+
+async def test_a_group_stored_before_the_crd_was_tightened_is_reported_once(
+    own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
+) -> None:
+    """A PodGroup stored under a CRD without bounds, the CRD then tightened (an upgrade): the
+    API server checks the whole object at a status write, so the InvalidSpec condition cannot
+    be written (422). The group gets one Warning naming the field, its member says why it
+    waits, and a healthy gang still runs."""
+    crd = yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
+    namespace = await make_namespace(own_kube, "tightened")
+    too_long = {"scheduleTimeoutSeconds": 300_000_000_000}
+    process = OperatorProcess(own_cluster.kubeconfig, tmp_path / "op.log", ["--webhooks", "off"])
+    try:
+        async with pool(own_kube, count=1, cpu="8", memory="16Gi") as (_, name):
+
+            async def member(pod: str, group: str) -> None:
+                await create_pod(
+                    own_kube,
+                    namespace,
+                    pod,
+                    group=group,
+                    requests={"cpu": "1"},
+                    scheduler=c.SCHEDULER_NAME,
+                    nodeSelector={"pool": name},
+                )
+
+            await own_kube.apply_json(CRDS, _without_bounds(crd))
+            await wait_for(
+                lambda: _accepted(own_kube, namespace, "stored", minMember=1, **too_long),
+                30,
+                "the schema without bounds to take the group",
+            )
+            await member("stored-0", "stored")
+            await own_kube.apply_json(CRDS, crd)
+            await wait_for(
+                lambda: _schema_refuses(own_kube, namespace, minMember=1, **too_long),
+                30,
+                "the tightened schema to refuse such a group",
+            )
+            process.start()
+            process.wait_ready()
+            await create_group(own_kube, namespace, "healthy", minMember=2)
+            await member("healthy-0", "healthy")
+            await member("healthy-1", "healthy")
+            await wait_group(own_kube, namespace, "healthy", timeout=60, phase=c.Phase.RUNNING)
+
+            async def reported() -> list[dict[str, Any]] | None:
+                events = (await own_kube.list(EVENTS, namespace))["items"]
+                seen = {(e["involvedObject"]["name"], e["reason"]) for e in events}
+                wanted = {
+                    ("stored", c.Reason.RECONCILE_FAILED),
+                    ("stored-0", c.PodReason.FAILED_SCHEDULING),
+                }
+                return events if wanted <= seen else None
+
+            events = await wait_for(reported, 30, "the stored group to be reported")
+            (warning,) = [e for e in events if e["reason"] == c.Reason.RECONCILE_FAILED]
+            assert "spec.scheduleTimeoutSeconds" in warning["message"], warning
+            assert "status not written" in warning["message"], warning
+            assert (await group_status(own_kube, namespace, "stored")) == {}
+    finally:
+        process.stop()
+        await own_kube.apply_json(CRDS, crd)
+
+
+async def _accepted(kube: KubeClient, namespace: str, name: str, **spec: Any) -> bool:
+    """Whether the group was created (False while the schema still refuses it)."""
+    try:
+        await create_group(kube, namespace, name, **spec)
+    except ApiError as exc:
+        if exc.invalid:
+            return False
+        raise
+    return True
 
 
 KUBEFLOW_SCHEDULER = "scheduler-plugins-scheduler"

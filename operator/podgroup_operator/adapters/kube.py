@@ -70,6 +70,12 @@ class ApiError(Exception):
         return self.status == 409
 
     @property
+    def invalid(self) -> bool:
+        """422: the object does not validate (for a custom resource, against its CRD's schema,
+        which a status write checks the whole object against)."""
+        return self.status == 422 or self.reason == c.StatusReason.INVALID
+
+    @property
     def already_exists(self) -> bool:
         return self.reason == c.StatusReason.ALREADY_EXISTS
 

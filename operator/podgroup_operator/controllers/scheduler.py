@@ -58,12 +58,13 @@ from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
+from podgroup_operator.api.validation import podgroup_errors
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.controllers.pacing import Slots
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Preemptor
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
-from podgroup_operator.domain.lifecycle import count_members
+from podgroup_operator.domain.lifecycle import count_members, invalid_spec_message
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
@@ -305,7 +306,7 @@ class GangScheduler:
         self.binds = 0
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
-        self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None]] = {}
+        self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None, str | None]] = {}
         self._binding: set[asyncio.Task[None]] = set()
         """Bind batches still in flight (pipelined cycles)."""
         self.pacer = (
@@ -599,12 +600,20 @@ class GangScheduler:
         cached = self._parsed.get(key)
         if cached is not None and cached[0] == version and version:
             return cached[1]
+        problem = None
         try:
             group: PodGroup | None = PodGroup.model_validate(body)
-        except ValidationError:
+        except ValidationError as exc:
             group = None
-        self._parsed[key] = (version, group)
+            problem = invalid_spec_message(podgroup_errors(dict(body)) or [str(exc)])
+        self._parsed[key] = (version, group, problem)
         return group
+
+    def _invalid_spec(self, key: GroupKey) -> str | None:
+        """What is wrong with the group's stored spec, when `_group` found it does not validate."""
+        self._group(key)
+        cached = self._parsed.get(key)
+        return None if cached is None else cached[2]
 
     async def cycle(self, budget: float | None = None, *, pipeline: bool = False) -> None:
         """A pass over the waiting groups in queue order, binding what it placed.
@@ -711,6 +720,10 @@ class GangScheduler:
         """Decide one group (or its gang group): assume its placement or record the refusal.
         Returns "placed" or "refused", or None when the decision waits for a partner."""
         group = self._group(request.key)
+        if (invalid := self._invalid_partner(group)) is not None:
+            decided.add(request.key)
+            self._refused(request.key, c.Reason.INVALID_GANG_GROUP, invalid, now)
+            return REFUSED
         gang_group = self._gang_group(request, group, request_of, decided)
         if gang_group is None:
             return None  # a partner waits out its backoff: the gang group waits with it
@@ -865,6 +878,11 @@ class GangScheduler:
             self.waiting.setdefault(key, WaitState(since=now))
             return QueueEntry(namespace=key[0], name=key[1], waiting=waiting)
         group = self._group(key)
+        if group is None and (problem := self._invalid_spec(key)) is not None:
+            # A spec that does not validate: its members say why they wait, as a refused
+            # gang's do, and wait for the fix (a watch event).
+            self.signals.refused(key, waiting, f"PodGroup {key[1]}: {problem}")
+            return None
         if group is None or _terminal(group):
             # No PodGroup yet (the status reconciler warns the pods), or a finished one: the
             # pods wait for an event, not for a timer.
@@ -963,6 +981,16 @@ class GangScheduler:
             last_failure=queued.last_failure,
             claims=self.volumes.claims_for(waiting),
         )
+
+    def _invalid_partner(self, group: PodGroup | None) -> str | None:
+        """What is wrong with the first PodGroup of `group`'s gangGroup whose spec does not
+        validate, or None. Without it the gang group waited in silence for a partner the
+        queue never offers (`_queued`)."""
+        for entry in (group.spec.gang_group or ()) if group is not None else ():
+            namespace, name = entry.split("/", 1)
+            if (problem := self._invalid_spec((namespace, name))) is not None:
+                return f"gang group member PodGroup {entry}: {problem}"
+        return None
 
     def _gang_group(
         self,

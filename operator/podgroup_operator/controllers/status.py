@@ -29,10 +29,22 @@ from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClien
 from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey
-from podgroup_operator.api.models import PodGroup, PodGroupStatus, unreadable_fields
+from podgroup_operator.api.models import (
+    PodGroup,
+    PodGroupStatus,
+    salvage_status,
+    unreadable_fields,
+)
 from podgroup_operator.api.validation import podgroup_errors, status_errors
 from podgroup_operator.controllers.isolation import Failures, describe
-from podgroup_operator.domain.lifecycle import compute_status, outlook, status_patch
+from podgroup_operator.domain.conditions import find_condition
+from podgroup_operator.domain.lifecycle import (
+    compute_status,
+    invalid_spec_message,
+    invalid_spec_status,
+    outlook,
+    status_patch,
+)
 from podgroup_operator.domain.lightweight import (
     is_operator_created,
     lightweight_errors,
@@ -146,7 +158,8 @@ def _resource_version(body: dict[str, Any] | None) -> int:
 
 
 class InvalidPodGroupError(ValueError):
-    """The stored PodGroup does not parse: nothing can be computed until it is fixed."""
+    """The stored PodGroup does not parse, and the API server refused the InvalidSpec status
+    that says so (`StatusReconciler._write_invalid`): the worker reports it and backs off."""
 
 
 class StatusReconciler:
@@ -464,11 +477,9 @@ class StatusReconciler:
             group = PodGroup.model_validate(body)
         except ValidationError as exc:
             # Its spec was admitted before our webhook ran (or with it off); the CRD schema kept
-            # the worst out. Raised, so the worker reports it once (an Event) and backs off.
-            raise InvalidPodGroupError(
-                "the PodGroup's spec is not valid, status left alone until it is fixed: "
-                + "; ".join(podgroup_errors(dict(body)) or [str(exc)])
-            ) from exc
+            # the worst out. Said in its status until it is fixed (the fix is a watch event).
+            await self._write_invalid(key, body, podgroup_errors(dict(body)) or [str(exc)])
+            return
         now = self.clock()
         if await self._restart_step(key, group, body, pods, now):
             # The restart wrote status; the rest is computed over what it wrote, in the next
@@ -508,6 +519,44 @@ class StatusReconciler:
             )
         for event in result.events:
             self._narrate(updated, event.type, event.reason, event.message)
+
+    async def _write_invalid(
+        self, key: GroupKey, body: dict[str, Any], problems: list[str]
+    ) -> None:
+        """Write the InvalidSpec condition (`invalid_spec_status`) on a group whose spec does
+        not validate, with one Warning Event each time its message changes; the scheduler
+        tells its waiting members (`GangScheduler._queued`).
+
+        An API server that refuses the write (422: it checks the whole object against the CRD's
+        schema, and a schema tightened since refuses the stored spec) leaves only the Event:
+        InvalidPodGroupError, which the worker reports once and backs off from.
+        """
+        previous, unreadable = salvage_status(body.get("status"))
+        metadata = body.get("metadata") or {}
+        status = invalid_spec_status(
+            previous,
+            problems,
+            self.clock(),
+            generation=metadata.get("generation"),
+            id_seed=metadata.get("uid") or "/".join(key),
+        )
+        patch = status_patch(previous, status, unreadable_fields(unreadable))
+        if patch is None:
+            return
+        message = invalid_spec_message(problems)
+        try:
+            updated = await self._write_status(key, body, patch)
+        except ApiError as exc:
+            if not exc.invalid:
+                raise
+            raise InvalidPodGroupError(
+                f"status not written (the CRD's schema refuses the stored object): {message}"
+            ) from exc
+        if updated is None:
+            return
+        before = find_condition(previous.conditions, c.ConditionType.UNSCHEDULABLE)
+        if before is None or (before.reason, before.message) != (c.Reason.INVALID_SPEC, message):
+            self._narrate(updated, c.EventType.WARNING, c.Reason.INVALID_SPEC, message)
 
     async def _contest_waits(
         self, key: GroupKey, body: dict[str, Any], writing: dict[str, Any]

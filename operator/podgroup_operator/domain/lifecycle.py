@@ -47,6 +47,9 @@ otherwise leaves the condition to the scheduler (reasons NotEnoughResources, Sch
   True, NotEnoughTasks.
 * Pending with enough members: a condition the scheduler wrote is kept as it is; a missing
   condition, or one the lifecycle wrote earlier, becomes False, EnoughTasks.
+* A group whose spec does not validate has no phase to compute (`invalid_spec_status`): True,
+  InvalidSpec, naming every field and the fix; the phase stays (Pending if it had none). Once
+  the spec is fixed, the rules above replace it.
 
 Timestamps: scheduleStartTime when first computed Pending; runningTime when first computed
 Running (a quick job seen only as Finished has none); completionTime on entering Finished or
@@ -84,6 +87,7 @@ _LIFECYCLE_REASONS = frozenset(
         Reason.POD_DELETED,
         Reason.GANG_SCHEDULABLE,
         Reason.GANG_FINISHED,
+        Reason.INVALID_SPEC,
     }
 )
 """Unschedulable reasons the lifecycle writes; any other reason belongs to the scheduler."""
@@ -526,6 +530,62 @@ def _occupied_by(members: Iterable[Pod]) -> str | None:
         controllers = [ref for ref in refs if ref.get("controller")] or refs
         owners.update(f"{ref.get('kind')}/{ref.get('name')}" for ref in controllers)
     return ",".join(sorted(owners)) or None
+
+
+INVALID_SPEC_MESSAGE_LIMIT = 1024
+"""Characters of an InvalidSpec message (an Event's message is cut at 1,024 too)."""
+
+
+def invalid_spec_message(problems: Iterable[str]) -> str:
+    """Every problem of a spec that does not validate, and what to do, cut to
+    INVALID_SPEC_MESSAGE_LIMIT characters."""
+    text = (
+        "the spec is not valid: "
+        + "; ".join(problems)
+        + ". Fix the PodGroup (kubectl edit); its members are not scheduled until then"
+    )
+    if len(text) <= INVALID_SPEC_MESSAGE_LIMIT:
+        return text
+    return text[: INVALID_SPEC_MESSAGE_LIMIT - 3] + "..."
+
+
+def invalid_spec_status(
+    previous: PodGroupStatus,
+    problems: Iterable[str],
+    now: datetime,
+    *,
+    generation: int | None,
+    id_seed: str,
+) -> PodGroupStatus:
+    """The status of a group whose spec does not validate: Unschedulable True, InvalidSpec.
+
+    Why: such a group (stored before the webhook ran, with it off, or under a CRD without
+    today's bounds) has no phase anyone can compute, and its members wait. It used to get one
+    Warning Event, which the API server drops after an hour; `kubectl get podgroups` showed an
+    empty phase and reason. The condition stays until the spec is fixed, when `compute_status`
+    replaces it (InvalidSpec is a lifecycle reason). Its phase is kept, Pending if it had none;
+    a finished group is left as it is.
+    """
+    phase = Phase(previous.phase) if previous.phase else None
+    if phase is not None and phase.terminal:
+        return previous
+    conditions = set_condition(
+        previous.conditions,
+        ConditionType.UNSCHEDULABLE,
+        ConditionStatus.TRUE,
+        Reason.INVALID_SPEC,
+        invalid_spec_message(problems),
+        now,
+        id_seed=id_seed,
+    )
+    return previous.model_copy(
+        update={
+            "phase": phase or Phase.PENDING,
+            "conditions": conditions,
+            "observed_generation": generation,
+            "schedule_start_time": previous.schedule_start_time or now,
+        }
+    )
 
 
 _UNREAD = object()

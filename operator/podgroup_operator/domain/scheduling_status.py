@@ -22,6 +22,7 @@ SCHEDULER_REASONS = frozenset(
         Reason.SCHEDULING_FAILED,
         Reason.UNSUPPORTED_CONSTRAINT,
         Reason.VOLUME_BINDING_FAILED,
+        Reason.INVALID_GANG_GROUP,
     }
 )
 """Unschedulable reasons the scheduler owns; the lifecycle keeps them while Pending."""

@@ -867,6 +867,86 @@ async def test_a_gang_group_waits_while_a_listed_group_does_not_exist() -> None:
     assert not verdict.placed and "gang group [" in verdict.message
 
 
+def _pod_scheduled(h: Harness, name: str) -> Body:
+    stored = h.fake.get_object(PODS, name, NS)
+    assert stored is not None
+    (condition,) = [
+        cond
+        for cond in (stored.get("status") or {}).get("conditions") or ()
+        if cond["type"] == c.PodConditionType.POD_SCHEDULED
+    ]
+    return condition
+
+
+async def test_members_of_a_group_whose_spec_does_not_validate_are_told_why_they_wait() -> None:
+    """Such a group (stored before the webhook ran, or with it off) used to leave its members
+    Pending with `Events: <none>`: the queue waits for a group it cannot read as for a missing
+    one. They now say why, in kube-scheduler's words, once; the fix places them."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    stored = h.add_group("bad", min_member=0)
+    h.add_pods("bad", 2, cpu=1)
+
+    await h.scheduler.cycle()
+    h.add_pod("bad-2", group="bad", cpu=1)  # the group is entered in the queue again
+    await h.scheduler.cycle()
+    await h.scheduler.signals.idle()
+
+    assert h.binds() == 0
+    assert h.verdicts_for("bad") == []  # its status is the status reconciler's (InvalidSpec)
+    for name in ("bad-0", "bad-1", "bad-2"):
+        condition = _pod_scheduled(h, name)
+        assert condition["status"] == c.ConditionStatus.FALSE
+        assert condition["reason"] == c.PodReason.UNSCHEDULABLE
+        assert condition["message"].startswith(
+            "PodGroup bad: the spec is not valid: spec.minMember: must be >= 1"
+        )
+    # One FailedScheduling per member at the first refusal; the same message again within the
+    # gang's interval posts none (controllers/podsignals.py), whoever joined since.
+    failed = h.fake.events(reason=c.PodReason.FAILED_SCHEDULING)
+    assert sorted(e["involvedObject"]["name"] for e in failed) == ["bad-0", "bad-1"]
+
+    fixed = copy.deepcopy(stored)
+    fixed["spec"]["minMember"] = 3
+    h.groups.put((NS, "bad"), fixed)
+    h.scheduler.on_group((NS, "bad"))
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["bad-0", "bad-1", "bad-2"]
+
+
+async def test_a_gang_group_whose_partner_does_not_validate_is_refused_naming_it() -> None:
+    """Without it the gang group waited in silence: the partner's pods are pending but the
+    queue never offers the partner, and a gang group decides only with all of its members."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    members = ["default/a", "default/b"]
+    h.add_group("a", min_member=2, gangGroup=members)
+    h.add_pods("a", 2, cpu=1)
+    partner = h.add_group("b", min_member=2, gangGroup=members, scheduleTimeoutSeconds=-1)
+    h.add_pods("b", 2, cpu=1)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    (verdict,) = h.verdicts_for("a")
+    assert not verdict.placed
+    assert verdict.reason == c.Reason.INVALID_GANG_GROUP
+    assert verdict.message.startswith(
+        "gang group member PodGroup default/b: the spec is not valid: "
+        "spec.scheduleTimeoutSeconds: must be >= 1"
+    )
+
+    fixed = copy.deepcopy(partner)
+    del fixed["spec"]["scheduleTimeoutSeconds"]
+    h.groups.put((NS, "b"), fixed)
+    h.scheduler.on_group((NS, "b"))
+    h.clock.advance(60)  # past a's backoff
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["a-0", "a-1", "b-0", "b-1"]
+
+
 async def test_a_gang_group_member_in_backoff_holds_back_the_others() -> None:
     h = Harness()
     h.add_node("n1", cpu=4)

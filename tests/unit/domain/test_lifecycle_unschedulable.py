@@ -13,7 +13,13 @@ from podgroup_operator.constants import (
     Phase,
     Reason,
 )
-from podgroup_operator.domain.lifecycle import compute_status
+from podgroup_operator.domain.lifecycle import (
+    INVALID_SPEC_MESSAGE_LIMIT,
+    compute_status,
+    invalid_spec_message,
+    invalid_spec_status,
+    status_patch,
+)
 from tests.unit.domain.lifecycle_helpers import T0, at, gang, members, story, unschedulable
 
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
@@ -178,3 +184,47 @@ def test_a_latched_group_never_touches_its_conditions_again() -> None:
     later = compute_status(gang(2), members("RR"), failed, at(60)).status
     assert later.conditions == failed.conditions
     assert later.phase is Phase.FAILED
+
+
+# --- a spec that does not validate ---------------------------------------------------------------
+PROBLEMS = ["spec.minMember: must be >= 1", "spec.scheduleTimeoutSeconds: must be >= 1"]
+
+
+def test_an_invalid_spec_is_said_as_unschedulable_and_a_new_group_is_pending() -> None:
+    status = invalid_spec_status(PodGroupStatus(), PROBLEMS, at(1), generation=2, id_seed="u")
+
+    assert status.phase == Phase.PENDING
+    assert status.observed_generation == 2
+    assert status.schedule_start_time == at(1)
+    condition = unschedulable(status)
+    assert (condition.status, condition.reason) == (TRUE, Reason.INVALID_SPEC)
+    assert condition.message == (
+        "the spec is not valid: spec.minMember: must be >= 1; spec.scheduleTimeoutSeconds: "
+        "must be >= 1. Fix the PodGroup (kubectl edit); its members are not scheduled until then"
+    )
+    # Fed its own result, nothing changes: no write, no new transition.
+    again = invalid_spec_status(status, PROBLEMS, at(9), generation=2, id_seed="u")
+    assert status_patch(status, again) is None
+
+
+def test_an_invalid_spec_keeps_a_phase_and_leaves_a_finished_group_alone() -> None:
+    (running,) = story(gang(), ["RRR"])
+    status = invalid_spec_status(running.status, PROBLEMS, at(5), generation=3, id_seed="u")
+    assert status.phase == Phase.RUNNING
+    assert unschedulable(status).reason == Reason.INVALID_SPEC
+
+    finished = story(gang(), ["RRR", "SSS"])[-1].status
+    assert invalid_spec_status(finished, PROBLEMS, at(5), generation=3, id_seed="u") is finished
+
+
+def test_once_the_spec_is_fixed_the_lifecycle_replaces_the_invalid_spec_verdict() -> None:
+    invalid = invalid_spec_status(PodGroupStatus(), PROBLEMS, at(1), generation=1, id_seed="u")
+    fixed = compute_status(gang(min_member=3), members("PPP"), invalid, at(2)).status
+    condition = unschedulable(fixed)
+    assert (condition.status, condition.reason) == (FALSE, Reason.ENOUGH_TASKS)
+
+
+def test_an_invalid_spec_message_is_bounded() -> None:
+    message = invalid_spec_message([f"spec.gangGroup[{i}]: not namespace/name" for i in range(99)])
+    assert len(message) == INVALID_SPEC_MESSAGE_LIMIT
+    assert message.endswith("...")
