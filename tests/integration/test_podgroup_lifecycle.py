@@ -213,6 +213,15 @@ async def test_missing_podgroup_warns_each_pod_once(
 
     await wait_for(later_warned, 10, "a warning on the later pod")
     assert len(await warnings()) == 1
+    # A name no PodGroup can have is said to be one ("create it" could not help).
+    await create_pod(kube, namespace, "misnamed", group_annotation="Train_1")
+
+    async def misnamed() -> list[dict[str, Any]]:
+        events = await kube.list(EVENTS, namespace, field_selector="involvedObject.name=misnamed")
+        return [e for e in events["items"] if e["reason"] == c.Reason.MISSING_POD_GROUP]
+
+    (warning,) = await wait_for(misnamed, 10, "a warning on the misnamed pod")
+    assert "'Train_1' is not a valid PodGroup name" in warning["message"], warning
     pod = await kube.get(PODS, "orphan", namespace)
     assert not any(
         k.startswith("kopf.zalando.org") for k in pod["metadata"].get("annotations") or {}

@@ -50,7 +50,7 @@ from podgroup_operator.domain.lightweight import (
     lightweight_errors,
     podgroup_for,
 )
-from podgroup_operator.domain.membership import membership_conflict
+from podgroup_operator.domain.membership import membership_conflict, missing_group_message
 from podgroup_operator.domain.quota import QuotaView, apply_quota_view
 from podgroup_operator.domain.restart import (
     Fail,
@@ -993,10 +993,6 @@ class StatusReconciler:
             if uid in self._warned_pods:
                 continue
             self._warned_pods.add(uid)
-            self._narrate(
-                pod,
-                c.EventType.WARNING,
-                c.Reason.MISSING_POD_GROUP,
-                f"PodGroup {key[1]} does not exist in namespace {key[0]}; create it "
-                "or fix the pod's membership label/annotation. The pod is not counted.",
-            )
+            message = missing_group_message(pod)
+            if message is not None:
+                self._narrate(pod, c.EventType.WARNING, c.Reason.MISSING_POD_GROUP, message)

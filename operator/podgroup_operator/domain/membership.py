@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.limits import MAX_NAME_LENGTH
+from podgroup_operator.api.names import is_dns_subdomain
 
 Pod = Mapping[str, Any]
 """A raw pod as the apiserver sends it (a JSON object)."""
@@ -133,6 +135,36 @@ def group_key_of(pod: Pod) -> GroupKey | None:
     if name is None or not namespace:
         return None
     return (namespace, name)
+
+
+SHOWN_NAME = 60
+"""Characters of a group name quoted in a message (an annotation may hold 256 kB)."""
+
+
+def missing_group_message(pod: Pod) -> str | None:
+    """The Warning for a pod whose group does not exist, naming the key that names it and the
+    fix; None for a pod that names no group.
+
+    A name no PodGroup can have (capitals, '_', over 253 characters: a label value or an
+    annotation may hold them) is said to be one: "create it" could not help there.
+    """
+    present = _present(pod)
+    if not present:
+        return None
+    found, name = present[0]
+    key = f"{'label' if found.is_label else 'annotation'} {found.name}"
+    if not is_dns_subdomain(name):
+        shown = repr(name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "...")
+        return (
+            f"{key}: {shown} is not a valid PodGroup name, so no PodGroup can have it; use at "
+            f"most {MAX_NAME_LENGTH} lowercase letters, digits, '-' and '.', starting and ending "
+            "with a letter or digit. The pod is not counted in any gang."
+        )
+    namespace = _metadata(pod).get("namespace")
+    return (
+        f"PodGroup {name} does not exist in namespace {namespace}; create it or fix the pod's "
+        f"{key}. The pod is not counted."
+    )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from podgroup_operator.domain.membership import (
     lightweight_gang_of,
     membership_conflict,
     membership_keys,
+    missing_group_message,
 )
 from tests.builders import pod
 
@@ -153,3 +154,23 @@ def test_no_lightweight_gang_when_a_podgroup_key_decides_membership() -> None:
     assert lightweight_gang_of(member) is None
     assert lightweight_gang_of(pod("p", group_annotation="real")) is None
     assert lightweight_gang_of(pod("p")) is None
+
+
+def test_a_missing_group_is_warned_naming_the_key_and_the_fix() -> None:
+    body = pod("p", "team", group="train")
+    assert missing_group_message(body) == (
+        f"PodGroup train does not exist in namespace team; create it or fix the pod's label "
+        f"{c.LABEL_POD_GROUP}. The pod is not counted."
+    )
+    assert missing_group_message(pod("p", "team")) is None
+
+
+@pytest.mark.parametrize("name", ["Train_1", "x" * 254, "-train"])
+def test_a_name_no_podgroup_can_have_is_said_to_be_one(name: str) -> None:
+    """ "create it" cannot help there: the API server refuses such a name."""
+    message = missing_group_message(pod("p", "team", annotations={c.ANNOTATION_GROUP_NAME: name}))
+    assert message is not None
+    assert message.startswith(f"annotation {c.ANNOTATION_GROUP_NAME}: ")
+    assert "is not a valid PodGroup name, so no PodGroup can have it" in message
+    assert "create it" not in message
+    assert len(message) < 400
