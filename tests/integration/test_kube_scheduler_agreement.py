@@ -1443,6 +1443,113 @@ async def test_our_preemption_plans_exactly_when_kube_scheduler_preempts(
     assert outcomes["preempted"] >= 5 and outcomes["refused"] + outcomes["bound"] >= 3, outcomes
 
 
+SHUT_NAMESPACE = "agree-shut"
+SHUT_POOL = NodePool(count=2, cpu="4", memory="8Gi", labels={"pool": "shut"}, name_prefix="sh")
+SHUT_PRIORITIES = {"agree-shut-low": 10, "agree-shut-high": 1000}
+EVERYONE_AWAY = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {}, "topologyKey": HOSTNAME}
+        ]
+    }
+}
+
+
+def _shut_pod(name: str, klass: str, cpu: str, **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "sim",
+        "resources": {"requests": {"cpu": cpu}},
+    }
+    ports = spec.pop("ports", None)
+    if ports:
+        container["ports"] = ports
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": SHUT_NAMESPACE},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "priorityClassName": klass,
+            "nodeSelector": {"pool": "shut"},
+            "containers": [container],
+            "terminationGracePeriodSeconds": 0,
+            **spec,
+        },
+    }
+
+
+async def test_room_a_lower_priority_pod_shuts_is_preempted_for_as_kube_scheduler_does(
+    versus_kube: KubeClient,
+) -> None:
+    """Both nodes have room, but on each a low-priority pod shuts it: it holds the host port
+    the preemptor asks for, or its anti-affinity keeps every pod of its namespace off its node.
+    kube-scheduler runs its filters with a node's lower-priority pods taken out, so it evicts
+    one; `plan_preemption`, counting room by resources, found nothing to free and refused."""
+    kube = versus_kube
+    for name, value in SHUT_PRIORITIES.items():
+        klass: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        if name == "agree-shut-low":
+            klass["preemptionPolicy"] = "Never"
+        await kube.create(PRIORITY_CLASSES, klass)
+    await kube.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SHUT_NAMESPACE}},
+    )
+    port = [{"containerPort": 8080, "hostPort": 8080}]
+    cases: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+        "port": ({"ports": port}, {"ports": port}),
+        "anti-affinity": ({"affinity": EVERYONE_AWAY}, {}),
+    }
+    outcomes = {}
+    async with SimCluster(kube, [SHUT_POOL], start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(60)
+        for case, (holder_spec, preemptor_spec) in cases.items():
+            holders = []
+            for index in range(SHUT_POOL.count):
+                body = _shut_pod(f"{case}-holder-{index}", "agree-shut-low", "100m", **holder_spec)
+                holders.append(await create_admitted(kube, body, timeout=30))
+                node, message = await _decision(kube, SHUT_NAMESPACE, f"{case}-holder-{index}")
+                assert node is not None, message
+            # 3 of the node's 4 cpu: the holder's 100m is not what is short (evicting it gains
+            # no room), so only the filters tell why it must go.
+            body = _shut_pod(f"{case}-preemptor", "agree-shut-high", "3", **preemptor_spec)
+            snapshot, _ = await _snapshot(kube)
+            ours_pod: dict[str, Any] = json.loads(json.dumps(body))
+            ours_pod["metadata"]["uid"] = f"{case}-preemptor"
+            ours_pod["spec"]["priority"] = SHUT_PRIORITIES["agree-shut-high"]
+            gang = GangRequest(SHUT_NAMESPACE, f"{case}-preemptor", 1, [ours_pod], priority=1000)
+            plan = plan_preemption(gang, snapshot)
+            created = await create_admitted(kube, body, timeout=30)
+
+            async def evicted(holders: list[dict[str, Any]] = holders) -> list[str]:
+                pods = (await kube.list(PODS, SHUT_NAMESPACE))["items"]
+                left = {
+                    p["metadata"]["uid"] for p in pods if not p["metadata"].get("deletionTimestamp")
+                }
+                return [h["metadata"]["name"] for h in holders if h["metadata"]["uid"] not in left]
+
+            theirs = await wait_for(evicted, 30, f"kube-scheduler to preempt for {case}")
+            outcomes[case] = (theirs, plan)
+            await _delete(kube, created)
+            leftover = [h for h in holders if h["metadata"]["name"] not in theirs]
+            await asyncio.gather(*(_delete(kube, h) for h in leftover))
+            await _wait_deleted(kube, [created, *holders])
+    for case, (theirs, plan) in outcomes.items():
+        assert len(theirs) == 1, (case, theirs)
+        assert isinstance(plan, PreemptionPlan), (case, plan)
+        assert [len(v.pods) for v in plan.victims] == [1], (case, plan.message)
+        (victim,) = plan.victims
+        assert victim.priority == SHUT_PRIORITIES["agree-shut-low"], (case, plan.message)
+        assert victim.pods[0].name.startswith(f"{case}-holder-"), (case, plan.message)
+        assert [b.node for b in plan.nominations] == [victim.pods[0].node], (case, plan.message)
+
+
 async def _wait_for_no_terminating(kube: KubeClient) -> None:
     """Victims deleted by kube-scheduler are gone before the next round is read."""
 

@@ -39,7 +39,9 @@ optimum is a set-cover problem; the planner is greedy over nodes, in that order:
    freed neighbour competes with its true cost.
 3. When the room counted on usable nodes covers the gang, placement is tried for real (again
    each time the room doubles, so a failing estimate costs O(log n) attempts); the first
-   success ends the search.
+   success ends the search. When no node is left to free for room and the gang still does not
+   fit, every lower-priority unit on the usable nodes that have room is taken out (room a pod's
+   anti-affinity or host port shuts) and placement tried once more (`_free_blockers`).
 4. Reprieve: victim gangs are given back, most expensive first, when the gang still fits
    without evicting them (upstream's reprieve step; for gangs without pod-to-pod constraints
    this is checked as arithmetic on the nodes of the placement found); the nominations come
@@ -228,6 +230,8 @@ class _Planner:
         """(lower bound of a node's key, version) for every node worth freeing."""
         self.leaving: dict[str, str] = {}
         """Terminating pods (UID -> node), taken out of the what-if for free."""
+        self.blocking: set[Unit] = set()
+        """Units taken out by `_free_blockers`: in the way for more than their resources."""
 
     # --- setup -----------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -480,8 +484,45 @@ class _Planner:
             else:
                 break
         if self.chosen:
-            return try_place(self.gangs, self.snapshot)
-        return None
+            placed = try_place(self.gangs, self.snapshot)
+            if placed is not None:
+                return placed
+        return self._free_blockers()
+
+    def _free_blockers(self) -> tuple[Binding, ...] | None:
+        """The last resort, as kube-scheduler judges each node: every lower-priority unit on
+        each usable node that has room for a member by resources, and may shut that room, is
+        taken out, and placement tried once more.
+
+        Why: the search counts room by resources, so a node whose room a lower-priority pod
+        shuts (its anti-affinity, a host port it holds) looked free already and was never
+        freed: the gang was refused although evicting that pod lets it in, which kube-scheduler
+        finds (it runs every filter with the node's lower-priority pods out). Victims taken
+        here are given back only where placement still succeeds without them (`reprieve`).
+        Reached only when the search failed, which was a refusal before."""
+        nodes = self.snapshot.nodes
+        # A pod shuts a member out by its own anti-affinity, host ports or volumes; any pod may,
+        # by its labels, when the member has anti-affinity or spread terms. (A required pod
+        # affinity is never met by evicting: kube-scheduler does not preempt for it either.)
+        anyone = any(
+            shape.inter_pod.anti_affinity or shape.inter_pod.spread
+            for gang in self.gangs
+            for shape, _ in shape_groups(gang)
+        )
+        for name in self.feasible:
+            if name not in nodes or not any(self.slots.get(name, ())):
+                continue
+            for info in list(self.snapshot.node_pods(name)):
+                if not (anyone or info.ports or info.anti_affinity or info.claims or info.disks):
+                    continue
+                candidate = self._candidate(info.unit)
+                if candidate is None or candidate.unit in self.chosen:
+                    continue
+                self._choose(candidate)
+                self.blocking.add(candidate.unit)
+        if not self.blocking:
+            return None
+        return try_place(self.gangs, self.snapshot)
 
     def reprieve(self, placed: tuple[Binding, ...]) -> tuple[Binding, ...]:
         """Give back victim gangs, most expensive first, when the planned placement still fits
@@ -501,7 +542,11 @@ class _Planner:
         given_back = False
         for unit in ranked:
             candidate = self._known(unit)
-            if simple and not any(i.anti_affinity for i in candidate.pods):
+            if (
+                simple
+                and unit not in self.blocking
+                and not any(i.anti_affinity for i in candidate.pods)
+            ):
                 # Exact for resources with the placement fixed; no snapshot change needed.
                 if self._still_fits(placed, requests, candidate):
                     self.chosen.pop(unit)()

@@ -335,3 +335,54 @@ def test_gangs_spanning_nodes_free_adjacent_nodes_with_the_fewest_victims() -> N
     assert all(len(v.pods) == 8 for v in result.victims)
     nominated = sorted(int(b.node[1:]) for b in result.nominations)
     assert nominated == [nominated[0], nominated[0] + 1, nominated[0] + 2]
+
+
+ANTI_EVERYONE = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+def hostnamed(name: str) -> dict[str, Any]:
+    return node(name, labels={"kubernetes.io/hostname": name})
+
+
+def test_a_node_blocked_by_a_lower_priority_pods_anti_affinity_is_freed_of_it() -> None:
+    """n1 has the room, but its lone pod's anti-affinity shuts every pod out of it: as
+    kube-scheduler does per node (every lower-priority pod out, then the filters), that pod is
+    the victim. Counted by resources alone, n1 looked free already, and the plan was refused."""
+    pods = [
+        running("big", "n0", "8", 0),
+        running("hermit", "n1", "100m", 0, labels={"app": "hermit"}, affinity=ANTI_EVERYONE),
+    ]
+    snapshot = build([hostnamed("n0"), hostnamed("n1")], pods)
+    before = (snapshot.state(), snapshot.index_state())
+
+    result = plan(plan_preemption(high(2, cpu="7"), snapshot))
+
+    assert sorted(v.label for v in result.victims) == ["default/big", "default/hermit"]
+    assert sorted(b.node for b in result.nominations) == ["n0", "n1"]
+    assert (snapshot.state(), snapshot.index_state()) == before
+
+
+def test_a_host_port_held_at_lower_priority_is_evicted_and_a_needless_victim_given_back() -> None:
+    """Both nodes have the room; the member's host port is taken on n0 by a low pod. Given
+    back by resources alone (the reprieve's arithmetic), the port holder would stay and the
+    plan would nominate a node the member cannot use."""
+    port = [{"containerPort": 80, "hostPort": 80}]
+    main = {"name": "main", "image": "sim", "ports": port, "resources": {"requests": {"cpu": "1"}}}
+    pods = [
+        running("porter", "n0", "100m", 0, containers=[{**main, "name": "p"}]),
+        running("bystander", "n0", "100m", 0),
+        running("other", "n1", "100m", 0, containers=[{**main, "name": "q"}]),
+    ]
+    snapshot = build([hostnamed("n0"), hostnamed("n1")], pods)
+    request = gang("high", members("high", 2, containers=[main]), priority=100)
+
+    result = plan(plan_preemption(request, snapshot))
+
+    assert sorted(v.label for v in result.victims) == ["default/other", "default/porter"]
+    assert sorted(b.node for b in result.nominations) == ["n0", "n1"]
