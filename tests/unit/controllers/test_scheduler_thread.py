@@ -267,3 +267,47 @@ async def test_a_large_gangs_preemption_plan_is_made_in_the_thread_too(
     assert planned_in == ["podgroup-decision_0"]
     assert len([r for r in h.fake.request_log if r.method == "DELETE"]) == 2
     assert not h.scheduler.deciding_in_thread
+
+
+@pytest.mark.parametrize(("pods_from", "where"), [(5, "podgroup-decision_0"), (6, "MainThread")])
+async def test_a_small_gangs_plan_on_a_snapshot_of_many_pods_is_made_in_the_thread(
+    monkeypatch: pytest.MonkeyPatch, pods_from: int, where: str
+) -> None:
+    """Decided on the event loop (two members, no terms), but planned in the thread once the
+    snapshot holds `plan_thread_pods` pods: a plan walks the pods of the nodes it may free."""
+    h = Harness()
+    h.scheduler.plan_thread_pods = pods_from
+    h.add_node("n1", cpu=4)
+    h.add_node("n2", cpu=1)
+    h.add_group("low", min_member=2)
+    for i in range(2):
+        h.add_pod(f"low-{i}", group="low", cpu=2, node="n1", priority=1)
+    for i in range(3):
+        h.add_pod(f"other-{i}", cpu="100m", node="n2", priority=1)
+    h.add_group("high", min_member=2)
+    h.add_pods("high", 2, cpu=2, priority=10)
+    planned_in: list[str] = []
+    decided_in: list[str] = []
+    real_plan = preemption_module.plan_preemption
+    real_place = scheduler_module.place_group
+
+    def plan(*args: Any) -> Any:
+        planned_in.append(threading.current_thread().name)
+        return real_plan(*args)
+
+    def place(*args: Any) -> Any:
+        decided_in.append(threading.current_thread().name)
+        return real_place(*args)
+
+    monkeypatch.setattr(preemption_module, "plan_preemption", plan)
+    monkeypatch.setattr(scheduler_module, "place_group", place)
+
+    assert h.scheduler.snapshot.pod_count == 5  # at the threshold of the first case only
+
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+
+    assert decided_in == ["MainThread"]
+    assert planned_in == [where]
+    assert len([r for r in h.fake.request_log if r.method == "DELETE"]) == 2
+    assert not h.scheduler.deciding_in_thread
