@@ -197,8 +197,9 @@ class Reason(StrEnum):
     bounds); the message names each field and the fix. Its members are not scheduled until it
     is fixed, and each waiting member says so (`PodScheduled=False`, `FailedScheduling`)."""
     INVALID_GANG_GROUP = "InvalidGangGroup"
-    """Unschedulable=True: a PodGroup this gang's `gangGroup` names has a spec that does not
-    validate (reason InvalidSpec on it); the gang group waits for its fix."""
+    """Unschedulable=True: the gang's `gangGroup` cannot be honoured: a PodGroup it names (or
+    one their lists name) has a spec that does not validate (reason InvalidSpec on it), or the
+    lists joined name more than 64 PodGroups. The gang group waits for the fix."""
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""

@@ -261,6 +261,38 @@ async def test_gang_group_across_two_namespaces(
         await kube.delete(NAMESPACES, other)
 
 
+async def test_gang_group_lists_that_disagree_start_together_as_the_lists_joined_say(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """zz lists [zz, xx]; xx lists [xx, ww]; ww comes later. Decided by one list alone, zz
+    (or xx) was placed without what the other's list waits for."""
+    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
+        await create_group(
+            kube, namespace, "zz", min_member=1, gangGroup=[f"{namespace}/zz", f"{namespace}/xx"]
+        )
+        await create_group(
+            kube, namespace, "xx", min_member=1, gangGroup=[f"{namespace}/xx", f"{namespace}/ww"]
+        )
+        await gang_pods(kube, namespace, "z", 1, name, group="zz")
+        await gang_pods(kube, namespace, "x", 1, name, group="xx")
+
+        async def waits_for_ww() -> bool:
+            cond = condition(await group_status(kube, namespace, "zz"), "Unschedulable")
+            return bool(cond and f"{namespace}/ww has 0 member pod(s)" in cond["message"])
+
+        await wait_for(waits_for_ww, 20, "zz to wait for ww, which xx's list names")
+        assert not bound(await pods_of(kube, namespace))
+        await create_group(
+            kube, namespace, "ww", min_member=1, gangGroup=[f"{namespace}/xx", f"{namespace}/ww"]
+        )
+        await gang_pods(kube, namespace, "w", 1, name, group="ww")
+
+        async def all_bound() -> bool:
+            return len(bound(await pods_of(kube, namespace))) == 3
+
+        await wait_for(all_bound, 30, "the three to be placed once ww's pod exists")
+
+
 async def test_lightweight_gang_from_labels_alone(
     kube: KubeClient, operator: Any, namespace: str
 ) -> None:

@@ -56,6 +56,7 @@ from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
+from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.api.validation import podgroup_errors
@@ -315,6 +316,8 @@ class GangScheduler:
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
         self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None, str | None]] = {}
+        self._placed_now: set[GroupKey] = set()
+        """Groups placed in the current cycle (see `_partner_not_placed`)."""
         self._binding: set[asyncio.Task[None]] = set()
         """Bind batches still in flight (pipelined cycles)."""
         self.pacer = (
@@ -648,6 +651,7 @@ class GangScheduler:
             return built[key]
 
         decided: set[GroupKey] = set()
+        self._placed_now = set()
         binds: list[Binding] = []
         # The budget counts deciding (and building what is decided), never ordering the queue:
         # a cycle must always decide at least one group.
@@ -730,9 +734,13 @@ class GangScheduler:
         """Decide one group (or its gang group): assume its placement or record the refusal.
         Returns "placed" or "refused", or None when the decision waits for a partner."""
         group = self._group(request.key)
-        if (invalid := self._invalid_partner(group)) is not None:
+        if (invalid := self._invalid_partner(group) or self._too_joined(group)) is not None:
             decided.add(request.key)
             self._refused(request.key, c.Reason.INVALID_GANG_GROUP, invalid, now)
+            return REFUSED
+        if (held_back := self._partner_not_placed(request.key, group, decided)) is not None:
+            decided.add(request.key)
+            self._refused(request.key, *held_back, now)
             return REFUSED
         gang_group = self._gang_group(request, group, request_of, decided)
         if gang_group is None:
@@ -744,7 +752,10 @@ class GangScheduler:
             lower = [uid for uid, (_, p, _) in self.nominated.items() if p < priority]
         restore = self.snapshot.simulate_removal(lower) if lower else NO_UNDO
         try:
-            return await self._decide_now(request, gang_group, binds, now)
+            result = await self._decide_now(request, gang_group, binds, now)
+            if result == PLACED:
+                self._placed_now.update(r.key for r in gang_group)
+            return result
         finally:
             restore()
             for uid in lower:  # withdrawn while the decision awaited: not to be put back
@@ -1005,11 +1016,70 @@ class GangScheduler:
             claims=self.volumes.claims_for(waiting),
         )
 
+    def _joined(self, group: PodGroup | None) -> list[str]:
+        """The group's gangGroup, joined with the lists of the PodGroups it names, and theirs in
+        turn, in the order first named; at most MAX_GANG_GROUP entries (see `_too_joined`).
+
+        Why: lists that disagree (x lists [x, w], z lists [z, x]) decided by z's list alone
+        placed x without w, whatever x's list says; Koordinator's gangs likewise wait for
+        every gang their partners wait for."""
+        if group is None or not group.spec.gang_group:
+            return []
+        listed = list(group.spec.gang_group)
+        seen = set(listed)
+        index = 0
+        while index < len(listed) and len(listed) <= MAX_GANG_GROUP:
+            namespace, name = listed[index].split("/", 1)
+            index += 1
+            partner = self._group((namespace, name))
+            for entry in (partner.spec.gang_group or ()) if partner is not None else ():
+                if entry not in seen:
+                    seen.add(entry)
+                    listed.append(entry)
+        return listed
+
+    def _too_joined(self, group: PodGroup | None) -> str | None:
+        """Why the group's gang group cannot be decided when its joined lists (`_joined`) name
+        more than MAX_GANG_GROUP PodGroups, the most one list may name; else None."""
+        listed = self._joined(group)
+        if len(listed) <= MAX_GANG_GROUP:
+            return None
+        return (
+            f"the gangGroup lists of this PodGroup and of those it names join more than "
+            f"{MAX_GANG_GROUP} PodGroups ({summarize(listed)}); make the lists agree and name "
+            f"at most {MAX_GANG_GROUP}"
+        )
+
+    def _partner_not_placed(
+        self, key: GroupKey, group: PodGroup | None, decided: set[GroupKey]
+    ) -> tuple[c.Reason, str] | None:
+        """(reason, message) when a PodGroup of `group`'s gangGroup was decided this cycle with
+        a gang group of its own and not placed: this gang waits with it. None otherwise.
+
+        Why: gangGroup lists that disagree (x lists [x, y], z lists [z, x]) put x in another
+        gang group than z's. x, refused with its own (y has no pods), counted as decided, and
+        z was placed without it although z's list says they start together. Lists that agree
+        decide every listed gang at once and never come here."""
+        for entry in self._joined(group):
+            namespace, name = entry.split("/", 1)
+            partner = (namespace, name)
+            if partner == key or partner not in decided or partner in self._placed_now:
+                continue
+            state = self.waiting.get(partner)
+            reason = state.reason if state is not None and state.reason else None
+            said = (state.message if state is not None else None) or ""
+            return (
+                reason or c.Reason.NOT_ENOUGH_RESOURCES,
+                f"gang group member PodGroup {entry} was not placed with its own gangGroup, "
+                f"which lists other PodGroups than this one's: {said}",
+            )
+        return None
+
     def _invalid_partner(self, group: PodGroup | None) -> str | None:
         """What is wrong with the first PodGroup of `group`'s gangGroup whose spec does not
         validate, or None. Without it the gang group waited in silence for a partner the
         queue never offers (`_queued`)."""
-        for entry in (group.spec.gang_group or ()) if group is not None else ():
+        for entry in self._joined(group):
             namespace, name = entry.split("/", 1)
             if (problem := self._invalid_spec((namespace, name))) is not None:
                 return f"gang group member PodGroup {entry}: {problem}"
@@ -1030,10 +1100,11 @@ class GangScheduler:
         is left out; one that does not exist yet, or whose pods are not all there, makes the
         whole gang group wait.
         """
-        if group is None or not group.spec.gang_group:
+        listed = self._joined(group)
+        if len(listed) <= 1:
             return [request]
         members = [request]
-        for entry in group.spec.gang_group:
+        for entry in listed:
             namespace, name = entry.split("/", 1)
             key = (namespace, name)
             if key == request.key or key in decided:

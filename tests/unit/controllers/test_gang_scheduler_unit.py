@@ -947,6 +947,72 @@ async def test_a_gang_group_whose_partner_does_not_validate_is_refused_naming_it
     assert sorted(h.bound_pods()) == ["a-0", "a-1", "b-0", "b-1"]
 
 
+async def test_a_gang_whose_list_names_a_group_refused_with_another_list_is_not_placed() -> None:
+    """x lists [x, y] (y has no pods yet), z lists [z, x]: the lists disagree. x is decided
+    first, with y, and refused; z was then placed alone, although its list says z and x start
+    together. z now waits with x, saying why."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("x", min_member=1, gangGroup=["default/x", "default/y"])
+    h.add_pods("x", 1)
+    h.add_group("z", min_member=1, gangGroup=["default/z", "default/x"])
+    h.add_pods("z", 1)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    (verdict,) = h.verdicts_for("z")
+    assert not verdict.placed
+    assert verdict.message.startswith(
+        "gang group member PodGroup default/x was not placed with its own gangGroup"
+    )
+    assert "default/y has 0 member pod(s)" in verdict.message
+
+    h.add_group("y", min_member=1, gangGroup=["default/x", "default/y"])
+    h.add_pods("y", 1)
+    h.clock.advance(60)  # past the backoffs
+    await h.scheduler.cycle()
+    h.clock.advance(60)
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["x-0", "y-0", "z-0"]
+
+
+async def test_a_gang_decided_first_waits_for_what_its_partners_lists_name_too() -> None:
+    """z lists [z, x], x lists [x, w], and z comes first in the queue: decided by z's list
+    alone, x was placed with z although x's own list says it starts with w (no pods yet)."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("z", min_member=1, gangGroup=["default/z", "default/x"])
+    h.add_pods("z", 1, priority=10)  # first in the queue
+    h.add_group("x", min_member=1, gangGroup=["default/x", "default/w"])
+    h.add_pods("x", 1)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    (verdict,) = h.verdicts_for("z")
+    assert not verdict.placed and "default/w has 0 member pod(s)" in verdict.message
+
+
+async def test_gang_group_lists_joining_more_than_64_groups_are_refused_naming_them() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    for i in range(70):
+        h.add_group(f"g{i}", min_member=1, gangGroup=[f"default/g{i}", f"default/g{i + 1}"])
+    h.add_pods("g0", 1)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0
+    (verdict,) = h.verdicts_for("g0")
+    assert verdict.reason == c.Reason.INVALID_GANG_GROUP
+    assert verdict.message.startswith(
+        "the gangGroup lists of this PodGroup and of those it names join more than 64 "
+        "PodGroups (default/g0, default/g1, default/g2, default/g3, default/g4 and "
+    )
+
+
 async def test_a_gang_group_member_in_backoff_holds_back_the_others() -> None:
     h = Harness()
     h.add_node("n1", cpu=4)
