@@ -337,9 +337,9 @@ class GangScheduler:
         self.thread_members = thread_members
         """Waiting members from which a decision runs in `_thread` (DECIDE_IN_THREAD_MEMBERS)."""
         self.thread_cost_us = thread_cost_us
+        """Constraint cost from which it does too (DECIDE_IN_THREAD_COST_US)."""
         self.plan_thread_pods = plan_thread_pods
         """Snapshot pods from which a preemption plan runs in `_thread` (PLAN_IN_THREAD_PODS)."""
-        """Constraint cost from which it does too (DECIDE_IN_THREAD_COST_US)."""
         self._thread: ThreadPoolExecutor | None = None
         self.deciding_in_thread = False
         """True while a worker thread decides on the snapshot (see the module docstring)."""
@@ -1056,10 +1056,11 @@ class GangScheduler:
         """(reason, message) when a PodGroup of `group`'s gangGroup was decided this cycle with
         a gang group of its own and not placed: this gang waits with it. None otherwise.
 
-        Why: gangGroup lists that disagree (x lists [x, y], z lists [z, x]) put x in another
-        gang group than z's. x, refused with its own (y has no pods), counted as decided, and
-        z was placed without it although z's list says they start together. Lists that agree
-        decide every listed gang at once and never come here."""
+        Why: gangGroup lists that disagree (x lists [x, w], z lists [z, x]) put x in another
+        gang group than z's when x comes first in the queue. x, refused with its own (w has no
+        pods), counted as decided, and z was placed without it although z's list says they
+        start together. Lists that agree decide every listed gang at once and never come
+        here."""
         for entry in self._joined(group):
             namespace, name = entry.split("/", 1)
             partner = (namespace, name)
@@ -1092,13 +1093,15 @@ class GangScheduler:
         request_of: Callable[[GroupKey], GangRequest | None],
         decided: set[GroupKey],
     ) -> list[GangRequest] | None:
-        """This request plus every other PodGroup its `gangGroup` names that is waiting too;
-        None when a partner with pending pods is not up for a decision this cycle (backoff, or
-        binds in flight): deciding without it would bind part of the gang group.
+        """This request plus every other PodGroup its `gangGroup` names (joined with theirs:
+        `_joined`) that is waiting too; None when a partner with pending pods is not up for a
+        decision this cycle (backoff, or binds in flight): deciding without it would bind part
+        of the gang group.
 
-        A listed group already decided this cycle, or already placed (minMember members bound),
-        is left out; one that does not exist yet, or whose pods are not all there, makes the
-        whole gang group wait.
+        A listed group already placed this cycle (one decided and not placed has had this gang
+        refused: `_partner_not_placed`), or already placed before (minMember members bound), is
+        left out; one that does not exist yet, or whose pods are not all there, makes the whole
+        gang group wait.
         """
         listed = self._joined(group)
         if len(listed) <= 1:

@@ -40,8 +40,9 @@ optimum is a set-cover problem; the planner is greedy over nodes, in that order:
 3. When the room counted on usable nodes covers the gang, placement is tried for real (again
    each time the room doubles, so a failing estimate costs O(log n) attempts); the first
    success ends the search. When no node is left to free for room and the gang still does not
-   fit, every lower-priority unit on the usable nodes that have room is taken out (room a pod's
-   anti-affinity or host port shuts) and placement tried once more (`_free_blockers`).
+   fit, the lower-priority units that may shut room on the usable nodes that have it (by
+   anti-affinity, host ports or volumes) are taken out and placement tried once more
+   (`_free_blockers`).
 4. Reprieve: victim gangs are given back, most expensive first, when the gang still fits
    without evicting them (upstream's reprieve step; for gangs without pod-to-pod constraints
    this is checked as arithmetic on the nodes of the placement found); the nominations come
