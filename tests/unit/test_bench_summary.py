@@ -4,8 +4,10 @@ is checked here without a cluster (tests/integration/test_bench_scale.py runs th
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -299,3 +301,18 @@ def test_the_operators_metrics_say_when_its_loop_was_held_and_what_its_informers
         },
         "decisions": {"placed": {"count": 1000, "mean_ms": 4.5, "over_1_s": 2}},
     }
+
+
+def test_the_operators_held_loop_lines_are_placed_in_seconds_from_the_start(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "op.log"
+    held = "the event loop was held 0.60 s (lease renewal, watches, webhooks waited): x"
+    log.write_text(
+        "2026-11-27 19:00:00,000 INFO podgroup_operator.controllers.runtime: leading\n"
+        f"2026-11-27 19:00:05,250 WARNING podgroup_operator.controllers.runtime: {held}\n"
+        "a line without a time: the event loop was held 9 s\n"
+    )
+    start = dt.datetime(2026, 11, 27, 19, 0, 1).timestamp()
+    assert scale._loop_held(log, start) == [{"at_s": 4.25, "said": held}]
+    assert scale._loop_held(tmp_path / "missing.log", start) == []

@@ -51,6 +51,7 @@ import asyncio.sslproto
 import contextlib
 import gc
 import time
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,6 +142,11 @@ def widen_tls_buffer(transport: object) -> bool:
     return True
 
 
+SLOW_PAUSE_SECONDS = 0.1
+"""A collection this long or longer is kept in `Pauses.slow`, with when it ended."""
+SLOW_PAUSES_KEPT = 16
+
+
 PAUSE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds, in seconds, of the buckets `Pauses` counts collections in."""
 
@@ -161,6 +167,9 @@ class Pauses:
         self.count = [0, 0, 0]
         self.total = [0.0, 0.0, 0.0]
         self._start = 0.0
+        self.slow: deque[tuple[float, float, int]] = deque(maxlen=SLOW_PAUSES_KEPT)
+        """(`time.monotonic()` at its end, seconds, generation) of the latest collections of
+        SLOW_PAUSE_SECONDS or more: what held the event loop, and when (`slow_since`)."""
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -174,6 +183,13 @@ class Pauses:
         for index, bound in enumerate(PAUSE_BUCKETS):
             if elapsed <= bound:
                 counts[index] += 1
+        if elapsed >= SLOW_PAUSE_SECONDS:
+            self.slow.append((time.monotonic(), elapsed, generation))
+
+    def slow_since(self, since: float) -> list[tuple[float, int]]:
+        """(seconds, generation) of the slow collections that ended after `since` (a
+        `time.monotonic()` reading), oldest first."""
+        return [(elapsed, generation) for end, elapsed, generation in self.slow if end > since]
 
 
 pauses = Pauses()

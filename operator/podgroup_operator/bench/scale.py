@@ -20,7 +20,8 @@ write changed (`most_written_groups`; `status_patches_per_group` also counts the
 writes), what the operator's own metrics say of the run (`operator_metrics`: event loop lags
 and garbage collector runs over 0.25, 1 and 5 s, informers that listed more than once or
 failed, gang decisions by result with their mean and the count over a second, status writes),
-the time until every pod is Running (`all_running_s`, from the start), the CPU seconds each
+when its event loop was held and whether its garbage collector held it (`loop_held`, its own
+log lines, in seconds from the start), the time until every pod is Running (`all_running_s`, from the start), the CPU seconds each
 process of the side (etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler,
 the operator's writer process) spent from the scheduler's start to the end (on a small
 machine they share the same cores, so they show where the time of a run went), the
@@ -68,6 +69,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import shlex
@@ -114,6 +116,8 @@ class Observed:
     """What the watches saw, in seconds since `start` (set when the scheduler under test starts)."""
 
     start: float = 0.0
+    wall_start: float = 0.0
+    """`time.time()` when `start` was set: to place the operator's log lines (`_loop_held`)."""
     bound: dict[str, float] = field(default_factory=dict)
     pod_running: dict[str, float] = field(default_factory=dict)
     pod_group: dict[str, str] = field(default_factory=dict)
@@ -435,6 +439,35 @@ def _operator_figures(metrics_text: str) -> dict[str, Any]:
     return figures
 
 
+LOOP_HELD = "the event loop was held "
+LOOP_HELD_KEPT = 20
+
+
+def _loop_held(log_path: Path, wall_start: float) -> list[dict[str, Any]]:
+    """The operator's lines saying its event loop was held (`controllers.runtime.HeldLoop`),
+    at most LOOP_HELD_KEPT, each at its time in seconds from the start.
+
+    Why: the metrics count how often the loop was held; these say when, and whether the
+    garbage collector held it, to set beside the slowest groups' timelines."""
+    found: list[dict[str, Any]] = []
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        where = line.find(LOOP_HELD)
+        if where < 0:
+            continue
+        try:
+            at = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        except ValueError:
+            continue
+        found.append({"at_s": round(at - wall_start, 2), "said": line[where:]})
+        if len(found) >= LOOP_HELD_KEPT:
+            break
+    return found
+
+
 def _scrape_operator(process: OperatorProcess) -> dict[str, Any] | None:
     """`_operator_figures` of the running operator; None (and a line on stderr) if it does not
     answer: a side's figures never depend on it."""
@@ -750,6 +783,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         # Read and parsed (about a megabyte of text) before the clock starts, outside the timing.
         requests_before = await asyncio.to_thread(_apiserver_requests, state)
         seen.start = time.monotonic()
+        seen.wall_start = time.time()
         process = _start_scheduler(scheduler, state, state_dir, plan.operator_args)
         watched = {**state.pids, "sim-nodes": sim.pid}
         scheduler_pid = _pid_of(process)
@@ -773,6 +807,7 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
                 await asyncio.to_thread(process.install_webhooks)
             await asyncio.sleep(3)  # the informers' first list
             seen.start = time.monotonic()
+            seen.wall_start = time.time()
             for index in range(plan.gangs):
                 errors += await _create_gangs(
                     kube, range(index, index + 1), plan.size, pod_scheduler, plan.cpu
@@ -812,6 +847,8 @@ async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, An
         result["events"] = await _events_by_reason(kube)
         if operator_figures is not None:
             result["operator_metrics"] = operator_figures
+        if isinstance(process, OperatorProcess):
+            result["loop_held"] = _loop_held(process.log_path, seen.wall_start)
         result["timed_out"] = time.monotonic() >= deadline
         if exit_code is not None:
             result["scheduler_exit_code"] = exit_code

@@ -33,12 +33,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
+from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.informers import Handler, IndexView, Informer
 from podgroup_operator.adapters.kube import (
     CSI_NODES,
@@ -93,16 +95,80 @@ LOOP_LAG_PERIOD_SECONDS = 0.5
 
 
 async def measure_loop_lag(
-    observe: Callable[[float], None], period: float = LOOP_LAG_PERIOD_SECONDS
+    observe: Callable[[float], None],
+    period: float = LOOP_LAG_PERIOD_SECONDS,
+    *,
+    held: Callable[[float, float], None] | None = None,
 ) -> None:
     """Sleep `period` again and again and report how late each wake-up came: the time the loop
     was held by something (a long gang decision, a collector pause, a burst of events) while
-    lease renewal, webhooks and probes waited. Every replica measures its own loop."""
+    lease renewal, webhooks and probes waited. Every replica measures its own loop. A lag of
+    LOOP_HELD_SECONDS or more is also told to `held` (lag, `time.monotonic()` at the sleep's
+    start)."""
     loop = asyncio.get_running_loop()
     while True:
         start = loop.time()
+        began = time.monotonic()
         await asyncio.sleep(period)
-        observe(max(0.0, loop.time() - start - period))
+        lag = max(0.0, loop.time() - start - period)
+        observe(lag)
+        if held is not None and lag >= LOOP_HELD_SECONDS:
+            held(lag, began)
+
+
+LOOP_HELD_SECONDS = 0.25
+"""A lag from which the loop is said to have been held, in one log line (`HeldLoop`)."""
+LOOP_HELD_LOG_INTERVAL_SECONDS = 10.0
+"""At most one such line per this many seconds; the ones left out are counted in the next."""
+
+
+class HeldLoop:
+    """Say in the log that the event loop was held, and whether the garbage collector held it.
+
+    Why: the lag histogram says how often the loop was held, not when nor by what; a gang whose
+    status came a second late in `bench scale` could not be told from one the API server kept
+    waiting (a collection over 0.25 s was counted in that run, its time unknown). The line has
+    the log's timestamp and names the collections of SLOW_PAUSE_SECONDS or more that ended
+    meanwhile (`heap.pauses`, recorded by the collector's callback, which must not log)."""
+
+    def __init__(
+        self,
+        pauses: heap.Pauses = heap.pauses,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pauses = pauses
+        self.clock = clock
+        self._quiet_until = 0.0
+        self._left_out = 0
+
+    def __call__(self, lag: float, since: float) -> None:
+        now = self.clock()
+        if now < self._quiet_until:
+            self._left_out += 1
+            return
+        self._quiet_until = now + LOOP_HELD_LOG_INTERVAL_SECONDS
+        collections = self.pauses.slow_since(since)
+        if collections:
+            took = sum(elapsed for elapsed, _ in collections)
+            generations = ", ".join(str(generation) for _, generation in collections)
+            cause = f"the garbage collector took {took:.2f} s of it (generation {generations})"
+        else:
+            cause = (
+                f"no garbage collection of {heap.SLOW_PAUSE_SECONDS:g} s or more: a long "
+                "decision, or a burst of events"
+            )
+        left_out = (
+            f"; held {self._left_out} more time(s) since the last such line"
+            if self._left_out
+            else ""
+        )
+        self._left_out = 0
+        logger.warning(
+            "the event loop was held %.2f s (lease renewal, watches, webhooks waited): %s%s",
+            lag,
+            cause,
+            left_out,
+        )
 
 
 def _namespace_of(obj: JSON) -> Hashable | None:
@@ -420,7 +486,9 @@ class Runtime:
         ]
         self._tasks.append(asyncio.create_task(self._lead_when_synced(), name="lead"))
         self._tasks.append(
-            asyncio.create_task(measure_loop_lag(metrics.EVENT_LOOP_LAG.observe), name="loop-lag")
+            asyncio.create_task(
+                measure_loop_lag(metrics.EVENT_LOOP_LAG.observe, held=HeldLoop()), name="loop-lag"
+            )
         )
 
     async def _lead_when_synced(self) -> None:

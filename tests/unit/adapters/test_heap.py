@@ -306,3 +306,17 @@ async def test_a_watch_lets_the_event_loop_turn_between_its_events(tmp_path: Pat
         await counter
     assert len(events) == WATCH_EVENTS
     assert max(handed_between_turns) == heap.WATCH_EVENTS_PER_TURN
+
+
+def test_slow_collections_are_kept_with_when_they_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Driven by hand: what the collector's callback is told, with the clocks it reads set."""
+    pauses = heap.Pauses()
+    ticks = iter([10.0, 10.05, 20.0, 20.3, 30.0, 30.12])
+    monkeypatch.setattr(heap.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(heap.time, "monotonic", lambda: 100.0 + len(pauses.slow))
+    for generation in (0, 2, 1):
+        pauses("start", {"generation": generation})
+        pauses("stop", {"generation": generation})
+    # 50 ms is not slow; 300 ms (generation 2) and 120 ms (generation 1) are, in that order.
+    assert [(round(e, 2), g) for e, g in pauses.slow_since(0.0)] == [(0.3, 2), (0.12, 1)]
+    assert [(round(e, 2), g) for e, g in pauses.slow_since(100.5)] == [(0.12, 1)]

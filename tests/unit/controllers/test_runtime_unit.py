@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 
+from podgroup_operator.adapters import heap
 from podgroup_operator.adapters import informers as informers_module
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.constants import SCHEDULER_NAME
-from podgroup_operator.controllers.runtime import Leading, Runtime, measure_loop_lag
+from podgroup_operator.controllers.runtime import HeldLoop, Leading, Runtime, measure_loop_lag
 from podgroup_operator.scheduling.volumes import BindingMode
 from podgroup_operator.settings import OperatorSettings
 from tests.builders import node, pod
@@ -139,3 +141,45 @@ async def test_the_loop_lag_is_how_long_something_held_the_event_loop() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_held_loop_is_told_with_when_it_began() -> None:
+    held: list[tuple[float, float]] = []
+    began = time.monotonic()
+    task = asyncio.create_task(
+        measure_loop_lag(lambda lag: None, period=0.01, held=lambda *a: held.append(a))
+    )
+    try:
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # hold the loop, as a long gang decision does
+        await until(lambda: held, "the held loop to be told")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    ((lag, since),) = held
+    assert lag >= 0.25 and began <= since <= time.monotonic() - 0.3
+
+
+def test_a_held_loop_is_logged_naming_the_collector_and_at_most_every_ten_seconds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pauses = heap.Pauses()
+    pauses.slow.extend([(5.0, 0.2, 2), (12.0, 0.4, 2), (12.5, 0.15, 0)])
+    clock = [12.6]
+    report = HeldLoop(pauses, clock=lambda: clock[0])
+    with caplog.at_level(logging.WARNING, logger="podgroup_operator.controllers.runtime"):
+        report(0.6, 11.9)  # the two collections that ended after 11.9
+        clock[0] = 13.0
+        report(0.3, 12.7)  # within ten seconds: counted, not logged
+        clock[0] = 23.0
+        report(0.4, 22.5)  # no collection in that time
+    first, second = (r.getMessage() for r in caplog.records)
+    assert first == (
+        "the event loop was held 0.60 s (lease renewal, watches, webhooks waited): the garbage "
+        "collector took 0.55 s of it (generation 2, 0)"
+    )
+    assert second == (
+        "the event loop was held 0.40 s (lease renewal, watches, webhooks waited): no garbage "
+        "collection of 0.1 s or more: a long decision, or a burst of events; held 1 more "
+        "time(s) since the last such line"
+    )
