@@ -167,9 +167,10 @@ class Pauses:
         self.count = [0, 0, 0]
         self.total = [0.0, 0.0, 0.0]
         self._start = 0.0
-        self.slow: deque[tuple[float, float, int]] = deque(maxlen=SLOW_PAUSES_KEPT)
-        """(`time.monotonic()` at its end, seconds, generation) of the latest collections of
-        SLOW_PAUSE_SECONDS or more: what held the event loop, and when (`slow_since`)."""
+        self.slow: deque[tuple[float, float, int, int]] = deque(maxlen=SLOW_PAUSES_KEPT)
+        """(`time.monotonic()` at its end, seconds, generation, objects it freed) of the latest
+        collections of SLOW_PAUSE_SECONDS or more: what held the event loop, when, and whether
+        it walked live objects or freed a heap of cyclic garbage (`slow_since`)."""
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -184,12 +185,13 @@ class Pauses:
             if elapsed <= bound:
                 counts[index] += 1
         if elapsed >= SLOW_PAUSE_SECONDS:
-            self.slow.append((time.monotonic(), elapsed, generation))
+            freed = info.get("collected", 0)
+            self.slow.append((time.monotonic(), elapsed, generation, int(freed)))
 
-    def slow_since(self, since: float) -> list[tuple[float, int]]:
-        """(seconds, generation) of the slow collections that ended after `since` (a
-        `time.monotonic()` reading), oldest first."""
-        return [(elapsed, generation) for end, elapsed, generation in self.slow if end > since]
+    def slow_since(self, since: float) -> list[tuple[float, int, int]]:
+        """(seconds, generation, objects freed) of the slow collections that ended after
+        `since` (a `time.monotonic()` reading), oldest first."""
+        return [(elapsed, gen, freed) for end, elapsed, gen, freed in self.slow if end > since]
 
 
 pauses = Pauses()

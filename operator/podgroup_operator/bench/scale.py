@@ -21,10 +21,11 @@ writes), what the operator's own metrics say of the run (`operator_metrics`: eve
 and garbage collector runs over 0.25, 1 and 5 s, informers that listed more than once or
 failed, gang decisions by result with their mean and the count over a second, status writes),
 when its event loop was held and whether its garbage collector held it (`loop_held`, its own
-log lines, in seconds from the start), the time until every pod is Running (`all_running_s`, from the start), the CPU seconds each
-process of the side (etcd, kube-apiserver, kube-controller-manager, sim-nodes, the scheduler,
-the operator's writer process) spent from the scheduler's start to the end (on a small
-machine they share the same cores, so they show where the time of a run went), the
+log lines, in seconds from the start), the time until every pod is Running (`all_running_s`,
+from the start), the CPU seconds each process of the side (etcd, kube-apiserver,
+kube-controller-manager, sim-nodes, the scheduler, the operator's writer process) spent from the
+scheduler's start to the end (on a small machine they share the same cores, so they show where
+the time of a run went), the
 requests the API server served in that time by verb and resource, with the mean time its handler
 took for each (`apiserver_requests`, from its own metrics: which writes and reads a side cost it),
 and the Events in the bench namespace by reason at the end (`Scheduled` posted so far, the groups'

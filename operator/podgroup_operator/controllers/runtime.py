@@ -149,9 +149,12 @@ class HeldLoop:
         self._quiet_until = now + LOOP_HELD_LOG_INTERVAL_SECONDS
         collections = self.pauses.slow_since(since)
         if collections:
-            took = sum(elapsed for elapsed, _ in collections)
-            generations = ", ".join(str(generation) for _, generation in collections)
-            cause = f"the garbage collector took {took:.2f} s of it (generation {generations})"
+            took = sum(elapsed for elapsed, _, _ in collections)
+            each = "; ".join(
+                f"generation {generation}, {freed} object(s) freed"
+                for _, generation, freed in collections
+            )
+            cause = f"the garbage collector took {took:.2f} s of it ({each})"
         else:
             cause = (
                 f"no garbage collection of {heap.SLOW_PAUSE_SECONDS:g} s or more: a long "

@@ -314,9 +314,10 @@ def test_slow_collections_are_kept_with_when_they_ended(monkeypatch: pytest.Monk
     ticks = iter([10.0, 10.05, 20.0, 20.3, 30.0, 30.12])
     monkeypatch.setattr(heap.time, "perf_counter", lambda: next(ticks))
     monkeypatch.setattr(heap.time, "monotonic", lambda: 100.0 + len(pauses.slow))
-    for generation in (0, 2, 1):
+    for generation, freed in ((0, 5), (2, 70_000), (1, 0)):
         pauses("start", {"generation": generation})
-        pauses("stop", {"generation": generation})
+        pauses("stop", {"generation": generation, "collected": freed, "uncollectable": 0})
     # 50 ms is not slow; 300 ms (generation 2) and 120 ms (generation 1) are, in that order.
-    assert [(round(e, 2), g) for e, g in pauses.slow_since(0.0)] == [(0.3, 2), (0.12, 1)]
-    assert [(round(e, 2), g) for e, g in pauses.slow_since(100.5)] == [(0.12, 1)]
+    slow = [(round(e, 2), g, f) for e, g, f in pauses.slow_since(0.0)]
+    assert slow == [(0.3, 2, 70_000), (0.12, 1, 0)]
+    assert [(round(e, 2), g, f) for e, g, f in pauses.slow_since(100.5)] == [(0.12, 1, 0)]

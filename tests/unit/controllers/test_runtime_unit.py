@@ -164,7 +164,7 @@ def test_a_held_loop_is_logged_naming_the_collector_and_at_most_every_ten_second
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pauses = heap.Pauses()
-    pauses.slow.extend([(5.0, 0.2, 2), (12.0, 0.4, 2), (12.5, 0.15, 0)])
+    pauses.slow.extend([(5.0, 0.2, 2, 9), (12.0, 0.4, 2, 70_000), (12.5, 0.15, 0, 3)])
     clock = [12.6]
     report = HeldLoop(pauses, clock=lambda: clock[0])
     with caplog.at_level(logging.WARNING, logger="podgroup_operator.controllers.runtime"):
@@ -176,7 +176,8 @@ def test_a_held_loop_is_logged_naming_the_collector_and_at_most_every_ten_second
     first, second = (r.getMessage() for r in caplog.records)
     assert first == (
         "the event loop was held 0.60 s (lease renewal, watches, webhooks waited): the garbage "
-        "collector took 0.55 s of it (generation 2, 0)"
+        "collector took 0.55 s of it (generation 2, 70000 object(s) freed; generation 0, 3 "
+        "object(s) freed)"
     )
     assert second == (
         "the event loop was held 0.40 s (lease renewal, watches, webhooks waited): no garbage "
