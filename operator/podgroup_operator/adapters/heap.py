@@ -53,7 +53,7 @@ import gc
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class _Pause:
@@ -151,6 +151,22 @@ PAUSE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 
 """Upper bounds, in seconds, of the buckets `Pauses` counts collections in."""
 
 
+class SlowPause(NamedTuple):
+    """One collection of SLOW_PAUSE_SECONDS or more."""
+
+    end: float
+    """`time.monotonic()` when it ended."""
+    seconds: float
+    """Wall time it held the process."""
+    cpu: float
+    """CPU time its thread spent in it: much less than `seconds` when the process waited for a
+    core (a small machine whose API server and etcd take both), not the collector's work."""
+    generation: int
+    freed: int
+    """Objects it freed: many when the time went to freeing a heap of cyclic garbage, none
+    when it went to walking live objects."""
+
+
 class Pauses:
     """How long each of the collector's runs held the process, per generation, as cumulative
     bucket counts, a count and a sum (`podgroup_gc_pause_seconds`).
@@ -167,14 +183,15 @@ class Pauses:
         self.count = [0, 0, 0]
         self.total = [0.0, 0.0, 0.0]
         self._start = 0.0
-        self.slow: deque[tuple[float, float, int, int]] = deque(maxlen=SLOW_PAUSES_KEPT)
-        """(`time.monotonic()` at its end, seconds, generation, objects it freed) of the latest
-        collections of SLOW_PAUSE_SECONDS or more: what held the event loop, when, and whether
-        it walked live objects or freed a heap of cyclic garbage (`slow_since`)."""
+        self._start_cpu = 0.0
+        self.slow: deque[SlowPause] = deque(maxlen=SLOW_PAUSES_KEPT)
+        """The latest collections of SLOW_PAUSE_SECONDS or more: what held the event loop,
+        when, and whether it worked or waited for a core (`slow_since`)."""
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._start = time.perf_counter()
+            self._start_cpu = time.thread_time()
             return
         elapsed = time.perf_counter() - self._start
         generation = info["generation"]
@@ -185,13 +202,14 @@ class Pauses:
             if elapsed <= bound:
                 counts[index] += 1
         if elapsed >= SLOW_PAUSE_SECONDS:
-            freed = info.get("collected", 0)
-            self.slow.append((time.monotonic(), elapsed, generation, int(freed)))
+            cpu = time.thread_time() - self._start_cpu
+            freed = int(info.get("collected", 0))
+            self.slow.append(SlowPause(time.monotonic(), elapsed, cpu, generation, freed))
 
-    def slow_since(self, since: float) -> list[tuple[float, int, int]]:
-        """(seconds, generation, objects freed) of the slow collections that ended after
-        `since` (a `time.monotonic()` reading), oldest first."""
-        return [(elapsed, gen, freed) for end, elapsed, gen, freed in self.slow if end > since]
+    def slow_since(self, since: float) -> list[SlowPause]:
+        """The slow collections that ended after `since` (a `time.monotonic()` reading),
+        oldest first."""
+        return [pause for pause in self.slow if pause.end > since]
 
 
 pauses = Pauses()

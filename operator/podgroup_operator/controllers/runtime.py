@@ -98,22 +98,23 @@ async def measure_loop_lag(
     observe: Callable[[float], None],
     period: float = LOOP_LAG_PERIOD_SECONDS,
     *,
-    held: Callable[[float, float], None] | None = None,
+    held: Callable[[float, float, float], None] | None = None,
 ) -> None:
     """Sleep `period` again and again and report how late each wake-up came: the time the loop
     was held by something (a long gang decision, a collector pause, a burst of events) while
     lease renewal, webhooks and probes waited. Every replica measures its own loop. A lag of
     LOOP_HELD_SECONDS or more is also told to `held` (lag, `time.monotonic()` at the sleep's
-    start)."""
+    start, the process's CPU seconds since then)."""
     loop = asyncio.get_running_loop()
     while True:
         start = loop.time()
         began = time.monotonic()
+        cpu = time.process_time()
         await asyncio.sleep(period)
         lag = max(0.0, loop.time() - start - period)
         observe(lag)
         if held is not None and lag >= LOOP_HELD_SECONDS:
-            held(lag, began)
+            held(lag, began, time.process_time() - cpu)
 
 
 LOOP_HELD_SECONDS = 0.25
@@ -128,8 +129,11 @@ class HeldLoop:
     Why: the lag histogram says how often the loop was held, not when nor by what; a gang whose
     status came a second late in `bench scale` could not be told from one the API server kept
     waiting (a collection over 0.25 s was counted in that run, its time unknown). The line has
-    the log's timestamp and names the collections of SLOW_PAUSE_SECONDS or more that ended
-    meanwhile (`heap.pauses`, recorded by the collector's callback, which must not log)."""
+    the log's timestamp, how much CPU the process had in that time (on a small machine whose API
+    server and etcd take both cores, a process held off the CPU looks like a held loop: in a
+    5,000 x 10 backlog, young collections freeing nothing seemed to take 0.23 to 0.55 s), and
+    the collections of SLOW_PAUSE_SECONDS or more that ended meanwhile, with their own CPU
+    time (`heap.pauses`, recorded by the collector's callback, which must not log)."""
 
     def __init__(
         self,
@@ -141,18 +145,23 @@ class HeldLoop:
         self._quiet_until = 0.0
         self._left_out = 0
 
-    def __call__(self, lag: float, since: float) -> None:
+    def __call__(self, lag: float, since: float, cpu: float) -> None:
         now = self.clock()
         if now < self._quiet_until:
             self._left_out += 1
             return
         self._quiet_until = now + LOOP_HELD_LOG_INTERVAL_SECONDS
+        window = now - since
+        ran = f"the process ran {cpu:.2f} s of the last {window:.2f} s"
+        if cpu < window / 2:
+            ran += " (it waited for a core)"
         collections = self.pauses.slow_since(since)
         if collections:
-            took = sum(elapsed for elapsed, _, _ in collections)
+            took = sum(pause.seconds for pause in collections)
             each = "; ".join(
-                f"generation {generation}, {freed} object(s) freed"
-                for _, generation, freed in collections
+                f"generation {pause.generation}, {pause.cpu:.2f} s of CPU, "
+                f"{pause.freed} object(s) freed"
+                for pause in collections
             )
             cause = f"the garbage collector took {took:.2f} s of it ({each})"
         else:
@@ -167,8 +176,9 @@ class HeldLoop:
         )
         self._left_out = 0
         logger.warning(
-            "the event loop was held %.2f s (lease renewal, watches, webhooks waited): %s%s",
+            "the event loop was held %.2f s (lease renewal, watches, webhooks waited): %s; %s%s",
             lag,
+            ran,
             cause,
             left_out,
         )

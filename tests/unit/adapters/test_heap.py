@@ -312,12 +312,17 @@ def test_slow_collections_are_kept_with_when_they_ended(monkeypatch: pytest.Monk
     """Driven by hand: what the collector's callback is told, with the clocks it reads set."""
     pauses = heap.Pauses()
     ticks = iter([10.0, 10.05, 20.0, 20.3, 30.0, 30.12])
+    cpu = iter([1.0, 2.0, 2.25, 3.0, 3.02])  # each start, and a slow collection's end
     monkeypatch.setattr(heap.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(heap.time, "thread_time", lambda: next(cpu))
     monkeypatch.setattr(heap.time, "monotonic", lambda: 100.0 + len(pauses.slow))
     for generation, freed in ((0, 5), (2, 70_000), (1, 0)):
         pauses("start", {"generation": generation})
         pauses("stop", {"generation": generation, "collected": freed, "uncollectable": 0})
     # 50 ms is not slow; 300 ms (generation 2) and 120 ms (generation 1) are, in that order.
-    slow = [(round(e, 2), g, f) for e, g, f in pauses.slow_since(0.0)]
-    assert slow == [(0.3, 2, 70_000), (0.12, 1, 0)]
-    assert [(round(e, 2), g, f) for e, g, f in pauses.slow_since(100.5)] == [(0.12, 1, 0)]
+    slow = [
+        (round(p.seconds, 2), round(p.cpu, 2), p.generation, p.freed)
+        for p in pauses.slow_since(0.0)
+    ]
+    assert slow == [(0.3, 0.25, 2, 70_000), (0.12, 0.02, 1, 0)]
+    assert [p.generation for p in pauses.slow_since(100.5)] == [1]

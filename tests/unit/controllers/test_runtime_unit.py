@@ -147,7 +147,7 @@ async def test_a_held_loop_is_told_with_when_it_began() -> None:
     held: list[tuple[float, float]] = []
     began = time.monotonic()
     task = asyncio.create_task(
-        measure_loop_lag(lambda lag: None, period=0.01, held=lambda *a: held.append(a))
+        measure_loop_lag(lambda lag: None, period=0.01, held=lambda *a: held.append(a[:2]))
     )
     try:
         await asyncio.sleep(0.05)
@@ -164,23 +164,30 @@ def test_a_held_loop_is_logged_naming_the_collector_and_at_most_every_ten_second
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pauses = heap.Pauses()
-    pauses.slow.extend([(5.0, 0.2, 2, 9), (12.0, 0.4, 2, 70_000), (12.5, 0.15, 0, 3)])
+    pauses.slow.extend(
+        [
+            heap.SlowPause(5.0, 0.2, 0.2, 2, 9),
+            heap.SlowPause(12.0, 0.4, 0.38, 2, 70_000),
+            heap.SlowPause(12.5, 0.15, 0.01, 0, 3),
+        ]
+    )
     clock = [12.6]
     report = HeldLoop(pauses, clock=lambda: clock[0])
     with caplog.at_level(logging.WARNING, logger="podgroup_operator.controllers.runtime"):
-        report(0.6, 11.9)  # the two collections that ended after 11.9
+        report(0.6, 11.9, 0.5)  # the two collections that ended after 11.9
         clock[0] = 13.0
-        report(0.3, 12.7)  # within ten seconds: counted, not logged
+        report(0.3, 12.7, 0.3)  # within ten seconds: counted, not logged
         clock[0] = 23.0
-        report(0.4, 22.5)  # no collection in that time
+        report(0.4, 22.1, 0.1)  # no collection in that time, and little CPU
     first, second = (r.getMessage() for r in caplog.records)
     assert first == (
-        "the event loop was held 0.60 s (lease renewal, watches, webhooks waited): the garbage "
-        "collector took 0.55 s of it (generation 2, 70000 object(s) freed; generation 0, 3 "
-        "object(s) freed)"
+        "the event loop was held 0.60 s (lease renewal, watches, webhooks waited): the process "
+        "ran 0.50 s of the last 0.70 s; the garbage collector took 0.55 s of it (generation 2, "
+        "0.38 s of CPU, 70000 object(s) freed; generation 0, 0.01 s of CPU, 3 object(s) freed)"
     )
     assert second == (
-        "the event loop was held 0.40 s (lease renewal, watches, webhooks waited): no garbage "
-        "collection of 0.1 s or more: a long decision, or a burst of events; held 1 more "
-        "time(s) since the last such line"
+        "the event loop was held 0.40 s (lease renewal, watches, webhooks waited): the process "
+        "ran 0.10 s of the last 0.90 s (it waited for a core); no garbage collection of 0.1 s "
+        "or more: a long decision, or a burst of events; held 1 more time(s) since the last "
+        "such line"
     )
