@@ -1329,6 +1329,26 @@ def _preemptor(rng: random.Random, index: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+async def _classes_and_namespace(
+    kube: KubeClient, priorities: dict[str, int], never: list[str], namespace: str
+) -> None:
+    """The PriorityClasses (those in `never` with `preemptionPolicy: Never`, as fillers' pods
+    may not say so themselves in v1.20) and the namespace of a preemption test."""
+    for name, value in priorities.items():
+        klass: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        if name in never:
+            klass["preemptionPolicy"] = "Never"
+        await kube.create(PRIORITY_CLASSES, klass)
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
+
+
 async def _fill(kube: KubeClient, rng: random.Random, start: int) -> int:
     """Fillers one at a time until kube-scheduler refuses one (deleted again): the cluster is
     then full for a filler's size. Returns the next filler index."""
@@ -1353,20 +1373,8 @@ async def test_our_preemption_plans_exactly_when_kube_scheduler_preempts(
     where both preempt, the highest priority among the victims must be the same, the first
     thing both minimise (no PodDisruptionBudgets here, which kube-scheduler weighs first)."""
     kube = versus_kube
-    for name, value in PRIORITIES.items():
-        klass: dict[str, Any] = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-        if name.startswith("agree-filler-"):
-            klass["preemptionPolicy"] = "Never"
-        await kube.create(PRIORITY_CLASSES, klass)
-    await kube.create(
-        NAMESPACES,
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PREEMPT_NAMESPACE}},
-    )
+    never = [name for name in PRIORITIES if name.startswith("agree-filler-")]
+    await _classes_and_namespace(kube, PRIORITIES, never, PREEMPT_NAMESPACE)
     rng = random.Random(SEED)
     outcomes: dict[str, int] = {"bound": 0, "preempted": 0, "refused": 0}
     disagreements = []
@@ -1487,20 +1495,7 @@ async def test_room_a_lower_priority_pod_shuts_is_preempted_for_as_kube_schedule
     kube-scheduler runs its filters with a node's lower-priority pods taken out, so it evicts
     one; `plan_preemption`, counting room by resources, found nothing to free and refused."""
     kube = versus_kube
-    for name, value in SHUT_PRIORITIES.items():
-        klass: dict[str, Any] = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-        if name == "agree-shut-low":
-            klass["preemptionPolicy"] = "Never"
-        await kube.create(PRIORITY_CLASSES, klass)
-    await kube.create(
-        NAMESPACES,
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SHUT_NAMESPACE}},
-    )
+    await _classes_and_namespace(kube, SHUT_PRIORITIES, ["agree-shut-low"], SHUT_NAMESPACE)
     port = [{"containerPort": 8080, "hostPort": 8080}]
     cases: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         "port": ({"ports": port}, {"ports": port}),

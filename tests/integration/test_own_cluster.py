@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -361,6 +362,37 @@ def _node_affinity_terms(pool: str, count: int) -> dict[str, Any]:
     }
 
 
+async def _pool_member(
+    kube: KubeClient,
+    namespace: str,
+    node_pool: str,
+    pod: str,
+    group: str | None = None,
+    **kwargs: Any,
+) -> None:
+    """A 1-cpu pod for our scheduler, kept to the test's pool (`pool`'s label value)."""
+    await create_pod(
+        kube,
+        namespace,
+        pod,
+        group=group,
+        requests={"cpu": "1"},
+        scheduler=c.SCHEDULER_NAME,
+        nodeSelector={"pool": node_pool},
+        **kwargs,
+    )
+
+
+async def _a_healthy_gang_runs(
+    kube: KubeClient, namespace: str, member: Callable[..., Awaitable[None]]
+) -> None:
+    """A gang of two created beside the hostile objects reaches Running."""
+    await create_group(kube, namespace, "healthy", minMember=2)
+    await member("healthy-0", "healthy")
+    await member("healthy-1", "healthy")
+    await wait_group(kube, namespace, "healthy", timeout=60, phase=c.Phase.RUNNING)
+
+
 async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     own_cluster: devcluster.ClusterState, own_kube: KubeClient, tmp_path: Path
 ) -> None:
@@ -375,19 +407,7 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     process = OperatorProcess(own_cluster.kubeconfig, tmp_path / "op.log", ["--webhooks", "off"])
     try:
         async with pool(own_kube, count=1, cpu="8", memory="16Gi") as (_, name):
-
-            async def member(pod: str, group: str | None = None, **kwargs: Any) -> None:
-                await create_pod(
-                    own_kube,
-                    namespace,
-                    pod,
-                    group=group,
-                    requests={"cpu": "1"},
-                    scheduler=c.SCHEDULER_NAME,
-                    nodeSelector={"pool": name},
-                    **kwargs,
-                )
-
+            member = functools.partial(_pool_member, own_kube, namespace, name)
             await create_group(
                 own_kube, namespace, "timeout", minMember=1, scheduleTimeoutSeconds=300_000_000_000
             )
@@ -467,10 +487,7 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                 await member(f"{group}-0", group, **spec)
             process.start()
             process.wait_ready()
-            await create_group(own_kube, namespace, "healthy", minMember=2)
-            await member("healthy-0", "healthy")
-            await member("healthy-1", "healthy")
-            await wait_group(own_kube, namespace, "healthy", timeout=60, phase=c.Phase.RUNNING)
+            await _a_healthy_gang_runs(own_kube, namespace, member)
             for group in ("ports", "tolerant", "terms"):
                 await wait_group(own_kube, namespace, group, timeout=60, phase=c.Phase.RUNNING)
             disks = await refusal(own_kube, namespace, "disks")
@@ -559,18 +576,7 @@ async def test_a_group_stored_before_the_crd_was_tightened_is_reported_once(
     process = OperatorProcess(own_cluster.kubeconfig, tmp_path / "op.log", ["--webhooks", "off"])
     try:
         async with pool(own_kube, count=1, cpu="8", memory="16Gi") as (_, name):
-
-            async def member(pod: str, group: str) -> None:
-                await create_pod(
-                    own_kube,
-                    namespace,
-                    pod,
-                    group=group,
-                    requests={"cpu": "1"},
-                    scheduler=c.SCHEDULER_NAME,
-                    nodeSelector={"pool": name},
-                )
-
+            member = functools.partial(_pool_member, own_kube, namespace, name)
             await own_kube.apply_json(CRDS, _without_bounds(crd))
             await wait_for(
                 lambda: _accepted(own_kube, namespace, "stored", minMember=1, **too_long),
@@ -586,10 +592,7 @@ async def test_a_group_stored_before_the_crd_was_tightened_is_reported_once(
             )
             process.start()
             process.wait_ready()
-            await create_group(own_kube, namespace, "healthy", minMember=2)
-            await member("healthy-0", "healthy")
-            await member("healthy-1", "healthy")
-            await wait_group(own_kube, namespace, "healthy", timeout=60, phase=c.Phase.RUNNING)
+            await _a_healthy_gang_runs(own_kube, namespace, member)
 
             async def reported() -> list[dict[str, Any]] | None:
                 events = (await own_kube.list(EVENTS, namespace))["items"]
