@@ -435,6 +435,14 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                     c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "99999999999999999999",
                 },
             )
+            await member(
+                "nested",
+                annotations={
+                    c.ANNOTATION_KOORD_NAME: "kg",
+                    c.ANNOTATION_KOORD_MIN_AVAILABLE: "1",
+                    c.ANNOTATION_KOORD_GROUPS: "[" * 100_000 + "]" * 100_000,
+                },
+            )
             await create_group(
                 own_kube,
                 namespace,
@@ -514,6 +522,7 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                 wanted = {(group, c.Reason.INVALID_SPEC) for group in invalid}
                 wanted |= {(f"{g}-0", c.PodReason.FAILED_SCHEDULING) for g in invalid}
                 wanted.add(("labelled", c.Reason.INVALID_GANG_LABELS))
+                wanted.add(("nested", c.Reason.INVALID_GANG_LABELS))
                 seen = {(e["involvedObject"]["name"], e["reason"]) for e in events}
                 return events if wanted <= seen else None
 
@@ -538,6 +547,13 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
 
                 await wait_for(member_told, 30, f"{group}-0's PodScheduled to say why")
             assert not any(e["reason"] == c.Reason.RECONCILE_FAILED for e in events)
+            (nested,) = [
+                e
+                for e in events
+                if e["involvedObject"]["name"] == "nested"
+                and e["reason"] == c.Reason.INVALID_GANG_LABELS
+            ]
+            assert f"{c.ANNOTATION_KOORD_GROUPS}: must be a JSON list" in nested["message"]
             assert not any(
                 g["metadata"]["name"] == "lw"
                 for g in (await own_kube.list(PODGROUPS, namespace))["items"]

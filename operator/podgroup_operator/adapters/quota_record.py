@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import ApiError, Kind, KubeClient
 from podgroup_operator.domain.quota import RecordEntry, parse_record, render_record
@@ -35,7 +37,9 @@ class Record:
     def from_config_map(cls, body: Mapping[str, Any]) -> Record:
         raw = (body.get("data") or {}).get(RECORD_KEY) or "{}"
         try:
-            parsed = json.loads(raw)
+            # orjson: past 1,024 levels of nesting a ValueError, where `json` raises
+            # RecursionError (the ConfigMap is in the user's namespace, theirs to edit).
+            parsed = orjson.loads(raw)
         except ValueError:
             parsed = {}
         return cls(

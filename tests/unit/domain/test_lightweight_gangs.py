@@ -147,6 +147,22 @@ def test_a_bad_groups_entry_is_named_by_its_index() -> None:
     assert error.startswith(f"{c.ANNOTATION_KOORD_GROUPS}[1]: 'team/Not_OK' does not match")
 
 
+def test_a_groups_annotation_nested_too_deep_is_an_error_not_a_crash() -> None:
+    """100,000 '[' made `json` raise RecursionError at every reconcile of the gang."""
+    member = pod(
+        "a",
+        "team",
+        annotations={
+            c.ANNOTATION_KOORD_NAME: "koord",
+            c.ANNOTATION_KOORD_MIN_AVAILABLE: "2",
+            c.ANNOTATION_KOORD_GROUPS: "[" * 100_000 + "]" * 100_000,
+        },
+    )
+    (error,) = lightweight_errors(member)
+    assert error.startswith(f"{c.ANNOTATION_KOORD_GROUPS}: must be a JSON list")
+    assert len(error) < 400
+
+
 def test_a_huge_annotation_value_is_quoted_short() -> None:
     member = pod(
         "a",

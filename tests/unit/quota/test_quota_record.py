@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters.quota_record import RECORD_KEY, Record
 from podgroup_operator.domain.quota import (
     GroupReservation,
     ObservedGroup,
@@ -114,3 +115,14 @@ def test_condition_shows_reservation_then_release() -> None:
     assert (status, reason) == (c.ConditionStatus.FALSE, c.Reason.QUOTA_RELEASED)
     assert "PodGroup a is Finished" in message
     assert reservation_condition(book, key("a"), None) is None
+
+
+def test_a_ledger_configmap_of_deeply_nested_json_reads_as_empty_not_raising() -> None:
+    """The ConfigMap is in the user's namespace; 100,000 '[' made `json` raise
+    RecursionError on every read of that namespace's record."""
+    body = {
+        "metadata": {"resourceVersion": "7"},
+        "data": {RECORD_KEY: "[" * 100_000 + "]" * 100_000},
+    }
+    record = Record.from_config_map(body)
+    assert record.entries == {} and record.resource_version == "7"
