@@ -133,33 +133,27 @@ def test_every_koordinator_error_is_collected_with_its_annotation() -> None:
     assert "has 65 entries: at most 64 allowed" in errors[3]
 
 
-def test_a_bad_groups_entry_is_named_by_its_index() -> None:
+@pytest.mark.parametrize(
+    ("groups", "expected"),
+    [
+        ('["ok", "Not_OK"]', f"{c.ANNOTATION_KOORD_GROUPS}[1]: 'team/Not_OK' does not match"),
+        # 100,000 '[' made `json` raise RecursionError at every reconcile of the gang.
+        ("[" * 100_000 + "]" * 100_000, f"{c.ANNOTATION_KOORD_GROUPS}: must be a JSON list"),
+    ],
+    ids=["an entry named by its index", "nested too deep"],
+)
+def test_a_bad_groups_annotation_is_one_short_error(groups: str, expected: str) -> None:
     member = pod(
         "a",
         "team",
         annotations={
             c.ANNOTATION_KOORD_NAME: "koord",
             c.ANNOTATION_KOORD_MIN_AVAILABLE: "2",
-            c.ANNOTATION_KOORD_GROUPS: '["ok", "Not_OK"]',
+            c.ANNOTATION_KOORD_GROUPS: groups,
         },
     )
     (error,) = lightweight_errors(member)
-    assert error.startswith(f"{c.ANNOTATION_KOORD_GROUPS}[1]: 'team/Not_OK' does not match")
-
-
-def test_a_groups_annotation_nested_too_deep_is_an_error_not_a_crash() -> None:
-    """100,000 '[' made `json` raise RecursionError at every reconcile of the gang."""
-    member = pod(
-        "a",
-        "team",
-        annotations={
-            c.ANNOTATION_KOORD_NAME: "koord",
-            c.ANNOTATION_KOORD_MIN_AVAILABLE: "2",
-            c.ANNOTATION_KOORD_GROUPS: "[" * 100_000 + "]" * 100_000,
-        },
-    )
-    (error,) = lightweight_errors(member)
-    assert error.startswith(f"{c.ANNOTATION_KOORD_GROUPS}: must be a JSON list")
+    assert error.startswith(expected), error
     assert len(error) < 400
 
 
