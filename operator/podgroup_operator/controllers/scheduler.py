@@ -733,16 +733,16 @@ class GangScheduler:
     ) -> str | None:
         """Decide one group (or its gang group): assume its placement or record the refusal.
         Returns "placed" or "refused", or None when the decision waits for a partner."""
-        group = self._group(request.key)
-        if (invalid := self._invalid_partner(group) or self._too_joined(group)) is not None:
+        listed = self._joined(self._group(request.key))
+        if (invalid := self._invalid_partner(listed) or self._too_joined(listed)) is not None:
             decided.add(request.key)
             self._refused(request.key, c.Reason.INVALID_GANG_GROUP, invalid, now)
             return REFUSED
-        if (held_back := self._partner_not_placed(request.key, group, decided)) is not None:
+        if (held_back := self._partner_not_placed(request.key, listed, decided)) is not None:
             decided.add(request.key)
             self._refused(request.key, *held_back, now)
             return REFUSED
-        gang_group = self._gang_group(request, group, request_of, decided)
+        gang_group = self._gang_group(request, listed, request_of, decided)
         if gang_group is None:
             return None  # a partner waits out its backoff: the gang group waits with it
         decided.update(r.key for r in gang_group)
@@ -1038,10 +1038,10 @@ class GangScheduler:
                     listed.append(entry)
         return listed
 
-    def _too_joined(self, group: PodGroup | None) -> str | None:
-        """Why the group's gang group cannot be decided when its joined lists (`_joined`) name
-        more than MAX_GANG_GROUP PodGroups, the most one list may name; else None."""
-        listed = self._joined(group)
+    @staticmethod
+    def _too_joined(listed: list[str]) -> str | None:
+        """Why a gang group cannot be decided when its joined lists (`listed`, from `_joined`)
+        name more than MAX_GANG_GROUP PodGroups, the most one list may name; else None."""
         if len(listed) <= MAX_GANG_GROUP:
             return None
         return (
@@ -1051,17 +1051,18 @@ class GangScheduler:
         )
 
     def _partner_not_placed(
-        self, key: GroupKey, group: PodGroup | None, decided: set[GroupKey]
+        self, key: GroupKey, listed: list[str], decided: set[GroupKey]
     ) -> tuple[c.Reason, str] | None:
-        """(reason, message) when a PodGroup of `group`'s gangGroup was decided this cycle with
-        a gang group of its own and not placed: this gang waits with it. None otherwise.
+        """(reason, message) when a PodGroup of the gang's joined lists (`listed`, from
+        `_joined`) was decided this cycle with a gang group of its own and not placed: this
+        gang waits with it. None otherwise.
 
         Why: gangGroup lists that disagree (x lists [x, w], z lists [z, x]) put x in another
         gang group than z's when x comes first in the queue. x, refused with its own (w has no
         pods), counted as decided, and z was placed without it although z's list says they
         start together. Lists that agree decide every listed gang at once and never come
         here."""
-        for entry in self._joined(group):
+        for entry in listed:
             namespace, name = entry.split("/", 1)
             partner = (namespace, name)
             if partner == key or partner not in decided or partner in self._placed_now:
@@ -1076,11 +1077,11 @@ class GangScheduler:
             )
         return None
 
-    def _invalid_partner(self, group: PodGroup | None) -> str | None:
-        """What is wrong with the first PodGroup of `group`'s gangGroup whose spec does not
-        validate, or None. Without it the gang group waited in silence for a partner the
-        queue never offers (`_queued`)."""
-        for entry in self._joined(group):
+    def _invalid_partner(self, listed: list[str]) -> str | None:
+        """What is wrong with the first PodGroup of the gang's joined lists (`listed`, from
+        `_joined`) whose spec does not validate, or None. Without it the gang group waited in
+        silence for a partner the queue never offers (`_queued`)."""
+        for entry in listed:
             namespace, name = entry.split("/", 1)
             if (problem := self._invalid_spec((namespace, name))) is not None:
                 return f"gang group member PodGroup {entry}: {problem}"
@@ -1089,21 +1090,20 @@ class GangScheduler:
     def _gang_group(
         self,
         request: GangRequest,
-        group: PodGroup | None,
+        listed: list[str],
         request_of: Callable[[GroupKey], GangRequest | None],
         decided: set[GroupKey],
     ) -> list[GangRequest] | None:
-        """This request plus every other PodGroup its `gangGroup` names (joined with theirs:
-        `_joined`) that is waiting too; None when a partner with pending pods is not up for a
-        decision this cycle (backoff, or binds in flight): deciding without it would bind part
-        of the gang group.
+        """This request plus every other PodGroup of its joined lists (`listed`, from
+        `_joined`: its `gangGroup` and theirs) that is waiting too; None when a partner with
+        pending pods is not up for a decision this cycle (backoff, or binds in flight): deciding
+        without it would bind part of the gang group.
 
         A listed group already placed this cycle (one decided and not placed has had this gang
         refused: `_partner_not_placed`), or already placed before (minMember members bound), is
         left out; one that does not exist yet, or whose pods are not all there, makes the whole
         gang group wait.
         """
-        listed = self._joined(group)
         if len(listed) <= 1:
             return [request]
         members = [request]
