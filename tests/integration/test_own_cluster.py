@@ -566,15 +566,22 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
     assert len(log) < 1_000_000, f"{len(log)} bytes of log"
 
 
-async def _schema_refuses(kube: KubeClient, namespace: str, **spec: Any) -> bool:
-    """Whether the API server's schema for PodGroups refuses `spec` now (a CRD's new schema
-    takes effect a moment after the CRD is written)."""
+async def _accepted(kube: KubeClient, namespace: str, name: str, **spec: Any) -> bool:
+    """Whether the group was created (False while the schema still refuses it)."""
     try:
-        await create_group(kube, namespace, "schema-probe", **spec)
+        await create_group(kube, namespace, name, **spec)
     except ApiError as exc:
         if exc.invalid:
-            return True
+            return False
         raise
+    return True
+
+
+async def _schema_refuses(kube: KubeClient, namespace: str, **spec: Any) -> bool:
+    """Whether the API server's schema for PodGroups refuses `spec` now (a CRD's new schema
+    takes effect a moment after the CRD is written); a probe it takes is deleted again."""
+    if not await _accepted(kube, namespace, "schema-probe", **spec):
+        return True
     await kube.delete(PODGROUPS, "schema-probe", namespace)
     return False
 
@@ -627,17 +634,6 @@ async def test_a_group_stored_before_the_crd_was_tightened_is_reported_once(
     finally:
         process.stop()
         await own_kube.apply_json(CRDS, crd)
-
-
-async def _accepted(kube: KubeClient, namespace: str, name: str, **spec: Any) -> bool:
-    """Whether the group was created (False while the schema still refuses it)."""
-    try:
-        await create_group(kube, namespace, name, **spec)
-    except ApiError as exc:
-        if exc.invalid:
-            return False
-        raise
-    return True
 
 
 KUBEFLOW_SCHEDULER = "scheduler-plugins-scheduler"
