@@ -65,10 +65,20 @@ PROBE_CRD: JSON = {
                             "spec": {
                                 "type": "object",
                                 "x-kubernetes-preserve-unknown-fields": True,
+                                "properties": {
+                                    "size": {"type": "integer", "minimum": 0, "maximum": 100}
+                                },
                             },
                             "status": {
                                 "type": "object",
                                 "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                            "closed": {
+                                "type": "object",
+                                "properties": {
+                                    "kept": {"type": "string"},
+                                    "when": {"type": "string", "format": "date-time"},
+                                },
                             },
                         },
                     }
@@ -77,7 +87,9 @@ PROBE_CRD: JSON = {
         ],
     },
 }
-"""A custom resource with a status subresource and an open schema, controlled by no one."""
+"""A custom resource with a status subresource, controlled by no one. Its schema is open but for
+`spec.size` (0 to 100) and `closed` (only `kept`, a string, and `when`, a date-time): enough to
+see the apiserver check and prune writes as it does a PodGroup's."""
 PROBE: JSON = {"apiVersion": f"{PROBE_GROUP}/v1", "kind": "Probe"}
 
 
@@ -134,6 +146,11 @@ async def api_error(call: Awaitable[Any]) -> ApiError:
     with pytest.raises(ApiError) as caught:
         await call
     return caught.value
+
+
+def causes(error: ApiError) -> list[str]:
+    """The fields a 422 names in its Status's `details.causes`, sorted."""
+    return sorted(cause["field"] for cause in error.body["details"]["causes"])
 
 
 def names(listing: JSON) -> list[str]:
@@ -255,6 +272,53 @@ class ApiContract:
     async def test_bodies_travel_as_json(self, api: Backend) -> None:
         with pytest.raises(TypeError):
             await api.kube.create(PODS, {"metadata": {"name": "q"}, "spec": {"x": object()}})
+
+    # --- schemas --------------------------------------------------------------------------------
+
+    async def test_a_write_outside_the_schema_is_refused_naming_each_field(
+        self, api: Backend
+    ) -> None:
+        closed = {"kept": 5, "when": "yesterday"}
+        error = await api_error(api.probe("p", spec={"size": 101}, closed=closed))
+        assert (error.status, error.reason) == (422, "Invalid")
+        assert error.message.startswith(f'Probe.{PROBE_GROUP} "p" is invalid: ')
+        assert causes(error) == ["closed.kept", "closed.when", "spec.size"]
+        assert error.body["details"]["kind"] == "Probe"  # a NotFound names the plural instead
+        await api.probe("p", spec={"size": 100})
+        error = await api_error(api.kube.patch(PROBES, "p", {"spec": {"size": -1}}, api.namespace))
+        assert (error.status, causes(error)) == (422, ["spec.size"])
+        assert (await api.kube.get(PROBES, "p", api.namespace))["spec"]["size"] == 100
+
+    async def test_fields_the_schema_does_not_declare_are_dropped(self, api: Backend) -> None:
+        created = await api.probe("p", closed={"kept": "yes", "dropped": 1}, extra={"a": 1})
+        assert created["closed"] == {"kept": "yes"}
+        assert "extra" not in created
+        patched = await api.kube.patch(PROBES, "p", {"closed": {"late": 2}}, api.namespace)
+        assert patched["closed"] == {"kept": "yes"}
+
+    async def test_a_podgroup_outside_its_crd_is_refused_naming_each_field(
+        self, api: Backend
+    ) -> None:
+        """The CRD in crds/ (the fake reads the same file): bounds, patterns and list sizes."""
+        body = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.KIND,
+            "metadata": {"name": "gang", "labels": {SCOPE_LABEL: api.scope}},
+            "spec": {
+                "minMember": 0,
+                "scheduleTimeoutSeconds": 31_536_001,
+                "gangGroup": ["Not/valid"],
+                "minResources": {"cpu": "lots"},
+            },
+        }
+        error = await api_error(api.kube.create(PODGROUPS, body, api.namespace))
+        assert (error.status, error.reason) == (422, "Invalid")
+        assert causes(error) == [
+            "spec.gangGroup",  # v1.20 names a list item by its list
+            "spec.minMember",
+            "spec.minResources.cpu",
+            "spec.scheduleTimeoutSeconds",
+        ]
 
     # --- list and selectors ---------------------------------------------------------------------
 

@@ -16,6 +16,10 @@ apiserver's answers where the operator relies on them:
   PodScheduled on pods/status); other patch types are 415; `metadata.resourceVersion` in a
   patch body is a precondition (409), another `metadata.uid` is refused (422, the field is
   immutable);
+* custom resources checked by their CRD's schema (`schemas`; the CRDs in crds/ by default): every
+  create, update and patch, `/status` too, is pruned of undeclared fields and refused with 422
+  Invalid naming each field it breaks, as v1.20 does (tests/crd_schema.py); `seed` stores
+  unchecked, as an object stored before its CRD was tightened;
 * the `status` subresource: writes to `/status` change only `status`, writes to the main
   resource leave `status` alone, for the kinds in `status_subresources`;
 * generation bumps when anything outside metadata and status changes;
@@ -33,7 +37,7 @@ apiserver's answers where the operator relies on them:
   keeps matching requests in flight until the test releases them (overlapping writers).
 
 Deliberate differences, so tests stay short: no namespaces are required to exist, no
-admission, no defaulting beyond a new pod's phase, no kubelet (a bound pod is deleted at once);
+admission, no schema for built-in kinds, no defaulting beyond a new pod's phase, no kubelet (a bound pod is deleted at once);
 POST keeps a given `creationTimestamp` and the `status` of built-in kinds (pods can be created
 Running, in queue order), only custom resources (`status_reset_on_create`) lose it, as on a
 cluster; writes to a built-in kind's `/status` keep only `status` (the apiserver also keeps
@@ -53,6 +57,7 @@ import copy
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import itertools
 import json
 import re
@@ -63,6 +68,7 @@ from urllib.parse import unquote
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import MERGE_PATCH, STRATEGIC_PATCH, ApiError, Kind, Request
+from tests.crd_schema import CrdSchema, crd_schemas, project_crds
 
 JSON = dict[str, Any]
 
@@ -461,8 +467,12 @@ class FakeApiServer:
             c.PLURAL,
         ),
         status_reset_on_create: Iterable[str] = (c.PLURAL,),
+        schemas: Mapping[str, CrdSchema] | None = None,
     ) -> None:
         self.clock = clock
+        self.schemas = dict(project_schemas() if schemas is None else schemas)
+        """Structural schemas by plural (the CRDs in crds/ unless given): every write of such a
+        kind is pruned and checked, as the apiserver does; `seed` stores unchecked."""
         self.status_subresources = frozenset(status_subresources)
         self.status_reset_on_create = frozenset(status_reset_on_create)
         self.requests: list[tuple[str, str]] = []
@@ -612,6 +622,9 @@ class FakeApiServer:
 
     def seed(self, *bodies: JSON) -> list[JSON]:
         """Store objects directly (unlogged), as if created earlier; uids given are kept.
+
+        No schema checks them: a seeded object may be one stored before its CRD was tightened
+        (every later write of it is then refused, as on a v1.20 apiserver).
 
         Custom resources and built-in kinds alike keep their `status`, so any state can be set
         up in one call. Returns the stored copies (with resourceVersions).
@@ -780,6 +793,7 @@ class FakeApiServer:
             obj.pop("status", None)
         if where.plural == "pods" and not (obj.get("status") or {}).get("phase"):
             obj.setdefault("status", {})["phase"] = c.PodPhase.PENDING.value
+        obj = self._checked(where, obj, name)
         if not dry_run:
             self._commit(key, "ADDED", None, obj)
         return copy.deepcopy(obj)
@@ -846,6 +860,8 @@ class FakeApiServer:
                 metadata.pop(kept, None)
         if where.namespace is not None:
             metadata["namespace"] = where.namespace
+        obj = self._checked(where, obj, current["metadata"]["name"])
+        metadata = obj["metadata"]
         if where.subresource is None and _spec_like(obj) != _spec_like(current):
             metadata["generation"] = int(current["metadata"].get("generation", 0)) + 1
         if obj == current:
@@ -1034,6 +1050,29 @@ class FakeApiServer:
             self._details(where),
         )
 
+    def _checked(self, where: Locator, obj: JSON, name: str) -> JSON:
+        """`obj` pruned by its kind's schema; 422 Invalid naming every field it breaks."""
+        schema = self.schemas.get(where.plural)
+        if schema is None:
+            return obj
+        obj = schema.prune(obj)
+        errors = schema.errors(obj)
+        if not errors:
+            return obj
+        causes = [
+            {"reason": "FieldValueInvalid", "message": why, "field": path} for path, why in errors
+        ]
+        said = [f"{path}: {why}" for path, why in errors]
+        listed = said[0] if len(said) == 1 else f"[{', '.join(said)}]"
+        kind = self._kind(where, obj)
+        raise StatusError(
+            422,
+            "Invalid",
+            f'{kind}.{where.group} "{name}" is invalid: {listed}',
+            # An Invalid answer names the Kind in its details, where NotFound names the plural.
+            {**self._details(where, name), "kind": kind, "causes": causes},
+        )
+
     @staticmethod
     def _resource(where: Locator) -> str:
         return f"{where.plural}.{where.group}" if where.group else where.plural
@@ -1068,6 +1107,12 @@ class FakeApiServer:
 
 FakeTransport = FakeApiServer
 """The name by the seam it fakes."""
+
+
+@functools.cache
+def project_schemas() -> dict[str, CrdSchema]:
+    """The schemas of the CRDs in crds/, read once per test run."""
+    return crd_schemas(*project_crds())
 
 
 def _through_json(body: Any) -> Any:

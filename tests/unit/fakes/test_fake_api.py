@@ -23,10 +23,19 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
     Request,
 )
-from tests.api_contract import PROBES, ApiContract, Backend, api_error, collect, new_scope
+from tests.api_contract import (
+    PROBE_CRD,
+    PROBES,
+    ApiContract,
+    Backend,
+    api_error,
+    collect,
+    new_scope,
+)
 from tests.builders import pod, podgroup
 from tests.clock import T0
-from tests.fakes import FakeApiServer, Locator, merge_patch
+from tests.crd_schema import crd_schemas
+from tests.fakes import FakeApiServer, Locator, merge_patch, project_schemas
 
 JSON_PATCH = "application/json-patch+json"
 """A patch type the fake refuses (no code under test sends it)."""
@@ -35,11 +44,13 @@ NS = "default"
 
 
 def fake_server() -> FakeApiServer:
-    """The fake with the contract's Probe kind declared like its CRD: a status subresource."""
+    """The fake with the contract's Probe kind declared like its CRD: a status subresource and
+    its schema."""
     return FakeApiServer(
         clock=lambda: T0,
         status_subresources=("pods", "nodes", "namespaces", c.PLURAL, PROBES.plural),
         status_reset_on_create=(c.PLURAL, PROBES.plural),
+        schemas={**project_schemas(), **crd_schemas(PROBE_CRD)},
     )
 
 
