@@ -36,12 +36,12 @@ apiserver's answers where the operator relies on them:
 * errors as Status bodies; `inject_error()` makes the next matching request fail, and `hold()`
   keeps matching requests in flight until the test releases them (overlapping writers).
 
-Deliberate differences, so tests stay short: no namespaces are required to exist, no
-admission, no schema for built-in kinds, no defaulting beyond a new pod's phase, no kubelet (a bound pod is deleted at once);
-POST keeps a given `creationTimestamp` and the `status` of built-in kinds (pods can be created
-Running, in queue order), only custom resources (`status_reset_on_create`) lose it, as on a
-cluster; writes to a built-in kind's `/status` keep only `status` (the apiserver also keeps
-label changes there); a binding's uid is a precondition (v1.20 ignores it).
+Deliberate differences, so tests stay short: no namespaces are required to exist, no admission,
+no schema for built-in kinds, no defaulting beyond a new pod's phase, no kubelet (a bound pod is
+deleted at once); POST keeps a given `creationTimestamp` and the `status` of built-in kinds
+(pods can be created Running, in queue order), only custom resources (`status_reset_on_create`)
+lose it, as on a cluster; writes to a built-in kind's `/status` keep only `status` (the
+apiserver also keeps label changes there); a binding's uid is a precondition (v1.20 ignores it).
 
 `tests/api_contract.py` holds the behaviour checked against a real apiserver:
 `tests/integration/test_api_contract.py` runs it on the dev cluster.
