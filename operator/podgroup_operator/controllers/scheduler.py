@@ -47,7 +47,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -213,6 +213,13 @@ class QueueEntry:
     @property
     def key(self) -> GroupKey:
         return (self.namespace, self.name)
+
+
+class _RequestOf(Protocol):
+    """A cycle's requests by group (`GangScheduler.cycle`); `partner` builds one whatever the
+    group's backoff says, for a gang group that is due (`GangScheduler._gang_group`)."""
+
+    def __call__(self, key: GroupKey, *, partner: bool = False) -> GangRequest | None: ...
 
 
 class GangScheduler:
@@ -423,6 +430,7 @@ class GangScheduler:
         if self._wants_us(pod) and uid not in self.bound:
             key = self._queue_key(pod)
             if self.pending_key.get(uid) != key:
+                self._new_member(key)
                 self.wake()  # a new pod to place, or one that changed group
             self._add_pending(uid, key, pod)
         else:
@@ -522,6 +530,19 @@ class GangScheduler:
         return entry is None or entry.info.labels != (
             (pod.get("metadata") or {}).get("labels") or {}
         )
+
+    def _new_member(self, key: GroupKey) -> None:
+        """A pod joined the group: it is due one backoff step (1 s) after its last refusal.
+
+        Why: a gang short of pods (NotEnoughTasks) backed off up to 60 s between tries, so one
+        whose last pods came a minute after the first started up to a minute late. kube-
+        scheduler likewise tries a new pod at once, and coscheduling moves the waiting pods of
+        its gang on a pod's arrival. One step, not none: pods arriving one by one retry the
+        gang once a second, not once per pod. A gang group's partners backing off are decided
+        with it (`_gang_group`)."""
+        state = self.waiting.get(key)
+        if state is not None and state.failures > 1:
+            state.failures = 1
 
     def _retry_all(self) -> None:
         """Capacity changed: waiting groups may try again now instead of after their backoff."""
@@ -641,14 +662,17 @@ class GangScheduler:
         loop = asyncio.get_running_loop()
         last_yield = loop.time()
         queue = self._refresh_queue(now)
-        built: dict[GroupKey, GangRequest | None] = {}
+        built: dict[tuple[GroupKey, bool], GangRequest | None] = {}
 
-        def request_of(key: GroupKey) -> GangRequest | None:
-            """The group's request, built the first time this cycle asks (see `_queued`)."""
-            if key not in built:
+        def request_of(key: GroupKey, *, partner: bool = False) -> GangRequest | None:
+            """The group's request, built the first time this cycle asks (see `_queued`);
+            with `partner`, whatever its backoff says (see `_gang_group`)."""
+            if (key, partner) not in built:
                 queued = queue.get(key)
-                built[key] = None if queued is None else self._request_or_none(queued, now)
-            return built[key]
+                built[key, partner] = (
+                    None if queued is None else self._request_or_none(queued, now, partner=partner)
+                )
+            return built[key, partner]
 
         decided: set[GroupKey] = set()
         self._placed_now = set()
@@ -726,7 +750,7 @@ class GangScheduler:
     async def _decide(
         self,
         request: GangRequest,
-        request_of: Callable[[GroupKey], GangRequest | None],
+        request_of: _RequestOf,
         decided: set[GroupKey],
         binds: list[Binding],
         now: dt.datetime,
@@ -744,7 +768,7 @@ class GangScheduler:
             return REFUSED
         gang_group = self._gang_group(request, listed, request_of, decided)
         if gang_group is None:
-            return None  # a partner waits out its backoff: the gang group waits with it
+            return None  # a partner is not up for a decision: the gang group waits with it
         decided.update(r.key for r in gang_group)
         priority = min(r.priority for r in gang_group)
         lower: list[str] = []
@@ -941,16 +965,21 @@ class GangScheduler:
             partly_bound=0 < len(self._bound_members(key)) < group.spec.min_member,
         )
 
-    def _request_or_none(self, queued: QueueEntry, now: dt.datetime) -> GangRequest | None:
+    def _request_or_none(
+        self, queued: QueueEntry, now: dt.datetime, *, partner: bool = False
+    ) -> GangRequest | None:
         """`_request`, with a group whose request raises backed off and reported (None)."""
         try:
-            return self._request(queued, now)
+            return self._request(queued, now, partner=partner)
         except Exception as exc:
             self._failed(queued.key, exc, now)
             return None
 
-    def _request(self, queued: QueueEntry, now: dt.datetime) -> GangRequest | None:
-        """What the core decides for a queued group, or None while it backs off."""
+    def _request(
+        self, queued: QueueEntry, now: dt.datetime, *, partner: bool = False
+    ) -> GangRequest | None:
+        """What the core decides for a queued group, or None while it backs off (unless it is
+        the `partner` of a gang group that is due: `_gang_group`)."""
         key, waiting, group = queued.key, queued.waiting, queued.group
         state = self.waiting.setdefault(key, WaitState(since=now))
         if self._leaving_until(key[0], now) is not None:
@@ -991,7 +1020,7 @@ class GangScheduler:
                     at=now,
                 ),
             )
-        if not decision.may_attempt or self._left_to_restart(key, group, state, now):
+        if not (decision.may_attempt or partner) or self._left_to_restart(key, group, state, now):
             return None
         bound = self._bound_members(key)
         satisfied = group.status.phase in (c.Phase.RUNNING, c.Phase.UNKNOWN) and not _acting(group)
@@ -1091,13 +1120,18 @@ class GangScheduler:
         self,
         request: GangRequest,
         listed: list[str],
-        request_of: Callable[[GroupKey], GangRequest | None],
+        request_of: _RequestOf,
         decided: set[GroupKey],
     ) -> list[GangRequest] | None:
         """This request plus every other PodGroup of its joined lists (`listed`, from
         `_joined`: its `gangGroup` and theirs) that is waiting too; None when a partner with
-        pending pods is not up for a decision this cycle (backoff, or binds in flight): deciding
-        without it would bind part of the gang group.
+        pending pods is not up for a decision this cycle (binds in flight, a restart's grace,
+        its namespace being left): deciding without it would bind part of the gang group.
+
+        A partner backing off is decided with it: the gang group is decided as one, so it is
+        due when any of its members is. Why: a partner that had waited long for this gang's
+        pods backed off up to 60 s between tries, and the gang group started that much after
+        the last pods came, the newcomers saying nothing meanwhile.
 
         A listed group already placed this cycle (one decided and not placed has had this gang
         refused: `_partner_not_placed`), or already placed before (minMember members bound), is
@@ -1112,7 +1146,7 @@ class GangScheduler:
             key = (namespace, name)
             if key == request.key or key in decided:
                 continue
-            if (partner_request := request_of(key)) is not None:
+            if (partner_request := request_of(key) or request_of(key, partner=True)) is not None:
                 members.append(partner_request)
             elif key in self.pending:
                 return None

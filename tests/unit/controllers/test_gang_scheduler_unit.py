@@ -1055,6 +1055,50 @@ async def test_a_partner_whose_pods_are_not_there_yet_holds_back_the_gang_group(
     ]
 
 
+async def test_a_gang_short_of_pods_is_tried_again_when_a_member_comes() -> None:
+    """It used to wait out a backoff of up to 60 s after its last pod came."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("g", min_member=3, scheduleTimeoutSeconds=3600)
+    h.add_pods("g", 2, cpu=1)
+    for _ in range(6):
+        await h.scheduler.cycle()
+        h.clock.advance(61)
+    await h.scheduler.cycle()
+    assert h.scheduler.waiting[(NS, "g")].failures == 7  # next try 60 s after the last
+
+    h.clock.advance(1)
+    h.add_pod("g-2", group="g", cpu=1)
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["g-0", "g-1", "g-2"]
+
+
+async def test_a_partner_backing_off_is_decided_with_a_gang_group_that_is_due() -> None:
+    """`left` waited for `right`'s pods long enough to back off 32 s between tries. When they
+    came, `right` waited out `left`'s backoff: a gang group whose members' pods are created a
+    minute apart started up to a minute late, and `right`'s pods said nothing meanwhile. The
+    gang group is decided together, so it is due when any of its members is."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    members = ["default/left", "default/right"]
+    for name in ("left", "right"):
+        h.add_group(name, min_member=2, gangGroup=members, scheduleTimeoutSeconds=3600)
+    h.add_pods("left", 2, cpu=1)
+    for _ in range(6):
+        await h.scheduler.cycle()
+        h.clock.advance(61)
+    await h.scheduler.cycle()
+    assert h.verdicts_for("left")[-1].reason == c.Reason.NOT_ENOUGH_TASKS
+    assert h.scheduler.waiting[(NS, "left")].failures == 7  # next try 60 s after the last
+
+    h.clock.advance(1)
+    h.add_pods("right", 2, cpu=1)
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["left-0", "left-1", "right-0", "right-1"]
+
+
 async def test_a_group_placed_in_its_own_right_is_not_decided_again_in_a_gang_group() -> None:
     h = Harness()
     h.add_node("n1", cpu=4)
@@ -1145,9 +1189,9 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, h: Harness, method: str) -> lis
     calls: list[Key] = []
     real = getattr(h.scheduler, method)
 
-    def counting(first: Any, *args: Any) -> Any:
+    def counting(first: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append(first if method == "_queued" else first.key)
-        return real(first, *args)
+        return real(first, *args, **kwargs)
 
     monkeypatch.setattr(h.scheduler, method, counting)
     return calls
