@@ -10,6 +10,7 @@ model: collect, then raise once at the edge, so a user fixes everything in one r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -181,3 +182,10 @@ def podgroup_errors(body: dict[str, Any]) -> list[str]:
     if "spec" not in body:
         return ["spec: is required; a PodGroup needs at least spec.minMember"]
     return spec_errors(body["spec"])
+
+
+def stored_podgroup_errors(body: Mapping[str, Any], exc: ValidationError) -> list[str]:
+    """Why a stored PodGroup did not parse (`exc`): every problem of `podgroup_errors`, or the
+    model's own words should those rules find none, so that the status reconciler and the
+    scheduler never say nothing, and say the same."""
+    return podgroup_errors(dict(body)) or [str(exc)]

@@ -59,7 +59,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
-from podgroup_operator.api.validation import podgroup_errors
+from podgroup_operator.api.validation import stored_podgroup_errors
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.controllers.pacing import Slots
 from podgroup_operator.controllers.podsignals import PodSignals
@@ -639,7 +639,7 @@ class GangScheduler:
             group: PodGroup | None = PodGroup.model_validate(body)
         except ValidationError as exc:
             group = None
-            problem = invalid_spec_message(podgroup_errors(dict(body)) or [str(exc)])
+            problem = invalid_spec_message(stored_podgroup_errors(body, exc))
         self._parsed[key] = (version, group, problem)
         return group
 

@@ -35,7 +35,7 @@ from podgroup_operator.api.models import (
     salvage_status,
     unreadable_fields,
 )
-from podgroup_operator.api.validation import podgroup_errors, status_errors
+from podgroup_operator.api.validation import status_errors, stored_podgroup_errors
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.lifecycle import (
@@ -478,7 +478,7 @@ class StatusReconciler:
         except ValidationError as exc:
             # Its spec was admitted before our webhook ran (or with it off); the CRD schema kept
             # the worst out. Said in its status until it is fixed (the fix is a watch event).
-            await self._write_invalid(key, body, podgroup_errors(dict(body)) or [str(exc)])
+            await self._write_invalid(key, body, stored_podgroup_errors(body, exc))
             return
         now = self.clock()
         if await self._restart_step(key, group, body, pods, now):
