@@ -551,8 +551,11 @@ class FakeApiServer:
         try:
             while True:
                 remaining = None if deadline is None else max(0.0, deadline - loop.time())
+                # Not asyncio.wait_for: on 3.11 it swallows a cancel that comes as the queue
+                # hands over an item, and the watcher that cancelled this watch waited for ever.
                 try:
-                    item = await asyncio.wait_for(watch.queue.get(), remaining)
+                    async with asyncio.timeout(remaining):
+                        item = await watch.queue.get()
                 except TimeoutError:
                     return
                 if item is _CLOSED:

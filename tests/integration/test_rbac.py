@@ -23,6 +23,7 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     EVENTS,
+    LEASES,
     PODGROUPS,
     PODS,
     ApiError,
@@ -112,6 +113,20 @@ async def test_operator_runs_with_the_deploy_cluster_role(
         await _runs_a_gang_and_answers_webhooks(kube, non_admin_operator.process, namespace)
         assert cluster.state is not None
         await _may_count_up_its_events(kube, cluster.state.kubeconfig_for(USER), namespace)
+        await _may_watch_its_lease(cluster.state.kubeconfig_for(USER))
+
+
+async def _may_watch_its_lease(kubeconfig: Path) -> None:
+    """A standing-by replica watches the Lease to see a release at once
+    (`LeaderElector._watch_for_release`): the Role allows that watch, by the Lease's name."""
+    selector = f"metadata.name={c.LEADER_LEASE_NAME}"
+    async with KubeClient.from_kubeconfig(str(kubeconfig)) as restricted:
+        events = restricted.watch(
+            LEASES, OPERATOR_NAMESPACE, field_selector=selector, timeout_seconds=5
+        )
+        event, lease = await anext(events)
+        await events.aclose()
+    assert (event, lease["metadata"]["name"]) == (c.WatchEventType.ADDED, c.LEADER_LEASE_NAME)
 
 
 async def _may_count_up_its_events(kube: KubeClient, kubeconfig: Path, namespace: str) -> None:

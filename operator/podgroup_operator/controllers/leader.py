@@ -10,6 +10,7 @@ the I/O and the timing: read the Lease, decide, write it with a resourceVersion 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import LEASES, ApiError, KubeClient
 from podgroup_operator.controllers.isolation import describe
 from podgroup_operator.domain.leadership import (
@@ -95,14 +97,22 @@ class LeaderElector:
         self._overlong: tuple[str, int] | None = None
         self._held_since: float | None = None
         """Event-loop time at which the last successful attempt (campaign or renewal) began."""
+        self._watch_refused = False
+        self._freed = asyncio.Event()
+        """Set by the campaign's watch when it sees the Lease with no holder (or gone)."""
 
     async def run(self, on_started: Callback, on_stopped: Callback) -> None:
         """Campaign, lead, and campaign again after losing the lease, until `release()`."""
         while not self._released:
-            while not await self._try():
-                if self._released:
-                    return
-                await asyncio.sleep(self.timing.retry_seconds)
+            watching = asyncio.create_task(self._watch_for_release())
+            try:
+                while not await self._try():
+                    if self._released:
+                        return
+                    await self._released_or_retry()
+            finally:
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
             self.leading.set()
             self.transitions += 1
             logger.info("leading as %s (lease %s/%s)", self.identity, self.namespace, self.name)
@@ -158,6 +168,48 @@ class LeaderElector:
         logger.warning("lease not released after %d conflicts (it will expire)", RELEASE_ATTEMPTS)
 
     # --- the steps -----------------------------------------------------------------------------
+    async def _released_or_retry(self) -> None:
+        """Wait for the retry period, or less: until the campaign's watch sees the Lease freed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._freed.wait(), self.timing.retry_seconds)
+        self._freed.clear()
+
+    async def _watch_for_release(self) -> None:
+        """While campaigning, watch the Lease and wake the campaign when its holder releases it
+        (or it is deleted), instead of at the next retry.
+
+        Why: a candidate that only read the Lease every retry period took it over 1.6 s after
+        the release in `bench scale --failover term` (1,000 x 10 backlog, a bind burst loading
+        the API server and both replicas): 2.18 s from SIGTERM, over the 2 s a hand-over should
+        take. The reads every retry period stay: they take over from a holder that stopped
+        without releasing, and they go on should this watch fail (it is only a shortcut: it
+        starts again after a retry period; a refusal is logged once, other ends at debug)."""
+        selector = f"metadata.name={self.name}"
+        while not self._released:
+            try:
+                async for event, lease in self.kube.watch(
+                    LEASES, self.namespace, field_selector=selector
+                ):
+                    if event == c.WatchEventType.DELETED or (
+                        event in (c.WatchEventType.ADDED, c.WatchEventType.MODIFIED)
+                        and not LeaseRecord.from_spec(lease.get("spec")).holder
+                    ):
+                        self._freed.set()
+            except ApiError as exc:
+                # Refused (RBAC without the `watch` verb, say): the reads still take over,
+                # a retry period late. Said once; the rest of the ends are routine.
+                if not self._watch_refused:
+                    self._watch_refused = True
+                    logger.warning(
+                        "lease %s/%s: cannot watch it (%s); a release is seen at the next read",
+                        self.namespace,
+                        self.name,
+                        describe(exc),
+                    )
+            except Exception as exc:
+                logger.debug("lease %s/%s: watch ended: %s", self.namespace, self.name, exc)
+            await asyncio.sleep(self.timing.retry_seconds)
+
     async def _renew_until_lost(self) -> None:
         """Renew every retry period; stop leading once the renew deadline passes unrenewed.
 

@@ -79,8 +79,9 @@ from podgroup_operator.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)
 
-LEASE_CONNECTIONS = 2
-"""The Lease client's pool (`Runtime.lease_kube`): the election sends one request at a time."""
+LEASE_CONNECTIONS = 3
+"""The Lease client's pool (`Runtime.lease_kube`): the election sends one request at a time,
+and a candidate watches the Lease meanwhile (`LeaderElector._watch_for_release`)."""
 
 
 BY_GROUP = "by-group"

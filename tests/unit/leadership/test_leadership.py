@@ -168,6 +168,30 @@ async def test_of_two_electors_exactly_one_leads_and_a_release_hands_over_at_onc
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def test_a_candidate_sees_a_release_without_waiting_for_its_next_read() -> None:
+    """Its reads every retry period took the lease over 1.6 s after a release under a bind
+    burst (`bench scale --failover term`); the candidate's watch wakes it at the release."""
+    slow = Timing(lease_seconds=60, renew_deadline_seconds=40, retry_seconds=30)
+    api = FakeApiServer()
+    a = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=slow)
+    b = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="b", timing=slow)
+    ra, rb = Recorder(), Recorder()
+    started = asyncio.create_task(a.run(ra.on_started, ra.on_stopped))
+    await asyncio.wait_for(a.leading.wait(), 1)
+    following = asyncio.create_task(b.run(rb.on_started, rb.on_stopped))
+    try:
+        while api.count("WATCH", "/leases") < 2 or api.count("GET", f"/leases/{NAME}") < 2:
+            await asyncio.sleep(0.01)  # b has read the live lease and watches it (as a did)
+        assert not b.leading.is_set()
+        await a.release()
+        await asyncio.wait_for(b.leading.wait(), 1)  # its next read was 30 s away
+        await b.release()
+    finally:
+        for task in (started, following):
+            task.cancel()
+        await asyncio.gather(started, following, return_exceptions=True)
+
+
 async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() -> None:
     api = FakeApiServer()
     async with campaign(api) as (a, record, _):
