@@ -6,6 +6,7 @@ operator runs (namespaces, webhook serving) and then hands control to `kopf.run`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -113,11 +114,16 @@ def run(
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     # Modules, Kopf and the clients are loaded: never garbage, so out of every collection.
     heap.configure()
+    # SIGTERM hands the Lease over, then raises the stop flag; it is handled so once Kopf is
+    # ready (handlers/startup.py).
+    stop_flag, ready_flag = asyncio.Event(), asyncio.Event()
     kopf.run(
         clusterwide=not namespaces,
         namespaces=namespaces,
         standalone=True,
         liveness_endpoint=liveness,
-        memo=kopf.Memo(settings=settings),
+        memo=kopf.Memo(settings=settings, stop_flag=stop_flag, ready_flag=ready_flag),
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
     )
     return 0

@@ -479,6 +479,7 @@ class Runtime:
             else None
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._handing_over: asyncio.Future[None] | None = None
 
     def _on_pod_for_quota(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
         self.quota.observe_pod(pod, kind)
@@ -532,11 +533,24 @@ class Runtime:
             await leading.stop()
             logger.info("no longer leading: scheduling and status writes stopped")
 
-    async def stop(self) -> None:
-        """Stop leading first, then hand the Lease over, then stop watching."""
+    async def hand_over(self) -> None:
+        """Stop leading, then release the Lease; done once, for whichever caller comes first
+        (SIGTERM as it arrives, `handlers/startup.py`, or `stop`), the others waiting for it.
+
+        Once: two callers each stopping and releasing could release while the other's
+        `stop_leading` still had binds to answer (a second caller finds `leading` None)."""
+        if self._handing_over is None:
+            self._handing_over = asyncio.ensure_future(self._stop_leading_and_release())
+        await asyncio.shield(self._handing_over)
+
+    async def _stop_leading_and_release(self) -> None:
         await self.stop_leading()
         if self.elector is not None:
             await self.elector.release()
+
+    async def stop(self) -> None:
+        """Stop leading first, then hand the Lease over, then stop watching."""
+        await self.hand_over()
         for task in self._tasks:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
+import threading
 from typing import Any
 
 import kopf
@@ -129,6 +131,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             where,
         )
     await runtime.start()
+    memo.sigterm = asyncio.create_task(_hand_over_on_sigterm(runtime, memo))
     metrics.observe(runtime)
     memo.observer = None
     if operator_settings.metrics_address:
@@ -138,12 +141,38 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         )
 
 
+async def _hand_over_on_sigterm(runtime: Runtime, memo: kopf.Memo) -> None:
+    """On SIGTERM, hand the Lease over at once, and stop Kopf through its stop flag.
+
+    Why: Kopf runs cleanup handlers only once it has stopped its own tasks (a worker per
+    PodGroup among them), so the leader went on binding and released the Lease 0.53 s after
+    SIGTERM under a 1,000 x 10 backlog (`bench scale --failover term`). Kopf's own handler is
+    kept where there are no flags to use (an embedding without `main.run`, `KopfRunner`'s
+    thread) and for SIGINT.
+
+    Installed once Kopf is ready (its `ready_flag`, raised after the startup handlers): Kopf
+    installs its own signal handlers as it starts, and the last one installed is the one
+    called; installed from the startup handler, ours came first and was replaced."""
+    stop: asyncio.Event | None = memo.get("stop_flag")
+    ready: asyncio.Event | None = memo.get("ready_flag")
+    if stop is None or ready is None or threading.current_thread() is not threading.main_thread():
+        return
+    await ready.wait()
+
+    def on_sigterm() -> None:
+        logger.info("SIGTERM: handing the Lease over, then stopping")
+        memo.hand_over = asyncio.ensure_future(runtime.hand_over())
+        stop.set()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+
+
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
     runtime: Runtime = memo.runtime
-    rotation: asyncio.Task[None] | None = memo.get("rotation")
-    if rotation is not None:
-        rotation.cancel()
+    for task in (memo.get("rotation"), memo.get("sigterm")):
+        if task is not None:
+            task.cancel()  # the second still waiting for Kopf to be ready, if it stops first
     metrics.observe(None)
     if memo.observer is not None:
         await memo.observer.cleanup()
