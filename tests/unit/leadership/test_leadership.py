@@ -180,8 +180,9 @@ async def test_a_candidate_sees_a_release_without_waiting_for_its_next_read() ->
     await asyncio.wait_for(a.leading.wait(), 1)
     following = asyncio.create_task(b.run(rb.on_started, rb.on_stopped))
     try:
-        while api.count("WATCH", "/leases") < 2 or api.count("GET", f"/leases/{NAME}") < 2:
-            await asyncio.sleep(0.01)  # b has read the live lease and watches it (as a did)
+        # b has read the live lease and watches it (a's watch ended when a began to lead).
+        while api.open_watches < 1 or api.count("GET", f"/leases/{NAME}") < 2:
+            await asyncio.sleep(0.01)
         assert not b.leading.is_set()
         await a.release()
         await asyncio.wait_for(b.leading.wait(), 1)  # its next read was 30 s away
