@@ -219,7 +219,8 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
         for name in CONFIG_NAMES:
             assert verbs(cluster_role, resource, named=name) == {"get", "update"}
     assert verbs(role, "leases") == {"create"}
-    assert verbs(role, "leases", named=LEADER_LEASE) == {"create", "get", "update"}
+    # watch: a replica standing by sees the Lease released at once (controllers/leader.py).
+    assert verbs(role, "leases", named=LEADER_LEASE) == {"create", "get", "update", "watch"}
     assert not any(
         "*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster_role["rules"]
     )
