@@ -233,7 +233,8 @@ class WriterTransport:
                 self._batcher.flush()  # requests sent in this turn of the loop go out first
             process.stdin.close()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), STOP_SECONDS)
+                async with asyncio.timeout(STOP_SECONDS):
+                    await process.wait()
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
         if self._reader is not None:

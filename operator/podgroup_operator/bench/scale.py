@@ -182,9 +182,8 @@ async def _wait_synced(informers: list[Informer], timeout: float) -> None:
     is not ready), so a bench whose API server refused its lists waited in silence until killed.
     """
     try:
-        await asyncio.wait_for(
-            asyncio.gather(*(informer.synced.wait() for informer in informers)), timeout
-        )
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(informer.synced.wait() for informer in informers))
     except TimeoutError:
         late = [
             f"{informer.name} ({informer.stats.failures} failed tries)"

@@ -171,7 +171,8 @@ class LeaderElector:
     async def _released_or_retry(self) -> None:
         """Wait for the retry period, or less: until the campaign's watch sees the Lease freed."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._freed.wait(), self.timing.retry_seconds)
+            async with asyncio.timeout(self.timing.retry_seconds):
+                await self._freed.wait()
         self._freed.clear()
 
     async def _watch_for_release(self) -> None:

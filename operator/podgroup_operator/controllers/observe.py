@@ -39,7 +39,8 @@ class Observable(Protocol):
 async def _accepts(address: tuple[str, int]) -> bool:
     """Whether something accepts TCP connections there (the admission server, once up)."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(*address), 1.0)
+        async with asyncio.timeout(1.0):
+            _, writer = await asyncio.open_connection(*address)
     except (OSError, TimeoutError):
         return False
     writer.close()

@@ -572,7 +572,8 @@ class GangScheduler:
             if not self._wake.is_set():  # with work already waiting, no timer is needed
                 timeout = self._next_due()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(SETTLE_SECONDS)
             try:

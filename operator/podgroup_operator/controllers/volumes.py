@@ -252,10 +252,8 @@ class VolumeBinder:
             return
         await asyncio.gather(*(self._carry_out(d) for d in decisions.values()))
         try:
-            await asyncio.wait_for(
-                asyncio.gather(*(self._wait_bound(key) for key in decisions)),
-                self.bind_timeout_seconds,
-            )
+            async with asyncio.timeout(self.bind_timeout_seconds):
+                await asyncio.gather(*(self._wait_bound(key) for key in decisions))
         except TimeoutError:
             waiting = sorted(
                 name

@@ -1055,6 +1055,27 @@ async def test_a_partner_whose_pods_are_not_there_yet_holds_back_the_gang_group(
     ]
 
 
+@pytest.mark.parametrize("turns", [0, 1, 2])
+async def test_a_scheduler_stopped_as_it_is_woken_stops(turns: int) -> None:
+    """On Python 3.11 `asyncio.wait_for` swallows a cancel that comes as what it waits for
+    completes: the scheduler's loop, cancelled in the same turns of the event loop as a pod
+    event woke it, ran on, and `stop` waited for it for ever (leadership never handed over).
+    Its loop waits with `asyncio.timeout` now; ruff bans `asyncio.wait_for` in operator/."""
+    h = Harness()
+    h.add_node("n1", cpu=1)
+    h.add_group("big", min_member=2)
+    h.add_pods("big", 2, cpu=1)  # refused: the loop then waits for its wake or the retry
+    h.scheduler.start()
+    while not h.verdicts_for("big"):
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # back in its wait, with a timeout (the retry is due in 1 s)
+    h.scheduler.wake()
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    async with asyncio.timeout(1):
+        await h.scheduler.stop()
+
+
 async def test_a_gang_short_of_pods_is_tried_again_when_a_member_comes() -> None:
     """It used to wait out a backoff of up to 60 s after its last pod came."""
     h = Harness()
