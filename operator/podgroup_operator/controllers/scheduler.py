@@ -980,7 +980,7 @@ class GangScheduler:
         self, queued: QueueEntry, now: dt.datetime, *, partner: bool = False
     ) -> GangRequest | None:
         """What the core decides for a queued group, or None while it backs off (unless it is
-        the `partner` of a gang group that is due: `_gang_group`)."""
+        the `partner` of a gang group that is due, refused but never failed: `_gang_group`)."""
         key, waiting, group = queued.key, queued.waiting, queued.group
         state = self.waiting.setdefault(key, WaitState(since=now))
         if self._leaving_until(key[0], now) is not None:
@@ -1021,7 +1021,12 @@ class GangScheduler:
                     at=now,
                 ),
             )
-        if not (decision.may_attempt or partner) or self._left_to_restart(key, group, state, now):
+        # A partner skips the backoff of its refusals, never that of a request that raised
+        # (`_failed`): that one waits its turn, as any group whose processing raises does.
+        skips_backoff = partner and not self.failures.count(key)
+        if not (decision.may_attempt or skips_backoff) or self._left_to_restart(
+            key, group, state, now
+        ):
             return None
         bound = self._bound_members(key)
         satisfied = group.status.phase in (c.Phase.RUNNING, c.Phase.UNKNOWN) and not _acting(group)

@@ -1120,6 +1120,38 @@ async def test_a_partner_backing_off_is_decided_with_a_gang_group_that_is_due() 
     assert sorted(h.bound_pods()) == ["left-0", "left-1", "right-0", "right-1"]
 
 
+async def test_a_partner_whose_request_raised_is_not_built_again_within_its_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pulling a partner in past its backoff is for refusals: a partner whose request raises
+    is backed off like any failing group, not built again by the next due member."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    members = ["default/left", "default/right"]
+    for name in ("left", "right"):
+        h.add_group(name, min_member=2, gangGroup=members)
+    h.add_pods("left", 2, cpu=1)
+    h.add_pods("right", 2, cpu=1)
+    real = h.scheduler.volumes.claims_for
+    raised: list[str] = []
+
+    def claims_for(pods: list[Body]) -> Any:
+        if any(p["metadata"]["name"].startswith("right-") for p in pods) and not raised:
+            raised.append("right")
+            raise RuntimeError("a request that cannot be built")
+        return real(pods)
+
+    monkeypatch.setattr(h.scheduler.volumes, "claims_for", claims_for)
+    await h.scheduler.cycle()
+    assert raised == ["right"]
+    assert h.scheduler.failures.count((NS, "right")) == 1  # built once, not again as a partner
+    assert h.bound_pods() == []
+
+    h.clock.advance(2)  # past its backoff: built again, it no longer raises
+    await h.scheduler.cycle()
+    assert sorted(h.bound_pods()) == ["left-0", "left-1", "right-0", "right-1"]
+
+
 async def test_a_group_placed_in_its_own_right_is_not_decided_again_in_a_gang_group() -> None:
     h = Harness()
     h.add_node("n1", cpu=4)
