@@ -11,6 +11,14 @@ GroupKey = tuple[str, str]
 """(namespace, name) of a PodGroup."""
 
 
+def gang_group_key(entry: str) -> GroupKey:
+    """The key a `gangGroup` entry names. The spec's pattern admits only `namespace/name`,
+    and every reader of a joined list parses it here, so that the entry and the key can never
+    be read two ways."""
+    namespace, name = entry.split("/", 1)
+    return namespace, name
+
+
 def server_uid(obj: Mapping[str, Any]) -> str | None:
     """The UID the apiserver assigned, or None for an object built by hand that has none yet.
 

@@ -55,7 +55,7 @@ from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.backoff import Backoff
-from podgroup_operator.api.keys import GroupKey, pod_uid
+from podgroup_operator.api.keys import GroupKey, gang_group_key, pod_uid
 from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
@@ -1064,9 +1064,8 @@ class GangScheduler:
         seen = set(listed)
         index = 0
         while index < len(listed) and len(listed) <= MAX_GANG_GROUP:
-            namespace, name = listed[index].split("/", 1)
+            partner = self._group(gang_group_key(listed[index]))
             index += 1
-            partner = self._group((namespace, name))
             for entry in (partner.spec.gang_group or ()) if partner is not None else ():
                 if entry not in seen:
                     seen.add(entry)
@@ -1098,8 +1097,7 @@ class GangScheduler:
         start together. Lists that agree decide every listed gang at once and never come
         here."""
         for entry in listed:
-            namespace, name = entry.split("/", 1)
-            partner = (namespace, name)
+            partner = gang_group_key(entry)
             if partner == key or partner not in decided or partner in self._placed_now:
                 continue
             state = self.waiting.get(partner)
@@ -1117,8 +1115,7 @@ class GangScheduler:
         `_joined`) whose spec does not validate, or None. Without it the gang group waited in
         silence for a partner the queue never offers (`_queued`)."""
         for entry in listed:
-            namespace, name = entry.split("/", 1)
-            if (problem := self._invalid_spec((namespace, name))) is not None:
+            if (problem := self._invalid_spec(gang_group_key(entry))) is not None:
                 return f"gang group member PodGroup {entry}: {problem}"
         return None
 
@@ -1148,8 +1145,7 @@ class GangScheduler:
             return [request]
         members = [request]
         for entry in listed:
-            namespace, name = entry.split("/", 1)
-            key = (namespace, name)
+            key = namespace, name = gang_group_key(entry)
             if key == request.key or key in decided:
                 continue
             if (partner_request := request_of(key) or request_of(key, partner=True)) is not None:
