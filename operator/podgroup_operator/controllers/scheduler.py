@@ -780,6 +780,10 @@ class GangScheduler:
             result = await self._decide_now(request, gang_group, binds, now)
             if result == PLACED:
                 self._placed_now.update(r.key for r in gang_group)
+            for partner in gang_group:
+                # Built and decided without raising: a partner's failure is behind it too, and
+                # its refusals' backoff is skipped again when the gang group is next due.
+                self.failures.succeeded(partner.key)
             return result
         finally:
             restore()

@@ -1152,6 +1152,44 @@ async def test_a_partner_whose_request_raised_is_not_built_again_within_its_back
     assert sorted(h.bound_pods()) == ["left-0", "left-1", "right-0", "right-1"]
 
 
+async def test_a_partner_decided_without_raising_has_its_failure_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A partner whose request raised once, then was built and decided with its gang group,
+    is well again: it is pulled in past its refusals' backoff when the gang group is next due,
+    as a partner that never raised is. Its failure stayed on record until it was decided on its
+    own, and the gang group waited out its backoff, which grew with every refusal meanwhile."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    members = ["default/left", "default/right"]
+    h.add_group("left", min_member=3, gangGroup=members, scheduleTimeoutSeconds=3600)
+    h.add_group("right", min_member=2, gangGroup=members, scheduleTimeoutSeconds=3600)
+    h.add_pods("left", 2, cpu=1)  # one short
+    h.add_pods("right", 2, cpu=1)
+    real = h.scheduler.volumes.claims_for
+    raised: list[str] = []
+
+    def claims_for(pods: list[Body]) -> Any:
+        if any(p["metadata"]["name"].startswith("right-") for p in pods) and not raised:
+            raised.append("right")
+            raise RuntimeError("a request that cannot be built")
+        return real(pods)
+
+    monkeypatch.setattr(h.scheduler.volumes, "claims_for", claims_for)
+    await h.scheduler.cycle()
+    assert h.scheduler.failures.count((NS, "right")) == 1
+
+    h.clock.advance(2)  # past its backoff: built again, decided with left, short of left's pods
+    await h.scheduler.cycle()
+    assert h.verdicts_for("right")[-1].reason == c.Reason.NOT_ENOUGH_TASKS
+    assert h.scheduler.failures.count((NS, "right")) == 0
+
+    h.clock.advance(1)  # left's last pod: left is due, right backs off 2 s from its refusal
+    h.add_pod("left-2", group="left", cpu=1)
+    await h.scheduler.cycle()
+    assert sorted(h.bound_pods()) == ["left-0", "left-1", "left-2", "right-0", "right-1"]
+
+
 async def test_a_group_placed_in_its_own_right_is_not_decided_again_in_a_gang_group() -> None:
     h = Harness()
     h.add_node("n1", cpu=4)
