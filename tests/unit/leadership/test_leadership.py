@@ -184,13 +184,59 @@ async def test_a_candidate_sees_a_release_without_waiting_for_its_next_read() ->
         while api.open_watches < 1 or api.count("GET", f"/leases/{NAME}") < 2:
             await asyncio.sleep(0.01)
         assert not b.leading.is_set()
+        reads = api.count("GET", f"/leases/{NAME}")
         await a.release()
         await asyncio.wait_for(b.leading.wait(), 1)  # its next read was 30 s away
+        # One round trip each: a writes what it last wrote, freed; b takes what it watched.
+        assert api.count("GET", f"/leases/{NAME}") == reads
         await b.release()
     finally:
         for task in (started, following):
             task.cancel()
         await asyncio.gather(started, following, return_exceptions=True)
+
+
+async def test_a_release_after_another_write_reads_the_lease_again_and_frees_it() -> None:
+    """The release writes the Lease as this replica last saw it; anything written since (a
+    renewal in flight, another client) makes that a conflict, and the release reads again."""
+    api = FakeApiServer()
+    async with campaign(api) as (elector, _, _):
+        await asyncio.wait_for(elector.leading.wait(), 2)
+        other = KubeClient(api)
+        await other.patch(LEASES, NAME, {"metadata": {"labels": {"touched": "yes"}}}, NS)
+        reads = api.count("GET", f"/leases/{NAME}")
+        await elector.release()
+        assert api.count("GET", f"/leases/{NAME}") == reads + 1
+        stored = api.get_object(LEASES, NAME, NS)
+        assert stored is not None and stored["spec"]["holderIdentity"] == ""
+
+
+async def test_a_candidate_that_watched_a_stale_release_reads_and_still_leads() -> None:
+    """The Lease a candidate watched freed may be taken by another before it writes: its write
+    is refused as a conflict, and its next attempt reads."""
+    api = FakeApiServer()
+    elector = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="b", timing=FAST)
+    stale = {
+        "metadata": {"name": NAME, "namespace": NS, "resourceVersion": "1"},
+        "spec": released(held_by("a"), T0).to_spec(),
+    }
+    await KubeClient(api).create(
+        LEASES,
+        {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **stale},
+        NS,
+    )
+    await KubeClient(api).patch(LEASES, NAME, {"metadata": {"labels": {"later": "yes"}}}, NS)
+    elector._freed_lease = stale  # as the watch would have left it, one write ago
+    record = Recorder()
+    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
+    try:
+        await asyncio.wait_for(elector.leading.wait(), 2)
+        assert api.count("PUT", f"/leases/{NAME}") >= 2  # the refused write, then the one read
+        stored = api.get_object(LEASES, NAME, NS)
+        assert stored is not None and stored["spec"]["holderIdentity"] == "b"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() -> None:
