@@ -71,6 +71,8 @@ server or proxy that answers every watch with an empty stream would otherwise be
 as fast as it answers. client-go calls this a "very short watch"."""
 REPLAY_SLICE = 1_000
 """Stored objects replayed to a handler between two turns of the event loop (`attach`)."""
+CATCH_UP_POLL_SECONDS = 0.01
+"""How often `Informer.caught_up` looks at the watch's resume point."""
 RETRY = Backoff(initial_seconds=1.0, max_seconds=30.0)
 """Backoff after an unexpected failure of list or watch: 1 s, doubling, at most 30 s."""
 
@@ -84,6 +86,17 @@ def object_key(obj: JSON) -> str:
 
 def resource_version(obj: JSON) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _revision(version: str) -> int | None:
+    """A resourceVersion as the etcd revision it is, or None for one that is not a number.
+
+    Clients are told to treat resourceVersions as opaque; the one comparison made here
+    (`Informer.caught_up`) is skipped when they are not numbers, as with another storage."""
+    try:
+        return int(version)
+    except ValueError:
+        return None
 
 
 class ResourceVersionGoneError(Exception):
@@ -269,6 +282,37 @@ class Informer:
                 obj = self.store.get(key)
                 if obj is not None:
                     self._call(handler, WatchEventType.ADDED, obj, None)
+
+    @property
+    def resource_version(self) -> str:
+        """Where the watch resumes: the version of the last event or bookmark (or list)."""
+        return self._resource_version
+
+    async def caught_up(self, version: str, *, quiet: float, timeout: float) -> bool:
+        """Wait until the watch has delivered every change made before `version` (a
+        resourceVersion of any kind: they share etcd's revisions), or until it has been quiet
+        for `quiet` seconds (nothing is on its way: there is nothing to catch up with); False
+        when neither happened within `timeout` seconds.
+
+        Why: a watch delivers changes in revision order, so once it brings one at `version` or
+        later (an event or a bookmark), all before it are in the store. A store that is merely
+        synced may be seconds behind a busy cluster; a new leader's first placements need the
+        binds its predecessor made just before it stopped (`Leading._catch_up`)."""
+        target = _revision(version)
+        if target is None:
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            seen = _revision(self._resource_version)
+            if seen is not None and seen >= target:
+                return True
+            now = loop.time()
+            if now - self.stats.last_event >= quiet:
+                return True
+            if now >= deadline:
+                return False
+            await asyncio.sleep(CATCH_UP_POLL_SECONDS)
 
     def remove_handler(self, handler: Handler) -> None:
         """Stop calling `handler`; one never added (or already removed) is let be."""

@@ -130,6 +130,13 @@ class LeaderElector:
             if not self._released:
                 logger.warning("lost the lease %s/%s; campaigning again", self.namespace, self.name)
 
+    @property
+    def version(self) -> str | None:
+        """The resourceVersion of the Lease as this replica last read or wrote it; right after
+        it took the Lease, the version of that write: later than every change the previous
+        holder saw answered before it released or stopped renewing."""
+        return self._version
+
     def holds(self) -> bool:
         """True while this replica leads on a hold younger than the renew deadline: what the
         leader's writes ask before they go out (`adapters.kube.FencedTransport`).

@@ -91,6 +91,10 @@ BY_KEY = "by-key"
 BY_NAMESPACE = "by-namespace"
 
 
+CATCH_UP_QUIET_SECONDS = 0.2
+"""A new leader's pod watch silent this long has nothing on its way to catch up with."""
+CATCH_UP_SECONDS = 5.0
+"""The longest a new leader's first placement waits for its pod watch (`Leading._catch_up`)."""
 LOOP_LAG_PERIOD_SECONDS = 0.5
 """How often the event loop's lag is sampled (`measure_loop_lag`)."""
 
@@ -342,6 +346,8 @@ class Leading:
         )
         self.started = 0.0
         self._starting: asyncio.Task[None] | None = None
+        self._took: str | None = None
+        """The Lease's resourceVersion as this replica took it (`_catch_up`)."""
         self.scheduler = GangScheduler(
             writer,
             informers.groups,
@@ -399,6 +405,8 @@ class Leading:
     def start(self) -> None:
         """Start leading in the background (`_start`): the elector renews the Lease meanwhile."""
         self.started = asyncio.get_running_loop().time()
+        elector = self.runtime.elector
+        self._took = elector.version if elector is not None else None
         self._starting = asyncio.create_task(self._start(), name="leading-start")
         self._starting.add_done_callback(_log_failure)
 
@@ -417,9 +425,44 @@ class Leading:
         await informers.pods.attach(self.on_pod)
         await informers.podgroups.attach(self.on_group)
         self.status.start()
+        await self._catch_up()
         self.scheduler.start()
         self.runtime.quota.publish = self.status.set_quota_view
         self.runtime.quota.start()
+
+    async def _catch_up(self) -> None:
+        """Before the first placement, let the pod watch bring every change made before this
+        replica took the Lease.
+
+        Why: the last leader's binds of its last second or two were not yet in this replica's
+        store when it took over under a bind burst (its watch that far behind, on two busy
+        cores), so it placed a pod on a node those binds had filled, and the kubelet refused it
+        `OutOfcpu` (`bench scale --failover term`, 1,000 x 10 backlog on nodes of just enough
+        cpu). The binds the last leader saw answered were made before it released the Lease,
+        or before its hold ran out, so before this replica took it. kube-scheduler waits for
+        nothing of the kind after an election; its pods are placed one by one and rescheduled,
+        but one gang member refused by its kubelet fails the whole gang."""
+        if not self._took:
+            return
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        pods = self.runtime.informers.pods
+        if await pods.caught_up(self._took, quiet=CATCH_UP_QUIET_SECONDS, timeout=CATCH_UP_SECONDS):
+            logger.info(
+                "the pod watch at resourceVersion %s, the Lease taken at %s: placing after %.2fs",
+                pods.resource_version,
+                self._took,
+                loop.time() - began,
+            )
+        else:
+            logger.warning(
+                "the pod watch had not brought what changed before this replica took the Lease "
+                "(resourceVersion %s) within %.0fs; placing anyway: a node the last leader filled "
+                "just before may still look free, and its kubelet would refuse what is placed "
+                "there (OutOfcpu)",
+                self._took,
+                CATCH_UP_SECONDS,
+            )
 
     async def stop(self) -> None:
         if self._starting is not None:

@@ -594,3 +594,64 @@ async def test_a_required_kind_refused_is_not_counted_synced(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+# --- caught_up: a new leader's wait for its pod watch ---------------------------------------------
+
+
+def _at(informer: Informer, version: int) -> None:
+    """The watch delivers a change of pod p at `version`."""
+    body = pod("p")
+    body["metadata"]["resourceVersion"] = str(version)
+    informer._on_event("MODIFIED", body)
+
+
+def _resume_point(informer: Informer) -> int:
+    stored = informer.store.get("default/p")
+    assert stored is not None
+    return int(stored["metadata"]["resourceVersion"])
+
+
+async def _deliver(informer: Informer, versions: range, every: float) -> None:
+    for version in versions:
+        await asyncio.sleep(every)
+        _at(informer, version)
+
+
+async def test_caught_up_waits_while_the_watch_brings_changes_older_than_the_version() -> None:
+    informer = Informer(KubeClient(FakeApiServer()), PODS, slim_pod)
+    _at(informer, 10)
+    delivering = asyncio.create_task(_deliver(informer, range(11, 30), every=0.02))
+    try:
+        assert await informer.caught_up("15", quiet=0.5, timeout=5)
+        assert _resume_point(informer) >= 15  # never quiet for 0.5 s: it waited for 15
+    finally:
+        delivering.cancel()
+
+
+async def test_caught_up_counts_a_quiet_watch_as_caught_up() -> None:
+    """Nothing on its way: a version past the last pod change (the Lease's own writes) is
+    never reached by the pod watch, and need not be."""
+    informer = Informer(KubeClient(FakeApiServer()), PODS, slim_pod)
+    _at(informer, 10)
+    assert await informer.caught_up("99", quiet=0.05, timeout=5)
+    assert _resume_point(informer) == 10
+
+
+async def test_caught_up_gives_up_at_its_timeout_while_changes_keep_coming_below_the_version() -> (
+    None
+):
+    informer = Informer(KubeClient(FakeApiServer()), PODS, slim_pod)
+    _at(informer, 10)
+    delivering = asyncio.create_task(_deliver(informer, range(11, 1000), every=0.01))
+    try:
+        assert not await informer.caught_up("5000", quiet=0.5, timeout=0.2)
+    finally:
+        delivering.cancel()
+
+
+async def test_caught_up_does_not_compare_versions_that_are_not_numbers() -> None:
+    informer = Informer(KubeClient(FakeApiServer()), PODS, slim_pod)
+    _at(informer, 10)
+    informer.stats.last_event = asyncio.get_running_loop().time() + 60  # never quiet
+    assert await informer.caught_up("a1b2", quiet=0.05, timeout=5)

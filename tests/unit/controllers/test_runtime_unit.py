@@ -12,8 +12,8 @@ import pytest
 
 from podgroup_operator.adapters import heap
 from podgroup_operator.adapters import informers as informers_module
-from podgroup_operator.adapters.kube import KubeClient
-from podgroup_operator.constants import SCHEDULER_NAME
+from podgroup_operator.adapters.kube import LEASES, KubeClient
+from podgroup_operator.constants import LEADER_LEASE_NAME, SCHEDULER_NAME
 from podgroup_operator.controllers.runtime import HeldLoop, Leading, Runtime, measure_loop_lag
 from podgroup_operator.scheduling.volumes import BindingMode
 from podgroup_operator.settings import OperatorSettings
@@ -113,6 +113,43 @@ async def test_the_leaders_controllers_start_only_after_every_store_is_replayed(
         assert set(leading.scheduler.pending) == {("default", "g")}
         assert len(leading.scheduler.pending[("default", "g")]) == 4
         assert set(leading.scheduler.snapshot.nodes) == {"n1", "n2"}
+
+
+async def test_a_new_leader_places_nothing_before_its_pod_watch_caught_up_with_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scheduler starts only once the pod watch has brought every change made before this
+    replica took the Lease (`Informer.caught_up`, tested in test_informers.py), so that the
+    last leader's last binds are in the snapshot before the first placement."""
+    asked: list[tuple[str, str]] = []
+    caught_up = asyncio.Event()
+
+    async def held(self: informers_module.Informer, version: str, **_: float) -> bool:
+        asked.append((self.name, version))
+        await caught_up.wait()
+        return True
+
+    monkeypatch.setattr(informers_module.Informer, "caught_up", held)
+    api = FakeApiServer()
+    api.seed(node("n1"), *(pod(f"p{i}", group="g", scheduler=SCHEDULER_NAME) for i in range(2)))
+    settings = OperatorSettings(metrics_address="", lease_namespace="default")
+    runtime = Runtime(settings, KubeClient(api))
+    await runtime.start()
+    try:
+        await until(lambda: asked, "the wait for the pod watch")
+        leading = runtime.leading
+        assert leading is not None and runtime.elector is not None
+        lease = api.get_object(LEASES, LEADER_LEASE_NAME, "default")
+        assert lease is not None and lease["spec"]["holderIdentity"] == runtime.elector.identity
+        ((informer, version),) = asked
+        assert informer == "pods"
+        assert 0 < int(version) <= int(lease["metadata"]["resourceVersion"])
+        assert leading.scheduler._task is None
+        assert leading.status._tasks  # status work does not wait for it
+        caught_up.set()
+        await until(lambda: leading.scheduler._task is not None, "the scheduler's start")
+    finally:
+        await runtime.stop()
 
 
 async def test_losing_the_lead_during_the_replay_starts_nothing(
