@@ -7,12 +7,13 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from podgroup_operator.adapters import heap
 from podgroup_operator.adapters import informers as informers_module
-from podgroup_operator.adapters.kube import LEASES, KubeClient
+from podgroup_operator.adapters.kube import JSON, LEASES, KubeClient, Request, Transport
 from podgroup_operator.constants import LEADER_LEASE_NAME, SCHEDULER_NAME
 from podgroup_operator.controllers.runtime import HeldLoop, Leading, Runtime, measure_loop_lag
 from podgroup_operator.scheduling.volumes import BindingMode
@@ -148,6 +149,58 @@ async def test_a_new_leader_places_nothing_before_its_pod_watch_caught_up_with_t
         assert leading.status._tasks  # status work does not wait for it
         caught_up.set()
         await until(lambda: leading.scheduler._task is not None, "the scheduler's start")
+    finally:
+        await runtime.stop()
+
+
+class _Timeline:
+    """Transports over one fake API server that note, in order, the writer's close and the
+    Lease's writes."""
+
+    def __init__(self, api: FakeApiServer) -> None:
+        self.api = api
+        self.seen: list[str] = []
+
+    def transport(self, name: str) -> Transport:
+        timeline = self
+
+        class Noting:
+            async def send(self, request: Request) -> tuple[int, Any]:
+                if request.method == "PUT" and "/leases/" in request.path:
+                    timeline.seen.append(f"{name}: lease written")
+                return await timeline.api.send(request)
+
+            def stream(self, request: Request) -> AsyncIterator[JSON]:
+                return timeline.api.stream(request)
+
+            async def close(self) -> None:
+                timeline.seen.append(f"{name}: closed")
+
+        return Noting()
+
+
+async def test_the_writer_process_is_done_before_the_lease_is_released() -> None:
+    """What the leader handed the writer process before it stopped, cancelled binds too, goes
+    out and is answered before the Lease is released: a bind landing after the next leader's
+    placements would fail a pod on a node they filled."""
+    api = FakeApiServer()
+    api.seed(node("n1"))
+    timeline = _Timeline(api)
+    runtime = Runtime(
+        OperatorSettings(metrics_address="", lease_namespace="default"),
+        KubeClient(api),
+        writer=KubeClient(timeline.transport("writer")),
+        lease_kube=KubeClient(timeline.transport("lease")),
+    )
+    await runtime.start()
+    try:
+        await until(lambda: runtime.leading is not None, "leading")
+        timeline.seen.clear()  # the Lease taken and renewed so far
+        await runtime.hand_over()
+        assert "writer: closed" in timeline.seen
+        assert timeline.seen[-1] == "lease: lease written"  # the release, after the close
+        stored = api.get_object(LEASES, LEADER_LEASE_NAME, "default")
+        assert stored is not None and stored["spec"]["holderIdentity"] == ""
     finally:
         await runtime.stop()
 
