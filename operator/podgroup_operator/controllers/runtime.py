@@ -440,8 +440,8 @@ class Leading:
         `OutOfcpu` (`bench scale --failover term`, 1,000 x 10 backlog on nodes of just enough
         cpu). The binds the last leader saw answered were made before it released the Lease,
         or before its hold ran out, so before this replica took it. kube-scheduler waits for
-        nothing of the kind after an election; its pods are placed one by one and rescheduled,
-        but one gang member refused by its kubelet fails the whole gang."""
+        nothing of the kind after an election: a pod that a kubelet refuses is replaced by its
+        controller, whereas one gang member refused fails its whole gang."""
         if not self._took:
             return
         loop = asyncio.get_running_loop()
