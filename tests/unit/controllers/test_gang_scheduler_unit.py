@@ -1120,6 +1120,22 @@ async def test_a_partner_backing_off_is_decided_with_a_gang_group_that_is_due() 
     assert sorted(h.bound_pods()) == ["left-0", "left-1", "right-0", "right-1"]
 
 
+def _right_raises_once(h: Harness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Building the request of the gang `right` raises the first time, never after; the list
+    returned names it once it has."""
+    real = h.scheduler.volumes.claims_for
+    raised: list[str] = []
+
+    def claims_for(pods: list[Body]) -> Any:
+        if any(p["metadata"]["name"].startswith("right-") for p in pods) and not raised:
+            raised.append("right")
+            raise RuntimeError("a request that cannot be built")
+        return real(pods)
+
+    monkeypatch.setattr(h.scheduler.volumes, "claims_for", claims_for)
+    return raised
+
+
 async def test_a_partner_whose_request_raised_is_not_built_again_within_its_backoff(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1132,16 +1148,7 @@ async def test_a_partner_whose_request_raised_is_not_built_again_within_its_back
         h.add_group(name, min_member=2, gangGroup=members)
     h.add_pods("left", 2, cpu=1)
     h.add_pods("right", 2, cpu=1)
-    real = h.scheduler.volumes.claims_for
-    raised: list[str] = []
-
-    def claims_for(pods: list[Body]) -> Any:
-        if any(p["metadata"]["name"].startswith("right-") for p in pods) and not raised:
-            raised.append("right")
-            raise RuntimeError("a request that cannot be built")
-        return real(pods)
-
-    monkeypatch.setattr(h.scheduler.volumes, "claims_for", claims_for)
+    raised = _right_raises_once(h, monkeypatch)
     await h.scheduler.cycle()
     assert raised == ["right"]
     assert h.scheduler.failures.count((NS, "right")) == 1  # built once, not again as a partner
@@ -1166,17 +1173,9 @@ async def test_a_partner_decided_without_raising_has_its_failure_forgotten(
     h.add_group("right", min_member=2, gangGroup=members, scheduleTimeoutSeconds=3600)
     h.add_pods("left", 2, cpu=1)  # one short
     h.add_pods("right", 2, cpu=1)
-    real = h.scheduler.volumes.claims_for
-    raised: list[str] = []
-
-    def claims_for(pods: list[Body]) -> Any:
-        if any(p["metadata"]["name"].startswith("right-") for p in pods) and not raised:
-            raised.append("right")
-            raise RuntimeError("a request that cannot be built")
-        return real(pods)
-
-    monkeypatch.setattr(h.scheduler.volumes, "claims_for", claims_for)
+    raised = _right_raises_once(h, monkeypatch)
     await h.scheduler.cycle()
+    assert raised == ["right"]
     assert h.scheduler.failures.count((NS, "right")) == 1
 
     h.clock.advance(2)  # past its backoff: built again, decided with left, short of left's pods
