@@ -623,8 +623,8 @@ async def test_caught_up_waits_while_the_watch_brings_changes_older_than_the_ver
     _at(informer, 10)
     delivering = asyncio.create_task(_deliver(informer, range(11, 30), every=0.02))
     try:
-        assert await informer.caught_up("15", quiet=0.5, timeout=5)
-        assert _resume_point(informer) >= 15  # never quiet for 0.5 s: it waited for 15
+        assert await informer.caught_up("15", quiet=5, timeout=10)
+        assert _resume_point(informer) >= 15  # never quiet for 5 s: it waited for 15
     finally:
         delivering.cancel()
 
@@ -645,7 +645,7 @@ async def test_caught_up_gives_up_at_its_timeout_while_changes_keep_coming_below
     _at(informer, 10)
     delivering = asyncio.create_task(_deliver(informer, range(11, 1000), every=0.01))
     try:
-        assert not await informer.caught_up("5000", quiet=0.5, timeout=0.2)
+        assert not await informer.caught_up("5000", quiet=5, timeout=0.2)
     finally:
         delivering.cancel()
 
