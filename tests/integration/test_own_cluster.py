@@ -1078,9 +1078,11 @@ async def test_a_gangs_first_status_waits_as_long_as_gangs_lately_took_to_start(
         events = await own_kube.list(
             EVENTS, namespace, field_selector=f"involvedObject.name={group}"
         )
+        # In the order the API server stored them: two Events of one second share their
+        # timestamps, which count whole seconds (a CI run saw the two swapped).
         changes = [
             e["message"].split(":")[0]
-            for e in sorted(events["items"], key=lambda e: e["metadata"]["creationTimestamp"])
+            for e in sorted(events["items"], key=lambda e: int(e["metadata"]["resourceVersion"]))
             if e["reason"] == c.Reason.PHASE_CHANGED
         ]
         return changes if any(x.endswith("-> Running") for x in changes) else None
