@@ -18,10 +18,9 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import LEASES, ApiError, KubeClient
+from podgroup_operator.adapters.kube import JSON, LEASES, ApiError, KubeClient
 from podgroup_operator.controllers.isolation import describe
 from podgroup_operator.domain.leadership import (
     LONGEST_LEASE_SECONDS,
@@ -101,7 +100,7 @@ class LeaderElector:
         self._watch_refused = False
         self._freed = asyncio.Event()
         """Set by the campaign's watch when it sees the Lease with no holder (or gone)."""
-        self._freed_lease: dict[str, Any] | None = None
+        self._freed_lease: JSON | None = None
         """The Lease as the campaign's watch saw it freed: the next attempt decides on it
         instead of reading it again (`_attempt`)."""
 
@@ -333,7 +332,7 @@ class LeaderElector:
             raise
         return self._observe(body)
 
-    def _observe(self, body: dict[str, Any]) -> LeaseRecord:
+    def _observe(self, body: JSON) -> LeaseRecord:
         """The Lease as read or watched: its record, its resourceVersion for the next write,
         and when its record last changed (expiry is judged from then, on our clock)."""
         record = LeaseRecord.from_spec(body.get("spec"))
