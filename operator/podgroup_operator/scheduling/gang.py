@@ -18,6 +18,7 @@ from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.podinfo import PREFERRED, REQUIRED
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
+from podgroup_operator.scheduling.topology import Domain, TopologyRequest
 from podgroup_operator.scheduling.volumes import VolumeClaim, VolumeDecision
 
 
@@ -59,6 +60,10 @@ class GangRequest:
     StorageClass (`volumes.volume_claim`). A member mounting a claim missing here waits."""
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     """The members' `spec.preemptionPolicy`; Never means the gang waits instead of evicting."""
+    topology: TopologyRequest | None = None
+    """`spec.topologyConstraint`, resolved: the domains the placement generator searches."""
+    within: Domain | None = None
+    """The one domain this attempt may use (set by the placement generator), or anywhere."""
 
     @property
     def key(self) -> GroupKey:
@@ -203,6 +208,9 @@ class Placement:
     bindings: tuple[Binding, ...]
     unplaced: tuple[str, ...] = ()
     undo: Undo = field(default=NO_UNDO, compare=False, repr=False)
+    domain: Domain | None = None
+    """The topology domain the members were placed in (None: no topology constraint, or
+    placed cluster-wide)."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +226,8 @@ class Refusal:
     message: str
     partial: tuple[Binding, ...] = ()
     undo: Undo = field(default=NO_UNDO, compare=False, repr=False)
+    fit: int = 0
+    """Members that did fit at the same time in the attempt refused."""
 
 
 @dataclass(frozen=True)

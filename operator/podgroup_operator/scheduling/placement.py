@@ -38,6 +38,7 @@ from podgroup_operator.scheduling.filters import (
     insufficient,
     pod_constraints,
 )
+from podgroup_operator.scheduling.framework import GangView, place, smallest_request
 from podgroup_operator.scheduling.gang import (
     Binding,
     GangGroupPlacement,
@@ -79,14 +80,18 @@ from podgroup_operator.scheduling.scores import (
 )
 from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo
+from podgroup_operator.scheduling.topology import restrict
 from podgroup_operator.scheduling.volumes import VolumeClaim, pod_disks, volume_kind
 
 __all__ = [
     "MemberShape",
     "feasible_nodes",
+    "gang_view",
     "member_shape",
     "place_gang_group",
     "place_group",
+    "place_members",
+    "shape_feasibility",
     "shape_groups",
     "try_place",
 ]
@@ -770,7 +775,7 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
     attempt = _Attempt(gang, snapshot, groups)
     for group in groups:
         shape = group.shape
-        group.feasibility = snapshot.feasibility(shape.constraints)
+        group.feasibility = shape_feasibility(snapshot, shape.constraints, gang)
         if shape.unsupported is not None:
             group.blocked[shape.unsupported] += len(group.pods)
             attempt.unplaced.extend(
@@ -985,6 +990,28 @@ def feasible_nodes(
     )
 
 
+def shape_feasibility(
+    snapshot: Snapshot, constraints: Constraints, gang: GangRequest
+) -> Feasibility:
+    """The static filters' verdicts for one member shape, narrowed to `gang.within`."""
+    feasibility = snapshot.feasibility(constraints)
+    return feasibility if gang.within is None else restrict(snapshot, feasibility, gang.within)
+
+
+def gang_view(gang: GangRequest, snapshot: Snapshot) -> GangView:
+    """What the placement generators and scorers read of a gang (`framework.GangView`)."""
+    shapes = [(shape, count) for shape, count in shape_groups(gang) if shape.unsupported is None]
+    needed = 1 if gang.satisfied_before else max(gang.min_member - gang.already_bound, 1)
+    wanted = f"{needed} x {shapes[0][0].describe()}" if len(shapes) == 1 else f"{needed} members"
+    return GangView(
+        gang,
+        tuple(snapshot.feasibility(shape.constraints) for shape, _ in shapes),
+        smallest_request([shape.resources for shape, _ in shapes]),
+        needed,
+        wanted,
+    )
+
+
 def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
     """Decide one gang against the snapshot; on success the placement is left assumed.
 
@@ -997,19 +1024,26 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
       (see `queue.decide_wait`) must eventually release the partial members.
     - Once satisfied (`satisfied_before`): members are replacements, placed one by one as they
       fit, with no barrier and no PreFilter.
+    - With `topology`, the members go into one domain of a level the placement generator offers
+      (`framework.place`); `Placement.domain` names it.
 
-    Returns a `Placement` (bind its bindings, call `undo` if binding fails) or a `Refusal`
-    whose message names what is short.
+    Returns a `Placement` (its members left assumed) or a `Refusal` whose message names what
+    is short.
     """
     refusal = _prefilter(gang, snapshot)
     if refusal is not None:
         return refusal
+    if gang.topology is None or gang.within is not None:
+        return place_members(gang, snapshot)
+    return place(gang_view(gang, snapshot), snapshot, place_members)
+
+
+def place_members(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
+    """Place the members on the snapshot's nodes (within `gang.within`): the filters' step of
+    `place_group`, with its all-or-nothing barrier and no PreFilter."""
     attempt = _attempt(_group_by_shape(gang.pending), snapshot, gang)
     placed = len(attempt.bindings)
-    enough = placed + gang.already_bound >= gang.min_member
-    if gang.satisfied_before:
-        enough = placed > 0 or not gang.pending
-    if enough:
+    if _enough(gang, placed):
         return Placement(
             gang.key, tuple(attempt.bindings), tuple(attempt.unplaced), attempt.undo_callable()
         )
@@ -1026,9 +1060,10 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
             f"{message}; keeping {placed} member(s) placed (NonStrict)",
             tuple(attempt.bindings),
             attempt.undo_callable(),
+            fit=placed,
         )
     attempt.undo()
-    return Refusal(gang.key, reason, message)
+    return Refusal(gang.key, reason, message, fit=placed)
 
 
 def place_gang_group(

@@ -56,17 +56,24 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.scheduling.filters import UNSCHEDULABLE_TAINT_KEY, Taint, pod_constraints
+from podgroup_operator.scheduling.framework import generator_for
 from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
-from podgroup_operator.scheduling.placement import shape_groups, try_place
+from podgroup_operator.scheduling.placement import (
+    gang_view,
+    shape_feasibility,
+    shape_groups,
+    try_place,
+)
 from podgroup_operator.scheduling.podinfo import PodInfo
 from podgroup_operator.scheduling.resources import Resources, copies_that_fit, pod_requests
 from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
 from podgroup_operator.scheduling.snapshot import Snapshot, Undo
+from podgroup_operator.scheduling.topology import level_name
 
 Unit = tuple[str, str, str]
 """("gang", namespace, name) or ("pod", namespace, uid): what is evicted together."""
@@ -76,6 +83,8 @@ _MESSAGE_VICTIMS = 10
 CORDON_TAINT = Taint(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
 WINDOW = 32
 """Nodes evaluated exactly (in lower-bound order) before the cheapest of them is freed."""
+DOMAINS_PLANNED = 64
+"""Domains of one topology level a plan is made for, most free first (`_plan_in_domains`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +253,7 @@ class _Planner:
                 if shape.unsupported is not None:
                     continue
                 wanted[shape.request] = wanted.get(shape.request, 0) + count
-                feasibility = snapshot.feasibility(shape.constraints)
+                feasibility = shape_feasibility(snapshot, shape.constraints, gang)
                 allowed = feasibility.allowed
                 for node_class in feasibility.classes:
                     feasible.update(
@@ -702,6 +711,15 @@ def plan_preemption(
     keys = tuple(g.key for g in group)
     if not group:
         raise ValueError("plan_preemption needs at least one gang")
+    searching = [g for g in group if g.topology is not None and g.within is None]
+    if searching and len(group) == 1:
+        return _plan_in_domains(group[0], snapshot, budgets)
+    if searching:
+        return PreemptionRefusal(
+            keys,
+            f"{_label(searching)}: a gang group whose PodGroups have a topologyConstraint is "
+            "not placed by preemption; it waits for room",
+        )
     if snapshot.gang_of is None:
         raise ValueError(
             "plan_preemption needs a Snapshot built with gang_of (which gang a pod belongs "
@@ -746,6 +764,56 @@ def plan_preemption(
         return PreemptionPlan(keys, victims, found, _message(group, victims, found), waiting)
     finally:
         planner.restore()
+
+
+def _cost(plan: PreemptionPlan) -> tuple[int, int, int]:
+    """The module docstring's "cheapest": highest victim priority, PDB violations, pods."""
+    highest = max((v.priority for v in plan.victims), default=-(2**31))
+    return highest, plan.budget_violations, len(plan.victim_pods)
+
+
+def _plan_in_domains(
+    gang: GangRequest, snapshot: Snapshot, budgets: Sequence[DisruptionBudget]
+) -> PreemptionPlan | PreemptionRefusal:
+    """Preemption for a gang with a topology constraint: a plan per domain the placement
+    generator offers, level by level, and the cheapest plan of the first level that has one.
+
+    Victims are only ever taken inside the one domain the gang would then fit in, so nothing is
+    evicted where the gang still would not fit, and a required gang never evicts across its
+    domains. With no required level the last round is the whole cluster, planned as usual."""
+    view = gang_view(gang, snapshot)
+    judged = 0
+    last = ""
+    for round_ in generator_for(gang).rounds(view, snapshot):
+        if round_.level is None:
+            return plan_preemption(replace(gang, topology=None), snapshot, budgets)
+        candidates = sorted(
+            round_.candidates,
+            key=lambda c: (c.domain != round_.first, -len(c.nodes), str(c.domain)),
+        )[:DOMAINS_PLANNED]
+        best: tuple[tuple[int, int, int, str], PreemptionPlan] | None = None
+        for candidate in candidates:
+            judged += 1
+            domain = candidate.domain
+            assert domain is not None
+            outcome = plan_preemption(replace(gang, within=domain), snapshot, budgets)
+            if isinstance(outcome, PreemptionRefusal):
+                last = outcome.message
+                continue
+            if outcome.empty:
+                return outcome
+            key = (*_cost(outcome), domain.value)
+            if best is None or key < best[0]:
+                best = (key, outcome)
+        if best is not None:
+            plan = best[1]
+            where = f"{level_name(round_.level)} {best[0][3]}"
+            return replace(plan, message=f"{plan.message}, in {where}")
+    return PreemptionRefusal(
+        (gang.key,),
+        f"{gang.label}: no domain would hold the gang even after preemption ({judged} "
+        f"tried){'; last: ' + last if last else ''}",
+    )
 
 
 __all__ = [

@@ -957,6 +957,10 @@ class Snapshot:
         )
         return Feasibility(classes, allowed, verdicts, node_verdicts)
 
+    def every_node(self) -> Feasibility:
+        """Every node, as if no filter rejected any (to count what a cluster has)."""
+        return Feasibility(tuple(self._classes_by_id.values()), None, {}, None)
+
     def exclusions(self, feasibility: Feasibility) -> Counter[Rejection]:
         """How many nodes each static filter rejected (for refusal messages)."""
         counts: Counter[Rejection] = Counter()

@@ -1,0 +1,207 @@
+"""Topology domains: the node sets a labelled fabric is cut into, and what a gang asks of them.
+
+A level is a node label key (`example.com/rack`); a domain is one value of it. Labels need not
+be unique across the fabric (rack `r1` may exist in every block), so a domain is named by its
+`path`: the values of every coarser level of the chain down to its own, and two racks `r1` of
+different blocks are two domains. Nodes lacking any label of the path are in no domain of that
+level, so they are never candidates of a gang that asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from podgroup_operator.scheduling.filters import HOSTNAME_LABEL
+from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot
+
+__all__ = [
+    "Domain",
+    "TopologyRequest",
+    "domain_of",
+    "domains_at",
+    "level_name",
+    "restrict",
+    "topology_request",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """One domain of one level: (label key, value) pairs from the coarsest level down."""
+
+    path: tuple[tuple[str, str], ...]
+
+    @property
+    def level(self) -> str:
+        return self.path[-1][0]
+
+    @property
+    def value(self) -> str:
+        return self.path[-1][1]
+
+    def holds(self, labels: Mapping[str, str]) -> bool:
+        """True when a node with these labels lies in the domain."""
+        return all(labels.get(key) == value for key, value in self.path)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Where a gang must or would rather live, resolved against its Topology's levels.
+
+    `chain` is every level that names a domain, coarse to fine (a domain's path runs along it);
+    `levels` is the search: the preferred level first, then each coarser one, ending at the
+    required level (or at the coarsest, and then the whole cluster, when none is required).
+    """
+
+    chain: tuple[str, ...]
+    levels: tuple[str, ...]
+    required: str | None
+    topology: str | None = None
+
+    @property
+    def cluster_wide(self) -> bool:
+        """With no required level, a gang that fits in no domain is placed cluster-wide."""
+        return self.required is None
+
+
+def topology_request(
+    *,
+    required: str | None,
+    preferred: str | None,
+    topology: str | None = None,
+    topology_levels: Sequence[str] | None = None,
+) -> TopologyRequest:
+    """The request of a PodGroup's `spec.topologyConstraint`.
+
+    With `topology_levels` (the named Topology's `spec.levels`, coarse to fine) the search walks
+    that Topology from the preferred level up to the required one; without, the two levels
+    given are the whole chain, the required one the coarser. Raises ValueError naming the field
+    when a level is not one of the Topology's, or preferred is coarser than required: admission
+    refuses both, so this only meets a Topology changed after its PodGroups were admitted.
+    """
+    finest = preferred or required
+    if finest is None:
+        raise ValueError(
+            "spec.topologyConstraint: give requiredTopologyLevel or preferredTopologyLevel"
+        )
+    if topology_levels is None:
+        chain = tuple(dict.fromkeys(level for level in (required, preferred) if level))
+        return TopologyRequest(chain, tuple(reversed(chain)), required, topology)
+    levels = list(topology_levels)
+    named = (("requiredTopologyLevel", required), ("preferredTopologyLevel", preferred))
+    for field, level in named:
+        if level is not None and level not in levels:
+            raise ValueError(
+                f"spec.topologyConstraint.{field}: {level!r} is not a level of Topology "
+                f"{topology!r} (levels: {', '.join(levels)}); name one of them"
+            )
+    fine = levels.index(finest)
+    coarse = levels.index(required) if required is not None else 0
+    if coarse > fine:
+        raise ValueError(
+            f"spec.topologyConstraint.preferredTopologyLevel: {preferred!r} is coarser than "
+            f"requiredTopologyLevel {required!r} in Topology {topology!r}; prefer the required "
+            "level or a finer one"
+        )
+    chain = tuple(levels[: fine + 1])
+    return TopologyRequest(chain, tuple(reversed(levels[coarse : fine + 1])), required, topology)
+
+
+def level_name(level: str) -> str:
+    """`example.com/rack` -> `rack`: how messages name a level, the key following."""
+    return level.rsplit("/", 1)[-1]
+
+
+def _path_keys(request: TopologyRequest, level: str) -> tuple[str, ...]:
+    return request.chain[: request.chain.index(level) + 1]
+
+
+def domains_at(
+    snapshot: Snapshot,
+    request: TopologyRequest,
+    level: str,
+    feasibilities: Sequence[Feasibility],
+) -> dict[Domain, list[NodeState]]:
+    """The domains of `level` that hold a node passing the static filters of any of
+    `feasibilities` (one per member shape), each with those nodes.
+
+    Node classes carry every label but the hostname, so domains of the coarser levels are
+    unions of classes; only a hostname level looks at nodes one by one."""
+    keys = _path_keys(request, level)
+    by_class = tuple(key for key in keys if key != HOSTNAME_LABEL)
+    per_node = HOSTNAME_LABEL in keys
+    nodes = snapshot.nodes
+    out: dict[Domain, list[NodeState]] = {}
+    several = len(feasibilities) > 1
+    seen: set[str] = set()
+    for feasibility in feasibilities:
+        allowed = feasibility.allowed
+        for node_class in feasibility.classes:
+            labels = node_class.facts.labels
+            if any(key not in labels for key in by_class):
+                continue
+            base = tuple((key, labels[key]) for key in by_class)
+            names = [name for _, name in node_class.order if allowed is None or name in allowed]
+            if several:
+                names = [name for name in names if name not in seen]
+                seen.update(names)
+            if not per_node:
+                if names:
+                    out.setdefault(Domain(base), []).extend(nodes[name] for name in names)
+                continue
+            for name in names:
+                node = nodes[name]
+                host = node.facts.labels.get(HOSTNAME_LABEL)
+                if host is not None:
+                    out.setdefault(Domain((*base, (HOSTNAME_LABEL, host))), []).append(node)
+    return out
+
+
+def restrict(snapshot: Snapshot, feasibility: Feasibility, domain: Domain) -> Feasibility:
+    """`feasibility` narrowed to the nodes of `domain`: what every filter and walk then sees."""
+    keys = [(key, value) for key, value in domain.path if key != HOSTNAME_LABEL]
+    classes = tuple(
+        c for c in feasibility.classes if all(c.facts.labels.get(k) == v for k, v in keys)
+    )
+    allowed = feasibility.allowed
+    host = next((value for key, value in domain.path if key == HOSTNAME_LABEL), None)
+    if host is not None:
+        nodes = snapshot.nodes
+        names = frozenset(
+            name
+            for c in classes
+            for _, name in c.order
+            if (allowed is None or name in allowed)
+            and nodes[name].facts.labels.get(HOSTNAME_LABEL) == host
+        )
+        allowed = names
+        classes = tuple(c for c in classes if any(name in names for _, name in c.order))
+    return Feasibility(classes, allowed, feasibility.class_verdicts, feasibility.node_verdicts)
+
+
+def domain_of(
+    snapshot: Snapshot, request: TopologyRequest, level: str, uids: Iterator[str] | set[str]
+) -> Domain | None:
+    """The one domain of `level` holding every pod of `uids` the snapshot knows, or None when
+    they are in several (or none is known, or a node lacks the level's labels)."""
+    keys = _path_keys(request, level)
+    found: Domain | None = None
+    for uid in uids:
+        entry = snapshot.pod(uid)
+        if entry is None:
+            continue
+        node = snapshot.nodes.get(entry.node)
+        if node is None:
+            continue
+        labels = node.facts.labels
+        if any(key not in labels for key in keys):
+            return None
+        domain = Domain(tuple((key, labels[key]) for key in keys))
+        if found is not None and domain != found:
+            return None
+        found = domain
+    return found
