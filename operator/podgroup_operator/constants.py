@@ -177,6 +177,9 @@ class Reason(StrEnum):
     """Warning Event on a pod whose membership keys name different PodGroups."""
     SCHEDULING_FAILED = "SchedulingFailed"
     """The scheduler raised while deciding this group; it backs off and the others go on."""
+    INVALID_TOPOLOGY = "InvalidTopology"
+    """The gang's topologyConstraint cannot be resolved: its Topology does not exist, or lacks a
+    level it names (the message says which); it waits until that is mended."""
     VOLUME_BINDING_FAILED = "VolumeBindingFailed"
     """A placed gang's volumes could not be bound (a PV taken meanwhile, a claim not bound in
     time); its pods were not bound, and it is decided again after a backoff."""

@@ -23,6 +23,7 @@ SCHEDULER_REASONS = frozenset(
         Reason.UNSUPPORTED_CONSTRAINT,
         Reason.VOLUME_BINDING_FAILED,
         Reason.INVALID_GANG_GROUP,
+        Reason.INVALID_TOPOLOGY,
     }
 )
 """Unschedulable reasons the scheduler owns; the lifecycle keeps them while Pending."""

@@ -1035,6 +1035,8 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
         return refusal
     if gang.topology is None or gang.within is not None:
         return place_members(gang, snapshot)
+    if gang.topology.problem is not None:
+        return Refusal(gang.key, Reason.INVALID_TOPOLOGY, f"{gang.label}: {gang.topology.problem}")
     return place(gang_view(gang, snapshot), snapshot, place_members)
 
 

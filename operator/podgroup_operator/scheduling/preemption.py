@@ -781,6 +781,8 @@ def _plan_in_domains(
     Victims are only ever taken inside the one domain the gang would then fit in, so nothing is
     evicted where the gang still would not fit, and a required gang never evicts across its
     domains. With no required level the last round is the whole cluster, planned as usual."""
+    if gang.topology is not None and gang.topology.problem is not None:
+        return PreemptionRefusal((gang.key,), f"{gang.label}: {gang.topology.problem}")
     view = gang_view(gang, snapshot)
     judged = 0
     last = ""

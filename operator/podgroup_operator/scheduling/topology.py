@@ -55,12 +55,15 @@ class TopologyRequest:
     `chain` is every level that names a domain, coarse to fine (a domain's path runs along it);
     `levels` is the search: the preferred level first, then each coarser one, ending at the
     required level (or at the coarsest, and then the whole cluster, when none is required).
+    `problem`, when set, says why the constraint cannot be resolved (a Topology that does not
+    exist, a level it lacks): the gang waits with that message.
     """
 
     chain: tuple[str, ...]
     levels: tuple[str, ...]
     required: str | None
     topology: str | None = None
+    problem: str | None = None
 
     @property
     def cluster_wide(self) -> bool:
@@ -77,38 +80,56 @@ def topology_request(
 ) -> TopologyRequest:
     """The request of a PodGroup's `spec.topologyConstraint`.
 
-    With `topology_levels` (the named Topology's `spec.levels`, coarse to fine) the search walks
-    that Topology from the preferred level up to the required one; without, the two levels
-    given are the whole chain, the required one the coarser. Raises ValueError naming the field
-    when a level is not one of the Topology's, or preferred is coarser than required: admission
-    refuses both, so this only meets a Topology changed after its PodGroups were admitted.
+    With `topology`, `topology_levels` are that Topology's `spec.levels` (coarse to fine; None
+    when it does not exist) and the search walks them from the preferred level up to the
+    required one; without, the two levels given are the whole chain, the required one the
+    coarser. A constraint that cannot be resolved gets a `problem` naming the field and the
+    fix: admission refuses most, so this meets a Topology deleted or changed after its
+    PodGroups were admitted, or one not created yet.
     """
     finest = preferred or required
     if finest is None:
-        raise ValueError(
-            "spec.topologyConstraint: give requiredTopologyLevel or preferredTopologyLevel"
+        return _unresolved(
+            required,
+            topology,
+            "spec.topologyConstraint: give requiredTopologyLevel or preferredTopologyLevel",
         )
-    if topology_levels is None:
+    if topology is None:
         chain = tuple(dict.fromkeys(level for level in (required, preferred) if level))
-        return TopologyRequest(chain, tuple(reversed(chain)), required, topology)
+        return TopologyRequest(chain, tuple(reversed(chain)), required)
+    if topology_levels is None:
+        return _unresolved(
+            required,
+            topology,
+            f"spec.topologyConstraint.topology: Topology {topology!r} does not exist; create it "
+            "(kubectl get topologies lists those there are) or name another",
+        )
     levels = list(topology_levels)
     named = (("requiredTopologyLevel", required), ("preferredTopologyLevel", preferred))
     for field, level in named:
         if level is not None and level not in levels:
-            raise ValueError(
+            return _unresolved(
+                required,
+                topology,
                 f"spec.topologyConstraint.{field}: {level!r} is not a level of Topology "
-                f"{topology!r} (levels: {', '.join(levels)}); name one of them"
+                f"{topology!r} (levels: {', '.join(levels)}); name one of them",
             )
     fine = levels.index(finest)
     coarse = levels.index(required) if required is not None else 0
     if coarse > fine:
-        raise ValueError(
+        return _unresolved(
+            required,
+            topology,
             f"spec.topologyConstraint.preferredTopologyLevel: {preferred!r} is coarser than "
             f"requiredTopologyLevel {required!r} in Topology {topology!r}; prefer the required "
-            "level or a finer one"
+            "level or a finer one",
         )
     chain = tuple(levels[: fine + 1])
     return TopologyRequest(chain, tuple(reversed(levels[coarse : fine + 1])), required, topology)
+
+
+def _unresolved(required: str | None, topology: str | None, problem: str) -> TopologyRequest:
+    return TopologyRequest((), (), required, topology, problem)
 
 
 def level_name(level: str) -> str:

@@ -79,8 +79,24 @@ def test_search_walks_from_the_preferred_level_up_to_the_required_one() -> None:
 def test_levels_that_do_not_fit_the_topology_name_the_field(
     required: str | None, preferred: str | None, field: str
 ) -> None:
-    with pytest.raises(ValueError, match=f"spec.topologyConstraint.{field}"):
-        topo(required=required, preferred=preferred)
+    request = topo(required=required, preferred=preferred)
+    assert request.problem is not None
+    assert f"spec.topologyConstraint.{field}" in request.problem
+    snapshot = Snapshot.build(fabric(1, 1, 1), [])
+    outcome = place_group(gang("job", members("job", 1), topology=request), snapshot)
+    assert isinstance(outcome, Refusal)
+    assert outcome.reason is Reason.INVALID_TOPOLOGY
+    assert request.problem in outcome.message
+
+
+def test_a_missing_topology_keeps_the_gang_waiting_with_the_fix() -> None:
+    request = topology_request(required=RACK, preferred=None, topology="gone")
+    assert request.problem is not None and "Topology 'gone' does not exist" in request.problem
+    snapshot = Snapshot.build(fabric(1, 1, 1), [])
+    outcome = place_group(gang("job", members("job", 1), topology=request), snapshot)
+    assert isinstance(outcome, Refusal) and outcome.reason is Reason.INVALID_TOPOLOGY
+    plan = plan_preemption(gang("job", members("job", 1), topology=request), snapshot)
+    assert not isinstance(plan, PreemptionPlan) and "does not exist" in plan.message
 
 
 def test_required_rack_keeps_every_member_in_one_rack() -> None:
