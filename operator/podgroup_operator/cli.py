@@ -49,7 +49,7 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 def _crd(args: argparse.Namespace) -> int:
     from podgroup_operator.api.crd import render_crd
 
-    _write_output(render_crd(), args.output)
+    _write_output(render_crd(args.kind), args.output)
     return 0
 
 
@@ -377,7 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=_run)
 
-    crd = sub.add_parser("crd", help="print or write the generated PodGroup CRD")
+    crd = sub.add_parser("crd", help="print or write a generated CRD (PodGroup or Topology)")
+    crd.add_argument(
+        "--kind",
+        choices=[c.PLURAL, c.TOPOLOGY_PLURAL],
+        default=c.PLURAL,
+        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml",
+    )
     crd.add_argument("--output", "-o", default="-")
     crd.set_defaults(func=_crd)
 
