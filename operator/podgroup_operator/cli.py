@@ -426,7 +426,18 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(func=_dev_cluster)
 
     sim = sub.add_parser("sim-nodes", help="register simulated nodes and act as their kubelet")
-    sim.add_argument("--count", type=int, default=3, help="nodes in this pool")
+    sim.add_argument(
+        "--count", type=int, default=None, help="nodes in this pool (default 3, or --topology's)"
+    )
+    sim.add_argument(
+        "--topology",
+        metavar="SPEC",
+        help="make the pool a labelled fabric, coarse to fine, e.g. zone=4,block=8,rack=8,host=2: "
+        "4 zones x 8 blocks x 8 racks x 2 nodes (512 nodes). A level without '/' is labelled "
+        "example.com/<level>; the last may be host (nodes per finest domain, no label of its own "
+        "beyond kubernetes.io/hostname). Values name the whole path (z0, z0-b3, z0-b3-r5), so "
+        "one value is one domain",
+    )
     sim.add_argument("--cpu", default="8")
     sim.add_argument("--memory", default="32Gi")
     sim.add_argument("--pods", type=int, default=110)
