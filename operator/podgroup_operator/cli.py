@@ -49,7 +49,7 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 def _crd(args: argparse.Namespace) -> int:
     from podgroup_operator.api.crd import render_crd
 
-    _write_output(render_crd(), args.output)
+    _write_output(render_crd(args.kind), args.output)
     return 0
 
 
@@ -377,7 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=_run)
 
-    crd = sub.add_parser("crd", help="print or write the generated PodGroup CRD")
+    crd = sub.add_parser("crd", help="print or write a generated CRD (PodGroup or Topology)")
+    crd.add_argument(
+        "--kind",
+        choices=[c.PLURAL, c.TOPOLOGY_PLURAL],
+        default=c.PLURAL,
+        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml",
+    )
     crd.add_argument("--output", "-o", default="-")
     crd.set_defaults(func=_crd)
 
@@ -420,7 +426,18 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(func=_dev_cluster)
 
     sim = sub.add_parser("sim-nodes", help="register simulated nodes and act as their kubelet")
-    sim.add_argument("--count", type=int, default=3, help="nodes in this pool")
+    sim.add_argument(
+        "--count", type=int, default=None, help="nodes in this pool (default 3, or --topology's)"
+    )
+    sim.add_argument(
+        "--topology",
+        metavar="SPEC",
+        help="make the pool a labelled fabric, coarse to fine, e.g. zone=4,block=8,rack=8,host=2: "
+        "4 zones x 8 blocks x 8 racks x 2 nodes (512 nodes). A level without '/' is labelled "
+        "example.com/<level>; the last may be host (nodes per finest domain, no label of its own "
+        "beyond kubernetes.io/hostname). Values name the whole path (z0, z0-b3, z0-b3-r5), so "
+        "one value is one domain",
+    )
     sim.add_argument("--cpu", default="8")
     sim.add_argument("--memory", default="32Gi")
     sim.add_argument("--pods", type=int, default=110)

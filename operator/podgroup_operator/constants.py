@@ -21,6 +21,15 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_INSTALL_HINT = "kubectl apply -f crds/ of this repository, or kubectl apply -k deploy/"
 """How the PodGroup CRD is installed, for messages about a cluster that does not serve it."""
 
+TOPOLOGY_KIND = "Topology"
+"""Cluster-scoped: a data centre's fabric as node label keys, coarse to fine (Kueue's and
+KAI-Scheduler's shape); a PodGroup's `spec.topologyConstraint` names one."""
+TOPOLOGY_PLURAL = "topologies"
+TOPOLOGY_SINGULAR = "topology"
+TOPOLOGY_CRD_NAME = f"{TOPOLOGY_PLURAL}.{GROUP}"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+"""The node label naming each node; a Topology may use it only as its last (finest) level."""
+
 OPERATOR_NAME = "podgroup-operator"
 """Field manager, event source component and the prefix of every object the operator owns."""
 SCHEDULER_NAME = "podgroup-scheduler"

@@ -392,6 +392,7 @@ PDBS = Kind("policy", "v1", "poddisruptionbudgets")
 PDBS_V1BETA1 = Kind("policy", "v1beta1", "poddisruptionbudgets")
 """Before Kubernetes 1.21 PodDisruptionBudgets are served only here."""
 PODGROUPS = Kind(c.GROUP, c.VERSION, c.PLURAL)
+TOPOLOGIES = Kind(c.GROUP, c.VERSION, c.TOPOLOGY_PLURAL)
 CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
 MUTATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")

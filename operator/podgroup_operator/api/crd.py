@@ -1,4 +1,4 @@
-"""Generate the PodGroup CustomResourceDefinition from the pydantic models.
+"""Generate the PodGroup and Topology CustomResourceDefinitions from the pydantic models.
 
 The models are the source of truth; this turns their JSON Schema into a *structural* OpenAPI v3
 schema as the apiserver demands: `$ref`s inlined, `anyOf: [X, null]` reduced to X, titles and
@@ -19,9 +19,15 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from podgroup_operator import constants as c
-from podgroup_operator.api.models import PodGroupSpec, PodGroupStatus
+from podgroup_operator.api.models import (
+    PodGroupSpec,
+    PodGroupStatus,
+    TopologySpec,
+    TopologyStatus,
+)
 
 _DROP = {"title", "default", "$defs"}
 
@@ -57,29 +63,58 @@ def _structural(schema: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
-def openapi_schema() -> dict[str, Any]:
-    """The structural schema of a whole PodGroup object."""
-    spec = PodGroupSpec.model_json_schema(by_alias=True, mode="validation")
-    status = PodGroupStatus.model_json_schema(by_alias=True, mode="validation")
-    spec_schema = _structural(spec, spec.get("$defs", {}))
-    status_schema = _structural(status, status.get("$defs", {}))
+def _object_schema(
+    spec_model: type[BaseModel], status_model: type[BaseModel], description: str
+) -> dict[str, Any]:
+    spec = spec_model.model_json_schema(by_alias=True, mode="validation")
+    status = status_model.model_json_schema(by_alias=True, mode="validation")
     return {
         "type": "object",
-        "description": "A gang of pods scheduled, reserved and restarted as a whole "
-        "(podgroup-operator; a superset of scheduler-plugins' PodGroup).",
+        "description": description,
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": spec_schema,
-            "status": status_schema,
+            "spec": _structural(spec, spec.get("$defs", {})),
+            "status": _structural(status, status.get("$defs", {})),
         },
     }
 
 
+def openapi_schema() -> dict[str, Any]:
+    """The structural schema of a whole PodGroup object."""
+    return _object_schema(
+        PodGroupSpec,
+        PodGroupStatus,
+        "A gang of pods scheduled, reserved and restarted as a whole "
+        "(podgroup-operator; a superset of scheduler-plugins' PodGroup).",
+    )
+
+
+def topology_openapi_schema() -> dict[str, Any]:
+    """The structural schema of a whole Topology object."""
+    return _object_schema(
+        TopologySpec,
+        TopologyStatus,
+        "A fabric's levels as node label keys, coarse to fine (zone, block, rack, host), "
+        "which a PodGroup's spec.topologyConstraint places its gang within (podgroup-operator).",
+    )
+
+
+Column = tuple[str, str, str, int]
+"""(name, type, jsonPath, priority) of a printer column; priority 1 shows only with -o wide."""
+
+
+def _printer_columns(columns: list[Column]) -> list[dict[str, Any]]:
+    return [
+        {"name": name, "type": kind, "jsonPath": path, **({"priority": p} if p else {})}
+        for name, kind, path, p in columns
+    ]
+
+
 def crd_manifest() -> dict[str, Any]:
-    columns = [
+    columns: list[Column] = [
         ("Phase", "string", ".status.phase", 0),
         ("MinMember", "integer", ".spec.minMember", 0),
         ("Running", "integer", ".status.running", 0),
@@ -91,6 +126,7 @@ def crd_manifest() -> dict[str, Any]:
         ("Restarts", "integer", ".status.restarts", 1),
         ("Reserved", "string", ".status.reservation.reserved", 1),
         ("Reason", "string", '.status.conditions[?(@.type=="Unschedulable")].reason', 1),
+        ("Domain", "string", ".status.placement.domain", 1),
     ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -113,23 +149,53 @@ def crd_manifest() -> dict[str, Any]:
                     "storage": True,
                     "schema": {"openAPIV3Schema": openapi_schema()},
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {
-                            "name": name,
-                            "type": kind,
-                            "jsonPath": path,
-                            **({"priority": p} if p else {}),
-                        }
-                        for name, kind, path, p in columns
-                    ],
+                    "additionalPrinterColumns": _printer_columns(columns),
                 }
             ],
         },
     }
 
 
-def render_crd() -> str:
+def topology_crd_manifest() -> dict[str, Any]:
+    columns: list[Column] = [
+        ("Levels", "string", ".spec.levels[*].nodeLabel", 0),
+        ("Age", "date", ".metadata.creationTimestamp", 0),
+    ]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": c.TOPOLOGY_CRD_NAME},
+        "spec": {
+            "group": c.GROUP,
+            "names": {
+                "kind": c.TOPOLOGY_KIND,
+                "listKind": f"{c.TOPOLOGY_KIND}List",
+                "plural": c.TOPOLOGY_PLURAL,
+                "singular": c.TOPOLOGY_SINGULAR,
+            },
+            "scope": "Cluster",
+            "versions": [
+                {
+                    "name": c.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": topology_openapi_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": _printer_columns(columns),
+                }
+            ],
+        },
+    }
+
+
+CRD_MANIFESTS = {c.PLURAL: crd_manifest, c.TOPOLOGY_PLURAL: topology_crd_manifest}
+"""Every CRD of the project by plural; `crds/<plural>.<group>.yaml` holds each rendered."""
+
+
+def render_crd(plural: str = c.PLURAL) -> str:
+    """The CRD of `plural` as the YAML checked in under crds/."""
     header = (
-        "# Generated by `podgroup-operator crd` from operator/podgroup_operator/api/models.py.\n"
+        f"# Generated by `podgroup-operator crd --kind {plural}` from "
+        "operator/podgroup_operator/api/models.py.\n"
     )
-    return header + yaml.safe_dump(crd_manifest(), sort_keys=False, width=100)
+    return header + yaml.safe_dump(CRD_MANIFESTS[plural](), sort_keys=False, width=100)

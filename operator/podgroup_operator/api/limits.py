@@ -46,6 +46,16 @@ MAX_NAME_LENGTH = 253
 MAX_GANG_GROUP_ENTRY = MAX_NAMESPACE_LENGTH + 1 + MAX_NAME_LENGTH
 """`namespace/name`: a namespace is a DNS label (63), a PodGroup name a DNS subdomain (253)."""
 
+MAX_TOPOLOGY_LEVELS = 16
+"""The most levels a Topology may have, as Kueue's: a fabric deeper than 16 tiers is not one a
+data centre has, and every gang with a constraint may be tried at each level."""
+
+MAX_LABEL_NAME_LENGTH = 63
+"""The name part of a label key (after the optional `prefix/`), and a label value."""
+
+MAX_LABEL_KEY_LENGTH = MAX_NAME_LENGTH + 1 + MAX_LABEL_NAME_LENGTH
+"""`prefix/name`: the prefix is a DNS subdomain (253), the name at most 63 characters."""
+
 MAX_MILLI = 2**63 - 1
 """The largest amount in milli-units: Kubernetes computes quantities as int64 milli-values
 (`MilliValue`), so nothing larger can ever be requested, offered or reserved."""

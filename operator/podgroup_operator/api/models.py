@@ -6,13 +6,16 @@ names are the API's camelCase (aliases); Python code uses snake_case.
 
 The spec is a compatible superset of scheduler-plugins' PodGroup (`minMember`, `minResources`,
 `scheduleTimeoutSeconds`), so Kubeflow and other existing clients work unchanged.
+
+The cluster-scoped Topology (a fabric's node label keys, coarse to fine) is modelled here too: its
+CRD is generated the same way, and a PodGroup's `spec.topologyConstraint` names one.
 """
 
 import base64
 import binascii
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
@@ -35,15 +38,24 @@ from pydantic.alias_generators import to_camel
 from podgroup_operator.api.limits import (
     MAX_GANG_GROUP,
     MAX_GANG_GROUP_ENTRY,
+    MAX_LABEL_KEY_LENGTH,
     MAX_MIN_MEMBER,
+    MAX_NAME_LENGTH,
     MAX_QUANTITY,
     MAX_QUANTITY_INT,
     MAX_RESOURCE_NAMES,
     MAX_RESTARTS,
     MAX_SECONDS,
+    MAX_TOPOLOGY_LEVELS,
     summarize,
 )
-from podgroup_operator.api.names import DNS_SUBDOMAIN
+from podgroup_operator.api.names import (
+    DNS_SUBDOMAIN,
+    LABEL_KEY_HINT,
+    LABEL_KEY_PATTERN,
+    is_dns_subdomain,
+    label_key_problem,
+)
 from podgroup_operator.api.quantity import (
     COVERAGE_ERRORS_JOIN,
     NON_NEGATIVE_QUANTITY_PATTERN,
@@ -53,6 +65,7 @@ from podgroup_operator.api.quantity import (
     parse_quantity,
 )
 from podgroup_operator.constants import (
+    LABEL_HOSTNAME,
     ConditionStatus,
     GangMode,
     Phase,
@@ -187,6 +200,101 @@ class RestartPolicy(_Model):
     )
 
 
+SHOWN_VALUE = 80
+"""Characters of a refused name repeated in its message: a 100 KB key still gets a short one."""
+
+
+def _shown(value: str) -> str:
+    return repr(value) if len(value) <= SHOWN_VALUE else f"{value[:SHOWN_VALUE]!r}..."
+
+
+def _check_label_key(value: str) -> str:
+    problem = label_key_problem(value)
+    if problem is not None:
+        raise ValueError(f"{_shown(value)} {problem}; {LABEL_KEY_HINT}")
+    return value
+
+
+NodeLabelKey = Annotated[
+    str,
+    AfterValidator(_check_label_key),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_LABEL_KEY_LENGTH,
+            "pattern": LABEL_KEY_PATTERN,
+        }
+    ),
+]
+"""A node label key, e.g. `example.com/rack` or `topology.kubernetes.io/zone`."""
+
+
+def _check_topology_name(value: str) -> str:
+    if not is_dns_subdomain(value):
+        raise ValueError(
+            f"{_shown(value)} is no Topology name: use the metadata.name of a Topology, at most "
+            "253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+        )
+    return value
+
+
+TopologyName = Annotated[
+    str,
+    AfterValidator(_check_topology_name),
+    WithJsonSchema(
+        {"type": "string", "maxLength": MAX_NAME_LENGTH, "pattern": f"^{DNS_SUBDOMAIN}$"}
+    ),
+]
+"""The name of a cluster-scoped Topology."""
+
+
+class TopologyConstraint(_Model):
+    """Where a gang's members may be bound together, by node labels (`spec.topologyConstraint`).
+
+    At least one level is given. With `topology`, each level is one of that Topology's levels
+    and the preferred one is the required one or finer (checked by the validating webhook, which
+    reads the Topology); without it, each level is any node label key.
+    """
+
+    model_config = ConfigDict(
+        # The schema's own check that a level is given, for a cluster without our webhook.
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["requiredTopologyLevel"]},
+                {"required": ["preferredTopologyLevel"]},
+            ]
+        }
+    )
+
+    topology: TopologyName | None = Field(
+        default=None,
+        description="Name of the cluster-scoped Topology whose levels the constraint uses; the "
+        "preferred level may then fall back to each coarser level of it, never past the "
+        "required one. Absent, the levels are any node label keys.",
+    )
+    required_topology_level: NodeLabelKey | None = Field(
+        default=None,
+        description="Node label key whose one value (domain) holds every member bound, e.g. "
+        "example.com/rack; nodes without the label are not candidates.",
+    )
+    preferred_topology_level: NodeLabelKey | None = Field(
+        default=None,
+        description="Node label key of the domain tried first; with a Topology, the required "
+        "level itself or a finer one. Absent a required level, a gang that fits in no one "
+        "domain is placed cluster-wide.",
+    )
+
+    @model_validator(mode="after")
+    def _a_level_is_given(self) -> "TopologyConstraint":
+        if self.required_topology_level is None and self.preferred_topology_level is None:
+            raise ValueError(
+                "names no level: give requiredTopologyLevel (every member in one domain of that "
+                "node label), preferredTopologyLevel (one domain when one fits), or both"
+            )
+        return self
+
+
 class PodGroupSpec(_Model):
     """A gang: pods that must run together, at least minMember of them at the same time."""
 
@@ -240,6 +348,11 @@ class PodGroupSpec(_Model):
         max_length=MAX_GANG_GROUP,
         description="PodGroups (namespace/name) that must all fit before any of them binds; "
         f"at most {MAX_GANG_GROUP}.",
+    )
+    topology_constraint: TopologyConstraint | None = Field(
+        default=None,
+        description="Bind the members within one domain of a node label (a rack, a block, an "
+        "NVLink domain): required, preferred, or both.",
     )
 
     @model_validator(mode="after")
@@ -317,6 +430,17 @@ def _unpackable(packed: str | None) -> str | None:
     return packed
 
 
+class TopologyPlacement(_Model):
+    """Where a gang with a topology constraint was bound (`status.placement`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    level: str = Field(description="The node label key of the level actually used.")
+    domain: str = Field(
+        description="The label value of the domain the gang was bound in, e.g. z0-b3-r5."
+    )
+
+
 class PodGroupStatus(_Model):
     """What the operator observed: phase, member counts, conditions and restart progress."""
 
@@ -377,6 +501,11 @@ class PodGroupStatus(_Model):
     )
     reservation: Reservation | None = Field(
         default=None, description="Quota reserved for the group and used by its live members."
+    )
+    placement: TopologyPlacement | None = Field(
+        default=None,
+        description="The level actually used and the label value of the domain the gang was "
+        "bound in, once bound under a topology constraint.",
     )
 
 
@@ -470,3 +599,134 @@ class PodGroup(BaseModel):
     @property
     def key(self) -> tuple[str, str]:
         return (self.metadata.namespace, self.metadata.name)
+
+
+# --- Topology ------------------------------------------------------------------------------------
+
+
+class LevelOrderError(ValueError):
+    """A Topology's levels break an order rule (`level_problems`); the message names each."""
+
+
+def level_problems(labels: Sequence[str]) -> list[tuple[int, str]]:
+    """(index, what is wrong and the fix) for each level of a Topology, given as node label keys
+    coarse to fine, that repeats an earlier one or puts kubernetes.io/hostname before the end."""
+    problems: list[tuple[int, str]] = []
+    first: dict[str, int] = {}
+    for index, label in enumerate(labels):
+        if label in first:
+            problems.append(
+                (
+                    index,
+                    f"{_shown(label)} repeats levels[{first[label]}]; each level is a "
+                    "different node label: remove one",
+                )
+            )
+        else:
+            first[label] = index
+        if label == LABEL_HOSTNAME and index != len(labels) - 1:
+            problems.append(
+                (
+                    index,
+                    f"{LABEL_HOSTNAME} may only be the last level (each node is its own "
+                    "domain, finer than any other): move it to the end or remove it",
+                )
+            )
+    return problems
+
+
+class TopologyLevel(_Model):
+    """One tier of the fabric: the node label whose values name its domains."""
+
+    node_label: NodeLabelKey = Field(
+        description="Node label key of this level, e.g. example.com/rack; each value of it is "
+        "one domain (one rack). kubernetes.io/hostname only as the last level."
+    )
+
+
+class TopologySpec(_Model):
+    """A fabric's levels, coarse to fine (zone, block, rack, host)."""
+
+    levels: list[TopologyLevel] = Field(
+        min_length=1,
+        max_length=MAX_TOPOLOGY_LEVELS,
+        description=f"1 to {MAX_TOPOLOGY_LEVELS} levels, coarsest first, each a different node "
+        "label; kubernetes.io/hostname only as the last.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["nodeLabel"],
+        },
+    )
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_in_order(cls, levels: list[TopologyLevel]) -> list[TopologyLevel]:
+        problems = level_problems([level.node_label for level in levels])
+        if problems:
+            raise LevelOrderError(
+                "; ".join(f"levels[{index}].nodeLabel: {problem}" for index, problem in problems)
+            )
+        return levels
+
+    @property
+    def node_labels(self) -> tuple[str, ...]:
+        return tuple(level.node_label for level in self.levels)
+
+
+class TopologyLevelStatus(_Model):
+    """What the nodes say of one level."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    node_label: str = Field(description="The level's node label key.")
+    domains: int = Field(
+        default=0, description="Distinct values of the label among the nodes that carry it."
+    )
+    nodes_without_label: int = Field(
+        default=0,
+        description="Ready nodes that lack the label: no gang constrained to this level is "
+        "placed on them.",
+    )
+
+
+class TopologyStatus(_Model):
+    """The domains of each level, as the operator last counted them from the nodes."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    levels: list[TopologyLevelStatus] = Field(
+        default_factory=list, description="One entry per level of the spec, in its order."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation this status was computed from."
+    )
+
+
+class ClusterObjectMeta(BaseModel):
+    """The few metadata fields read of a cluster-scoped object."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+
+    name: str
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = None
+
+
+class Topology(BaseModel):
+    """A whole Topology object as read from the API; a status it cannot read is read as empty
+    (the operator rewrites it)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    metadata: ClusterObjectMeta
+    spec: TopologySpec
+    status: TopologyStatus = Field(default_factory=TopologyStatus)
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _lenient_status(cls, value: Any) -> Any:
+        try:
+            return TopologyStatus.model_validate(value or {})
+        except ValidationError:
+            return TopologyStatus()

@@ -6,17 +6,33 @@ string form, unknown fields on a cluster whose CRD still keeps them) lands here,
 validating webhook. Lightweight gangs' labels are checked with the same function
 (domain/lightweight.py), so both speak with the same messages. Kueue's `field.ErrorList` is the
 model: collect, then raise once at the edge, so a user fixes everything in one round trip.
+
+A Topology is checked here the same way (`topology_errors`), and a PodGroup's
+`spec.topologyConstraint` against the Topology it names (`constraint_findings`): what the schema
+cannot know, since it needs another object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from podgroup_operator.api.models import PodGroupSpec, PodGroupStatus
+from podgroup_operator.api.models import (
+    LevelOrderError,
+    PodGroupSpec,
+    PodGroupStatus,
+    TopologyConstraint,
+    TopologySpec,
+    level_problems,
+)
+from podgroup_operator.api.names import is_dns_subdomain
 from podgroup_operator.api.quantity import coverage_errors
+from podgroup_operator.constants import TOPOLOGY_PLURAL
+
+LevelsOf = Callable[[str], tuple[str, ...] | None]
+"""The levels (node label keys, coarse to fine) of the Topology of a name; None: none such."""
 
 _ONE_YEAR = "one year; use a shorter duration"
 LIMIT_REASONS: dict[str, str] = {
@@ -26,6 +42,7 @@ LIMIT_REASONS: dict[str, str] = {
     "minMember": "no cluster holds more pods at once; use the gang's real size",
     "maxRestarts": "a gang that broke this often is crash-looping; allow fewer restarts",
     "gangGroup": "they are all placed in one decision; merge them into fewer, larger PodGroups",
+    "levels": "no fabric has more tiers; keep the levels gangs are placed by",
 }
 """Why each bounded field has its limit and what to do instead, keyed by API field name."""
 
@@ -75,6 +92,8 @@ def _message(error: Any, model: type[BaseModel]) -> str:
         return f"must be > {ctx.get('gt')}"
     if kind in ("less_than_equal", "too_long", "string_too_long"):
         return _too_large(error, kind, ctx)
+    if kind == "too_short":
+        return f"has {ctx.get('actual_length')} entries: at least {ctx.get('min_length')} needed"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be an integer, not {error.get('input')!r}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
@@ -177,6 +196,18 @@ def update_errors(old: dict[str, Any] | None, body: dict[str, Any]) -> list[str]
     return podgroup_errors(body)
 
 
+def podgroup_findings(
+    old: dict[str, Any] | None, body: dict[str, Any], levels_of: LevelsOf
+) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of a PodGroup created (`old` None) or updated: `update_errors`, and
+    the topologyConstraint against the Topology it names (`constraint_findings`); an update
+    that leaves the spec as stored has neither."""
+    if old is not None and old.get("spec") == body.get("spec"):
+        return [], []
+    errors, warnings = constraint_findings(body.get("spec"), levels_of)
+    return podgroup_errors(body) + errors, warnings
+
+
 def podgroup_errors(body: dict[str, Any]) -> list[str]:
     """Every problem of a whole PodGroup object."""
     if "spec" not in body:
@@ -189,3 +220,97 @@ def stored_podgroup_errors(body: Mapping[str, Any], exc: ValidationError) -> lis
     model's own words should those rules find none, so that the status reconciler and the
     scheduler never say nothing, and say the same."""
     return podgroup_errors(dict(body)) or [str(exc)]
+
+
+_CONSTRAINT = "spec.topologyConstraint"
+
+
+def constraint_findings(spec: Any, levels_of: LevelsOf) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of a PodGroup spec's `topologyConstraint` against the Topology it names.
+
+    An error: a level that is not one of the Topology's, or a preferred level coarser than the
+    required one. A warning: a Topology that does not exist (yet); controllers create objects in
+    any order, so the PodGroup is admitted and its gang waits for it. A constraint that does not
+    parse has neither: `spec_errors` reports it.
+    """
+    raw = spec.get("topologyConstraint") if isinstance(spec, Mapping) else None
+    if raw is None:
+        return [], []
+    try:
+        constraint = TopologyConstraint.model_validate(raw)
+    except ValidationError:
+        return [], []
+    name = constraint.topology
+    if name is None:
+        return [], []
+    levels = levels_of(name)
+    if levels is None:
+        return [], [
+            f"{_CONSTRAINT}.topology: Topology {name!r} does not exist; the gang waits until it "
+            f"does: create it, or correct the name (kubectl get {TOPOLOGY_PLURAL} lists them)"
+        ]
+    listed = ", ".join(levels)
+    errors = []
+    fields = (
+        ("requiredTopologyLevel", constraint.required_topology_level),
+        ("preferredTopologyLevel", constraint.preferred_topology_level),
+    )
+    for field, level in fields:
+        if level is not None and level not in levels:
+            errors.append(
+                f"{_CONSTRAINT}.{field}: {level!r} is not a level of Topology {name!r} (levels, "
+                f"coarse to fine: {listed}); use one of them, or leave out topology to use any "
+                "node label"
+            )
+    required, preferred = constraint.required_topology_level, constraint.preferred_topology_level
+    if required in levels and preferred in levels:
+        coarsest = levels.index(required)
+        if levels.index(preferred) < coarsest:
+            errors.append(
+                f"{_CONSTRAINT}.preferredTopologyLevel: {preferred!r} is coarser than "
+                f"requiredTopologyLevel {required!r} in Topology {name!r}; prefer the required "
+                f"level or a finer one ({', '.join(levels[coarsest:])}), or require a coarser one"
+            )
+    return errors, []
+
+
+def topology_errors(body: Mapping[str, Any]) -> list[str]:
+    """Every problem of a whole Topology object, each as `field.path: what and the fix`."""
+    errors = []
+    name = (body.get("metadata") or {}).get("name")
+    if isinstance(name, str) and not is_dns_subdomain(name):
+        errors.append(
+            "metadata.name: a Topology's name is what PodGroups' spec.topologyConstraint."
+            "topology names: use at most 253 lowercase letters, digits, '-' and '.', starting "
+            "and ending with a letter or digit"
+        )
+    spec = body.get("spec")
+    if spec is None:
+        return [*errors, "spec: is required; a Topology needs spec.levels (node label keys)"]
+    if not isinstance(spec, dict):
+        return [*errors, f"spec: must be an object with levels, not {spec!r}"]
+    try:
+        TopologySpec.model_validate(spec)
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            if isinstance((error.get("ctx") or {}).get("error"), LevelOrderError):
+                continue  # the order rules: reported below, one line per level
+            errors.append(f"{_path(tuple(error['loc']), 'spec')}: {_message(error, TopologySpec)}")
+    levels = spec.get("levels")
+    if isinstance(levels, list):
+        labels = [level.get("nodeLabel") if isinstance(level, dict) else None for level in levels]
+        keys = [label for label in labels if isinstance(label, str)]
+        if len(keys) == len(labels):  # else the types are wrong, and reported above
+            errors.extend(
+                f"spec.levels[{index}].nodeLabel: {problem}"
+                for index, problem in level_problems(keys)
+            )
+    return _bounded(list(dict.fromkeys(errors)))
+
+
+def topology_update_errors(old: Mapping[str, Any] | None, body: Mapping[str, Any]) -> list[str]:
+    """`topology_errors`, for a Topology created (`old` None) or updated; an update that leaves
+    the spec as stored has none (the ratchet of `update_errors`)."""
+    if old is not None and old.get("spec") == body.get("spec"):
+        return []
+    return topology_errors(body)

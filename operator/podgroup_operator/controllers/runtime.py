@@ -8,16 +8,18 @@ untyped memo attributes. Here it is typed and explicit:
 1. `KubeClient` from the kubeconfig (or in-cluster credentials), and a small one of its own for
    the leader election's Lease;
 2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, for
-   volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses, and the
-   PodDisruptionBudgets preemption honours), always
+   volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses, the
+   PodDisruptionBudgets preemption honours, and Topologies, whose levels the PodGroup webhook
+   and the scheduler read through `Informers.levels_of`), always
    cluster-wide for pods and nodes, because placement must see every bound pod whatever
    namespaces the operator handles;
 3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
 4. once the informers are synced and this replica wins the Lease (`controllers/leader.py`;
    without election, at once): the `StatusReconciler` and the `GangScheduler`, registered as
    informer handlers with a replay of the stores, so a new leader rebuilds its whole state from
-   what the informers hold (and from PodGroup status), and the quota service's release and status
-   work. Losing the lead stops them and drops their state; a clean stop releases the Lease.
+   what the informers hold (and from PodGroup status), the quota service's release and status
+   work, and the `TopologyStatusController`. Losing the lead stops them and drops their state;
+   a clean stop releases the Lease.
    With `--write-process` (the default), the scheduler's writes (binds, pod Events) go
    through a second client whose requests a child process sends (adapters/writer.py); reads
    and status writes stay with the first, so that a status PATCH never waits behind hundreds
@@ -54,6 +56,7 @@ from podgroup_operator.adapters.kube import (
     PODS,
     RESOURCE_QUOTAS,
     STORAGE_CLASSES,
+    TOPOLOGIES,
     FencedTransport,
     KubeClient,
 )
@@ -72,6 +75,7 @@ from podgroup_operator.controllers.preemption import budgets_of
 from podgroup_operator.controllers.quota import QuotaService
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
+from podgroup_operator.controllers.topology import TopologyLevels, TopologyStatusController
 from podgroup_operator.controllers.volumes import VolumeBinder
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.preemption import DisruptionBudget
@@ -243,12 +247,16 @@ class Informers:
     """CSINodes: each node's attach limit per CSI driver."""
     pdbs: Informer
     """PodDisruptionBudgets, which preemption honours where it can."""
+    topologies: Informer
+    """Topologies (cluster-scoped): the levels a PodGroup's topologyConstraint names."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
     """PodGroups by (namespace, name): at most one each."""
+    levels: TopologyLevels = field(init=False)
 
     def __post_init__(self) -> None:
+        self.levels = TopologyLevels(self.topologies.store)
         self.members = self.pods.store.add_index(BY_GROUP, group_key_of)
         self.groups = self.podgroups.store.add_index(BY_KEY, _group_key)
         for informer in (self.pods, self.podgroups, self.quotas):
@@ -278,6 +286,14 @@ class Informers:
                 f"watch {CSI_NODES.plural}.{CSI_NODES.group} (deploy/base/rbac.yaml)",
             ),
             pdbs=Informer(kube, PDBS, without_managed_fields, fallbacks=(PDBS_V1BETA1,)),
+            topologies=Informer(
+                kube,
+                TOPOLOGIES,
+                without_managed_fields,
+                optional="topology constraints name no Topology (each is reported missing) "
+                f"until the Topology CRD is installed ({c.CRD_INSTALL_HINT}) and the operator "
+                f"may list and watch {c.TOPOLOGY_PLURAL}.{c.GROUP} (deploy/base/rbac.yaml)",
+            ),
         )
 
     def all(self) -> tuple[Informer, ...]:
@@ -291,7 +307,22 @@ class Informers:
             self.storage_classes,
             self.csi_nodes,
             self.pdbs,
+            self.topologies,
         )
+
+    def levels_of(self, name: str) -> tuple[str, ...] | None:
+        """The node label keys of Topology `name`, coarse to fine; None: no such Topology."""
+        return self.levels.levels_of(name)
+
+    async def topologies_synced(self, timeout: float) -> bool:
+        """Wait until the Topology informer has listed once (at most `timeout` seconds); False
+        when it has not, and `levels_of` may not know a Topology that exists."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self.topologies.synced.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def budgets(self) -> list[DisruptionBudget]:
         """The PodDisruptionBudgets for the preemption planner."""
@@ -367,9 +398,13 @@ class Leading:
             bind_concurrency=settings.bind_concurrency,
             max_pd_volumes=settings.max_pd_volumes,
         )
+        self.topology = TopologyStatusController(
+            kube, informers.topologies.store, informers.nodes.store
+        )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
         self.scheduler.on_node(kind, node, old)
+        self.topology.on_node(kind, node, old)
 
     def on_pod(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
         self.scheduler.on_pod(kind, pod)
@@ -424,11 +459,13 @@ class Leading:
             await informer.attach(handler)
         await informers.pods.attach(self.on_pod)
         await informers.podgroups.attach(self.on_group)
+        await informers.topologies.attach(self.topology.on_topology)
         self.status.start()
         await self._catch_up()
         self.scheduler.start()
         self.runtime.quota.publish = self.status.set_quota_view
         self.runtime.quota.start()
+        self.topology.start()
 
     async def _catch_up(self) -> None:
         """Before the first placement, let the pod watch bring every change made before this
@@ -472,8 +509,10 @@ class Leading:
         informers.nodes.remove_handler(self.on_node)
         informers.pods.remove_handler(self.on_pod)
         informers.podgroups.remove_handler(self.on_group)
+        informers.topologies.remove_handler(self.topology.on_topology)
         for informer, handler in self._volume_handlers():
             informer.remove_handler(handler)
+        await self.topology.stop()
         await self.scheduler.stop()
         await self.status.stop()
         await self.runtime.quota.stop()

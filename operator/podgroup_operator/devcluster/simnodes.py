@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import ipaddress
 import logging
@@ -44,6 +45,7 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.api.quantity import to_milli
+from podgroup_operator.devcluster.fabric import Fabric, parse_fabric
 from podgroup_operator.scheduling.resources import Resources, pod_requests
 
 logger = logging.getLogger(__name__)
@@ -125,6 +127,24 @@ class NodePool:
     images: Mapping[str, str] = field(default_factory=dict)
     """Images the nodes list as pulled (`status.images`), name -> size, e.g. {"trainer:v1":
     "2Gi"}: kube-scheduler's ImageLocality, and ours, prefer nodes holding a pod's images."""
+    node_labels: Sequence[Mapping[str, str]] = ()
+    """Labels of each node in turn (node i gets entry i) on top of `labels`: a fabric's
+    (devcluster/fabric.py, `with_fabric`). Empty, or one entry per node."""
+
+    def __post_init__(self) -> None:
+        if self.node_labels and len(self.node_labels) != self.count:
+            raise ValueError(
+                f"node_labels has {len(self.node_labels)} entries for {self.count} nodes; give "
+                "one per node"
+            )
+
+    def with_fabric(self, fabric: Fabric) -> NodePool:
+        """This pool as the nodes of `fabric`: as many nodes, each with its domains' labels."""
+        return dataclasses.replace(self, count=fabric.node_count, node_labels=fabric.node_labels())
+
+    def labels_of(self, index: int) -> dict[str, str]:
+        """The labels of the pool's node `index` (counted from 0)."""
+        return {**self.labels, **(self.node_labels[index] if self.node_labels else {})}
 
     def node_names(self) -> list[str]:
         return [f"{self.name_prefix}-{i}" for i in range(self.count)]
@@ -267,6 +287,8 @@ class _SimNode:
     index: int
     allocatable: Resources
     ip: str
+    pool_index: int = 0
+    """The node's place in its pool (`NodePool.labels_of`)."""
     alive: bool = True
     heartbeat: asyncio.Task[None] | None = None
     admitted: dict[str, Resources] = field(default_factory=dict)
@@ -345,11 +367,13 @@ class SimCluster:
         index = 0
         for pool in self.pools:
             allocatable = {name: to_milli(qty) for name, qty in pool.allocatable().items()}
-            for name in pool.node_names():
+            for pool_index, name in enumerate(pool.node_names()):
                 if name in self._nodes:
                     raise ValueError(f"two pools would both register node {name!r}")
                 ip = str(NODE_IP_NETWORK.network_address + 1 + index)
-                self._nodes[name] = _SimNode(name, pool, index, dict(allocatable), ip)
+                self._nodes[name] = _SimNode(
+                    name, pool, index, dict(allocatable), ip, pool_index=pool_index
+                )
                 index += 1
         self._pods: dict[str, _SimPod] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -475,7 +499,7 @@ class SimCluster:
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": "amd64",
             "type": "sim",
-            **node.pool.labels,
+            **node.pool.labels_of(node.pool_index),
             c.SIM_NODE_LABEL: node.pool.name_prefix,
         }
         return {
@@ -990,27 +1014,41 @@ def node_ready(node: JSON | None) -> bool:
 # --- command line --------------------------------------------------------------------------------
 
 
+DEFAULT_COUNT = 3
+"""`sim-nodes` nodes in the main pool when neither --count nor --topology says."""
+
+
 def pools_from_args(args: argparse.Namespace) -> list[NodePool]:
-    """The main pool from the flat flags (unless --count 0), then every --pool SPEC."""
+    """The main pool from the flat flags (unless --count 0), then every --pool SPEC. With
+    --topology, the main pool is that fabric's nodes: as many as the counts' product (a
+    --count given must equal it), each labelled with its domains."""
     pools: list[NodePool] = []
-    if args.count > 0:
+    fabric = parse_fabric(args.topology) if args.topology else None
+    count = args.count if args.count is not None else DEFAULT_COUNT
+    if fabric is not None:
+        if args.count is not None and args.count != fabric.node_count:
+            raise ValueError(
+                f"--count {args.count} but --topology {args.topology} makes "
+                f"{fabric.node_count} nodes; leave out --count"
+            )
+        count = fabric.node_count
+    if count > 0:
         labels = dict(parse_key_value(text) for text in args.label)
         extended = dict(parse_key_value(text, "extended resource") for text in args.extended)
         images = dict(parse_key_value(text, "image") for text in args.image)
-        pools.append(
-            NodePool(
-                count=args.count,
-                cpu=str(args.cpu),
-                memory=str(args.memory),
-                pods=args.pods,
-                gpu=args.gpu,
-                extended=extended,
-                labels=labels,
-                taints=tuple(parse_taint(text) for text in args.taint),
-                name_prefix=args.name_prefix,
-                images=images,
-            )
+        main = NodePool(
+            count=count,
+            cpu=str(args.cpu),
+            memory=str(args.memory),
+            pods=args.pods,
+            gpu=args.gpu,
+            extended=extended,
+            labels=labels,
+            taints=tuple(parse_taint(text) for text in args.taint),
+            name_prefix=args.name_prefix,
+            images=images,
         )
+        pools.append(main if fabric is None else main.with_fabric(fabric))
     for number, spec in enumerate(args.pool, start=1):
         pools.append(NodePool.from_spec(spec, default_prefix=f"{args.name_prefix}-pool{number}"))
     for pool in pools:
@@ -1027,6 +1065,11 @@ def _describe(pool: NodePool) -> str:
         extra += " taints " + ",".join(
             f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}"
             for t in pool.taints
+        )
+    if pool.node_labels:
+        keys = list(dict.fromkeys(key for labels in pool.node_labels for key in labels))
+        extra += " fabric " + ",".join(
+            f"{key}({len({labels.get(key) for labels in pool.node_labels})})" for key in keys
         )
     return f"{pool.count} x {pool.name_prefix}-N ({resources}){extra}"
 

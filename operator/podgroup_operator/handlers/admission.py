@@ -6,14 +6,35 @@ from typing import Any
 
 import kopf
 
-from podgroup_operator.api.validation import update_errors
+from podgroup_operator.api.validation import podgroup_findings, topology_update_errors
 from podgroup_operator.handlers.webhooks import WebhookId, serve
+
+TOPOLOGY_SYNC_SECONDS = 5.0
+"""How long a PodGroup's admission waits for a starting replica's first list of Topologies."""
 
 
 @serve(WebhookId.VALIDATE_PODGROUP)
-def validate_podgroup(body: kopf.Body, old: kopf.Body | None = None, **_: Any) -> None:
+async def validate_podgroup(
+    body: kopf.Body, warnings: list[str], memo: kopf.Memo, old: kopf.Body | None = None, **_: Any
+) -> None:
     """Refuse a PodGroup with every problem listed, each naming its field and the fix; an
-    update that leaves the spec as stored passes (`update_errors`)."""
-    errors = update_errors(None if old is None else dict(old), dict(body))
+    update that leaves the spec as stored passes. A topologyConstraint naming a Topology that
+    does not exist is admitted with a warning (`podgroup_findings`).
+
+    `async`: the Topology store belongs to the event loop (Kopf runs sync handlers in threads)."""
+    informers = memo.runtime.informers
+    await informers.topologies_synced(TOPOLOGY_SYNC_SECONDS)
+    errors, warned = podgroup_findings(
+        None if old is None else dict(old), dict(body), informers.levels_of
+    )
+    warnings.extend(warned)
+    if errors:
+        raise kopf.AdmissionError("; ".join(errors), code=422)
+
+
+@serve(WebhookId.VALIDATE_TOPOLOGY)
+def validate_topology(body: kopf.Body, old: kopf.Body | None = None, **_: Any) -> None:
+    """Refuse a Topology whose levels break the rules, each naming its field and the fix."""
+    errors = topology_update_errors(None if old is None else dict(old), dict(body))
     if errors:
         raise kopf.AdmissionError("; ".join(errors), code=422)

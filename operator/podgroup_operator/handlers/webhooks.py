@@ -25,6 +25,8 @@ from podgroup_operator.handlers.instrument import Handler, timed
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 """An admission operation, as Kopf's decorators and the configurations spell it."""
+Scope = Literal["Namespaced", "Cluster"]
+"""The scope of the resources a webhook's rule matches."""
 
 
 class WebhookKind(StrEnum):
@@ -36,6 +38,7 @@ class WebhookId(StrEnum):
     """Kopf handler ids, which are also the webhooks' URL paths."""
 
     VALIDATE_PODGROUP = "validate-podgroup"
+    VALIDATE_TOPOLOGY = "validate-topology"
     ROUTE_GANG_PODS = "route-gang-pods"
     QUOTA_PODGROUP = "quota-podgroup"
     QUOTA_POD = "quota-pod"
@@ -60,6 +63,9 @@ class WebhookSpec:
     """Why this failure policy: written into the docs and kept next to the decision."""
     opt_in_label: str | None = None
     """Namespace label that must be `enabled`; None intercepts every namespace but ours."""
+    scope: Scope = "Namespaced"
+    """Cluster: a cluster-scoped resource, intercepted whatever its name (no namespace to
+    select by)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -76,6 +82,18 @@ WEBHOOKS: list[WebhookSpec] = [
         failure_policy=FailurePolicy.FAIL,
         why="An invalid PodGroup admitted while the operator is down would wedge its gang; "
         "refusing writes for that time is the smaller harm (the CRD schema still covers most).",
+    ),
+    WebhookSpec(
+        handler_id=WebhookId.VALIDATE_TOPOLOGY,
+        kind=WebhookKind.VALIDATING,
+        api_group=c.GROUP,
+        resource=c.TOPOLOGY_PLURAL,
+        operations=("CREATE", "UPDATE"),
+        failure_policy=FailurePolicy.FAIL,
+        scope="Cluster",
+        why="A Topology admitted with rules the schema cannot check broken (hostname before the "
+        "last level) would keep every gang constrained to it waiting; Topologies are written "
+        "rarely, by administrators, so refusing them while the operator is down costs little.",
     ),
     WebhookSpec(
         handler_id=WebhookId.ROUTE_GANG_PODS,
@@ -170,7 +188,7 @@ def configurations(
                             "apiVersions": ["*"],
                             "resources": [spec.resource],
                             "operations": list(spec.operations),
-                            "scope": "Namespaced",
+                            "scope": spec.scope,
                         }
                     ],
                     "failurePolicy": spec.failure_policy.value,
@@ -178,7 +196,11 @@ def configurations(
                     "admissionReviewVersions": ["v1"],
                     "timeoutSeconds": 10,
                     "matchPolicy": "Equivalent",
-                    "namespaceSelector": _namespace_selector(spec, protected_namespaces),
+                    **(
+                        {"namespaceSelector": _namespace_selector(spec, protected_namespaces)}
+                        if spec.scope == "Namespaced"
+                        else {}
+                    ),
                     **spec.extra,
                 }
             )

@@ -68,6 +68,13 @@ def test_every_webhook_is_in_the_readme_with_its_failure_policy_and_scope() -> N
         hook = installed[spec.handler_id]
         assert hook["failurePolicy"] == policy, spec.handler_id
         assert 1 <= hook["timeoutSeconds"] <= 10, spec.handler_id
+        if spec.scope == "Cluster":
+            # A cluster-scoped object has no namespace to select by: every one is intercepted.
+            assert "(cluster-scoped)" in intercepts, spec.handler_id
+            assert "namespaceSelector" not in hook, spec.handler_id
+            assert hook["rules"][0]["scope"] == "Cluster", spec.handler_id
+            continue
+        assert hook["rules"][0]["scope"] == "Namespaced", spec.handler_id
         expressions = hook["namespaceSelector"]["matchExpressions"]
         # kube-system and the operator's namespace are excluded by name everywhere.
         assert {
