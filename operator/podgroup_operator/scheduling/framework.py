@@ -28,9 +28,10 @@ from typing import Protocol
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.resources import copies_that_fit
-from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot
+from podgroup_operator.scheduling.snapshot import Feasibility, Snapshot
 from podgroup_operator.scheduling.topology import (
     Domain,
+    DomainNodes,
     TopologyRequest,
     domain_of,
     domains_at,
@@ -75,7 +76,7 @@ class Candidate:
     """One node set to try: a domain with its nodes, or the whole snapshot (`domain` None)."""
 
     domain: Domain | None
-    nodes: Sequence[NodeState] = ()
+    nodes: DomainNodes = field(default_factory=DomainNodes)
 
 
 @dataclass(frozen=True)
@@ -171,37 +172,40 @@ def generator_for(gang: GangRequest) -> PlacementGenerator:
 
 def best_fit(
     view: GangView, snapshot: Snapshot, candidates: Sequence[Candidate]
-) -> tuple[list[Candidate], list[tuple[Candidate, int]]]:
-    """The scorer (step 3): candidates that may hold the gang, the one left with the least free
-    capacity first (ties by domain name), and those that cannot, each with how many members it
-    could hold at most by capacity alone.
+) -> tuple[list[Candidate], list[Candidate]]:
+    """The scorer (step 3): the candidates that may hold the gang, the one left with the least
+    free capacity first (ties by domain name), and those that cannot by capacity alone.
 
     Free capacity is the domain's free amount of each resource the gang asks for, as a share of
-    the snapshot's free amount, summed. A domain holds at most the copies of the members'
-    smallest request its nodes fit, so fewer than `needed` rules it out without an attempt."""
+    the snapshot's free amount, summed. A domain whose free amounts are short of `needed` times
+    the members' smallest request cannot hold the gang, and is not attempted."""
     if len(candidates) == 1 and candidates[0].domain is None:
         return list(candidates), []
     smallest = view.smallest
     total = snapshot.total_free()
-    weights = [(name, 1 / total[name]) for name, _ in smallest if total.get(name, 0) > 0]
+    names = [name for name, _ in smallest]
+    wanted = [(name, amount * view.needed) for name, amount in smallest]
     ranked: list[tuple[float, str, Candidate]] = []
-    ruled_out: list[tuple[Candidate, int]] = []
+    ruled_out: list[Candidate] = []
     for candidate in candidates:
-        copies = 0
-        share = 0.0
-        for node in candidate.nodes:
-            free = node.free
-            if copies < view.needed:
-                copies += copies_that_fit(smallest, free)
-            for name, weight in weights:
-                share += free.get(name, 0) * weight
-        if copies < view.needed:
-            ruled_out.append((candidate, copies))
-        else:
-            assert candidate.domain is not None
-            ranked.append((share, candidate.domain.value, candidate))
+        free = candidate.nodes.free(names)
+        if any(free[name] < amount for name, amount in wanted):
+            ruled_out.append(candidate)
+            continue
+        share = sum(free[name] / total[name] for name in names if total.get(name, 0) > 0)
+        assert candidate.domain is not None
+        ranked.append((share, candidate.domain.value, candidate))
     ranked.sort(key=lambda item: (item[0], item[1]))
     return [candidate for _, _, candidate in ranked], ruled_out
+
+
+def _copies(view: GangView, snapshot: Snapshot, candidate: Candidate) -> int:
+    """At most how many members the candidate's nodes hold (copies of the smallest request)."""
+    copies = 0
+    for node in candidate.nodes.node_states(snapshot):
+        if node.usable:
+            copies += copies_that_fit(view.smallest, node.free)
+    return copies
 
 
 @dataclass
@@ -243,9 +247,9 @@ class _Search:
                 return outcome
             assert candidate.domain is not None
             tried.saw(outcome.fit, candidate.domain)
-        for candidate, copies in ruled_out:
+        for candidate in ruled_out:
             assert candidate.domain is not None
-            tried.saw(copies, candidate.domain)
+            tried.saw(_copies(self.view, self.snapshot, candidate), candidate.domain)
         return None
 
     def message(self) -> str:

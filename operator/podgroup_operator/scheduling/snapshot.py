@@ -142,9 +142,10 @@ def _class_key(facts: NodeFacts) -> ClassKey:
 
 
 class NodeClass:
-    """Nodes the static filters cannot tell apart; `order` is (score, name), fullest first."""
+    """Nodes the static filters cannot tell apart; `order` is (score, name), fullest first, and
+    `free` their free amounts summed (a topology domain is a union of classes)."""
 
-    __slots__ = ("facts", "id", "key", "order")
+    __slots__ = ("facts", "free", "id", "key", "order")
 
     def __init__(self, class_id: int, key: ClassKey, facts: NodeFacts) -> None:
         self.id = class_id
@@ -152,9 +153,16 @@ class NodeClass:
         # A representative without a name: verdicts on it must not depend on identity.
         self.facts = NodeFacts("", dict(key.labels), key.taints, key.unschedulable, key.ready)
         self.order: list[tuple[float, str]] = []
+        self.free: Resources = {}
 
     def __len__(self) -> int:
         return len(self.order)
+
+    def count(self, free: Mapping[str, int], sign: int) -> None:
+        """Add (+1) or take away (-1) one member node's free amounts."""
+        total = self.free
+        for name, amount in free.items():
+            total[name] = total.get(name, 0) + sign * amount
 
 
 class NodeState:
@@ -797,6 +805,8 @@ class Snapshot:
             self._node_epoch += 1
         else:
             self._unindex(state)
+            assert state.node_class is not None
+            state.node_class.count(state.free, -1)
         state.facts = facts
         state.allocatable = allocatable
         state.free = {n: a - state.requested.get(n, 0) for n, a in allocatable.items()}
@@ -804,6 +814,8 @@ class Snapshot:
         if static_changed:
             self._join_class(state)
         else:
+            assert state.node_class is not None
+            state.node_class.count(state.free, +1)
             self._index(state)
         self._count_total(state, +1)
 
@@ -1164,6 +1176,9 @@ class Snapshot:
                 free[name] -= delta
                 if usable:
                     cluster[name] = cluster.get(name, 0) - delta
+                node_class = state.node_class
+                if node_class is not None:
+                    node_class.free[name] = node_class.free.get(name, 0) - delta
         self._unindex(state)
         state.score = state.compute_score()
         self._index(state)
@@ -1197,12 +1212,14 @@ class Snapshot:
             self._classes_by_id[node_class.id] = node_class
             self._class_epoch += 1
         state.node_class = node_class
+        node_class.count(state.free, +1)
         self._index(state)
 
     def _leave_class(self, state: NodeState) -> None:
         node_class = state.node_class
         assert node_class is not None
         self._unindex(state)
+        node_class.count(state.free, -1)
         state.node_class = None
         if not node_class.order:
             del self._classes[node_class.key]

@@ -9,14 +9,15 @@ level, so they are never candidates of a gang that asks for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from podgroup_operator.scheduling.filters import HOSTNAME_LABEL
-from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot
+from podgroup_operator.scheduling.snapshot import Feasibility, NodeClass, NodeState, Snapshot
 
 __all__ = [
     "Domain",
+    "DomainNodes",
     "TopologyRequest",
     "domain_of",
     "domains_at",
@@ -106,12 +107,12 @@ def topology_request(
         )
     levels = list(topology_levels)
     named = (("requiredTopologyLevel", required), ("preferredTopologyLevel", preferred))
-    for field, level in named:
+    for name, level in named:
         if level is not None and level not in levels:
             return _unresolved(
                 required,
                 topology,
-                f"spec.topologyConstraint.{field}: {level!r} is not a level of Topology "
+                f"spec.topologyConstraint.{name}: {level!r} is not a level of Topology "
                 f"{topology!r} (levels: {', '.join(levels)}); name one of them",
             )
     fine = levels.index(finest)
@@ -141,24 +142,57 @@ def _path_keys(request: TopologyRequest, level: str) -> tuple[str, ...]:
     return request.chain[: request.chain.index(level) + 1]
 
 
+@dataclass(slots=True)
+class DomainNodes:
+    """The nodes of one domain that a gang may use: whole node classes (every level but a
+    hostname one), or single nodes (a hostname level)."""
+
+    classes: list[NodeClass] = field(default_factory=list)
+    nodes: list[NodeState] = field(default_factory=list)
+
+    def free(self, names: Iterable[str]) -> dict[str, int]:
+        """The free amounts of `names` summed over the domain's usable nodes."""
+        total = dict.fromkeys(names, 0)
+        for node_class in self.classes:
+            if node_class.facts.ready and not node_class.facts.unschedulable:
+                for name in total:
+                    total[name] += node_class.free.get(name, 0)
+        for node in self.nodes:
+            if node.usable:
+                for name in total:
+                    total[name] += node.free.get(name, 0)
+        return total
+
+    def node_states(self, snapshot: Snapshot) -> Iterator[NodeState]:
+        nodes = snapshot.nodes
+        for node_class in self.classes:
+            for _, name in node_class.order:
+                yield nodes[name]
+        yield from self.nodes
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.classes) + len(self.nodes)
+
+
 def domains_at(
     snapshot: Snapshot,
     request: TopologyRequest,
     level: str,
     feasibilities: Sequence[Feasibility],
-) -> dict[Domain, list[NodeState]]:
+) -> dict[Domain, DomainNodes]:
     """The domains of `level` that hold a node passing the static filters of any of
-    `feasibilities` (one per member shape), each with those nodes.
+    `feasibilities` (one per member shape), each with those nodes' classes.
 
     Node classes carry every label but the hostname, so domains of the coarser levels are
-    unions of classes; only a hostname level looks at nodes one by one."""
+    unions of classes, found without looking at a node; only a hostname level looks at nodes
+    one by one."""
     keys = _path_keys(request, level)
     by_class = tuple(key for key in keys if key != HOSTNAME_LABEL)
     per_node = HOSTNAME_LABEL in keys
     nodes = snapshot.nodes
-    out: dict[Domain, list[NodeState]] = {}
-    several = len(feasibilities) > 1
-    seen: set[str] = set()
+    out: dict[Domain, DomainNodes] = {}
+    classes_seen: set[int] = set()
+    nodes_seen: set[str] = set()
     for feasibility in feasibilities:
         allowed = feasibility.allowed
         for node_class in feasibility.classes:
@@ -166,19 +200,23 @@ def domains_at(
             if any(key not in labels for key in by_class):
                 continue
             base = tuple((key, labels[key]) for key in by_class)
-            names = [name for _, name in node_class.order if allowed is None or name in allowed]
-            if several:
-                names = [name for name in names if name not in seen]
-                seen.update(names)
-            if not per_node:
-                if names:
-                    out.setdefault(Domain(base), []).extend(nodes[name] for name in names)
+            if not per_node and allowed is None:
+                if node_class.id not in classes_seen:
+                    classes_seen.add(node_class.id)
+                    out.setdefault(Domain(base), DomainNodes()).classes.append(node_class)
                 continue
-            for name in names:
+            for _, name in node_class.order:
+                if (allowed is not None and name not in allowed) or name in nodes_seen:
+                    continue
+                nodes_seen.add(name)
                 node = nodes[name]
-                host = node.facts.labels.get(HOSTNAME_LABEL)
-                if host is not None:
-                    out.setdefault(Domain((*base, (HOSTNAME_LABEL, host))), []).append(node)
+                path = base
+                if per_node:
+                    host = node.facts.labels.get(HOSTNAME_LABEL)
+                    if host is None:
+                        continue
+                    path = (*base, (HOSTNAME_LABEL, host))
+                out.setdefault(Domain(path), DomainNodes()).nodes.append(node)
     return out
 
 

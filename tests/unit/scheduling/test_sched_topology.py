@@ -357,3 +357,33 @@ def test_property_required_domain_capacity_and_finest_level(
         assert isinstance(again, Placement)
     # Never a node over capacity.
     assert overcommitted(usage_by_node(bindings, pods_by_uid), nodes) == []
+
+
+def test_node_classes_keep_their_free_sums_as_pods_and_nodes_change() -> None:
+    nodes = fabric(1, 2, 2)
+    snapshot = Snapshot.build(nodes, [pod("a", requests={"cpu": "3"}, node="b0-r0-h0")])
+
+    def consistent() -> None:
+        for node_class in snapshot.classes.values():
+            expected: dict[str, int] = {}
+            for _, name in node_class.order:
+                for resource, amount in snapshot.nodes[name].free.items():
+                    expected[resource] = expected.get(resource, 0) + amount
+            assert {k: v for k, v in node_class.free.items() if v or k in expected} == expected
+
+    consistent()
+    undo = snapshot.assume([("x", "b0-r1-h1", {"cpu": 2000})])
+    consistent()
+    undo()
+    consistent()
+    snapshot.add_pod(pod("b", requests={"cpu": "1"}, node="b0-r1-h0"))
+    consistent()
+    relabelled = node("b0-r0-h1", cpu=16, labels={BLOCK: "b0", RACK: "r1"})
+    snapshot.update_node(relabelled)
+    consistent()
+    snapshot.update_node(node("b0-r0-h0", cpu=4, labels={BLOCK: "b0", RACK: "r0"}))
+    consistent()
+    snapshot.remove_node("b0-r1-h0")
+    consistent()
+    snapshot.remove_pod(pod("a", requests={"cpu": "3"}, node="b0-r0-h0"))
+    consistent()
