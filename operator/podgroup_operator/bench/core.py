@@ -46,6 +46,14 @@ Scenarios:
   (a gang of one, refused, or placed and undone) is timed `--repeats` times: the question is
   what one such object costs the loop that decides everyone's gangs.
 
+- topology-rack: `--nodes` nodes (8 cpu) in a fabric of 5 blocks x 10 racks
+  (`devcluster.fabric`); `--gangs` gangs of `--gang-size` members of 1 cpu, each required in one
+  rack (`spec.topologyConstraint.requiredTopologyLevel: example.com/rack`).
+- topology-block: the same fabric; each gang required in one block.
+- topology-kai: KAI-Scheduler's scale-test layout, fixed: 512 nodes of 8 GPUs in 4 zones x 8
+  blocks x 8 racks x 2 nodes, and one job of 512 members of 2 GPUs, required in one zone,
+  preferred in one rack (`--nodes`, `--gangs` and `--gang-size` are ignored).
+
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
        `python -m podgroup_operator.bench.core --scenario spread`
        `python -m podgroup_operator.bench.core --scenario preemption --nodes 1000 --repeats 50`
@@ -70,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from podgroup_operator.constants import LABEL_POD_GROUP, PodPhase
+from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, parse_fabric
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import GangRequest, Placement
 from podgroup_operator.scheduling.placement import place_group
@@ -77,6 +86,7 @@ from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preempt
 from podgroup_operator.scheduling.queue import order_gangs
 from podgroup_operator.scheduling.resources import GPU
 from podgroup_operator.scheduling.snapshot import Snapshot
+from podgroup_operator.scheduling.topology import topology_request
 from podgroup_operator.scheduling.volumes import VolumeClaim, volume_claim
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -161,6 +171,8 @@ def homogeneous_scenario(
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
+TOPOLOGY_SCENARIOS = ("topology-rack", "topology-block", "topology-kai")
+"""The scenarios of `topology_scenario`."""
 SCENARIOS = (
     "homogeneous",
     "heterogeneous",
@@ -173,6 +185,7 @@ SCENARIOS = (
     "images",
     "preemption",
     "hostile",
+    *TOPOLOGY_SCENARIOS,
 )
 CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred", "images")
 """The scenarios of `constrained_scenario`."""
@@ -704,6 +717,38 @@ def run_hostile(nodes: int, size: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def topology_scenario(
+    kind: str, nodes: int, gangs: int, gang_size: int
+) -> tuple[list[dict[str, Any]], list[GangRequest]]:
+    """A labelled fabric and gangs with a topology constraint (see the module docstring)."""
+    if kind == "topology-kai":
+        spec = "zone=4,block=8,rack=8,host=2"
+        allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: "8"}
+        requests = {"cpu": "1", "memory": "2Gi", GPU: "2"}
+        gangs, gang_size = 1, 512
+        required, preferred = FABRIC_LABEL_PREFIX + "zone", FABRIC_LABEL_PREFIX + "rack"
+    else:
+        spec = f"block=5,rack=10,host={max(nodes // 50, 1)}"
+        allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        requests = {"cpu": "1", "memory": "2Gi"}
+        level = "rack" if kind == "topology-rack" else "block"
+        required, preferred = FABRIC_LABEL_PREFIX + level, None
+    fabric = parse_fabric(spec)
+    node_list = [
+        _node(f"node-{i:05d}", allocatable, labels) for i, labels in enumerate(fabric.node_labels())
+    ]
+    request = topology_request(
+        required=required,
+        preferred=preferred,
+        topology="bench",
+        topology_levels=fabric.topology_levels(),
+    )
+    gang_list = [
+        dataclasses.replace(_gang(i, gang_size, requests), topology=request) for i in range(gangs)
+    ]
+    return node_list, gang_list
+
+
 def run_core(
     nodes: int,
     gangs: int,
@@ -728,6 +773,9 @@ def run_core(
         node_list, gang_list = constrained_scenario(scenario, nodes, gangs, gang_size)
     elif scenario == "homogeneous":
         node_list, gang_list = homogeneous_scenario(nodes, gangs, gang_size)
+    elif scenario in TOPOLOGY_SCENARIOS:
+        node_list, gang_list = topology_scenario(scenario, nodes, gangs, gang_size)
+        gang_size = len(gang_list[0].pending)
     else:
         raise ValueError(f"unknown placement scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
 

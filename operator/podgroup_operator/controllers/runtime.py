@@ -397,6 +397,7 @@ class Leading:
             scheduler_names=frozenset(settings.scheduler_names),
             bind_concurrency=settings.bind_concurrency,
             max_pd_volumes=settings.max_pd_volumes,
+            topology_levels=informers.levels_of,
         )
         self.topology = TopologyStatusController(
             kube, informers.topologies.store, informers.nodes.store
@@ -460,6 +461,7 @@ class Leading:
         await informers.pods.attach(self.on_pod)
         await informers.podgroups.attach(self.on_group)
         await informers.topologies.attach(self.topology.on_topology)
+        await informers.topologies.attach(self.scheduler.on_topology)
         self.status.start()
         await self._catch_up()
         self.scheduler.start()
@@ -510,6 +512,7 @@ class Leading:
         informers.pods.remove_handler(self.on_pod)
         informers.podgroups.remove_handler(self.on_group)
         informers.topologies.remove_handler(self.topology.on_topology)
+        informers.topologies.remove_handler(self.scheduler.on_topology)
         for informer, handler in self._volume_handlers():
             informer.remove_handler(handler)
         await self.topology.stop()

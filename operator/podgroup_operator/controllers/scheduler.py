@@ -83,6 +83,7 @@ from podgroup_operator.scheduling.podinfo import pod_priority
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import decide_wait, order_gangs
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
+from podgroup_operator.scheduling.topology import placed_in, topology_of
 
 logger = logging.getLogger(__name__)
 _Outcome = TypeVar("_Outcome")
@@ -244,8 +245,11 @@ class GangScheduler:
         thread_members: int = DECIDE_IN_THREAD_MEMBERS,
         thread_cost_us: float = DECIDE_IN_THREAD_COST_US,
         plan_thread_pods: int = PLAN_IN_THREAD_PODS,
+        topology_levels: Callable[[str], tuple[str, ...] | None] = lambda name: None,
     ) -> None:
         self.kube = kube
+        self.topology_levels = topology_levels
+        """A Topology's levels by name, coarse to fine (None: no such Topology)."""
         self.namespaces = namespaces
         """Namespaces whose pending pods this scheduler places; empty means all."""
         self.scheduler_names = scheduler_names
@@ -465,6 +469,12 @@ class GangScheduler:
 
     def on_volumes_changed(self) -> None:
         """A PV, claim or StorageClass changed: a gang waiting on volumes may fit now."""
+        self._retry_all()
+        self.wake()
+
+    def on_topology(self, kind: c.WatchEventType, body: JSON, old: JSON | None) -> None:
+        """A Topology came, went or changed its levels: a gang whose constraint names it is
+        decided again now (requests resolve their Topology at each attempt)."""
         self._retry_all()
         self.wake()
 
@@ -1053,6 +1063,7 @@ class GangScheduler:
             created=queued.created,
             last_failure=queued.last_failure,
             claims=self.volumes.claims_for(waiting),
+            topology=topology_of(group.spec.topology_constraint, self.topology_levels),
         )
 
     def _joined(self, group: PodGroup | None) -> list[str]:
@@ -1217,7 +1228,7 @@ class GangScheduler:
         self.waiting.pop(placement.gang, None)
         self.pod_dependent.discard(placement.gang)
         self.preemption.forget(placement.gang)
-        self.publish(placement.gang, Verdict(placed=True))
+        self.publish(placement.gang, Verdict(placed=True, placement=placed_in(placement.domain)))
         self.signals.placed(placement.gang)
         bucket = self.pending.get(placement.gang, {})
         for binding in placement.bindings:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from podgroup_operator.api.models import PodGroupStatus
+from podgroup_operator.api.models import PodGroupStatus, TopologyPlacement
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
 from podgroup_operator.domain.conditions import find_condition, set_condition
 
@@ -39,6 +39,8 @@ class Verdict:
     at: datetime | None = None
     """When a ScheduleTimeout verdict was given: the restart policy restarts a Strict gang held
     partly bound past it (domain/restart.py)."""
+    placement: TopologyPlacement | None = None
+    """With `placed`: the topology domain the members went to (None: no domain, cluster-wide)."""
 
 
 def apply_verdict(
@@ -55,6 +57,7 @@ def apply_verdict(
       message (the actionable shortfall). A placement clears a scheduler-owned reason; the
       lifecycle's own reasons (NotEnoughTasks, PodFailed, ...) are left to the lifecycle.
     - Scheduled: True once at least minMember members are bound to nodes.
+    - `placement`: a placement's topology domain, or none when it was placed without one.
     Terminal groups are left as they are: a finished gang is never rescheduled.
     """
     phase = Phase(status.phase) if status.phase else None
@@ -101,7 +104,10 @@ def apply_verdict(
             now,
             id_seed=id_seed,
         )
-    return status.model_copy(update={"conditions": conditions})
+    placement = status.placement
+    if verdict is not None and verdict.placed:
+        placement = verdict.placement
+    return status.model_copy(update={"conditions": conditions, "placement": placement})
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ level, so they are never candidates of a gang that asks for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from podgroup_operator.api.models import TopologyConstraint, TopologyPlacement
 from podgroup_operator.scheduling.filters import HOSTNAME_LABEL
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeClass, NodeState, Snapshot
 
@@ -22,7 +23,9 @@ __all__ = [
     "domain_of",
     "domains_at",
     "level_name",
+    "placed_in",
     "restrict",
+    "topology_of",
     "topology_request",
 ]
 
@@ -131,6 +134,27 @@ def topology_request(
 
 def _unresolved(required: str | None, topology: str | None, problem: str) -> TopologyRequest:
     return TopologyRequest((), (), required, topology, problem)
+
+
+def topology_of(
+    constraint: TopologyConstraint | None, levels_of: Callable[[str], tuple[str, ...] | None]
+) -> TopologyRequest | None:
+    """A PodGroup's `spec.topologyConstraint` resolved against its Topology (`levels_of`, the
+    levels of a Topology by name, None when there is none such), or None without one."""
+    if constraint is None:
+        return None
+    name = constraint.topology
+    return topology_request(
+        required=constraint.required_topology_level,
+        preferred=constraint.preferred_topology_level,
+        topology=name,
+        topology_levels=levels_of(name) if name is not None else None,
+    )
+
+
+def placed_in(domain: Domain | None) -> TopologyPlacement | None:
+    """`status.placement` of a gang placed in `domain`: its level and value."""
+    return None if domain is None else TopologyPlacement(level=domain.level, domain=domain.value)
 
 
 def level_name(level: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from podgroup_operator.api.models import Condition, PodGroupStatus
+from podgroup_operator.api.models import Condition, PodGroupStatus, TopologyPlacement
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict, wait_started
@@ -99,3 +99,13 @@ def test_no_scheduler_refusal_on_record_means_the_wait_begins_now() -> None:
     cleared = _refused(NOW - timedelta(seconds=40))
     cleared.conditions[0].status = ConditionStatus.FALSE
     assert wait_started(cleared, NOW) == NOW
+
+
+def test_a_placement_writes_its_topology_domain_and_a_later_one_without_clears_it() -> None:
+    where = TopologyPlacement(level="example.com/rack", domain="r2")
+    placed = Verdict(placed=True, placement=where)
+    status = apply_verdict(PodGroupStatus(phase=Phase.PENDING), placed, 3, NOW, id_seed="g")
+    assert status.placement == where
+    running = status.model_copy(update={"phase": Phase.RUNNING})
+    assert apply_verdict(running, REFUSED, 3, NOW, id_seed="g").placement == where
+    assert apply_verdict(running, Verdict(placed=True), 3, NOW, id_seed="g").placement is None
