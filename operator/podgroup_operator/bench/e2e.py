@@ -10,6 +10,12 @@ Two runs on the same control plane and the same sim nodes, one after the other:
 
 Both include pod creation, so the ratio shows what gang scheduling costs on top of the API
 server's own limits. Prints one JSON object.
+
+With `--topology SPEC` (`zone=4,block=8,rack=8,host=2`, see `devcluster/fabric.py`) the sim
+nodes are that labelled fabric, a Topology object describes it, and every PodGroup carries
+`spec.topologyConstraint` with `--required` / `--preferred` (level names of the spec); members
+ask for `--pod-gpu` GPUs on nodes of `--node-gpu`. `bound_after_last_created_seconds` is how
+long the last pod waited to be bound after the last pod was created (KAI-Scheduler's measure).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import resource
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +37,60 @@ from podgroup_operator.adapters.kube import (
     NAMESPACES,
     PODGROUPS,
     PODS,
+    TOPOLOGIES,
     ApiError,
     KubeClient,
     gather_limited,
 )
 from podgroup_operator.bench.prepare import create_namespace, install_crd
 from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, Fabric, parse_fabric
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
+from podgroup_operator.scheduling.resources import GPU
 
 IN_FLIGHT = 32
 
 
-def _pod(name: str, namespace: str, group: str | None, scheduler: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Shape:
+    """What the run's nodes and pods look like: plain, or a labelled fabric of GPU nodes."""
+
+    fabric: Fabric | None = None
+    required: str | None = None
+    preferred: str | None = None
+    pod_gpu: int = 0
+    node_gpu: int = 0
+
+    def constraint(self) -> dict[str, str] | None:
+        """The PodGroups' `spec.topologyConstraint`, naming the bench's Topology."""
+        if self.fabric is None:
+            return None
+        out = {"topology": TOPOLOGY_NAME}
+        if self.required:
+            out["requiredTopologyLevel"] = _level(self.required)
+        if self.preferred:
+            out["preferredTopologyLevel"] = _level(self.preferred)
+        return out
+
+
+TOPOLOGY_NAME = "bench-e2e"
+
+
+def _level(name: str) -> str:
+    return name if "/" in name else FABRIC_LABEL_PREFIX + name
+
+
+def _pod(
+    name: str, namespace: str, group: str | None, scheduler: str, gpu: int = 0
+) -> dict[str, Any]:
     labels = {"bench": "e2e"}
     if group:
         labels[c.LABEL_POD_GROUP] = group
+    resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    if gpu:
+        resources["requests"][GPU] = str(gpu)
+        resources["limits"] = {GPU: str(gpu)}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -53,13 +98,7 @@ def _pod(name: str, namespace: str, group: str | None, scheduler: str) -> dict[s
         "spec": {
             "schedulerName": scheduler,
             "nodeSelector": {"pool": "bench"},
-            "containers": [
-                {
-                    "name": "w",
-                    "image": "x",
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                }
-            ],
+            "containers": [{"name": "w", "image": "x", "resources": resources}],
         },
     }
 
@@ -90,12 +129,18 @@ async def _wait_all_bound(kube: KubeClient, namespace: str, total: int, timeout:
     return time.monotonic()
 
 
-async def _operator_run(kube: KubeClient, namespace: str, gangs: int, size: int) -> dict[str, Any]:
+async def _operator_run(
+    kube: KubeClient, namespace: str, gangs: int, size: int, shape: Shape
+) -> dict[str, Any]:
     await create_namespace(kube, namespace)
     total = gangs * size
     waiter = asyncio.create_task(_wait_all_bound(kube, namespace, total, 600))
     await asyncio.sleep(0.2)
     start = time.monotonic()
+    constraint = shape.constraint()
+    spec: dict[str, Any] = {"minMember": size}
+    if constraint is not None:
+        spec["topologyConstraint"] = constraint
     groups = [
         kube.create(
             PODGROUPS,
@@ -103,14 +148,18 @@ async def _operator_run(kube: KubeClient, namespace: str, gangs: int, size: int)
                 "apiVersion": c.API_VERSION,
                 "kind": c.KIND,
                 "metadata": {"name": f"g{g}"},
-                "spec": {"minMember": size},
+                "spec": spec,
             },
             namespace,
         )
         for g in range(gangs)
     ]
     pods = [
-        kube.create(PODS, _pod(f"g{g}-{i}", namespace, f"g{g}", c.SCHEDULER_NAME), namespace)
+        kube.create(
+            PODS,
+            _pod(f"g{g}-{i}", namespace, f"g{g}", c.SCHEDULER_NAME, shape.pod_gpu),
+            namespace,
+        )
         for g in range(gangs)
         for i in range(size)
     ]
@@ -120,22 +169,43 @@ async def _operator_run(kube: KubeClient, namespace: str, gangs: int, size: int)
         raise RuntimeError(f"{len(errors)} creates failed, first: {errors[0]}")
     created = time.monotonic()
     done = await waiter
+    placements = await _placements(kube, namespace) if constraint is not None else {}
     return {
+        **({"placements": placements} if placements else {}),
         "pods": total,
         "seconds": round(done - start, 3),
         "create_seconds": round(created - start, 3),
+        "bound_after_last_created_seconds": round(max(done - created, 0.0), 3),
         "pods_per_second": round(total / (done - start), 1),
     }
 
 
+async def _placements(kube: KubeClient, namespace: str, timeout: float = 30) -> dict[str, int]:
+    """How many PodGroups of the namespace report each `status.placement` (level=domain), once
+    every one reports where it went (or `timeout` passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        items = (await kube.list(PODGROUPS, namespace))["items"]
+        found = [(item.get("status") or {}).get("placement") for item in items]
+        if all(found) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    counts: dict[str, int] = {}
+    for where in found:
+        key = f"{where['level']}={where['domain']}" if where else "none"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 async def _baseline_run(
-    kube: KubeClient, namespace: str, total: int, nodes: list[str]
+    kube: KubeClient, namespace: str, total: int, nodes: list[str], shape: Shape
 ) -> dict[str, Any]:
     await create_namespace(kube, namespace)
     start = time.monotonic()
 
     async def create_and_bind(i: int) -> None:
-        pod = await kube.create(PODS, _pod(f"p{i}", namespace, None, "bench-nobody"), namespace)
+        body = _pod(f"p{i}", namespace, None, "bench-nobody", shape.pod_gpu)
+        pod = await kube.create(PODS, body, namespace)
         await kube.bind(
             namespace, pod["metadata"]["name"], nodes[i % len(nodes)], pod["metadata"]["uid"]
         )
@@ -152,9 +222,34 @@ async def _baseline_run(
     }
 
 
+async def _install_topology(kube: KubeClient, fabric: Fabric) -> None:
+    """The bench's Topology, describing `fabric` (created, or replaced when it is there)."""
+    with contextlib.suppress(ApiError):
+        await kube.delete(TOPOLOGIES, TOPOLOGY_NAME)
+        await _until_gone(kube)
+    await kube.create(TOPOLOGIES, fabric.topology(TOPOLOGY_NAME))
+
+
+async def _until_gone(kube: KubeClient) -> None:
+    for _ in range(100):
+        try:
+            await kube.get(TOPOLOGIES, TOPOLOGY_NAME)
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            raise
+        await asyncio.sleep(0.1)
+
+
 async def run_e2e(
-    kubeconfig: Path, nodes: int, gangs: int, size: int, workdir: Path
+    kubeconfig: Path,
+    nodes: int,
+    gangs: int,
+    size: int,
+    workdir: Path,
+    shape: Shape | None = None,
 ) -> dict[str, Any]:
+    shape = shape or Shape()
     async with KubeClient.from_kubeconfig(str(kubeconfig), limit=IN_FLIGHT * 2) as kube:
         await install_crd(kube)
         pool = NodePool(
@@ -162,9 +257,13 @@ async def run_e2e(
             cpu="32",
             memory="128Gi",
             pods=250,
+            gpu=shape.node_gpu,
             labels={"pool": "bench"},
             name_prefix="bench",
         )
+        if shape.fabric is not None:
+            pool = pool.with_fabric(shape.fabric)
+            await _install_topology(kube, shape.fabric)
         async with SimCluster(kube, [pool], start_delay=0.5, lease_interval=5.0) as sim:
             await sim.wait_ready(60)
             operator = OperatorProcess(kubeconfig, workdir / "operator.log")
@@ -173,9 +272,9 @@ async def run_e2e(
             await asyncio.to_thread(operator.install_webhooks)
             try:
                 suffix = str(int(time.time()))
-                ours = await _operator_run(kube, f"bench-op-{suffix}", gangs, size)
+                ours = await _operator_run(kube, f"bench-op-{suffix}", gangs, size, shape)
                 base = await _baseline_run(
-                    kube, f"bench-base-{suffix}", gangs * size, sim.node_names
+                    kube, f"bench-base-{suffix}", gangs * size, sim.node_names, shape
                 )
             finally:
                 await asyncio.to_thread(operator.uninstall_webhooks)
@@ -185,6 +284,11 @@ async def run_e2e(
                     await kube.delete(NAMESPACES, namespace)
     return {
         "scenario": "e2e",
+        **(
+            {"topology": shape.constraint(), "fabric_nodes": pool.count}
+            if shape.fabric is not None
+            else {}
+        ),
         "nodes": nodes,
         "gangs": gangs,
         "gang_size": size,
@@ -202,7 +306,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gangs", type=int, default=200)
     parser.add_argument("--gang-size", type=int, default=5)
     parser.add_argument("--kubeconfig", help="an existing cluster; default: a fresh dev cluster")
+    parser.add_argument(
+        "--topology", help="a labelled fabric, e.g. zone=4,block=8,rack=8,host=2 (replaces --nodes)"
+    )
+    parser.add_argument("--required", help="with --topology: the required level, e.g. zone")
+    parser.add_argument("--preferred", help="with --topology: the preferred level, e.g. rack")
+    parser.add_argument("--pod-gpu", type=int, default=0, help="nvidia.com/gpu per pod")
+    parser.add_argument("--node-gpu", type=int, default=0, help="nvidia.com/gpu per node")
     args = parser.parse_args(argv)
+    shape = Shape(
+        parse_fabric(args.topology) if args.topology else None,
+        args.required,
+        args.preferred,
+        args.pod_gpu,
+        args.node_gpu,
+    )
     workdir = Path(tempfile.mkdtemp(prefix="podgroup-bench-e2e-"))
     state = None
     if args.kubeconfig:
@@ -211,7 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         state = devcluster.up(workdir / "cluster")
         kubeconfig = state.kubeconfig
     try:
-        report = asyncio.run(run_e2e(kubeconfig, args.nodes, args.gangs, args.gang_size, workdir))
+        report = asyncio.run(
+            run_e2e(kubeconfig, args.nodes, args.gangs, args.gang_size, workdir, shape)
+        )
     finally:
         if state is not None:
             devcluster.down(workdir / "cluster")

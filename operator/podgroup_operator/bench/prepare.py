@@ -15,14 +15,16 @@ from collections.abc import Awaitable, Callable
 import yaml
 
 from podgroup_operator.adapters.kube import CRDS, NAMESPACES, ApiError, Kind, KubeClient
-from podgroup_operator.api.crd import render_crd
+from podgroup_operator.api.crd import CRD_MANIFESTS, render_crd
 
 SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
 
 
 async def install_crd(kube: KubeClient) -> None:
-    """The PodGroup CRD as this package renders it (the checked-in file is the same, by test)."""
-    await kube.apply_json(CRDS, yaml.safe_load(render_crd()))
+    """The project's CRDs (PodGroup, Topology) as this package renders them (the checked-in
+    files are the same, by test)."""
+    for plural in CRD_MANIFESTS:
+        await kube.apply_json(CRDS, yaml.safe_load(render_crd(plural)))
 
 
 async def until(
