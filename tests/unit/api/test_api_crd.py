@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from podgroup_operator import constants as c
@@ -20,12 +21,19 @@ from podgroup_operator.api.limits import (
 )
 from podgroup_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN
 
-CRD_FILE = Path(__file__).resolve().parents[3] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
-REGENERATE = "run `podgroup-operator crd -o crds/podgroups.scheduling.x-k8s.io.yaml`"
+REPO = Path(__file__).resolve().parents[3]
+CRD_FILES = ["crds", "deploy/helm/podgroup-operator/crds"]
+"""Where the generated CRD is checked in: for `kubectl apply` and kustomize, and in the Helm
+chart (Helm reads a chart's CRDs from its own crds/ only)."""
+CRD_FILE = REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 
 
-def test_the_checked_in_crd_is_the_generated_one() -> None:
-    assert CRD_FILE.read_text() == render_crd(), f"{CRD_FILE.name} is stale; {REGENERATE}"
+@pytest.mark.parametrize("directory", CRD_FILES)
+def test_the_checked_in_crd_is_the_generated_one(directory: str) -> None:
+    path = f"{directory}/podgroups.scheduling.x-k8s.io.yaml"
+    assert (REPO / path).read_text() == render_crd(), (
+        f"{path} is stale; run `podgroup-operator crd -o {path}`"
+    )
 
 
 def test_the_rendered_crd_is_the_manifest() -> None:
