@@ -65,7 +65,13 @@ MAX_QUANTITY = Decimal(MAX_MILLI).scaleb(-3)
 quantity `minResources` and `totalResources` accept."""
 
 MAX_QUANTITY_INT = int(MAX_QUANTITY)
-"""The same bound as a JSON integer, for the CRD schema's `maximum`."""
+"""The same bound as an integer."""
+
+MAX_QUANTITY_SCHEMA = MAX_QUANTITY_INT - MAX_QUANTITY_INT % 2
+"""The CRD schema's `maximum` for the integer form: the largest integer up to MAX_QUANTITY_INT
+that a float64 holds exactly (between 2**53 and 2**54 those are the even ones). The API server
+stores schema numbers as float64, so an odd bound comes back one higher, and a client that
+compares the stored CRD with the one it applied (Helm's server-side apply) sees a change."""
 
 SUMMARY_NAMES = 5
 """Names listed in a message before the rest are only counted (see `summarize`)."""

@@ -42,7 +42,7 @@ from podgroup_operator.api.limits import (
     MAX_MIN_MEMBER,
     MAX_NAME_LENGTH,
     MAX_QUANTITY,
-    MAX_QUANTITY_INT,
+    MAX_QUANTITY_SCHEMA,
     MAX_RESOURCE_NAMES,
     MAX_RESTARTS,
     MAX_SECONDS,
@@ -84,7 +84,7 @@ _QUANTITY_SCHEMA: dict[str, Any] = {
     "minimum": 0,
     # Refuses the integer form of an absurd amount; the string form ("1e30") is refused by the
     # webhook (a pattern cannot compare magnitudes) and saturates in `to_milli` if stored anyway.
-    "maximum": MAX_QUANTITY_INT,
+    "maximum": MAX_QUANTITY_SCHEMA,
     "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
 }
 

@@ -22,6 +22,7 @@ from podgroup_operator.api.limits import (
     MAX_GANG_GROUP,
     MAX_MIN_MEMBER,
     MAX_QUANTITY_INT,
+    MAX_QUANTITY_SCHEMA,
     MAX_RESOURCE_NAMES,
     MAX_RESTARTS,
     MAX_SECONDS,
@@ -178,7 +179,8 @@ def test_every_number_is_bounded_by_the_schema_itself() -> None:
     assert spec["gangGroup"]["maxItems"] == MAX_GANG_GROUP
     assert spec["gangGroup"]["items"]["maxLength"] == 63 + 1 + 253
     for field in ("minResources", "totalResources"):
-        assert spec[field]["additionalProperties"]["maximum"] == MAX_QUANTITY_INT
+        assert spec[field]["additionalProperties"]["maximum"] == MAX_QUANTITY_SCHEMA
+        assert float(MAX_QUANTITY_SCHEMA) == MAX_QUANTITY_SCHEMA <= MAX_QUANTITY_INT
         assert spec[field]["maxProperties"] == MAX_RESOURCE_NAMES == 64
     unbounded = [
         path
