@@ -64,12 +64,12 @@ class TopologyStatusController:
         topologies: Store,
         nodes: Store,
         *,
-        delay: float = COALESCE_SECONDS,
+        delay: float | None = None,
     ) -> None:
         self.kube = kube
         self.topologies = topologies
         self.nodes = nodes
-        self.delay = delay
+        self.delay = COALESCE_SECONDS if delay is None else delay
         self.failures = Failures("status of Topology", logger, metric="topology")
         self.recomputes = 0
         """Rounds of recomputation (each covers every dirty Topology)."""
