@@ -234,7 +234,8 @@ def test_topology_names_scope_status_and_columns() -> None:
     assert version["name"] == c.VERSION and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}
     assert version["additionalPrinterColumns"] == [
-        {"name": "Levels", "type": "string", "jsonPath": ".spec.levels[*].nodeLabel"},
+        {"name": "Coarsest", "type": "string", "jsonPath": ".spec.levels[0].nodeLabel"},
+        {"name": "Finest", "type": "string", "jsonPath": ".spec.levels[-1:].nodeLabel"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
