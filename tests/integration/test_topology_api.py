@@ -215,7 +215,7 @@ async def test_a_constraint_is_checked_against_the_topology_it_names(
             return False
         return True
 
-    await wait_for(webhook_knows_it, 10, f"the webhook to know Topology {name}")
+    await wait_for(webhook_knows_it, 45, f"the webhook to know Topology {name}")
     for constraint, words in cases:
         await refused_with(constraint, words)
 
