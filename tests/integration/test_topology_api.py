@@ -344,3 +344,20 @@ async def test_status_counts_the_domains_of_a_sim_fabric_and_ready_nodes_without
         process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 0, stderr.decode()
+
+
+async def test_kubectl_explain_documents_topology_levels(kubeconfig: Path, crds: None) -> None:
+    """The apiserver publishes a new CRD's OpenAPI a moment after it is Established."""
+
+    async def explained(field: str) -> str:
+        done = kubectl(kubeconfig, "explain", field)
+        return " ".join(done.stdout.split()) if done.returncode == 0 else ""
+
+    out = await wait_for(lambda: explained("topology.spec.levels.nodeLabel"), 60, "explain")
+    assert "FIELD: nodeLabel <string>" in out
+    assert "kubernetes.io/hostname only as the last level" in out
+    constraint = await wait_for(
+        lambda: explained("podgroup.spec.topologyConstraint"), 60, "explain"
+    )
+    for field in ("topology", "requiredTopologyLevel", "preferredTopologyLevel"):
+        assert f"{field} <string>" in constraint
