@@ -29,6 +29,7 @@ from podgroup_operator.api.limits import (
 )
 from podgroup_operator.api.names import LABEL_KEY_PATTERN
 from podgroup_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN
+from podgroup_operator.cli import main as cli_main
 
 CRD_DIR = Path(__file__).resolve().parents[3] / "crds"
 PLURALS = [c.PLURAL, c.TOPOLOGY_PLURAL]
@@ -276,3 +277,16 @@ def test_the_wide_podgroup_columns_show_the_placement_domain() -> None:
         "jsonPath": ".status.placement.domain",
         "priority": 1,
     }
+
+
+@pytest.mark.parametrize("plural", PLURALS)
+def test_the_cli_writes_the_checked_in_crd(plural: str, tmp_path: Path) -> None:
+    target = tmp_path / "crd.yaml"
+    assert cli_main(["crd", "--kind", plural, "-o", str(target)]) == 0
+    assert target.read_text() == (CRD_DIR / f"{plural}.{c.GROUP}.yaml").read_text()
+
+
+def test_the_cli_writes_the_podgroup_crd_by_default(tmp_path: Path) -> None:
+    target = tmp_path / "crd.yaml"
+    assert cli_main(["crd", "-o", str(target)]) == 0
+    assert target.read_text() == render_crd(c.PLURAL)
