@@ -136,6 +136,26 @@ async def test_a_valid_topology_is_stored_and_listed_with_its_levels(
     assert columns(out) == {"NAME": single, "COARSEST": RACK, "FINEST": RACK, "AGE": ANY}
 
 
+async def test_an_update_breaking_the_rules_is_refused_a_relabel_is_not(
+    kube: KubeClient, operator: Any, names: Callable[[], str]
+) -> None:
+    name = names()
+    await kube.create(TOPOLOGIES, topology(name, ZONE, RACK))
+    with pytest.raises(ApiError) as refused:
+        await kube.patch(
+            TOPOLOGIES,
+            name,
+            {"spec": {"levels": [{"nodeLabel": HOSTNAME}, {"nodeLabel": RACK}]}},
+        )
+    assert "spec.levels[0].nodeLabel: kubernetes.io/hostname may only be the last level" in (
+        refused.value.message
+    )
+    relabelled = await kube.patch(TOPOLOGIES, name, {"metadata": {"labels": {"team": "a"}}})
+    assert relabelled["metadata"]["labels"] == {"team": "a"}
+    stored = await kube.get(TOPOLOGIES, name)
+    assert [level["nodeLabel"] for level in stored["spec"]["levels"]] == [ZONE, RACK]
+
+
 CONSTRAINT = "spec.topologyConstraint"
 BAD_CONSTRAINTS: list[tuple[str, Any, str]] = [
     ("no level", {"topology": "fabric"}, CONSTRAINT),
