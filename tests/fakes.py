@@ -465,8 +465,9 @@ class FakeApiServer:
             "resourcequotas",
             "customresourcedefinitions",
             c.PLURAL,
+            c.TOPOLOGY_PLURAL,
         ),
-        status_reset_on_create: Iterable[str] = (c.PLURAL,),
+        status_reset_on_create: Iterable[str] = (c.PLURAL, c.TOPOLOGY_PLURAL),
         schemas: Mapping[str, CrdSchema] | None = None,
     ) -> None:
         self.clock = clock

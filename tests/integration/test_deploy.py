@@ -32,7 +32,14 @@ import pytest
 import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import CRDS, PODGROUPS, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import (
+    CRDS,
+    PODGROUPS,
+    TOPOLOGIES,
+    ApiError,
+    Kind,
+    KubeClient,
+)
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
 from podgroup_operator.handlers.webhooks import WEBHOOKS
 from podgroup_operator.manifests import (
@@ -42,7 +49,7 @@ from podgroup_operator.manifests import (
     uninstall_local,
 )
 from tests.builders import podgroup
-from tests.conftest import CRD_FILE, REPO
+from tests.conftest import REPO
 from tests.deploy_helpers import (
     DEPLOY,
     find,
@@ -90,6 +97,7 @@ def test_the_base_holds_the_whole_install() -> None:
     assert kinds == sorted(
         [
             "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "Namespace",
             "ServiceAccount",
             "ClusterRole",
@@ -105,8 +113,10 @@ def test_the_base_holds_the_whole_install() -> None:
             "MutatingWebhookConfiguration",
         ]
     )
-    crd = find(documents, "CustomResourceDefinition")
-    assert crd["spec"] == yaml.safe_load(CRD_FILE.read_text())["spec"]
+    for plural in (c.PLURAL, c.TOPOLOGY_PLURAL):
+        crd = find(documents, "CustomResourceDefinition", f"{plural}.{c.GROUP}")
+        checked_in = REPO / "crds" / f"{plural}.{c.GROUP}.yaml"
+        assert crd["spec"] == yaml.safe_load(checked_in.read_text())["spec"]
     for document in documents:
         if document["kind"] not in ("Namespace", "CustomResourceDefinition") and not document[
             "kind"
@@ -195,6 +205,9 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     cluster_role, role = find(documents, "ClusterRole"), find(documents, "Role")
     assert verbs(cluster_role, "podgroups") == {"get", "list", "watch", "create", "delete"}
     assert verbs(cluster_role, "podgroups/status") == {"patch"}
+    # Topologies: every replica's webhook reads them; the leader keeps their status.
+    assert verbs(cluster_role, "topologies") == {"list", "watch"}
+    assert verbs(cluster_role, "topologies/status") == {"patch"}
     assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete"}
     assert verbs(cluster_role, "pods/binding") == {"create"}
     # nominatedNodeName for a preemptor's members, PodScheduled=False for waiting members.
@@ -275,10 +288,12 @@ def test_cert_manager_overlay_issues_the_mounted_secret_and_injects_its_ca() -> 
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         annotations = find(documents, kind)["metadata"]["annotations"]
         assert annotations == {"cert-manager.io/inject-ca-from": expected}
-    # No conversion webhook on the CRD, so nothing to inject there.
-    crd = find(documents, "CustomResourceDefinition")
-    assert "conversion" not in crd["spec"]
-    assert "annotations" not in crd["metadata"]
+    # No conversion webhook on the CRDs, so nothing to inject there.
+    crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 2
+    for crd in crds:
+        assert "conversion" not in crd["spec"]
+        assert "annotations" not in crd["metadata"]
 
 
 def test_self_managed_overlay_lets_the_operator_keep_its_secret_and_write_its_files() -> None:
@@ -395,9 +410,9 @@ async def _configurations_of_ours(kube: KubeClient) -> list[str]:
     return found
 
 
-async def _crd_established(kube: KubeClient) -> bool:
+async def _crd_established(kube: KubeClient, name: str = c.CRD_NAME) -> bool:
     try:
-        crd = await kube.get(CRDS, c.CRD_NAME)
+        crd = await kube.get(CRDS, name)
     except ApiError as exc:
         if exc.not_found:
             return False
@@ -433,27 +448,41 @@ async def test_install_then_uninstall_leaves_nothing_that_blocks_writes(
         left = kubectl("get", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig, check=False)
         assert left.returncode != 0 or "Terminating" in left.stdout
 
-        # The CRD went with the install; put back what the session had, then write.
-        kubectl("apply", "-f", str(CRD_FILE), kubeconfig=kubeconfig)
+        # The CRDs went with the install; put back what the session had, then write.
+        kubectl("apply", "-f", str(REPO / "crds"), kubeconfig=kubeconfig)
         await wait_for(lambda: _crd_established(kube), 30, "the PodGroup CRD again")
+        await wait_for(
+            lambda: _crd_established(kube, c.TOPOLOGY_CRD_NAME), 30, "the Topology CRD again"
+        )
         created = await kube.create(PODGROUPS, _podgroup("after-uninstall", namespace), namespace)
         assert created["metadata"]["name"] == "after-uninstall"
     # The session's webhook configurations are back. The session operator (Kopf) learns of the
     # re-created CRD from its watch events and rescans the API group; a scan that ran before
     # the group was served left its admission server answering 404 for every later test (one
-    # CI run: 38 failures). Until it admits a PodGroup again, give it another CRD event.
+    # CI run: 38 failures). Until it admits a PodGroup and a Topology again, give it another
+    # CRD event.
     attempts = iter(range(1000))
     await wait_for(
         lambda: _admitted_or_nudged(kube, namespace, f"probe-{next(attempts)}"),
         60,
-        "the session operator's webhooks to admit PodGroups again",
+        "the session operator's webhooks to admit PodGroups and Topologies again",
         interval=1.0,
     )
 
 
 async def _admitted_or_nudged(kube: KubeClient, namespace: str, name: str) -> bool:
+    """A PodGroup and a Topology both admitted (their webhooks served again), or a CRD event
+    given to the session operator to rescan the group by."""
+    topology = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.TOPOLOGY_KIND,
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": "example.com/rack"}]},
+    }
     try:
         await kube.create(PODGROUPS, _podgroup(name, namespace), namespace)
+        await kube.create(TOPOLOGIES, topology)
+        await kube.delete(TOPOLOGIES, name)
     except ApiError as exc:
         if "failed calling webhook" not in exc.message:
             raise

@@ -157,8 +157,12 @@ def crd_manifest() -> dict[str, Any]:
 
 
 def topology_crd_manifest() -> dict[str, Any]:
+    """The Topology CRD. Its columns show the coarsest and the finest level: the apiserver
+    prints only the first value a printer column's jsonPath finds, so `.spec.levels[*]` would
+    show the coarsest alone under a name promising all of them."""
     columns: list[Column] = [
-        ("Levels", "string", ".spec.levels[*].nodeLabel", 0),
+        ("Coarsest", "string", ".spec.levels[0].nodeLabel", 0),
+        ("Finest", "string", ".spec.levels[-1:].nodeLabel", 0),
         ("Age", "date", ".metadata.creationTimestamp", 0),
     ]
     return {

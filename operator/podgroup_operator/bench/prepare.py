@@ -1,6 +1,6 @@
 """What the cluster benchmarks (`bench e2e`, `bench scale`) do before they measure.
 
-Both start from a bare control plane: the PodGroup CRD must be installed, and a namespace is
+Both start from a bare control plane: the project's CRDs must be installed, and a namespace is
 only usable once the controller-manager has created its default ServiceAccount (the apiserver
 refuses pods until then). A control plane that has just started also answers 5xx now and then;
 those mean "not yet", not failure.
@@ -12,19 +12,17 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-import yaml
-
 from podgroup_operator.adapters.kube import CRDS, NAMESPACES, ApiError, Kind, KubeClient
-from podgroup_operator.api.crd import CRD_MANIFESTS, render_crd
+from podgroup_operator.api.crd import CRD_MANIFESTS
 
 SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts")
 
 
 async def install_crd(kube: KubeClient) -> None:
-    """The project's CRDs (PodGroup, Topology) as this package renders them (the checked-in
-    files are the same, by test)."""
-    for plural in CRD_MANIFESTS:
-        await kube.apply_json(CRDS, yaml.safe_load(render_crd(plural)))
+    """The PodGroup and Topology CRDs as this package renders them (the checked-in files are the
+    same, by test)."""
+    for manifest in CRD_MANIFESTS.values():
+        await kube.apply_json(CRDS, manifest())
 
 
 async def until(

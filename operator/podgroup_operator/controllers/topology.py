@@ -45,8 +45,10 @@ class TopologyLevels:
         self._store = store
 
     def levels_of(self, name: str) -> tuple[str, ...] | None:
-        """The node label keys of Topology `name`, coarse to fine; None when there is none such
-        (or the Topology CRD is not installed)."""
+        """The node label keys of Topology `name`, coarse to fine, as stored; None when there is
+        none such (or the Topology CRD is not installed). Levels stored against the rules (with
+        the webhook off) are answered as they are: `api.models.level_problems` names what is
+        wrong with them."""
         body = self._store.get(name)
         return None if body is None else stored_levels(body)
 
@@ -64,12 +66,12 @@ class TopologyStatusController:
         topologies: Store,
         nodes: Store,
         *,
-        delay: float = COALESCE_SECONDS,
+        delay: float | None = None,
     ) -> None:
         self.kube = kube
         self.topologies = topologies
         self.nodes = nodes
-        self.delay = delay
+        self.delay = COALESCE_SECONDS if delay is None else delay
         self.failures = Failures("status of Topology", logger, metric="topology")
         self.recomputes = 0
         """Rounds of recomputation (each covers every dirty Topology)."""

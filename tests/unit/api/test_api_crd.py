@@ -30,6 +30,7 @@ from podgroup_operator.api.limits import (
 )
 from podgroup_operator.api.names import LABEL_KEY_PATTERN
 from podgroup_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN
+from podgroup_operator.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_DIR = REPO / "crds"
@@ -242,7 +243,8 @@ def test_topology_names_scope_status_and_columns() -> None:
     assert version["name"] == c.VERSION and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}
     assert version["additionalPrinterColumns"] == [
-        {"name": "Levels", "type": "string", "jsonPath": ".spec.levels[*].nodeLabel"},
+        {"name": "Coarsest", "type": "string", "jsonPath": ".spec.levels[0].nodeLabel"},
+        {"name": "Finest", "type": "string", "jsonPath": ".spec.levels[-1:].nodeLabel"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 
@@ -283,3 +285,16 @@ def test_the_wide_podgroup_columns_show_the_placement_domain() -> None:
         "jsonPath": ".status.placement.domain",
         "priority": 1,
     }
+
+
+@pytest.mark.parametrize("plural", PLURALS)
+def test_the_cli_writes_the_checked_in_crd(plural: str, tmp_path: Path) -> None:
+    target = tmp_path / "crd.yaml"
+    assert cli_main(["crd", "--kind", plural, "-o", str(target)]) == 0
+    assert target.read_text() == (CRD_DIR / f"{plural}.{c.GROUP}.yaml").read_text()
+
+
+def test_the_cli_writes_the_podgroup_crd_by_default(tmp_path: Path) -> None:
+    target = tmp_path / "crd.yaml"
+    assert cli_main(["crd", "-o", str(target)]) == 0
+    assert target.read_text() == render_crd(c.PLURAL)

@@ -1,4 +1,5 @@
-"""The PodGroup shown in the README passes our own validation (a doc example must work)."""
+"""The PodGroup and Topology shown in the README pass our own validation (a doc example must
+work)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 
 import yaml
 
-from podgroup_operator.api.validation import podgroup_errors
+from podgroup_operator.api.validation import podgroup_errors, topology_errors
 from tests.conftest import REPO
 
 
@@ -17,3 +18,12 @@ def test_the_readme_podgroup_is_valid() -> None:
     assert podgroups, "README shows no PodGroup"
     for body in podgroups:
         assert podgroup_errors(body) == []
+
+
+def test_the_readme_topology_is_valid() -> None:
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, flags=re.DOTALL)
+    topologies = [b for b in map(yaml.safe_load, blocks) if b and b.get("kind") == "Topology"]
+    assert topologies, "README shows no Topology"
+    for body in topologies:
+        assert topology_errors(body) == []
