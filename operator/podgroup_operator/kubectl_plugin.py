@@ -386,6 +386,29 @@ def _policy(policy: Mapping[str, Any] | None) -> str:
     return f"{action} ({', '.join(details)})" if details else action
 
 
+def _constraint(constraint: Mapping[str, Any] | None) -> str:
+    """`required example.com/block, preferred example.com/rack (Topology fabric)`."""
+    if not constraint:
+        return "<none>"
+    parts = [
+        f"{word} {constraint[key]}"
+        for word, key in (
+            ("required", "requiredTopologyLevel"),
+            ("preferred", "preferredTopologyLevel"),
+        )
+        if constraint.get(key)
+    ]
+    named = constraint.get("topology")
+    return ", ".join(parts) + (f" (Topology {named})" if named else "")
+
+
+def _placement(placement: Mapping[str, Any] | None) -> str:
+    """`example.com/rack=r2`: the domain the gang was bound in."""
+    if not placement:
+        return "<none>"
+    return f"{placement.get('level')}={placement.get('domain')}"
+
+
 def _pod_status(pod: Mapping[str, Any]) -> str:
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return "Terminating"
@@ -419,6 +442,8 @@ def describe(
         f"Total Resources:    {_quantities(spec.get('totalResources'))}",
         f"Gang Group:         {', '.join(spec.get('gangGroup') or []) or '<none>'}",
         f"Policy:             {_policy(spec.get('policy'))}",
+        f"Topology:           {_constraint(spec.get('topologyConstraint'))}",
+        f"Placement:          {_placement(status.get('placement'))}",
         "Members:            "
         + ", ".join(
             f"{status.get(k) or 0} {k}" for k in ("running", "succeeded", "failed", "scheduled")

@@ -20,6 +20,7 @@ from podgroup_operator.kubectl_plugin import (
     Outcome,
     PluginError,
     context_namespace,
+    describe,
     execute,
     human_age,
     main,
@@ -345,3 +346,24 @@ def test_a_name_or_namespace_no_api_path_can_hold_is_one_error_line(
     )
     assert main(["--kubeconfig", str(kubeconfig), *argv]) == 1
     assert capsys.readouterr().err.strip() == said
+
+
+def test_describe_shows_the_topology_constraint_and_the_placement() -> None:
+    group = podgroup(
+        "train",
+        "team",
+        min_member=2,
+        topologyConstraint={
+            "topology": "fabric",
+            "requiredTopologyLevel": "example.com/block",
+            "preferredTopologyLevel": "example.com/rack",
+        },
+        status={"phase": "Running", "placement": {"level": "example.com/rack", "domain": "r2"}},
+    )
+    text = describe(group, [], [], NOW)
+    assert (
+        "Topology:           required example.com/block, preferred example.com/rack "
+        "(Topology fabric)" in text
+    )
+    assert "Placement:          example.com/rack=r2" in text
+    assert "Topology:           <none>" in describe(podgroup("plain", "team"), [], [], NOW)
