@@ -150,7 +150,9 @@ def _holding(group: PodGroup, holding: int) -> str:
 
 
 def _depends_on_pods(pod: JSON) -> bool:
-    """Does where this pod may go depend on other pods' labels and places (`pod_dependent`)?"""
+    """Does where this pod may go depend on other pods' labels and places (`pod_dependent`)?
+    True exactly for the fields of the filters a pod bound elsewhere, or a bound pod's new
+    labels, can lift (`scheduling.registry.Rule.depends_on_pods`; checked field by field)."""
     spec = pod.get("spec") or {}
     if spec.get("topologySpreadConstraints"):
         return True
