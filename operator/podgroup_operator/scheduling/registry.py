@@ -17,6 +17,9 @@ field:
 - `scheduling/placement.py`, `_raw_shape_key`: covers every field read into the member's shape
   (`Rule.reads`), so that two pods that differ in one never share a shape.
 
+The scheduler makes a gang it refused due again after each event a rule whose field its members
+set declares can lift it (tests/unit/controllers/test_scheduler_lift_events_unit.py).
+
 A field path is dotted from the pod's root; `[]` stands for each item of a list
 (`spec.containers[].ports`).
 """
