@@ -2,13 +2,16 @@
 
 Pods whose `spec.schedulerName` is one of ours (`podgroup-scheduler`, or the names given to
 `run --scheduler-name`) wait here until their whole gang fits. Every node and every bound pod
-(anyone's) keeps a `scheduling.Snapshot` current. `GangScheduler` wires four parts, one job each:
+(anyone's) keeps a `scheduling.Snapshot` current. `GangScheduler` wires these parts, one job
+each:
 
 - the queue (controllers/scheduler_queue.py): pending members by group, each waiting group's
   entry, kept from cycle to cycle, its wait and backoff, the pods in flight;
 - the cycle (`GangScheduler.cycle`, here): takes the entries in queue order, builds a group's
   `GangRequest` when it comes to decide it, decides it against the snapshot (placements are
   assumed into it, refusals leave it untouched) and hands the bindings to the binder;
+- the gang groups (controllers/gang_groups.py): the PodGroups a gang is decided together with
+  (`spec.gangGroup`), and each PodGroup's model, parsed once per resourceVersion;
 - the binder (controllers/binder.py): sends a decision's bindings concurrently, paced, a gang's
   volumes first, and undoes a pod's assumption when its bind fails. A failed bind puts the pod
   back in its group's queue (the members already bound stay bound and count toward minMember
@@ -41,18 +44,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
-
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
-from podgroup_operator.api.keys import GroupKey, gang_group_key, pod_uid
-from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
-from podgroup_operator.api.validation import stored_podgroup_errors
 from podgroup_operator.controllers.binder import Binder, BindOutcomes
+from podgroup_operator.controllers.gang_groups import GangGroups, ParsedGroups
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
@@ -64,7 +64,7 @@ from podgroup_operator.controllers.scheduler_queue import (
     WaitState,
 )
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError
-from podgroup_operator.domain.lifecycle import count_members, invalid_spec_message
+from podgroup_operator.domain.lifecycle import count_members
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
@@ -164,7 +164,8 @@ def _depends_on_pods(pod: JSON) -> bool:
 
 
 class GangScheduler:
-    """Keeps the snapshot and the pending members, and runs scheduling cycles."""
+    """Keeps the snapshot, feeds it and the queue from the watch, and runs scheduling cycles
+    with its parts (see the module docstring)."""
 
     def __init__(
         self,
@@ -193,8 +194,6 @@ class GangScheduler:
         self.signals = PodSignals(kube, clock=clock, busy=lambda: self.binder.busy)
         """PodScheduled conditions and scheduling Events on pods (controllers/podsignals.py)."""
         self.failures = Failures("scheduling of gang", logger, metric="scheduling")
-        self.groups = groups
-        """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
         self.members = members
         """Index view: (namespace, name) -> member pod bodies."""
         self.publish = publish
@@ -205,6 +204,10 @@ class GangScheduler:
         """Pending members, queue entries, waits and backoff (controllers/scheduler_queue.py)."""
         self.offload = Offload()
         """The worker thread for large or costly decisions (controllers/offload.py)."""
+        self.parsed = ParsedGroups(groups)
+        """PodGroup models, parsed once per resourceVersion (controllers/gang_groups.py)."""
+        self.gang_groups = GangGroups(self.parsed, self.queue)
+        """Which PodGroups are decided together (`spec.gangGroup`; controllers/gang_groups.py)."""
         self.snapshot = Snapshot(gang_of=group_key_of, max_pd_volumes=max_pd_volumes)
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
         """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
@@ -249,9 +252,6 @@ class GangScheduler:
         """How many `nominated` pods have each priority (a gang above none skips the lookup)."""
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
-        self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None, str | None]] = {}
-        self._placed_now: set[GroupKey] = set()
-        """Groups placed in the current cycle (see `_partner_not_placed`)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.thread_members = thread_members
@@ -272,6 +272,15 @@ class GangScheduler:
     @kube.setter
     def kube(self, kube: KubeClient) -> None:
         self.binder.kube = kube
+
+    @property
+    def groups(self) -> Any:
+        """Index view: (namespace, name) -> PodGroup bodies (at most one; `ParsedGroups`)."""
+        return self.parsed.groups
+
+    @groups.setter
+    def groups(self, groups: Any) -> None:
+        self.parsed.groups = groups
 
     @property
     def pending(self) -> dict[GroupKey, dict[str, JSON]]:
@@ -438,7 +447,7 @@ class GangScheduler:
         self.wake()
 
     def on_group(self, key: GroupKey) -> None:
-        self._parsed.pop(key, None)
+        self.parsed.forget(key)
         self.queue.stale.add(key)
         if key in self.queue.pending:
             self.wake()
@@ -562,30 +571,12 @@ class GangScheduler:
         return max(0.05, (due - now).total_seconds())
 
     def _group(self, key: GroupKey) -> PodGroup | None:
-        """The group's model, parsed once per resourceVersion (every cycle asks for every
-        waiting group; parsing each time was the cycle's main cost under a backlog)."""
-        body = next(iter(self.groups.get(key, [])), None)
-        if body is None:
-            self._parsed.pop(key, None)
-            return None
-        version = (body.get("metadata") or {}).get("resourceVersion")
-        cached = self._parsed.get(key)
-        if cached is not None and cached[0] == version and version:
-            return cached[1]
-        problem = None
-        try:
-            group: PodGroup | None = PodGroup.model_validate(body)
-        except ValidationError as exc:
-            group = None
-            problem = invalid_spec_message(stored_podgroup_errors(body, exc))
-        self._parsed[key] = (version, group, problem)
-        return group
+        """The group's model (`ParsedGroups.get`)."""
+        return self.parsed.get(key)
 
     def _invalid_spec(self, key: GroupKey) -> str | None:
-        """What is wrong with the group's stored spec, when `_group` found it does not validate."""
-        self._group(key)
-        cached = self._parsed.get(key)
-        return None if cached is None else cached[2]
+        """What is wrong with the group's stored spec (`ParsedGroups.problem`)."""
+        return self.parsed.problem(key)
 
     async def cycle(self, budget: float | None = None, *, pipeline: bool = False) -> None:
         """A pass over the waiting groups in queue order, binding what it placed:
@@ -612,7 +603,7 @@ class GangScheduler:
 
         def request_of(key: GroupKey, *, partner: bool = False) -> GangRequest | None:
             """The group's request, built the first time this cycle asks (see `_queued`);
-            with `partner`, whatever its backoff says (see `_gang_group`)."""
+            with `partner`, whatever its backoff says (see `GangGroups.assemble`)."""
             if (key, partner) not in built:
                 queued = queue.get(key)
                 built[key, partner] = (
@@ -621,7 +612,7 @@ class GangScheduler:
             return built[key, partner]
 
         decided: set[GroupKey] = set()
-        self._placed_now = set()
+        self.gang_groups.placed_now = set()
         binds: list[Binding] = []
         # The budget counts deciding (and building what is decided), never ordering the queue:
         # a cycle must always decide at least one group.
@@ -702,16 +693,19 @@ class GangScheduler:
     ) -> str | None:
         """Decide one group (or its gang group): assume its placement or record the refusal.
         Returns "placed" or "refused", or None when the decision waits for a partner."""
-        listed = self._joined(self._group(request.key))
-        if (invalid := self._invalid_partner(listed) or self._too_joined(listed)) is not None:
+        gang_groups = self.gang_groups
+        listed = gang_groups.joined(self._group(request.key))
+        if (
+            invalid := gang_groups.invalid_partner(listed) or gang_groups.too_joined(listed)
+        ) is not None:
             decided.add(request.key)
             self._refused(request.key, c.Reason.INVALID_GANG_GROUP, invalid, now)
             return REFUSED
-        if (held_back := self._partner_not_placed(request.key, listed, decided)) is not None:
+        if (held_back := gang_groups.partner_not_placed(request.key, listed, decided)) is not None:
             decided.add(request.key)
             self._refused(request.key, *held_back, now)
             return REFUSED
-        gang_group = self._gang_group(request, listed, request_of, decided)
+        gang_group = gang_groups.assemble(request, listed, request_of, decided)
         if gang_group is None:
             return None  # a partner is not up for a decision: the gang group waits with it
         decided.update(r.key for r in gang_group)
@@ -723,7 +717,7 @@ class GangScheduler:
         try:
             result = await self._decide_now(request, gang_group, binds, now)
             if result == PLACED:
-                self._placed_now.update(r.key for r in gang_group)
+                gang_groups.placed_now.update(r.key for r in gang_group)
             for partner in gang_group:
                 # Built and decided without raising: a partner's failure is behind it too, and
                 # its refusals' backoff is skipped again when the gang group is next due.
@@ -934,124 +928,6 @@ class GangScheduler:
             last_failure=queued.last_failure,
             claims=self.volumes.claims_for(waiting),
         )
-
-    def _joined(self, group: PodGroup | None) -> list[str]:
-        """The group's gangGroup, joined with the lists of the PodGroups it names, and theirs in
-        turn, in the order first named; at most MAX_GANG_GROUP entries (see `_too_joined`).
-
-        Why: lists that disagree (x lists [x, w], z lists [z, x]) decided by z's list alone
-        placed x without w, whatever x's list says; Koordinator's gangs likewise wait for
-        every gang their partners wait for."""
-        if group is None or not group.spec.gang_group:
-            return []
-        listed = list(group.spec.gang_group)
-        seen = set(listed)
-        index = 0
-        while index < len(listed) and len(listed) <= MAX_GANG_GROUP:
-            partner = self._group(gang_group_key(listed[index]))
-            index += 1
-            for entry in (partner.spec.gang_group or ()) if partner is not None else ():
-                if entry not in seen:
-                    seen.add(entry)
-                    listed.append(entry)
-        return listed
-
-    @staticmethod
-    def _too_joined(listed: list[str]) -> str | None:
-        """Why a gang group cannot be decided when its joined lists (`listed`, from `_joined`)
-        name more than MAX_GANG_GROUP PodGroups, the most one list may name; else None."""
-        if len(listed) <= MAX_GANG_GROUP:
-            return None
-        return (
-            f"the gangGroup lists of this PodGroup and of those it names join more than "
-            f"{MAX_GANG_GROUP} PodGroups ({summarize(listed)}); make the lists agree and name "
-            f"at most {MAX_GANG_GROUP}"
-        )
-
-    def _partner_not_placed(
-        self, key: GroupKey, listed: list[str], decided: set[GroupKey]
-    ) -> tuple[c.Reason, str] | None:
-        """(reason, message) when a PodGroup of the gang's joined lists (`listed`, from
-        `_joined`) was decided this cycle with a gang group of its own and not placed: this
-        gang waits with it. None otherwise.
-
-        Why: gangGroup lists that disagree (x lists [x, w], z lists [z, x]) put x in another
-        gang group than z's when x comes first in the queue. x, refused with its own (w has no
-        pods), counted as decided, and z was placed without it although z's list says they
-        start together. Lists that agree decide every listed gang at once and never come
-        here."""
-        for entry in listed:
-            partner = gang_group_key(entry)
-            if partner == key or partner not in decided or partner in self._placed_now:
-                continue
-            state = self.waiting.get(partner)
-            reason = state.reason if state is not None and state.reason else None
-            said = (state.message if state is not None else None) or ""
-            return (
-                reason or c.Reason.NOT_ENOUGH_RESOURCES,
-                f"gang group member PodGroup {entry} was not placed with its own gangGroup, "
-                f"which lists other PodGroups than this one's: {said}",
-            )
-        return None
-
-    def _invalid_partner(self, listed: list[str]) -> str | None:
-        """What is wrong with the first PodGroup of the gang's joined lists (`listed`, from
-        `_joined`) whose spec does not validate, or None. Without it the gang group waited in
-        silence for a partner the queue never offers (`_queued`)."""
-        for entry in listed:
-            if (problem := self._invalid_spec(gang_group_key(entry))) is not None:
-                return f"gang group member PodGroup {entry}: {problem}"
-        return None
-
-    def _gang_group(
-        self,
-        request: GangRequest,
-        listed: list[str],
-        request_of: RequestOf,
-        decided: set[GroupKey],
-    ) -> list[GangRequest] | None:
-        """This request plus every other PodGroup of its joined lists (`listed`, from
-        `_joined`: its `gangGroup` and theirs) that is waiting too; None when a partner with
-        pending pods is not up for a decision this cycle (binds in flight, a restart's grace,
-        its namespace being left): deciding without it would bind part of the gang group.
-
-        A partner backing off is decided with it: the gang group is decided as one, so it is
-        due when any of its members is. Why: a partner that had waited long for this gang's
-        pods backed off up to 60 s between tries, and the gang group started that much after
-        the last pods came, the newcomers saying nothing meanwhile.
-
-        A listed group already placed this cycle (one decided and not placed has had this gang
-        refused: `_partner_not_placed`), or already placed before (minMember members bound), is
-        left out; one that does not exist yet, or whose pods are not all there, makes the whole
-        gang group wait.
-        """
-        if len(listed) <= 1:
-            return [request]
-        members = [request]
-        for entry in listed:
-            key = namespace, name = gang_group_key(entry)
-            if key == request.key or key in decided:
-                continue
-            if (partner_request := request_of(key) or request_of(key, partner=True)) is not None:
-                members.append(partner_request)
-            elif key in self.queue.pending:
-                return None
-            elif (partner := self._group(key)) is None:
-                members.append(
-                    GangRequest(namespace=namespace, name=name, min_member=1, pending=())
-                )
-            elif len(bound := self._bound_members(key)) < partner.spec.min_member:
-                # Its pods are not there yet: the gang group waits for them (NotEnoughTasks).
-                members.append(
-                    GangRequest(
-                        namespace=namespace,
-                        name=name,
-                        min_member=partner.spec.min_member,
-                        already_bound=len(bound),
-                        bound_uids=frozenset(bound),
-                    )
-                )
-        return members
 
     def _left_to_restart(
         self, key: GroupKey, group: PodGroup | None, state: WaitState, now: dt.datetime

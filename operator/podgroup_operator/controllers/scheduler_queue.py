@@ -78,7 +78,7 @@ class QueueEntry:
 
 class RequestOf(Protocol):
     """A cycle's requests by group (`GangScheduler.cycle`); `partner` builds one whatever the
-    group's backoff says, for a gang group that is due (`GangScheduler._gang_group`)."""
+    group's backoff says, for a gang group that is due (`GangGroups.assemble`)."""
 
     def __call__(self, key: GroupKey, *, partner: bool = False) -> GangRequest | None: ...
 
@@ -196,7 +196,7 @@ class GangQueue:
         scheduler likewise tries a new pod at once, and coscheduling moves the waiting pods of
         its gang on a pod's arrival. One step, not none: pods arriving one by one retry the
         gang once a second, not once per pod. A gang group's partners backing off are decided
-        with it (`GangScheduler._gang_group`)."""
+        with it (`GangGroups.assemble`)."""
         state = self.waiting.get(key)
         if state is not None and state.failures > 1:
             state.failures = 1
