@@ -8,10 +8,11 @@ transform function for the same reason (`SetTransform`); this module is ours.
 
 What each kind keeps, and who reads it:
 
-* Pods: identity and membership metadata (labels, annotations, owners, deletion) for the
-  lifecycle, quota and scheduler; the scheduling fields of the spec (resources, ports,
-  selectors, affinity, tolerations, spread, priority, overhead, the volumes that claim storage
-  or name an in-tree disk;
+* Pods: every field a placement rule declares it reads (`scheduling/registry.py`, checked field
+  by field by tests/unit/scheduling/test_sched_registry.py); identity and membership metadata
+  (labels, annotations, owners, deletion) for the lifecycle, quota and scheduler; the
+  scheduling fields of the spec (resources, ports, selectors, affinity, tolerations, spread,
+  priority, overhead, the volumes that claim storage or name an in-tree disk;
   init containers with their restart policy); `status.phase`/`reason` for the
   lifecycle and restart policy; a pod not bound yet keeps its `PodScheduled` condition, so that
   a new leader does not write again on every waiting pod what an earlier one wrote there

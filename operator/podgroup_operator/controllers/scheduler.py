@@ -1,21 +1,29 @@
 """The bundled gang scheduler: events feed it, the pure core decides, binds go out at once.
 
 Pods whose `spec.schedulerName` is one of ours (`podgroup-scheduler`, or the names given to
-`run --scheduler-name`) wait here until their whole gang fits. Every
-node and every bound pod (anyone's) keeps a `scheduling.Snapshot` current; every pending member
-sits in `pending` by group. Each waiting group has an entry in the queue (`QueueEntry`), kept
-from cycle to cycle and entered again only when its pods, its binds in flight or its PodGroup
-change. A cycle takes the entries in queue order, builds a group's `GangRequest` when it comes
-to decide it, decides it against the snapshot (placements are assumed into it, refusals leave
-it untouched), and sends all bindings of a decision concurrently, as many in flight as the
-bind pacer allows (scheduling/pacing.py: more while the API server answers binds fast, fewer
-when it slows, so that our status writes and the kubelets' do not queue behind a flood; `run
---bind-concurrency N` fixes the number instead). A failed bind releases what that pod held
-and puts it back in its group's queue (the members already bound stay bound and count toward
-minMember next time); the watch then brings the truth. A bind refused because the namespace is
-being deleted leaves that namespace's gangs undecided for a while instead (`leaving`). A gang
-whose placement chose volumes for its claims has them bound first, and none of its pods is
-bound if that fails (controllers/volumes.py).
+`run --scheduler-name`) wait here until their whole gang fits. Every node and every bound pod
+(anyone's) keeps a `scheduling.Snapshot` current. `GangScheduler` wires these parts, one job
+each:
+
+- the queue (controllers/scheduler_queue.py): pending members by group, each waiting group's
+  entry, kept from cycle to cycle, its wait and backoff, the pods in flight;
+- the cycle (`GangScheduler.cycle`, here): takes the entries in queue order, builds a group's
+  `GangRequest` when it comes to decide it, decides it against the snapshot (placements are
+  assumed into it, refusals leave it untouched) and hands the bindings to the binder;
+- the gang groups (controllers/gang_groups.py): the PodGroups a gang is decided together with
+  (`spec.gangGroup`), and each PodGroup's model, parsed once per resourceVersion;
+- the binder (controllers/binder.py): sends a decision's bindings concurrently, paced, a gang's
+  volumes first, and undoes a pod's assumption when its bind fails. A failed bind puts the pod
+  back in its group's queue (the members already bound stay bound and count toward minMember
+  next time); the watch then brings the truth. A bind refused because the namespace is being
+  deleted leaves that namespace's gangs undecided for a while instead (`leaving`);
+- the offload (controllers/offload.py): a large gang is decided in a worker thread
+  (`DECIDE_IN_THREAD_MEMBERS`), and so is one whose constraints make it costly
+  (`DECIDE_IN_THREAD_COST_US`), so that lease renewal, webhooks, probes, the watches and status
+  writes go on meanwhile: one decision of thousands of constrained members, or of one member
+  with hundreds of pod-affinity terms, takes seconds, longer than the leader may go without
+  renewing. Everything that would change the snapshot from the event loop meanwhile is queued
+  in arrival order and applied once the decision is booked.
 
 The scheduler never writes PodGroup status: its verdicts go to the status reconciler (see
 domain/scheduling_status.py). It knows nothing of Kopf: the informers feed it node, pod and
@@ -23,16 +31,6 @@ group events (controllers/runtime.py), for every namespace, so the snapshot hold
 of the cluster; `namespaces` only limits which pending pods it places. A group whose decision
 raises is backed off and reported in its status (controllers/isolation.py); the cycle goes on
 with the others.
-
-A large gang is decided in a worker thread (`DECIDE_IN_THREAD_MEMBERS`), and so is one whose
-constraints make it costly (`DECIDE_IN_THREAD_COST_US`), so that lease renewal, webhooks, probes,
-the watches and status writes go on meanwhile: one decision of thousands of constrained members,
-or of one member with hundreds of pod-affinity terms, takes seconds, longer than the leader may
-go without renewing. The snapshot is the thread's alone while it decides: everything that would
-change it from the event loop (node, pod and PV events, bind answers) is queued in arrival order
-and applied once the decision is booked, before the scheduler does anything else. For the
-scheduler that is what the event loop held by the decision did before; only the other work no
-longer waits.
 """
 
 from __future__ import annotations
@@ -40,32 +38,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import functools
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
-
-from pydantic import ValidationError
+from typing import Any, TypeVar
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
-from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
+from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
-from podgroup_operator.api.keys import GroupKey, gang_group_key, pod_uid
-from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
+from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
-from podgroup_operator.api.validation import stored_podgroup_errors
+from podgroup_operator.controllers.binder import Binder, BindOutcomes
+from podgroup_operator.controllers.gang_groups import GangGroups, ParsedGroups
 from podgroup_operator.controllers.isolation import Failures, describe
-from podgroup_operator.controllers.pacing import Slots
+from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Preemptor
-from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
-from podgroup_operator.domain.lifecycle import count_members, invalid_spec_message
+from podgroup_operator.controllers.scheduler_queue import (
+    GangQueue,
+    QueueEntry,
+    RequestOf,
+    WaitState,
+)
+from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError
+from podgroup_operator.domain.lifecycle import count_members
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
@@ -128,27 +127,6 @@ meanwhile would have that restart delete a gang just placed. Bounded, so that a 
 does not come (the reconciler counts the members otherwise) never leaves the gang undecided."""
 
 
-@dataclass
-class WaitState:
-    """How long a group has waited and how often it was refused (memory; status has the rest).
-
-    Everything the scheduler remembers of a waiting group lives here or in the other maps that
-    `_drop_pending` clears when its last pending member goes: a busy cluster creates and deletes
-    groups all day, and memory kept per group ever seen grows without end."""
-
-    since: dt.datetime
-    failures: int = 0
-    last_failure: dt.datetime | None = None
-    timed_out: bool = False
-    timed_out_at: dt.datetime | None = None
-    """When the group timed out: a Strict gang held partly bound is then left to the restart
-    policy for a while (`_left_to_restart`)."""
-    reason: c.Reason | None = None
-    """The reason the group was last told it waits (`podgroup_waiting_gangs`)."""
-    message: str | None = None
-    """The last refusal: logged when it changes, quoted when the group times out."""
-
-
 def _acting(group: PodGroup) -> bool:
     """Whether the group has a restart policy that acts (RestartGang or FailGang)."""
     return group.spec.policy is not None and group.spec.policy.action != c.PolicyAction.NONE
@@ -173,7 +151,9 @@ def _holding(group: PodGroup, holding: int) -> str:
 
 
 def _depends_on_pods(pod: JSON) -> bool:
-    """Does where this pod may go depend on other pods' labels and places (`pod_dependent`)?"""
+    """Does where this pod may go depend on other pods' labels and places (`pod_dependent`)?
+    True exactly for the fields of the filters a pod bound elsewhere, or a bound pod's new
+    labels, can lift (`scheduling.registry.Rule.depends_on_pods`; checked field by field)."""
     spec = pod.get("spec") or {}
     if spec.get("topologySpreadConstraints"):
         return True
@@ -184,47 +164,9 @@ def _depends_on_pods(pod: JSON) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class QueueEntry:
-    """A waiting group's place in the queue: what ordering reads (`scheduling.queue.Queued`),
-    without the group's request.
-
-    Why entries, not requests: under a backlog a cycle decides what its budget allows (a few
-    hundred gangs) and asks for the next cycle at once. Building every waiting group's request
-    each cycle (its bound members, claims, backoff) kept the event loop busy: in a probed
-    5,000 x 10 backlog it was busy 99% of the time from 20 to 40 s after start, 40 to 53% of
-    that building requests, most of them never decided, while pod events waited. So the
-    entries are kept from cycle to cycle (`GangScheduler._refresh_queue`), and a request is
-    built only when a cycle comes to decide the group, or a gang group needs its partner's."""
-
-    namespace: str
-    name: str
-    waiting: list[JSON]
-    """The members to place: pending, and not in flight."""
-    group: PodGroup | None = None
-    """The parsed PodGroup; None for a pod of no group (a gang of one)."""
-    priority: int = 0
-    created: dt.datetime | None = None
-    last_failure: dt.datetime | None = None
-    uid: str = ""
-    partly_bound: bool = False
-    """Some members hold nodes while the group is short of minMember: decided first among its
-    priority (`scheduling.queue`)."""
-
-    @property
-    def key(self) -> GroupKey:
-        return (self.namespace, self.name)
-
-
-class _RequestOf(Protocol):
-    """A cycle's requests by group (`GangScheduler.cycle`); `partner` builds one whatever the
-    group's backoff says, for a gang group that is due (`GangScheduler._gang_group`)."""
-
-    def __call__(self, key: GroupKey, *, partner: bool = False) -> GangRequest | None: ...
-
-
 class GangScheduler:
-    """Keeps the snapshot and the pending members, and runs scheduling cycles."""
+    """Keeps the snapshot, feeds it and the queue from the watch, and runs scheduling cycles
+    with its parts (see the module docstring)."""
 
     def __init__(
         self,
@@ -247,28 +189,50 @@ class GangScheduler:
         plan_thread_pods: int = PLAN_IN_THREAD_PODS,
         topology_levels: Callable[[str], tuple[str, ...] | None] = lambda name: None,
     ) -> None:
-        self.kube = kube
         self.topology_levels = topology_levels
         """A Topology's levels by name, coarse to fine (None: no such Topology)."""
         self.namespaces = namespaces
         """Namespaces whose pending pods this scheduler places; empty means all."""
         self.scheduler_names = scheduler_names
         """The `spec.schedulerName`s of the pods this scheduler places (`run --scheduler-name`)."""
-        self.signals = PodSignals(kube, clock=clock, busy=lambda: bool(self._binding))
+        self.signals = PodSignals(kube, clock=clock, busy=lambda: self.binder.busy)
         """PodScheduled conditions and scheduling Events on pods (controllers/podsignals.py)."""
         self.failures = Failures("scheduling of gang", logger, metric="scheduling")
-        self.groups = groups
-        """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
         self.members = members
         """Index view: (namespace, name) -> member pod bodies."""
         self.publish = publish
         self.default_timeout_seconds = default_timeout_seconds
         self.clock = clock
         self.backoff = Backoff(initial_seconds=1, max_seconds=60)
+        self.queue = GangQueue(members, gone=self._gone)
+        """Pending members, queue entries, waits and backoff (controllers/scheduler_queue.py)."""
+        self.offload = Offload()
+        """The worker thread for large or costly decisions (controllers/offload.py)."""
+        self.parsed = ParsedGroups(groups)
+        """PodGroup models, parsed once per resourceVersion (controllers/gang_groups.py)."""
+        self.gang_groups = GangGroups(self.parsed, self.queue)
+        """Which PodGroups are decided together (`spec.gangGroup`; controllers/gang_groups.py)."""
         self.snapshot = Snapshot(gang_of=group_key_of, max_pd_volumes=max_pd_volumes)
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
         """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
         self.volumes.attach(self.snapshot, self.on_volumes_changed, self._exclusive)
+        self.binder = Binder(
+            kube,
+            self.snapshot,
+            self.volumes,
+            self.signals,
+            self._exclusive,
+            BindOutcomes(
+                bound=self._bound,
+                landed=self.queue.land,
+                retry=self.wake,
+                leaving=self._namespace_leaving,
+                volumes_failed=self._volumes_failed,
+                gang_of=self.queue.pending_key.get,
+            ),
+            bind_concurrency=bind_concurrency,
+        )
+        """Binds, pacing, volumes first, fencing (controllers/binder.py)."""
         self.preemption = Preemptor(
             kube,
             self.snapshot,
@@ -278,39 +242,6 @@ class GangScheduler:
             clock=clock,
             run=self._plan,
         )
-        self.pending: dict[GroupKey, dict[str, JSON]] = {}
-        self.pod_dependent: set[GroupKey] = set()
-        """Waiting groups whose members' placement depends on other pods (required pod
-        affinity or anti-affinity of their own, topology spread): a pod that arrives bound, or
-        a bound pod whose labels change, may let them in. kube-scheduler moves its
-        unschedulable pods on such an event, into its backoff queue; these likewise become due
-        one backoff step (1 s) after their last refusal instead of up to 60 s. Not at once: in
-        a cluster where another scheduler binds thousands of pods, every bind is such an event,
-        and each would make every such group be decided again."""
-        self.in_flight: set[str] = set()
-        """Pods placed whose bind is not answered yet (`_placed` adds them, `_land` ends them)."""
-        self._queue: dict[GroupKey, QueueEntry] = {}
-        """The waiting groups' queue entries, kept from cycle to cycle (`_refresh_queue`)."""
-        self._stale: set[GroupKey] = set()
-        """Groups whose entry must be built again: their pending members, the members in
-        flight or the PodGroup changed since it was built."""
-        self._resuming = True
-        """Until the first queue is built: the waits found then began under an earlier leader
-        (or none), and resume from the status (`domain.scheduling_status.wait_started`)."""
-        self.pending_key: dict[str, GroupKey] = {}
-        """uid -> the bucket a pending pod sits in (its group may change with its labels)."""
-        self.bound: dict[str, GroupKey] = {}
-        """Pods we bound whose bound version the watch has not delivered yet: never again."""
-        self._bound_by_group: dict[GroupKey, set[str]] = {}
-        """`bound` by group, so a request does not scan every pod in flight."""
-        self.waiting: dict[GroupKey, WaitState] = {}
-        self.leaving: dict[str, dt.datetime] = {}
-        """Namespaces being deleted (a bind there was refused so), until when their gangs are
-        not decided. Why: the namespace controller deletes a big namespace's pods over seconds,
-        and meanwhile every capacity freed placed its waiting gangs again, each bind refused
-        and logged (deleting 300 gangs of 4 pods logged 1,888 refused binds in 7 s). A pod
-        created there ends it early: a namespace being deleted refuses new pods, so it was
-        created again."""
         self.held: dict[GroupKey, Callable[[], None]] = {}
         """NonStrict gangs' partial placements, held in the snapshot until placed or timed out."""
         self.nominated: dict[str, tuple[str, int, Undo]] = {}
@@ -323,45 +254,99 @@ class GangScheduler:
         decision nothing."""
         self._nominated_priorities: Counter[int] = Counter()
         """How many `nominated` pods have each priority (a gang above none skips the lookup)."""
-        self.binds = 0
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
-        self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None, str | None]] = {}
-        self._placed_now: set[GroupKey] = set()
-        """Groups placed in the current cycle (see `_partner_not_placed`)."""
-        self._binding: set[asyncio.Task[None]] = set()
-        """Bind batches still in flight (pipelined cycles)."""
-        self.pacer = (
-            BindPacer(
-                floor=c.BIND_CONCURRENCY,
-                ceiling=c.BIND_CONCURRENCY_CEILING,
-                target_seconds=c.BIND_LATENCY_TARGET_SECONDS,
-            )
-            if bind_concurrency is None
-            else None
-        )
-        """Moves the binds in flight with their latency (scheduling/pacing.py); None when
-        `bind_concurrency` fixes the number."""
-        self._bind_slots = Slots(bind_concurrency or c.BIND_CONCURRENCY)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.thread_members = thread_members
-        """Waiting members from which a decision runs in `_thread` (DECIDE_IN_THREAD_MEMBERS)."""
+        """Waiting members from which a decision runs in the worker thread
+        (DECIDE_IN_THREAD_MEMBERS)."""
         self.thread_cost_us = thread_cost_us
         """Constraint cost from which it does too (DECIDE_IN_THREAD_COST_US)."""
         self.plan_thread_pods = plan_thread_pods
-        """Snapshot pods from which a preemption plan runs in `_thread` (PLAN_IN_THREAD_PODS)."""
-        self._thread: ThreadPoolExecutor | None = None
-        self.deciding_in_thread = False
-        """True while a worker thread decides on the snapshot (see the module docstring)."""
-        self._decision: asyncio.Future[Any] | None = None
-        """The worker thread's decision under way, if any."""
-        self._deferred: list[Callable[[], object]] = []
-        """What came for the snapshot meanwhile, in arrival order."""
-        self.deferred_total = 0
-        """Calls ever queued behind a thread's decision (tests and diagnostics)."""
-        self.deferred_errors = 0
-        """Of those, the ones that raised when applied."""
+        """Snapshot pods from which a preemption plan runs in the worker thread
+        (PLAN_IN_THREAD_PODS)."""
+
+    # --- the parts' state, as runtime, benches and tests read it ---------------------------------
+    @property
+    def kube(self) -> KubeClient:
+        """The client binds go through."""
+        return self.binder.kube
+
+    @kube.setter
+    def kube(self, kube: KubeClient) -> None:
+        self.binder.kube = kube
+
+    @property
+    def groups(self) -> Any:
+        """Index view: (namespace, name) -> PodGroup bodies (at most one; `ParsedGroups`)."""
+        return self.parsed.groups
+
+    @groups.setter
+    def groups(self, groups: Any) -> None:
+        self.parsed.groups = groups
+
+    @property
+    def pending(self) -> dict[GroupKey, dict[str, JSON]]:
+        """Pending members by group (`GangQueue.pending`)."""
+        return self.queue.pending
+
+    @property
+    def pending_key(self) -> dict[str, GroupKey]:
+        return self.queue.pending_key
+
+    @property
+    def waiting(self) -> dict[GroupKey, WaitState]:
+        """Each waiting group's wait (`GangQueue.waiting`)."""
+        return self.queue.waiting
+
+    @property
+    def pod_dependent(self) -> set[GroupKey]:
+        return self.queue.pod_dependent
+
+    @property
+    def in_flight(self) -> set[str]:
+        return self.queue.in_flight
+
+    @property
+    def bound(self) -> dict[str, GroupKey]:
+        return self.queue.bound
+
+    @property
+    def leaving(self) -> dict[str, dt.datetime]:
+        return self.queue.leaving
+
+    @property
+    def pacer(self) -> BindPacer | None:
+        """The bind pacer (`Binder.pacer`)."""
+        return self.binder.pacer
+
+    @pacer.setter
+    def pacer(self, pacer: BindPacer | None) -> None:
+        self.binder.pacer = pacer
+
+    @property
+    def binds(self) -> int:
+        """Pods bound so far."""
+        return self.binder.binds
+
+    @property
+    def binds_allowed(self) -> int:
+        """Binds allowed in flight now: the pacer's choice, or the fixed `bind_concurrency`."""
+        return self.binder.allowed
+
+    @property
+    def deciding_in_thread(self) -> bool:
+        """True while a worker thread decides on the snapshot (`Offload.deciding`)."""
+        return self.offload.deciding
+
+    @property
+    def deferred_total(self) -> int:
+        return self.offload.deferred_total
+
+    @property
+    def deferred_errors(self) -> int:
+        return self.offload.deferred_errors
 
     # --- events ---------------------------------------------------------------------------------
     def on_node(self, event_type: str | None, node: JSON, old: JSON | None = None) -> None:
@@ -372,11 +357,7 @@ class GangScheduler:
 
     def _exclusive(self, call: Callable[..., object], *args: Any) -> None:
         """Call now, or, while a worker thread decides on the snapshot, once it is done."""
-        if self.deciding_in_thread:
-            self._deferred.append(functools.partial(call, *args))
-            self.deferred_total += 1
-        else:
-            call(*args)
+        self.offload.exclusive(call, *args)
 
     def _on_node(self, event_type: str | None, node: JSON, old: JSON | None = None) -> None:
         """Nodes heartbeat every few seconds; only a change placement reads (labels, taints,
@@ -407,22 +388,19 @@ class GangScheduler:
         node = (pod.get("spec") or {}).get("nodeName")
         self._track_nomination(uid, event_type, pod, node)
         if node or event_type == c.WatchEventType.DELETED:
-            self._forget_bound(uid)
-        if event_type == c.WatchEventType.ADDED and self.leaving:
-            self.leaving.pop((pod.get("metadata") or {}).get("namespace", ""), None)
+            self.queue.forget_bound(uid)
+        if event_type == c.WatchEventType.ADDED and self.queue.leaving:
+            self.queue.leaving.pop((pod.get("metadata") or {}).get("namespace", ""), None)
         if event_type == c.WatchEventType.DELETED:
             self.snapshot.remove_pod(uid)
             self.preemption.pod_gone(uid)
-            self._drop_pending(uid)
+            self.queue.drop(uid)
             self.signals.forget(uid)
             self._retry_all()
             self.wake()
             return
-        if node and self.pod_dependent and holds_node(pod) and self._moves_pods(uid, pod):
-            for key in self.pod_dependent:
-                state = self.waiting.get(key)
-                if state is not None and state.failures > 1:
-                    state.failures = 1  # due one backoff step (1 s) after its last refusal
+        if node and self.queue.pod_dependent and holds_node(pod) and self._moves_pods(uid, pod):
+            self.queue.pods_moved()
             self.wake()
         if node or not self.snapshot.is_assumed(uid):
             # An unbound version (often older than our bind) never erases an assumption,
@@ -431,14 +409,14 @@ class GangScheduler:
         if not holds_node(pod) and node:
             self._retry_all()  # a bound pod finished: capacity came back
             self.wake()
-        if self._wants_us(pod) and uid not in self.bound:
+        if self._wants_us(pod) and uid not in self.queue.bound:
             key = self._queue_key(pod)
-            if self.pending_key.get(uid) != key:
-                self._new_member(key)
+            if self.queue.pending_key.get(uid) != key:
+                self.queue.new_member(key)
                 self.wake()  # a new pod to place, or one that changed group
-            self._add_pending(uid, key, pod)
+            self.queue.add(uid, key, pod)
         else:
-            self._drop_pending(uid)
+            self.queue.drop(uid)
 
     def _track_nomination(
         self, uid: str, event_type: str | None, pod: JSON, node: str | None
@@ -479,9 +457,9 @@ class GangScheduler:
         self.wake()
 
     def on_group(self, key: GroupKey) -> None:
-        self._parsed.pop(key, None)
-        self._stale.add(key)
-        if key in self.pending:
+        self.parsed.forget(key)
+        self.queue.stale.add(key)
+        if key in self.queue.pending:
             self.wake()
 
     def _wants_us(self, pod: JSON) -> bool:
@@ -502,28 +480,12 @@ class GangScheduler:
         meta = pod["metadata"]
         return key if key is not None else (meta.get("namespace", "default"), f"pod:{meta['name']}")
 
-    def _add_pending(self, uid: str, key: GroupKey, pod: JSON) -> None:
-        if self.pending_key.get(uid, key) != key:
-            self._drop_pending(uid)  # its membership changed: leave the old group's bucket
-        self.pending_key[uid] = key
-        self.pending.setdefault(key, {})[uid] = pod
-        self._stale.add(key)
-
-    def _drop_pending(self, uid: str) -> None:
-        key = self.pending_key.pop(uid, None)
-        if key is not None:
-            self._stale.add(key)
-        bucket = self.pending.get(key) if key is not None else None
-        if key is not None and bucket is not None:
-            bucket.pop(uid, None)
-            if not bucket:
-                del self.pending[key]
-                self.waiting.pop(key, None)
-                self.pod_dependent.discard(key)
-                self.failures.forget(key)
-                self.signals.forget_gang(key)
-                self._release(key)
-                self.preemption.forget(key)
+    def _gone(self, key: GroupKey) -> None:
+        """The group's last pending member went (`GangQueue.drop`): forget the rest of it."""
+        self.failures.forget(key)
+        self.signals.forget_gang(key)
+        self._release(key)
+        self.preemption.forget(key)
 
     def _release(self, key: GroupKey) -> None:
         """Give back what a NonStrict gang held, and the room nominated for it by preemption."""
@@ -541,24 +503,9 @@ class GangScheduler:
             (pod.get("metadata") or {}).get("labels") or {}
         )
 
-    def _new_member(self, key: GroupKey) -> None:
-        """A pod joined the group: it is due one backoff step (1 s) after its last refusal.
-
-        Why: a gang short of pods (NotEnoughTasks) backed off up to 60 s between tries, so one
-        whose last pods came a minute after the first started up to a minute late. kube-
-        scheduler likewise tries a new pod at once, and coscheduling moves the waiting pods of
-        its gang on a pod's arrival. One step, not none: pods arriving one by one retry the
-        gang once a second, not once per pod. A gang group's partners backing off are decided
-        with it (`_gang_group`)."""
-        state = self.waiting.get(key)
-        if state is not None and state.failures > 1:
-            state.failures = 1
-
     def _retry_all(self) -> None:
         """Capacity changed: waiting groups may try again now instead of after their backoff."""
-        for state in self.waiting.values():
-            state.last_failure = None
-            state.failures = 0
+        self.queue.retry_all()
 
     def wake(self) -> None:
         self._wake.set()
@@ -568,14 +515,13 @@ class GangScheduler:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        tasks = [*self._binding, *([self._task] if self._task is not None else [])]
+        tasks = [*self.binder.batches, *([self._task] if self._task is not None else [])]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.preemption.stop()
         await self.signals.stop()
-        if self._thread is not None:
-            self._thread.shutdown(wait=False)  # a decision under way ends on its own
+        self.offload.shutdown()
 
     async def _run(self) -> None:
         while True:
@@ -597,11 +543,11 @@ class GangScheduler:
 
     def _next_due(self) -> float | None:
         """Seconds until the earliest backoff or timeout expires (None: wait for events)."""
-        if not self.waiting:
+        if not self.queue.waiting:
             return None
         now = self.clock()
         soonest = None
-        for key, state in self.waiting.items():
+        for key, state in self.queue.waiting.items():
             try:
                 seconds = self._due_in(key, state, now)
             except Exception as exc:
@@ -635,49 +581,39 @@ class GangScheduler:
         return max(0.05, (due - now).total_seconds())
 
     def _group(self, key: GroupKey) -> PodGroup | None:
-        """The group's model, parsed once per resourceVersion (every cycle asks for every
-        waiting group; parsing each time was the cycle's main cost under a backlog)."""
-        body = next(iter(self.groups.get(key, [])), None)
-        if body is None:
-            self._parsed.pop(key, None)
-            return None
-        version = (body.get("metadata") or {}).get("resourceVersion")
-        cached = self._parsed.get(key)
-        if cached is not None and cached[0] == version and version:
-            return cached[1]
-        problem = None
-        try:
-            group: PodGroup | None = PodGroup.model_validate(body)
-        except ValidationError as exc:
-            group = None
-            problem = invalid_spec_message(stored_podgroup_errors(body, exc))
-        self._parsed[key] = (version, group, problem)
-        return group
+        """The group's model (`ParsedGroups.get`)."""
+        return self.parsed.get(key)
 
     def _invalid_spec(self, key: GroupKey) -> str | None:
-        """What is wrong with the group's stored spec, when `_group` found it does not validate."""
-        self._group(key)
-        cached = self._parsed.get(key)
-        return None if cached is None else cached[2]
+        """What is wrong with the group's stored spec (`ParsedGroups.problem`)."""
+        return self.parsed.problem(key)
 
     async def cycle(self, budget: float | None = None, *, pipeline: bool = False) -> None:
-        """A pass over the waiting groups in queue order, binding what it placed.
+        """A pass over the waiting groups in queue order, binding what it placed:
 
-        With a `budget` (seconds), the pass stops deciding when it is spent and asks for another
-        cycle at once: a backlog of 1,000 gangs then starts binding after the first few
-        decisions instead of after all of them. With `pipeline`, the binds run in the
+        1. refresh the queue: enter again the groups whose pods, binds or PodGroup changed;
+        2. take the entries in queue order (`scheduling.queue.order_gangs`);
+        3. stop when the budget is spent, and ask for another cycle at once;
+        4. while pipelining, send the binds so far and let the event loop run;
+        5. build the group's request, unless it backs off or waits for a time;
+        6. decide it (with its gang group): assume its placement, or record the refusal;
+        7. dispatch the binds.
+
+        With a `budget` (seconds), step 3 makes a backlog of 1,000 gangs start binding after the
+        first few decisions instead of after all of them. With `pipeline`, the binds run in the
         background while the next cycle decides (their pods are in flight, never decided
         twice); without it, the cycle returns once its binds are answered (as tests expect).
         """
         now = self.clock()
         loop = asyncio.get_running_loop()
         last_yield = loop.time()
+        # 1. Refresh the queue.
         queue = self._refresh_queue(now)
         built: dict[tuple[GroupKey, bool], GangRequest | None] = {}
 
         def request_of(key: GroupKey, *, partner: bool = False) -> GangRequest | None:
             """The group's request, built the first time this cycle asks (see `_queued`);
-            with `partner`, whatever its backoff says (see `_gang_group`)."""
+            with `partner`, whatever its backoff says (see `GangGroups.assemble`)."""
             if (key, partner) not in built:
                 queued = queue.get(key)
                 built[key, partner] = (
@@ -686,98 +622,100 @@ class GangScheduler:
             return built[key, partner]
 
         decided: set[GroupKey] = set()
-        self._placed_now = set()
+        self.gang_groups.placed_now = set()
         binds: list[Binding] = []
         # The budget counts deciding (and building what is decided), never ordering the queue:
         # a cycle must always decide at least one group.
         deadline = None if budget is None else loop.time() + budget
+        # 2. Take the entries in queue order.
         for queued in order_gangs(queue.values()):
             if queued.key in decided:
                 continue
+            # 3. Stop at the budget: the rest of the queue in the next cycle, in the same order.
             if deadline is not None and decided and loop.time() > deadline:
-                self.wake()  # the rest of the queue in the next cycle, in the same order
+                self.wake()
                 break
+            # 4. Let binds, watch events and status writes run between decisions.
             if pipeline and loop.time() - last_yield > YIELD_SECONDS:
-                # Let binds, watch events and status writes run between decisions.
-                self._dispatch(binds)
+                self.binder.dispatch(binds)
                 binds = []
                 await asyncio.sleep(0)
                 last_yield = loop.time()
+            # 5. Build the request.
             request = request_of(queued.key)
             if request is None:
                 continue  # backing off, or its request failed (reported by `_request_or_none`)
-            started = time.perf_counter()
-            try:
-                result = await self._decide(request, request_of, decided, binds, now)
-            except Exception as exc:
-                decided.add(request.key)
-                self._failed(request.key, exc, now)
-                result = ERROR
-            else:
-                self.failures.succeeded(request.key)
-            finally:
-                threaded = self.deciding_in_thread
-                self._decided()
-            elapsed = time.perf_counter() - started
-            if threaded:
-                metrics.SCHEDULING_IN_THREAD.inc()
-            if result is not None:
-                metrics.SCHEDULING_ATTEMPTS.labels(result).inc()
-                metrics.SCHEDULING_LATENCY.labels(result).observe(elapsed)
-            if elapsed > SLOW_DECISION_SECONDS:
-                logger.warning(
-                    "deciding %s/%s (%d pods waiting) took %.1fs; %s",
-                    request.namespace,
-                    request.name,
-                    len(request.pending),
-                    elapsed,
-                    "in the worker thread, while the event loop went on"
-                    if threaded
-                    else "everything on the event loop (lease renewal, webhooks, probes) "
-                    "waited for it",
-                )
+            # 6. Decide.
+            await self._decide_timed(request, request_of, decided, binds, now)
+        # 7. Dispatch the binds.
         if pipeline:
-            self._dispatch(binds)
+            self.binder.dispatch(binds)
         elif binds:
-            await self._bind_all(binds)
+            await self.binder.bind_all(binds)
 
-    @property
-    def binds_allowed(self) -> int:
-        """Binds allowed in flight now: the pacer's choice, or the fixed `bind_concurrency`."""
-        return self._bind_slots.limit
-
-    def _dispatch(self, binds: list[Binding]) -> None:
-        """Send binds in the background (their pods are in flight, never decided twice)."""
-        if binds:
-            task = asyncio.create_task(self._bind_all(binds))
-            self._binding.add(task)
-            task.add_done_callback(self._bind_batch_done)
-
-    def _bind_batch_done(self, task: asyncio.Task[None]) -> None:
-        self._binding.discard(task)
-        if not self._binding:
-            self.signals.resume()  # narration waited behind the binds (controllers/podsignals.py)
+    async def _decide_timed(
+        self,
+        request: GangRequest,
+        request_of: RequestOf,
+        decided: set[GroupKey],
+        binds: list[Binding],
+        now: dt.datetime,
+    ) -> None:
+        """`_decide`, isolated (a decision that raises backs the group off), booked (the
+        worker thread's held-back calls applied), counted in the metrics, and logged when slow."""
+        started = time.perf_counter()
+        try:
+            result = await self._decide(request, request_of, decided, binds, now)
+        except Exception as exc:
+            decided.add(request.key)
+            self._failed(request.key, exc, now)
+            result = ERROR
+        else:
+            self.failures.succeeded(request.key)
+        finally:
+            threaded = self.offload.deciding
+            self.offload.decided()
+        elapsed = time.perf_counter() - started
+        if threaded:
+            metrics.SCHEDULING_IN_THREAD.inc()
+        if result is not None:
+            metrics.SCHEDULING_ATTEMPTS.labels(result).inc()
+            metrics.SCHEDULING_LATENCY.labels(result).observe(elapsed)
+        if elapsed > SLOW_DECISION_SECONDS:
+            logger.warning(
+                "deciding %s/%s (%d pods waiting) took %.1fs; %s",
+                request.namespace,
+                request.name,
+                len(request.pending),
+                elapsed,
+                "in the worker thread, while the event loop went on"
+                if threaded
+                else "everything on the event loop (lease renewal, webhooks, probes) waited for it",
+            )
 
     async def _decide(
         self,
         request: GangRequest,
-        request_of: _RequestOf,
+        request_of: RequestOf,
         decided: set[GroupKey],
         binds: list[Binding],
         now: dt.datetime,
     ) -> str | None:
         """Decide one group (or its gang group): assume its placement or record the refusal.
         Returns "placed" or "refused", or None when the decision waits for a partner."""
-        listed = self._joined(self._group(request.key))
-        if (invalid := self._invalid_partner(listed) or self._too_joined(listed)) is not None:
+        gang_groups = self.gang_groups
+        listed = gang_groups.joined(self._group(request.key))
+        if (
+            invalid := gang_groups.invalid_partner(listed) or gang_groups.too_joined(listed)
+        ) is not None:
             decided.add(request.key)
             self._refused(request.key, c.Reason.INVALID_GANG_GROUP, invalid, now)
             return REFUSED
-        if (held_back := self._partner_not_placed(request.key, listed, decided)) is not None:
+        if (held_back := gang_groups.partner_not_placed(request.key, listed, decided)) is not None:
             decided.add(request.key)
             self._refused(request.key, *held_back, now)
             return REFUSED
-        gang_group = self._gang_group(request, listed, request_of, decided)
+        gang_group = gang_groups.assemble(request, listed, request_of, decided)
         if gang_group is None:
             return None  # a partner is not up for a decision: the gang group waits with it
         decided.update(r.key for r in gang_group)
@@ -789,7 +727,7 @@ class GangScheduler:
         try:
             result = await self._decide_now(request, gang_group, binds, now)
             if result == PLACED:
-                self._placed_now.update(r.key for r in gang_group)
+                gang_groups.placed_now.update(r.key for r in gang_group)
             for partner in gang_group:
                 # Built and decided without raising: a partner's failure is behind it too, and
                 # its refusals' backoff is skipped again when the gang group is next due.
@@ -863,85 +801,21 @@ class GangScheduler:
         """`call(*args)`, a pure placement or preemption plan on the snapshot for `requests`:
         here, or in the worker thread for DECIDE_IN_THREAD_MEMBERS waiting members or more,
         constraints that make it costly (DECIDE_IN_THREAD_COST_US), or when the caller says
-        (`thread`, see `_plan`). After that, the snapshot
-        stays held (`deciding_in_thread`) until the cycle has booked the outcome (`_decided`):
-        to what came meanwhile, the decision and its bookkeeping are one step, as on the event
-        loop."""
+        (`thread`, see `_plan`). After that, the snapshot stays held (`Offload.deciding`) until
+        the cycle has booked the outcome (`Offload.decided`): to what came meanwhile, the
+        decision and its bookkeeping are one step, as on the event loop."""
         members = sum(len(request.pending) for request in requests)
         cost = decision_cost(requests, pods=self.snapshot.pod_count, nodes=len(self.snapshot))
         if not thread and members < self.thread_members and cost < self.thread_cost_us:
             return call(*args)
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="podgroup-decision")
-        loop = asyncio.get_running_loop()
-        self.deciding_in_thread = True
-        self._decision = loop.run_in_executor(self._thread, call, *args)
-        return await asyncio.shield(self._decision)
-
-    def _decided(self) -> None:
-        """A decision and its bookkeeping are over: apply what waited for the snapshot. If the
-        cycle was cancelled while the thread decides (the scheduler stopping), that happens when
-        the thread returns: a thread cannot be stopped, and the snapshot is its own until then."""
-        if not self.deciding_in_thread:
-            return
-        decision = self._decision
-        if decision is not None and not decision.done():
-            decision.add_done_callback(self._thread_ended)
-            return
-        self._decision = None
-        self._thaw()
-
-    def _thread_ended(self, decision: asyncio.Future[Any]) -> None:
-        if not decision.cancelled():
-            decision.exception()  # retrieved: its cycle is gone, and so is its result
-        self._decision = None
-        self._thaw()
-
-    def _thaw(self) -> None:
-        """Apply, in arrival order, what came for the snapshot during a thread's decision.
-        Each call is isolated as the informers isolate their handlers: one that raises is
-        logged (with a traceback for the first few) and the rest still apply."""
-        self.deciding_in_thread = False
-        deferred, self._deferred = self._deferred, []
-        for call in deferred:
-            try:
-                call()
-            except Exception as exc:
-                self.deferred_errors += 1
-                logger.error(
-                    "%s, held back during a decision in the worker thread, failed: %s",
-                    getattr(getattr(call, "func", call), "__qualname__", "a call"),
-                    truncate(describe(exc)),
-                    exc_info=self.deferred_errors <= 3,
-                )
+        return await self.offload.run(call, *args)
 
     def _refresh_queue(self, now: dt.datetime) -> dict[GroupKey, QueueEntry]:
-        """The waiting groups' entries, with those of stale groups entered again.
-
-        Why kept: entering every waiting group again each cycle (its members not in flight, its
-        PodGroup, its priority) took 0.10 to 0.14 s per 5,000 groups in the unit harness, every
-        cycle, with the loop held, while nothing had changed for most of them."""
-        stale, self._stale = self._stale, set()
-        for key in stale:
-            bucket = self.pending.get(key)
-            entry = None
-            if bucket:
-                # Under a backlog most buckets are wholly in flight: find that with one set
-                # intersection instead of a Python-level scan of the bucket.
-                flying = bucket.keys() & self.in_flight
-                if len(flying) < len(bucket):
-                    waiting = [p for uid, p in bucket.items() if uid not in flying]
-                    try:
-                        entry = self._queued(key, waiting, now)
-                    except Exception as exc:
-                        self._failed(key, exc, now)
-                        self._stale.add(key)  # entered again next cycle, as before
-            if entry is None:
-                self._queue.pop(key, None)
-            else:
-                self._queue[key] = entry
-        self._resuming = False
-        return self._queue
+        """The waiting groups' entries, with those of stale groups entered again (`_queued`)."""
+        return self.queue.refresh(
+            lambda key, waiting: self._queued(key, waiting, now),
+            lambda key, exc: self._failed(key, exc, now),
+        )
 
     def _queued(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> QueueEntry | None:
         """The group's place in this cycle's queue, or None while it waits for an event (no
@@ -964,7 +838,7 @@ class GangScheduler:
             # A wait that began under an earlier leader goes on from when it began; later,
             # this leader sees every wait begin (a wait restored then could predate a restart
             # whose status has not come back yet, and time the new gang out at once).
-            since = wait_started(group.status, now) if self._resuming else now
+            since = wait_started(group.status, now) if self.queue.resuming else now
             self.waiting[key] = WaitState(since=since)
         return QueueEntry(
             namespace=key[0],
@@ -1066,134 +940,6 @@ class GangScheduler:
             topology=topology_of(group.spec.topology_constraint, self.topology_levels),
         )
 
-    def _joined(self, group: PodGroup | None) -> list[str]:
-        """The group's gangGroup, joined with the lists of the PodGroups it names, and theirs in
-        turn, in the order first named; at most MAX_GANG_GROUP entries (see `_too_joined`).
-
-        Why: lists that disagree (x lists [x, w], z lists [z, x]) decided by z's list alone
-        placed x without w, whatever x's list says; Koordinator's gangs likewise wait for
-        every gang their partners wait for."""
-        if group is None or not group.spec.gang_group:
-            return []
-        listed = list(group.spec.gang_group)
-        seen = set(listed)
-        index = 0
-        while index < len(listed) and len(listed) <= MAX_GANG_GROUP:
-            partner = self._group(gang_group_key(listed[index]))
-            index += 1
-            for entry in (partner.spec.gang_group or ()) if partner is not None else ():
-                if entry not in seen:
-                    seen.add(entry)
-                    listed.append(entry)
-        return listed
-
-    @staticmethod
-    def _too_joined(listed: list[str]) -> str | None:
-        """Why a gang group cannot be decided when its joined lists (`listed`, from `_joined`)
-        name more than MAX_GANG_GROUP PodGroups, the most one list may name; else None."""
-        if len(listed) <= MAX_GANG_GROUP:
-            return None
-        return (
-            f"the gangGroup lists of this PodGroup and of those it names join more than "
-            f"{MAX_GANG_GROUP} PodGroups ({summarize(listed)}); make the lists agree and name "
-            f"at most {MAX_GANG_GROUP}"
-        )
-
-    def _partner_not_placed(
-        self, key: GroupKey, listed: list[str], decided: set[GroupKey]
-    ) -> tuple[c.Reason, str] | None:
-        """(reason, message) when a PodGroup of the gang's joined lists (`listed`, from
-        `_joined`) was decided this cycle with a gang group of its own and not placed: this
-        gang waits with it. None otherwise.
-
-        Why: gangGroup lists that disagree (x lists [x, w], z lists [z, x]) put x in another
-        gang group than z's when x comes first in the queue. x, refused with its own (w has no
-        pods), counted as decided, and z was placed without it although z's list says they
-        start together. Lists that agree decide every listed gang at once and never come
-        here."""
-        for entry in listed:
-            partner = gang_group_key(entry)
-            if partner == key or partner not in decided or partner in self._placed_now:
-                continue
-            state = self.waiting.get(partner)
-            reason = state.reason if state is not None and state.reason else None
-            said = (state.message if state is not None else None) or ""
-            return (
-                reason or c.Reason.NOT_ENOUGH_RESOURCES,
-                f"gang group member PodGroup {entry} was not placed with its own gangGroup, "
-                f"which lists other PodGroups than this one's: {said}",
-            )
-        return None
-
-    def _invalid_partner(self, listed: list[str]) -> str | None:
-        """What is wrong with the first PodGroup of the gang's joined lists (`listed`, from
-        `_joined`) whose spec does not validate, or None. Without it the gang group waited in
-        silence for a partner the queue never offers (`_queued`)."""
-        for entry in listed:
-            if (problem := self._invalid_spec(gang_group_key(entry))) is not None:
-                return f"gang group member PodGroup {entry}: {problem}"
-        return None
-
-    def _gang_group(
-        self,
-        request: GangRequest,
-        listed: list[str],
-        request_of: _RequestOf,
-        decided: set[GroupKey],
-    ) -> list[GangRequest] | None:
-        """This request plus every other PodGroup of its joined lists (`listed`, from
-        `_joined`: its `gangGroup` and theirs) that is waiting too; None when a partner with
-        pending pods is not up for a decision this cycle (binds in flight, a restart's grace,
-        its namespace being left): deciding without it would bind part of the gang group.
-
-        A partner backing off is decided with it: the gang group is decided as one, so it is
-        due when any of its members is. Why: a partner that had waited long for this gang's
-        pods backed off up to 60 s between tries, and the gang group started that much after
-        the last pods came, the newcomers saying nothing meanwhile.
-
-        A listed group already placed this cycle (one decided and not placed has had this gang
-        refused: `_partner_not_placed`), or already placed before (minMember members bound), is
-        left out; one that does not exist yet, or whose pods are not all there, makes the whole
-        gang group wait.
-        """
-        if len(listed) <= 1:
-            return [request]
-        members = [request]
-        for entry in listed:
-            key = namespace, name = gang_group_key(entry)
-            if key == request.key or key in decided:
-                continue
-            if (partner_request := request_of(key) or request_of(key, partner=True)) is not None:
-                members.append(partner_request)
-            elif key in self.pending:
-                return None
-            elif (partner := self._group(key)) is None:
-                members.append(
-                    GangRequest(namespace=namespace, name=name, min_member=1, pending=())
-                )
-            elif len(bound := self._bound_members(key)) < partner.spec.min_member:
-                # Its pods are not there yet: the gang group waits for them (NotEnoughTasks).
-                members.append(
-                    GangRequest(
-                        namespace=namespace,
-                        name=name,
-                        min_member=partner.spec.min_member,
-                        already_bound=len(bound),
-                        bound_uids=frozenset(bound),
-                    )
-                )
-        return members
-
-    def _forget_bound(self, uid: str) -> None:
-        """The watch shows the pod bound (or gone): our own record of the bind is done."""
-        key = self.bound.pop(uid, None)
-        if key is not None:
-            uids = self._bound_by_group.get(key)
-            if uids is not None:
-                uids.discard(uid)
-                if not uids:
-                    del self._bound_by_group[key]
-
     def _left_to_restart(
         self, key: GroupKey, group: PodGroup | None, state: WaitState, now: dt.datetime
     ) -> dt.datetime | None:
@@ -1215,26 +961,20 @@ class GangScheduler:
         return held_partly(group, count_members(self.members.get(key, [])))
 
     def _bound_members(self, key: GroupKey) -> set[str]:
-        """UIDs of the group's members holding a node, our own recent binds included (they
-        count before the watch reports them: no false NotEnoughTasks meanwhile)."""
-        bound = {
-            pod_uid(m)
-            for m in self.members.get(key, [])
-            if holds_node(m) and not (m.get("metadata") or {}).get("deletionTimestamp")
-        }
-        return bound | self._bound_by_group.get(key, set())
+        """`GangQueue.bound_members`: the group's members holding a node, ours in flight too."""
+        return self.queue.bound_members(key)
 
     def _placed(self, placement: Placement) -> None:
-        self.waiting.pop(placement.gang, None)
-        self.pod_dependent.discard(placement.gang)
+        self.queue.waiting.pop(placement.gang, None)
+        self.queue.pod_dependent.discard(placement.gang)
         self.preemption.forget(placement.gang)
         self.publish(placement.gang, Verdict(placed=True, placement=placed_in(placement.domain)))
         self.signals.placed(placement.gang)
-        bucket = self.pending.get(placement.gang, {})
+        bucket = self.queue.pending.get(placement.gang, {})
         for binding in placement.bindings:
-            self.in_flight.add(binding.pod_uid)
+            self.queue.in_flight.add(binding.pod_uid)
             self.signals.placing(bucket.get(binding.pod_uid))
-        self._stale.add(placement.gang)
+        self.queue.stale.add(placement.gang)
 
     def _failed(self, key: GroupKey, exc: Exception, now: dt.datetime) -> None:
         """Deciding this group raised: back it off, say so in its status (once), go on."""
@@ -1258,160 +998,41 @@ class GangScheduler:
         if state.message != message:
             logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
         state.message = message
-        members = self.pending.get(key, {}).values()
+        members = self.queue.pending.get(key, {}).values()
         if any(_depends_on_pods(pod) for pod in members):
-            self.pod_dependent.add(key)
+            self.queue.pod_dependent.add(key)
         self.signals.refused(key, members, message)
         if not state.timed_out:
             state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
 
+    # --- what the binder says (`BindOutcomes`) ---------------------------------------------------
     def _bound(self, binding: Binding) -> None:
         """Forget the pod as pending at once: a watch event may lag behind the bind."""
-        key = self.pending_key.get(binding.pod_uid)
-        if key is not None:
-            self.bound[binding.pod_uid] = key
-            self._bound_by_group.setdefault(key, set()).add(binding.pod_uid)
-        self._drop_pending(binding.pod_uid)
+        self.queue.bound_now(binding.pod_uid)
 
-    async def _send_bind(self, binding: Binding) -> None:
-        """Send one bind and tell the pacer how long it took to answer, whether it bound or
-        failed: a bind refused or timed out after seconds says the API server's queue is long as
-        surely as a slow success (counting successes only, binds that all time out would never
-        lower the limit). A cancelled or fenced bind says nothing and is not told."""
-        sent = asyncio.get_running_loop().time()
-        try:
-            await self.kube.bind(binding.namespace, binding.pod, binding.node, binding.pod_uid)
-        except FencedError:
-            raise  # never sent: it says nothing of the API server's queue
-        except Exception:  # not CancelledError, a BaseException
-            self._answered(sent)
-            raise
-        self._answered(sent)
-
-    def _answered(self, sent: float) -> None:
-        if self.pacer is not None:
-            answered = asyncio.get_running_loop().time()
-            self._bind_slots.limit = self.pacer.observe(answered - sent, answered)
-
-    async def _bind_all(self, bindings: list[Binding]) -> None:
-        async def bind(binding: Binding) -> None:
-            async with self._bind_slots:
-                try:
-                    await self._send_bind(binding)
-                    self.binds += 1
-                    metrics.BINDS.labels("bound").inc()
-                    self.signals.bound(binding.pod_uid, binding.node)
-                    self._exclusive(self._bound, binding)
-                except FencedError:
-                    # This replica stopped leading: un-assume quietly; the scheduler is being
-                    # stopped, and the new leader decides the pod afresh.
-                    self._exclusive(self.snapshot.remove_pod, binding.pod_uid)
-                except ApiError as exc:
-                    if exc.namespace_terminating:
-                        self._exclusive(self._namespace_leaving, binding)
-                        return
-                    if exc.conflict and await self._bound_meanwhile(binding):
-                        # By us (a retried request) or anyone: placed.
-                        self._exclusive(self._bound, binding)
-                        return
-                    # Node gone, pod deleted or bound meanwhile: release what we assumed and let
-                    # the next cycle (fed by the watch) decide again.
-                    self._exclusive(self._bind_failed, binding, exc)
-                except Exception as exc:
-                    # No answer (a connection lost, the writer process gone): bound or not, the
-                    # next cycle decides again, and a bind that did land answers it with 409.
-                    self._exclusive(self._bind_failed, binding, exc)
-                finally:
-                    self._exclusive(self._land, binding.pod_uid)
-
-        async def bind_with_volumes(gang: list[Binding]) -> None:
-            """Bind the gang's volumes first; if that fails, none of its pods is bound."""
-            try:
-                await self.volumes.prepare(gang)
-            except VolumeBindingError as exc:
-                self._exclusive(self._volumes_failed, gang, exc)
-                return
-            except FencedError:  # no longer leading: un-assume quietly, as `bind` does
-                for binding in gang:
-                    self._exclusive(self.snapshot.remove_pod, binding.pod_uid)
-                    self._exclusive(self._land, binding.pod_uid)
-                return
-            await asyncio.gather(*(bind(b) for b in gang))
-
-        plain, with_claims = with_volumes(bindings, self.pending_key.get)
-        await asyncio.gather(
-            *(bind(b) for b in plain), *(bind_with_volumes(gang) for gang in with_claims)
-        )
-
-    def _land(self, uid: str) -> None:
-        """The pod's bind is answered (or given up): not in flight any more. If it is still
-        pending (the bind failed), its group's queue entry gets it back."""
-        self.in_flight.discard(uid)
-        key = self.pending_key.get(uid)
-        if key is not None:
-            self._stale.add(key)
-
-    def _bind_failed(self, binding: Binding, exc: Exception) -> None:
-        """Un-assume the pod (it stays pending) and ask for a cycle."""
-        logger.warning(
-            "bind %s/%s -> %s failed: %s",
-            binding.namespace,
-            binding.pod,
-            binding.node,
-            truncate(describe(exc)),
-        )
-        metrics.BINDS.labels("failed").inc()
-        self.snapshot.remove_pod(binding.pod_uid)
-        self.wake()
-
-    def _namespace_leaving(self, binding: Binding) -> None:
-        """A bind refused because the pod's namespace is being deleted: un-assume the pod, and
-        leave the namespace's gangs undecided for a while (`leaving`), saying so once."""
-        metrics.BINDS.labels("failed").inc()
-        self.snapshot.remove_pod(binding.pod_uid)
-        if binding.namespace not in self.leaving:
+    def _namespace_leaving(self, namespace: str) -> None:
+        """A bind refused because `namespace` is being deleted: leave its gangs undecided for a
+        while (`leaving`), saying so once."""
+        until = self.clock() + dt.timedelta(seconds=LEAVING_RECHECK_SECONDS)
+        if self.queue.leave(namespace, until):
             logger.info(
                 "namespace %s is being deleted: its gangs are not scheduled (a bind there was "
                 "refused); checked again in %ds or when a pod is created there",
-                binding.namespace,
+                namespace,
                 LEAVING_RECHECK_SECONDS,
             )
-        self.leaving[binding.namespace] = self.clock() + dt.timedelta(
-            seconds=LEAVING_RECHECK_SECONDS
-        )
 
     def _leaving_until(self, namespace: str, now: dt.datetime) -> dt.datetime | None:
         """Until when `namespace`'s gangs are left undecided (None: they are decided)."""
-        until = self.leaving.get(namespace)
-        if until is not None and now >= until:
-            del self.leaving[namespace]
-            return None
-        return until
+        return self.queue.leaving_until(namespace, now)
 
-    def _volumes_failed(self, gang: list[Binding], exc: VolumeBindingError) -> None:
-        """Un-assume the gang's pods (they stay pending) and say why in its status."""
-        key = self.pending_key.get(gang[0].pod_uid)
-        logger.warning("volumes of %s not bound: %s", key, exc)
-        for binding in gang:
-            metrics.BINDS.labels("failed").inc()
-            self.snapshot.remove_pod(binding.pod_uid)
-            self._land(binding.pod_uid)
+    def _volumes_failed(self, key: GroupKey | None, exc: VolumeBindingError) -> None:
+        """The gang's volumes were not bound (its pods un-assumed by the binder): say why in
+        its status and ask for a cycle."""
         if key is not None:
             self._refused(key, c.Reason.VOLUME_BINDING_FAILED, str(exc), self.clock())
         self.wake()
-
-    async def _bound_meanwhile(self, binding: Binding) -> bool:
-        """After a 409 on the binding: is this pod (same UID) on a node now?
-
-        The apiserver answers 409 Conflict both for a pod already assigned and for a failed
-        UID precondition, with nothing but the message text to tell them apart; the pod
-        itself does."""
-        try:
-            pod = await self.kube.get(PODS, binding.pod, binding.namespace)
-        except ApiError:
-            return False
-        return pod_uid(pod) == binding.pod_uid and bool((pod.get("spec") or {}).get("nodeName"))
 
 
 def _placement_facts(node: JSON) -> tuple[Any, ...]:

@@ -135,7 +135,7 @@ class VolumeBinder:
         self.changed: Callable[[], None] = lambda: None
         self.exclusive: Callable[..., None] = lambda call, *args: call(*args)
         """How a change reaches the snapshot: the scheduler's, which holds it back while a
-        worker thread decides on the snapshot (controllers/scheduler.py)."""
+        worker thread decides on the snapshot (controllers/offload.py)."""
         self._waiters: dict[ClaimKey, list[asyncio.Future[None]]] = {}
 
     def attach(

@@ -151,6 +151,8 @@ def _raw_shape_key(pod: Mapping[str, Any]) -> str:
     ordered but equal dicts only cost an extra parse, never a wrong answer. The namespace is in
     because affinity terms default to it; the labels only when spread constraints may read them
     (`matchLabelKeys`), so per-pod labels such as an index do not split a gang into shapes.
+    It covers every field a rule reads into the shape (`registry.Rule.reads`; checked by
+    tests/unit/scheduling/test_sched_registry.py).
     """
     spec = pod.get("spec") or {}
     meta = pod.get("metadata") or {}

@@ -21,6 +21,7 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS, FencedTransport, KubeClient
 from podgroup_operator.api.keys import pod_uid
+from podgroup_operator.controllers import binder as binder_module
 from podgroup_operator.controllers import scheduler as scheduler_module
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.domain.scheduling_status import Verdict
@@ -1333,7 +1334,7 @@ async def test_a_queue_entry_is_entered_again_only_when_its_group_changes(
     h.clock.advance(3600)  # "big"'s backoff is over; nothing about it changed
     await h.scheduler.cycle()
     assert queued == []  # "small" is bound: it leaves the queue without being entered
-    assert set(h.scheduler._queue) == {(NS, "big")}
+    assert set(h.scheduler.queue.entries) == {(NS, "big")}
     assert built == [(NS, "big")]  # decided again, from the entry it kept
 
     h.add_pods("late", 1, cpu=1)
@@ -1380,14 +1381,14 @@ async def test_a_gang_in_flight_leaves_the_queue_and_a_refused_bind_brings_its_p
     h.fake.inject_error("POST", path, 404, "NotFound", 'pods "gang-1" not found')
 
     await h.scheduler.cycle(pipeline=True)
-    (batch,) = h.scheduler._binding
+    (batch,) = h.scheduler.binder.batches
     await h.scheduler.cycle(pipeline=True)  # both binds in flight
-    assert (NS, "gang") not in h.scheduler._queue
-    assert len(h.scheduler._binding) == 1  # nothing decided, nothing sent again
+    assert (NS, "gang") not in h.scheduler.queue.entries
+    assert len(h.scheduler.binder.batches) == 1  # nothing decided, nothing sent again
 
     await until(lambda: pod_uid(g0) not in h.scheduler.in_flight, "gang-0's bind answered")
     await h.scheduler.cycle(pipeline=True)
-    assert (NS, "gang") not in h.scheduler._queue  # gang-1 is still in flight
+    assert (NS, "gang") not in h.scheduler.queue.entries  # gang-1 is still in flight
 
     gated.gate.set()
     await asyncio.wait_for(batch, WAIT_SECONDS)  # gang-1's bind is refused
@@ -1412,14 +1413,14 @@ async def test_the_kept_queue_always_matches_one_entered_afresh() -> None:
 
     def fresh() -> dict[Key, Any]:
         kept = dict(scheduler._refresh_queue(h.clock()))
-        scheduler._queue, scheduler._stale = {}, set(scheduler.pending)
+        scheduler.queue.entries, scheduler.queue.stale = {}, set(scheduler.pending)
         entered = dict(scheduler._refresh_queue(h.clock()))
         assert entered == kept
         return entered
 
     await scheduler.cycle()  # a, b and solo placed (b's third bind fails); c and d do not fit
     assert set(fresh()) == {(NS, "b"), (NS, "c"), (NS, "d")}
-    assert [p["metadata"]["name"] for p in scheduler._queue[(NS, "b")].waiting] == ["b-2"]
+    assert [p["metadata"]["name"] for p in scheduler.queue.entries[(NS, "b")].waiting] == ["b-2"]
 
     h.watch_catches_up()
     body = copy.deepcopy(h.groups.get((NS, "c"))[0])
@@ -1547,6 +1548,7 @@ async def test_binds_refused_by_the_lease_fence_are_not_sent_and_the_pods_stay_u
     can be queued at that moment, and each is no failure but the end of this replica's lead
     (the runtime logs their count once)."""
     caplog.set_level(logging.WARNING, logger=scheduler_module.__name__)
+    caplog.set_level(logging.WARNING, logger=binder_module.__name__)
     h = Harness()
     holds = False
     h.scheduler.kube = KubeClient(FencedTransport(h.fake, lambda: holds, "not leading"))
@@ -1574,6 +1576,8 @@ async def test_a_namespace_being_deleted_is_said_once_and_its_gangs_are_left_unt
     capacity freed placed its waiting gangs again, every bind was refused and each refusal
     logged (1,888 warnings in 7 s on the dev cluster for 300 gangs of 4 pods)."""
     caplog.set_level(logging.INFO, logger=scheduler_module.__name__)
+    caplog.set_level(logging.INFO, logger=binder_module.__name__)
+    said_by = (scheduler_module.__name__, binder_module.__name__)
     h = Harness()
     h.add_node("n1", cpu=8)
     h.add_group("gang", min_member=2)
@@ -1585,7 +1589,7 @@ async def test_a_namespace_being_deleted_is_said_once_and_its_gangs_are_left_unt
     assert h.binds() == 2 and not h.bound_pods()
     assert not any(h.scheduler.snapshot.is_assumed(pod_uid(p)) for p in pods)
     assert h.cpu_free("n1") == 8_000
-    said = [r for r in caplog.records if r.name == scheduler_module.__name__]
+    said = [r for r in caplog.records if r.name in said_by]
     assert [r.levelno for r in said] == [logging.INFO], [r.getMessage() for r in said]
     assert said[0].getMessage().startswith(f"namespace {NS} is being deleted")
     # Capacity coming back does not decide it again, and no timer spins meanwhile.
@@ -1598,7 +1602,7 @@ async def test_a_namespace_being_deleted_is_said_once_and_its_gangs_are_left_unt
     h.clock.advance(scheduler_module.LEAVING_RECHECK_SECONDS)
     await h.scheduler.cycle()
     assert h.binds() == 4  # checked again: still being deleted
-    assert len([r for r in caplog.records if r.name == scheduler_module.__name__]) == 2
+    assert len([r for r in caplog.records if r.name in said_by]) == 2
 
 
 async def test_a_pod_created_in_a_namespace_that_was_being_deleted_is_placed_at_once() -> None:

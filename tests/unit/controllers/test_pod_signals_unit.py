@@ -323,8 +323,8 @@ async def test_the_scheduler_is_busy_for_its_signals_exactly_while_its_binds_are
     await h.scheduler.cycle(pipeline=True)
     assert h.scheduler.signals.busy()
     release.set()
-    while h.scheduler._binding:
-        await asyncio.gather(*h.scheduler._binding)
+    while h.scheduler.binder.batches:
+        await asyncio.gather(*h.scheduler.binder.batches)
     assert not h.scheduler.signals.busy()
     await h.scheduler.signals.idle()
     assert len(h.fake.events(reason=c.PodReason.SCHEDULED)) == 2

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from podgroup_operator.constants import SCHEDULER_NAME, WatchEventType
+from podgroup_operator.controllers import offload as offload_module
 from podgroup_operator.controllers import preemption as preemption_module
 from podgroup_operator.controllers import scheduler as scheduler_module
 from podgroup_operator.scheduling.gang import NODE_EXPRESSION_COST, POD_TERM_COST, GangRequest
@@ -198,7 +199,7 @@ async def test_bind_answers_during_a_later_decision_are_booked_after_it(
     decision.release()
     await asyncio.wait_for(cycle, WAIT)
     await eventually(lambda: h.binds() == 4, "the second gang's binds")
-    await eventually(lambda: not h.scheduler._binding, "every bind batch to end")
+    await eventually(lambda: not h.scheduler.binder.batches, "every bind batch to end")
 
     assert ("default", "first") not in h.scheduler.pending
     assert not h.scheduler.in_flight
@@ -230,7 +231,7 @@ async def test_a_held_back_event_that_raises_is_logged_and_the_rest_still_apply(
     h.scheduler.on_pod("ADDED", nameless)  # a pending pod of ours without a name: raises
     h.add_node("n2", cpu=8)
     decision.release()
-    with caplog.at_level("ERROR", logger=scheduler_module.__name__):
+    with caplog.at_level("ERROR", logger=offload_module.__name__):
         await asyncio.wait_for(cycle, WAIT)
 
     assert "n2" in h.scheduler.snapshot.nodes
