@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import hypothesis
 import pytest
 
 from podgroup_operator.adapters import heap
-from podgroup_operator.adapters.kube import NAMESPACES, ApiError, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, ApiError, Kind, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.local import is_dev_cluster_kubeconfig
@@ -170,3 +170,37 @@ def operator(
             process.uninstall_webhooks()
         process.stop()
         print(f"\noperator log: {log}")
+
+
+PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
+
+PriorityClassFactory = Callable[..., Any]
+"""`await priority_class(value, never=False)`: the name of a new PriorityClass."""
+
+
+@pytest.fixture
+async def priority_class(kube: KubeClient) -> AsyncIterator[PriorityClassFactory]:
+    """Create uniquely named PriorityClasses (cluster-scoped), deleted after the test."""
+    created: list[str] = []
+
+    async def make(value: int, *, never: bool = False) -> str:
+        name = f"p{value}-{uuid.uuid4().hex[:6]}"
+        body: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        if never:
+            body["preemptionPolicy"] = "Never"
+        await kube.create(PRIORITY_CLASSES, body)
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        try:
+            await kube.delete(PRIORITY_CLASSES, name)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise

@@ -205,3 +205,17 @@ async def roles_bound_to_user(
             except ApiError as exc:
                 if not exc.not_found:
                     raise
+
+
+async def configurations_of_ours(kube: KubeClient) -> list[str]:
+    """The project's webhook configurations that exist, as `kind/name`."""
+    found = []
+    for kind in CONFIGURATION_KINDS:
+        for name in CONFIG_NAMES:
+            try:
+                await kube.get(kind, name)
+                found.append(f"{kind.plural}/{name}")
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+    return found

@@ -52,6 +52,7 @@ from tests.builders import podgroup
 from tests.conftest import REPO
 from tests.deploy_helpers import (
     DEPLOY,
+    configurations_of_ours,
     find,
     for_this_server,
     kubectl,
@@ -397,19 +398,6 @@ async def test_server_dry_run_accepts_the_cert_manager_overlay_but_its_own_kinds
     assert len(result.stdout.strip().splitlines()) == len(ours)
 
 
-async def _configurations_of_ours(kube: KubeClient) -> list[str]:
-    found = []
-    for kind in CONFIGURATION_KINDS:
-        for name in CONFIG_NAMES:
-            try:
-                await kube.get(kind, name)
-                found.append(f"{kind.plural}/{name}")
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
-    return found
-
-
 async def _crd_established(kube: KubeClient, name: str = c.CRD_NAME) -> bool:
     try:
         crd = await kube.get(CRDS, name)
@@ -430,7 +418,7 @@ async def test_install_then_uninstall_leaves_nothing_that_blocks_writes(
         kubectl("apply", "-k", str(target), kubeconfig=kubeconfig)
         try:
             await wait_for(lambda: _crd_established(kube), 30, "the installed CRD")
-            assert sorted(await _configurations_of_ours(kube)) == sorted(
+            assert sorted(await configurations_of_ours(kube)) == sorted(
                 f"{kind.plural}/{name}" for kind in CONFIGURATION_KINDS for name in CONFIG_NAMES
             )
             # Installed and failing closed: no operator pod can run here, so PodGroup writes
@@ -441,7 +429,7 @@ async def test_install_then_uninstall_leaves_nothing_that_blocks_writes(
         finally:
             kubectl("delete", "-k", str(target), "--wait=true", kubeconfig=kubeconfig)
 
-        assert await _configurations_of_ours(kube) == []
+        assert await configurations_of_ours(kube) == []
         with pytest.raises(ApiError) as gone:
             await kube.get(CLUSTER_ROLES, "podgroup-operator")
         assert gone.value.not_found

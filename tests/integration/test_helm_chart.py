@@ -43,6 +43,7 @@ from tests.conftest import CRD_FILE, REPO, ClusterUnderTest
 from tests.deploy_helpers import (
     DEPLOY,
     components_for,
+    configurations_of_ours,
     find,
     kubectl,
     render,
@@ -488,19 +489,6 @@ async def put_back(kube: KubeClient, saved: list[tuple[Kind, dict[str, Any]]]) -
         await kube.apply_json(kind, body)
 
 
-async def _configurations_of_ours(kube: KubeClient) -> list[str]:
-    found = []
-    for kind in CONFIGURATION_KINDS:
-        for name in CONFIG_NAMES:
-            try:
-                await kube.get(kind, name)
-                found.append(f"{kind.plural}/{name}")
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
-    return found
-
-
 def _podgroup(name: str, namespace: str, min_member: int = 2) -> dict[str, Any]:
     body = podgroup(name, namespace, min_member=min_member)
     for field in ("uid", "creationTimestamp"):
@@ -553,7 +541,7 @@ async def test_install_runs_gangs_upgrade_keeps_podgroups_uninstall_unblocks_wri
             with pytest.raises(helm.HelmError, match="at '/replicas': minimum"):
                 config.install(CHART, RELEASE, {"replicas": 0}, create_namespace=True)
             assert config.list(all_states=True) == []
-            assert await _configurations_of_ours(kube) == []
+            assert await configurations_of_ours(kube) == []
 
             release = config.install(CHART, RELEASE, create_namespace=True)
             assert release["status"] == "deployed", release
@@ -654,7 +642,7 @@ async def test_install_runs_gangs_upgrade_keeps_podgroups_uninstall_unblocks_wri
 
             config.uninstall(RELEASE, wait="watcher", timeout=60)
             assert config.list(all_states=True) == []
-            assert await _configurations_of_ours(kube) == []
+            assert await configurations_of_ours(kube) == []
             with pytest.raises(ApiError) as gone:
                 await kube.get(CLUSTER_ROLES, "podgroup-operator")
             assert gone.value.not_found

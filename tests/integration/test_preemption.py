@@ -8,22 +8,17 @@ workload. Sim nodes delete terminating pods, so evicted pods go away as on a kub
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Callable
 from typing import Any
-
-import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     EVENTS,
     PDBS_V1BETA1,
     PODS,
-    ApiError,
-    Kind,
     KubeClient,
 )
 from podgroup_operator.devcluster.process import OperatorProcess
+from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
     create_group,
     create_pod,
@@ -39,37 +34,6 @@ from tests.kube_helpers import (
 from tests.waiting import wait_for
 
 PREEMPTIONS = "podgroup_preemptions_total"
-PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
-
-PriorityClassFactory = Callable[..., Any]
-
-
-@pytest.fixture
-async def priority_class(kube: KubeClient) -> AsyncIterator[PriorityClassFactory]:
-    """Create uniquely named PriorityClasses (cluster-scoped), deleted after the test."""
-    created: list[str] = []
-
-    async def make(value: int, *, never: bool = False) -> str:
-        name = f"p{value}-{uuid.uuid4().hex[:6]}"
-        body: dict[str, Any] = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-        if never:
-            body["preemptionPolicy"] = "Never"
-        await kube.create(PRIORITY_CLASSES, body)
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        try:
-            await kube.delete(PRIORITY_CLASSES, name)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
 
 
 async def pods_by_group(kube: KubeClient, namespace: str) -> dict[str, list[dict[str, Any]]]:

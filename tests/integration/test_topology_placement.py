@@ -27,6 +27,7 @@ from podgroup_operator.adapters.kube import (
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import replicaset
+from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
     create_bound,
     create_group,
@@ -40,7 +41,6 @@ from tests.waiting import wait_for
 
 BLOCK = "example.com/block"
 RACK = "example.com/rack"
-PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
 REPLICASETS = Kind("apps", "v1", "replicasets")
 
 
@@ -274,75 +274,60 @@ async def test_a_replacement_goes_back_into_its_gangs_rack(
 
 
 async def test_preemption_frees_one_rack_and_never_evicts_across_racks(
-    kube: KubeClient, operator: OperatorProcess, namespace: str
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    priority_class: PriorityClassFactory,
 ) -> None:
-    classes: list[str] = []
+    low = await priority_class(10)
+    mid = await priority_class(20)
+    high = await priority_class(1000)
+    async with fabric(kube, 1, 2, 2) as pool:
+        # Rack r0 holds one cheap gang on both nodes; rack r1 two dearer gangs of one node.
+        gangs = (("cheap", low, "r0", 2), ("dear1", mid, "r1", 1), ("dear2", mid, "r1", 1))
+        for name, klass, rack, size in gangs:
+            await create_group(kube, namespace, name, min_member=size)
+            for i in range(size):
+                await create_pod(
+                    kube,
+                    namespace,
+                    f"{name}-{i}",
+                    group=name,
+                    requests={"cpu": "4"},
+                    scheduler=c.SCHEDULER_NAME,
+                    priorityClassName=klass,
+                    nodeSelector={"pool": pool, RACK: rack},
+                )
+        for name in ("cheap", "dear1", "dear2"):
 
-    async def priority_class(value: int) -> str:
-        name = f"p{value}-{uuid.uuid4().hex[:6]}"
-        body = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-        await kube.create(PRIORITY_CLASSES, body)
-        classes.append(name)
-        return name
+            async def running(group: str = name) -> bool:
+                status = await group_status(kube, namespace, group)
+                return status.get("phase") == c.Phase.RUNNING
 
-    try:
-        low = await priority_class(10)
-        mid = await priority_class(20)
-        high = await priority_class(1000)
-        async with fabric(kube, 1, 2, 2) as pool:
-            # Rack r0 holds one cheap gang on both nodes; rack r1 two dearer gangs of one node.
-            gangs = (("cheap", low, "r0", 2), ("dear1", mid, "r1", 1), ("dear2", mid, "r1", 1))
-            for name, klass, rack, size in gangs:
-                await create_group(kube, namespace, name, min_member=size)
-                for i in range(size):
-                    await create_pod(
-                        kube,
-                        namespace,
-                        f"{name}-{i}",
-                        group=name,
-                        requests={"cpu": "4"},
-                        scheduler=c.SCHEDULER_NAME,
-                        priorityClassName=klass,
-                        nodeSelector={"pool": pool, RACK: rack},
-                    )
-            for name in ("cheap", "dear1", "dear2"):
+            await wait_for(running, 30, f"gang {name} to run")
+        constraint = {"requiredTopologyLevel": RACK}
+        await create_group(kube, namespace, "big", min_member=2, topologyConstraint=constraint)
+        await gang_pods(
+            kube,
+            namespace,
+            "big",
+            2,
+            pool,
+            group="big",
+            requests={"cpu": "4"},
+            priorityClassName=high,
+        )
+        nodes = await placed(kube, namespace, "big", 2)
+        assert {rack_of(n) for n in nodes} == {"b0-r0"}, nodes
 
-                async def running(group: str = name) -> bool:
-                    status = await group_status(kube, namespace, group)
-                    return status.get("phase") == c.Phase.RUNNING
+        async def preempted() -> dict[str, Any] | None:
+            status = await group_status(kube, namespace, "cheap")
+            conds = [x for x in status.get("conditions", []) if x["type"] == "Preempted"]
+            return conds[0] if conds else None
 
-                await wait_for(running, 30, f"gang {name} to run")
-            constraint = {"requiredTopologyLevel": RACK}
-            await create_group(kube, namespace, "big", min_member=2, topologyConstraint=constraint)
-            await gang_pods(
-                kube,
-                namespace,
-                "big",
-                2,
-                pool,
-                group="big",
-                requests={"cpu": "4"},
-                priorityClassName=high,
-            )
-            nodes = await placed(kube, namespace, "big", 2)
-            assert {rack_of(n) for n in nodes} == {"b0-r0"}, nodes
-
-            async def preempted() -> dict[str, Any] | None:
-                status = await group_status(kube, namespace, "cheap")
-                conds = [x for x in status.get("conditions", []) if x["type"] == "Preempted"]
-                return conds[0] if conds else None
-
-            cond = await wait_for(preempted, 30, "the cheap gang's Preempted condition")
-            assert f"{namespace}/big" in cond["message"], cond
-            for name in ("dear1", "dear2"):
-                status = await group_status(kube, namespace, name)
-                assert status.get("phase") == c.Phase.RUNNING, (name, status)
-                assert not [x for x in status.get("conditions", []) if x["type"] == "Preempted"]
-    finally:
-        for name in classes:
-            await kube.delete(PRIORITY_CLASSES, name)
+        cond = await wait_for(preempted, 30, "the cheap gang's Preempted condition")
+        assert f"{namespace}/big" in cond["message"], cond
+        for name in ("dear1", "dear2"):
+            status = await group_status(kube, namespace, name)
+            assert status.get("phase") == c.Phase.RUNNING, (name, status)
+            assert not [x for x in status.get("conditions", []) if x["type"] == "Preempted"]
