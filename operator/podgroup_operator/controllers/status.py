@@ -36,7 +36,7 @@ from podgroup_operator.api.models import (
     unreadable_fields,
 )
 from podgroup_operator.api.validation import status_errors, stored_podgroup_errors
-from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.isolation import ExpectedRefusalError, Failures, describe
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.lifecycle import (
     compute_status,
@@ -157,9 +157,10 @@ def _resource_version(body: dict[str, Any] | None) -> int:
         return 0
 
 
-class InvalidPodGroupError(ValueError):
+class InvalidPodGroupError(ExpectedRefusalError, ValueError):
     """The stored PodGroup does not parse, and the API server refused the InvalidSpec status
-    that says so (`StatusReconciler._write_invalid`): the worker reports it and backs off."""
+    that says so (`StatusReconciler._write_invalid`): the worker reports it (one WARNING line
+    naming the fields and the fix) and backs off."""
 
 
 class StatusReconciler:
