@@ -637,8 +637,8 @@ async def test_a_group_stored_before_the_crd_was_tightened_is_reported_once(
             # An expected refusal: one WARNING line with the cause and the fix, no traceback.
             log = process.log_path.read_text(errors="replace")
             about = [line for line in log.splitlines() if f"{namespace}/stored " in line]
-            (line,) = [x for x in about if "InvalidPodGroupError" in x]
-            assert " WARNING " in line, line
+            (line,) = [x for x in about if "status not written" in x]
+            assert " WARNING " in line and "refused" in line, line
             assert "spec.scheduleTimeoutSeconds" in line and "Fix the PodGroup" in line, line
             assert "Traceback" not in log, process.log_tail()
     finally:
