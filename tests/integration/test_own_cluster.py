@@ -634,6 +634,13 @@ async def test_a_group_stored_before_the_crd_was_tightened_is_reported_once(
             assert "spec.scheduleTimeoutSeconds" in warning["message"], warning
             assert "status not written" in warning["message"], warning
             assert (await group_status(own_kube, namespace, "stored")) == {}
+            # An expected refusal: one WARNING line with the cause and the fix, no traceback.
+            log = process.log_path.read_text(errors="replace")
+            about = [line for line in log.splitlines() if f"{namespace}/stored " in line]
+            (line,) = [x for x in about if "status not written" in x]
+            assert " WARNING " in line and "refused" in line, line
+            assert "spec.scheduleTimeoutSeconds" in line and "Fix the PodGroup" in line, line
+            assert "Traceback" not in log, process.log_tail()
     finally:
         process.stop()
         await own_kube.apply_json(CRDS, crd)

@@ -6,7 +6,10 @@ second. Each loop (status, scheduling, quota) asks this tracker what to do when 
 object raised: how long to back that object off (the scheduler's `Backoff`, 1 s doubling to
 5 min), and whether this failure is news (first failure, or a different cause), in which case the
 loop reports it where users look (an Event or condition naming the cause) and the log gets one
-traceback. Repeats of the same failure are counted, not logged again.
+traceback. An expected refusal (`ExpectedRefusalError`: a condition the code explains, such as a
+stored object the schema no longer admits) gets one WARNING line with its cause and fix instead,
+and no traceback: tracebacks are for the unexpected. Repeats of the same failure are counted, not
+logged again.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ def describe(exc: BaseException, limit: int = CAUSE_LIMIT) -> str:
     """`Type: message`, cut to `limit` characters (a bounded report of any failure)."""
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more chars)"
+
+
+class ExpectedRefusalError(Exception):
+    """A failure the code expects and explains: its message names the cause and the fix. Loops
+    log it as one WARNING line, without a traceback (`Failures.failed`)."""
 
 
 @dataclass
@@ -61,7 +69,14 @@ class Failures:
         if self.metric:
             metrics.RECONCILE_ERRORS.labels(self.metric).inc()
         delay = self.backoff.delay(count).total_seconds()
-        if news:
+        if news and isinstance(exc, ExpectedRefusalError):
+            self.logger.warning(
+                "%s %s refused: %s; retrying with backoff, other objects go on",
+                self.loop,
+                _name(key),
+                exc,
+            )
+        elif news:
             self.logger.error(
                 "%s %s failed: %s; retrying with backoff, other objects go on",
                 self.loop,

@@ -80,7 +80,12 @@ from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.podinfo import pod_priority
 from podgroup_operator.scheduling.preemption import DisruptionBudget
-from podgroup_operator.scheduling.queue import decide_wait, order_gangs
+from podgroup_operator.scheduling.queue import (
+    decide_wait,
+    members_priority,
+    order_gangs,
+    pod_created,
+)
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
 from podgroup_operator.scheduling.topology import placed_in, topology_of
 
@@ -822,8 +827,16 @@ class GangScheduler:
         PodGroup yet, or a finished one). The wait starts here, when the group is first queued,
         whether or not a cycle gets to decide it."""
         if key[1].startswith("pod:"):
+            # A gang of one: its pod's priority, age and UID, as a PodGroup's members give theirs.
             self.waiting.setdefault(key, WaitState(since=now))
-            return QueueEntry(namespace=key[0], name=key[1], waiting=waiting)
+            return QueueEntry(
+                namespace=key[0],
+                name=key[1],
+                waiting=waiting,
+                priority=members_priority(waiting),
+                created=min(filter(None, map(pod_created, waiting)), default=None),
+                uid=pod_uid(waiting[0]) if waiting else "",
+            )
         group = self._group(key)
         if group is None and (problem := self._invalid_spec(key)) is not None:
             # A spec that does not validate: its members say why they wait, as a refused
@@ -845,9 +858,7 @@ class GangScheduler:
             name=key[1],
             waiting=waiting,
             group=group,
-            priority=max(
-                (int((p.get("spec") or {}).get("priority") or 0) for p in waiting), default=0
-            ),
+            priority=members_priority(waiting),
             created=group.metadata.creation_timestamp,
             last_failure=group.status.last_failure_time,
             uid=group.metadata.uid or "",
@@ -880,8 +891,11 @@ class GangScheduler:
             return GangRequest(
                 namespace=key[0],
                 name=key[1],
+                uid=queued.uid,
                 min_member=1,
                 pending=waiting,
+                priority=queued.priority,
+                created=queued.created,
                 claims=self.volumes.claims_for(waiting),
             )
         decision = decide_wait(

@@ -36,7 +36,7 @@ from podgroup_operator.api.models import (
     unreadable_fields,
 )
 from podgroup_operator.api.validation import status_errors, stored_podgroup_errors
-from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.isolation import ExpectedRefusalError, Failures, describe
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.lifecycle import (
     compute_status,
@@ -50,7 +50,7 @@ from podgroup_operator.domain.lightweight import (
     lightweight_errors,
     podgroup_for,
 )
-from podgroup_operator.domain.membership import membership_conflict, missing_group_message
+from podgroup_operator.domain.membership import Pod, membership_conflict, missing_group_message
 from podgroup_operator.domain.quota import QuotaView, apply_quota_view
 from podgroup_operator.domain.restart import (
     Fail,
@@ -58,7 +58,9 @@ from podgroup_operator.domain.restart import (
     Restart,
     Resume,
     Wait,
+    bare_members,
     current_incarnation,
+    lost_members,
     plan_restart,
 )
 from podgroup_operator.domain.scheduling_status import (
@@ -157,9 +159,10 @@ def _resource_version(body: dict[str, Any] | None) -> int:
         return 0
 
 
-class InvalidPodGroupError(ValueError):
+class InvalidPodGroupError(ExpectedRefusalError, ValueError):
     """The stored PodGroup does not parse, and the API server refused the InvalidSpec status
-    that says so (`StatusReconciler._write_invalid`): the worker reports it and backs off."""
+    that says so (`StatusReconciler._write_invalid`): the worker reports it (one WARNING line
+    naming the fields and the fix) and backs off."""
 
 
 class StatusReconciler:
@@ -246,6 +249,13 @@ class StatusReconciler:
         self.preempted: dict[GroupKey, Preempted] = {}
         """Gangs a higher-priority gang preempted (the scheduler's fact): their `Preempted`
         condition, and no restart charged for the break (domain/restart.py)."""
+        self._bare: dict[GroupKey, dict[str, Pod]] = {}
+        """The bodies of the bare members of each RestartGang group, by name, from when a
+        reconcile first sees them (`domain.restart.bare_members`): a restart recreates the ones
+        gone, whoever deleted them."""
+        self._ran_with: dict[GroupKey, int] = {}
+        """How many bare members each RestartGang group had when last computed Running (those
+        failed or being deleted included): a restart recreates up to that many."""
         self._per_group: tuple[dict[GroupKey, Any], ...] = (
             self._counts_since,
             self._bound_since,
@@ -255,6 +265,8 @@ class StatusReconciler:
             self.verdicts,
             self.quota_views,
             self.preempted,
+            self._bare,
+            self._ran_with,
         )
         """What is kept per group beyond its reconcile, dropped once the group is gone."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -481,6 +493,7 @@ class StatusReconciler:
             await self._write_invalid(key, body, stored_podgroup_errors(body, exc))
             return
         now = self.clock()
+        self._keep_bare(key, group, pods)
         if await self._restart_step(key, group, body, pods, now):
             # The restart wrote status; the rest is computed over what it wrote, in the next
             # reconcile (the watch echo of our own write no longer brings it: group_changed).
@@ -499,6 +512,10 @@ class StatusReconciler:
         )
         status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
         status = apply_preempted(status, self.preempted.get(key), now, id_seed=id_seed)
+        if key in self._bare and status.phase == c.Phase.RUNNING:
+            # Members being deleted or failed count: a Running gang that loses one still
+            # computes Running until it is gone, and what it lost is what a restart brings back.
+            self._ran_with[key] = len(bare_members(key, members))
         patch = status_patch(group.status, status, rewrite)
         if patch is None or (not rewrite and self._counts_wait(key, patch, group, status)):
             return
@@ -772,6 +789,21 @@ class StatusReconciler:
                 return False
         return True
 
+    def _keep_bare(self, key: GroupKey, group: PodGroup, pods: list[dict[str, Any]]) -> None:
+        """Keep the bodies of a RestartGang group's bare members (see `_bare`); forget them
+        for a group without that policy, or a terminal one."""
+        policy = group.spec.policy
+        phase = group.status.phase
+        if (
+            policy is None
+            or policy.action is not c.PolicyAction.RESTART_GANG
+            or (phase is not None and c.Phase(phase).terminal)
+        ):
+            self._bare.pop(key, None)
+            self._ran_with.pop(key, None)
+            return
+        self._bare.setdefault(key, {}).update(bare_members(key, pods))
+
     async def _restart_step(
         self,
         key: GroupKey,
@@ -793,6 +825,8 @@ class StatusReconciler:
             now,
             preempted_at=preempted_since(group.status, self.preempted.get(key)),
             timed_out_at=timed_out_since(self.verdicts.get(key)),
+            lost=lost_members(self._bare.get(key, {}), pods),
+            ran_with=self._ran_with.get(key),
         )
         if isinstance(plan, Nothing):
             return False

@@ -399,13 +399,18 @@ def start_kube_scheduler(
 
 
 def restart_apiserver(
-    state_dir: Path = DEFAULT_STATE_DIR, down_seconds: float = 0.0, timeout: float = 90.0
+    state_dir: Path = DEFAULT_STATE_DIR,
+    down_seconds: float = 0.0,
+    timeout: float = 90.0,
+    *,
+    kill: bool = False,
 ) -> ClusterState:
     """Stop kube-apiserver, keep it down `down_seconds`, start it again with the same arguments.
 
     What a control-plane upgrade or a crashed apiserver does to its clients: connections
     refused, then watches to resume. The controller manager goes down and comes back with it
-    (it exits when the apiserver stays away). Returns once /readyz answers again.
+    (it exits when the apiserver stays away). With `kill`, both get SIGKILL at once (a crash:
+    no request is finished). Returns once /readyz answers again.
     """
     state = load_state(state_dir)
     if state is None:
@@ -413,7 +418,11 @@ def restart_apiserver(
     restarted = [name for name in CONTROL_PLANE if name in state.pids]
     argv = {name: _cmdline(state.pids[name]) for name in restarted}
     for name in reversed(restarted):
-        _stop(state.pids.pop(name), grace=10.0)
+        pid = state.pids.pop(name)
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _stop(pid, grace=10.0)
     time.sleep(down_seconds)
     for name in restarted:  # the apiserver first, ready before the controller manager
         state.pids[name] = _spawn(name, argv[name], state_dir)

@@ -11,6 +11,11 @@ is "killed", really marks it Unknown and taints it unreachable), and drives ever
 them: kubelet-style admission (`OutOfcpu`...), Running with container statuses, success or
 failure on request (annotations), and the final delete of a terminating pod.
 
+Like a kubelet's status manager, it keeps every pod's status as it knows it and writes it until
+the API server has it: a write that fails (the API server down, a 409 on a pod still there) is
+tried again every `STATUS_RETRY_SECONDS`, and a re-list that shows a pod behind what the
+kubelet knows (after a lost watch or an API server restart) writes it again.
+
 It is a library first (`SimCluster`, for tests and benchmarks) and a command second
 (`podgroup-operator sim-nodes`, `main`). Throughput matters (benchmarks drive 1000 pods): one
 watch feeds cheap synchronous bookkeeping, and every API write runs in its own task.
@@ -22,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import enum
 import hashlib
 import ipaddress
 import logging
@@ -62,6 +68,16 @@ POD_IP_NETWORK = ipaddress.IPv4Network("10.64.0.0/10")
 POD_IPS_PER_NODE = 1024
 RETRY_DELAYS = (0.1, 0.3, 1.0, 2.0)
 """Backoff for transient API errors (connection loss, 429, 5xx) before a write is given up."""
+STATUS_RETRY_SECONDS = 1.0
+"""How often pod statuses the API server does not have yet are written again."""
+_PHASE_RANK: dict[str, int] = {
+    c.PodPhase.PENDING: 0,
+    c.PodPhase.RUNNING: 1,
+    c.PodPhase.SUCCEEDED: 2,
+    c.PodPhase.FAILED: 2,
+}
+"""How far a pod's life has gone by its phase: a stored phase of lower rank than the kubelet's
+is behind it."""
 
 Clock = Callable[[], datetime]
 
@@ -309,6 +325,16 @@ class _SimNode:
         return str(POD_IP_NETWORK.network_address + offset % POD_IP_NETWORK.num_addresses)
 
 
+class _Sent(enum.Enum):
+    """What became of one status write."""
+
+    WRITTEN = "written"
+    GONE = "gone"
+    """The pod is gone, or its name is another pod's: nothing more to write."""
+    LATER = "later"
+    """Not written now (the API server is away, or busy): written again later."""
+
+
 @dataclass
 class _SimPod:
     uid: str
@@ -317,6 +343,20 @@ class _SimPod:
     node: str
     task: asyncio.Task[None] | None = None
     deleting: bool = False
+    statuses: list[JSON] = field(default_factory=list)
+    """Every status patch the kubelet wrote for the pod, in order: what it knows."""
+    sent: int = 0
+    """How many of `statuses` the API server has."""
+    syncing: bool = False
+    """A write of `statuses[sent:]` is under way."""
+    warned: bool = False
+    """A failed write was logged; the next one is logged once it is written."""
+
+    @property
+    def phase(self) -> str | None:
+        """The pod's phase as the kubelet knows it (None before its first status)."""
+        phases = [status["phase"] for status in self.statuses if status.get("phase")]
+        return phases[-1] if phases else None
 
 
 # --- the simulator -------------------------------------------------------------------------------
@@ -378,6 +418,9 @@ class SimCluster:
         self._pods: dict[str, _SimPod] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
+        self._unsynced: set[str] = set()
+        """UIDs of pods whose status the API server does not have yet."""
+        self._syncer: asyncio.Task[None] | None = None
         self._synced = asyncio.Event()
         self._started = False
 
@@ -412,6 +455,7 @@ class SimCluster:
                     self._heartbeat(node), name=f"heartbeat {node.name}"
                 )
             self._watcher = asyncio.create_task(self._watch_pods(), name="sim kubelet pod watch")
+            self._syncer = asyncio.create_task(self._sync_statuses(), name="sim kubelet status")
             synced = asyncio.create_task(self._synced.wait())
             await asyncio.wait({synced, self._watcher}, return_when=asyncio.FIRST_COMPLETED)
             if not synced.done():
@@ -426,12 +470,16 @@ class SimCluster:
         tasks: list[asyncio.Task[Any]] = [*self._tasks]
         if self._watcher is not None:
             tasks.append(self._watcher)
+        if self._syncer is not None:
+            tasks.append(self._syncer)
         tasks += [node.heartbeat for node in self._nodes.values() if node.heartbeat is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self._watcher = None
+        self._syncer = None
+        self._unsynced.clear()
         for node in self._nodes.values():
             node.heartbeat = None
             node.alive = False
@@ -770,6 +818,11 @@ class SimCluster:
                 del node.admitted[uid]
                 if sim_pod.task is not None:
                     sim_pod.task.cancel()
+            elif _behind(phase, sim_pod.phase) and sim_pod.sent == len(sim_pod.statuses):
+                # The API server lacks what we wrote (a write lost with an API server that
+                # went away): write it all again.
+                sim_pod.sent = 0
+                self._unsynced.add(uid)
             return  # already handled; this is usually the echo of our own status write
         if phase in (c.PodPhase.SUCCEEDED, c.PodPhase.FAILED):
             return
@@ -791,32 +844,106 @@ class SimCluster:
 
     # --- pods: what the kubelet writes --------------------------------------------------------
     async def _write_pod_status(self, pod: JSON, status: JSON) -> bool:
-        """Strategic-merge `status` into pods/status; False when the pod is gone."""
-        meta = pod["metadata"]
-        body = {"metadata": {"uid": meta["uid"]}, "status": status}
+        """Keep `status` as the pod's and strategic-merge it into pods/status, now or, when the
+        API server does not take it now, later (`_sync_statuses`); False when the pod is gone."""
+        sim_pod = self._pods.get(pod["metadata"]["uid"])
+        if sim_pod is None:
+            return False
+        sim_pod.statuses.append(status)
+        return await self._sync(sim_pod)
+
+    async def _sync(self, sim_pod: _SimPod) -> bool:
+        """Write the statuses the API server does not have yet, in order; False when the pod
+        is gone. One write at a time per pod: a status kept meanwhile is written by it."""
+        if sim_pod.syncing:
+            return True
+        sim_pod.syncing = True
+        try:
+            while sim_pod.sent < len(sim_pod.statuses):
+                outcome = await self._send_status(sim_pod, sim_pod.statuses[sim_pod.sent])
+                if outcome is _Sent.GONE:
+                    self._unsynced.discard(sim_pod.uid)
+                    return False
+                if outcome is _Sent.LATER:
+                    self._unsynced.add(sim_pod.uid)
+                    return True
+                sim_pod.sent += 1
+            self._unsynced.discard(sim_pod.uid)
+            if sim_pod.warned:
+                sim_pod.warned = False
+                logger.info("status of %s/%s written", sim_pod.namespace, sim_pod.name)
+            return True
+        finally:
+            sim_pod.syncing = False
+
+    async def _send_status(self, sim_pod: _SimPod, status: JSON) -> _Sent:
+        """One status patch, with a short backoff for transient errors."""
+        body = {"metadata": {"uid": sim_pod.uid}, "status": status}
         for delay in (*RETRY_DELAYS, None):
             try:
                 await self.kube.patch(
                     PODS,
-                    meta["name"],
+                    sim_pod.name,
                     body,
-                    meta["namespace"],
+                    sim_pod.namespace,
                     subresource="status",
                     content_type=STRATEGIC_PATCH,
                 )
-                return True
+                return _Sent.WRITTEN
             except ApiError as exc:
-                if exc.not_found or exc.conflict:  # gone, or a namesake with another uid
-                    return False
+                if exc.not_found:
+                    return _Sent.GONE
+                if exc.conflict:
+                    # A namesake with another uid, or a write that lost a race: only the first
+                    # means the pod is gone.
+                    return await self._still_there(sim_pod, exc)
                 if delay is None or not (exc.status == 429 or exc.status >= 500):
-                    logger.warning("status of %s not written: %s", _pod_key(pod), exc)
-                    return False
+                    return self._not_written(sim_pod, exc, later=exc.status == 429)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 if delay is None:
-                    logger.warning("status of %s not written: %s", _pod_key(pod), exc)
-                    return False
+                    return self._not_written(sim_pod, exc, later=True)
             await asyncio.sleep(delay)
-        return False
+        return _Sent.LATER
+
+    async def _still_there(self, sim_pod: _SimPod, conflict: ApiError) -> _Sent:
+        """After a 409: LATER if the pod is still the one we know, else GONE."""
+        try:
+            current = await self.kube.get(PODS, sim_pod.name, sim_pod.namespace)
+        except ApiError as exc:
+            return _Sent.GONE if exc.not_found else self._not_written(sim_pod, exc, later=True)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return self._not_written(sim_pod, exc, later=True)
+        if (current.get("metadata") or {}).get("uid") != sim_pod.uid:
+            return _Sent.GONE
+        return self._not_written(sim_pod, conflict, later=True)
+
+    def _not_written(self, sim_pod: _SimPod, exc: BaseException, *, later: bool) -> _Sent:
+        """Log a failed write once per pod until it is written; a refusal no retry can mend
+        (a 4xx other than 409 and 429) drops the status instead."""
+        key = f"{sim_pod.namespace}/{sim_pod.name}"
+        if not later:
+            logger.warning("status of %s refused, not written: %s", key, exc)
+            return _Sent.WRITTEN  # nothing more to do with this one
+        if not sim_pod.warned:
+            sim_pod.warned = True
+            logger.warning("status of %s not written yet, retrying: %s", key, exc)
+        return _Sent.LATER
+
+    async def _sync_statuses(self) -> None:
+        """Every STATUS_RETRY_SECONDS, write the statuses the API server does not have yet,
+        of pods on live nodes (a dead kubelet writes nothing)."""
+        while True:
+            await asyncio.sleep(STATUS_RETRY_SECONDS)
+            writes = []
+            for uid in list(self._unsynced):
+                sim_pod = self._pods.get(uid)
+                node = self._nodes.get(sim_pod.node) if sim_pod is not None else None
+                if sim_pod is None or node is None:
+                    self._unsynced.discard(uid)
+                elif node.alive and not sim_pod.syncing:
+                    writes.append(self._sync(sim_pod))
+            if writes:
+                await asyncio.gather(*writes, return_exceptions=True)
 
     async def _reject(self, pod: JSON, reason: str, message: str) -> None:
         await self._write_pod_status(
@@ -995,6 +1122,14 @@ class SimCluster:
         node = self._nodes.get(sim_pod.node)
         if node is not None:
             node.admitted.pop(sim_pod.uid, None)
+
+
+def _behind(stored: str | None, known: str | None) -> bool:
+    """The stored phase is short of the phase the kubelet knows (never so for a phase written
+    by another hand past ours)."""
+    if known is None:
+        return False
+    return _PHASE_RANK.get(str(stored or c.PodPhase.PENDING), 0) < _PHASE_RANK.get(known, 0)
 
 
 def node_ready(node: JSON | None) -> bool:

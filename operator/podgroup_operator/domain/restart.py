@@ -66,7 +66,10 @@ The rules, in the words of the user documentation:
   the Wait plan writes `lastFailureTime = now` so that the clock survives an operator restart.
 * Members with a controlling owner (ReplicaSet, Job, StatefulSet, a custom job) are recreated by
   it. Bare pods are recreated by the operator from their own body (`recreation_body`) once the
-  old pod, which holds the name, is gone.
+  old pod, which holds the name, is gone: every bare member the gang has, and every one it had
+  that is gone whoever deleted it (a taint manager, an eviction, `kubectl delete`, the pod GC;
+  the caller keeps their bodies from when it first saw them: `bare_members`, `lost_members`),
+  up to the count of bare members it last ran with.
 * Terminal groups (Finished, Failed) are never touched. A restart in progress is finished even if
   the policy is removed meanwhile, since its bare pods are already deleted.
 
@@ -77,13 +80,16 @@ What the rest of the operator must hold to (the plan relies on it):
 * With a RestartGang or FailGang policy, the lifecycle leaves the Failed verdict to this module
   (a gang whose members all failed is restarted, not latched Failed), and this plan is made on the
   status as last written, before `compute_status`, in the same per-group serialised reconcile.
-* A bare member deleted outright, whose object is gone before a plan saw it, cannot be recreated:
-  nothing holds its body any more. One being deleted gracefully is still visible and is recreated.
+* The caller keeps the body of each bare member from when it first sees it, for as long as the
+  group has a RestartGang policy, and hands the plan those whose pods are gone (`lost`). A bare
+  member created and deleted while no operator was watching cannot be recreated: nothing saw its
+  body.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -92,7 +98,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from podgroup_operator.api.backoff import Backoff
-from podgroup_operator.api.keys import server_uid
+from podgroup_operator.api.keys import GroupKey, server_uid
 from podgroup_operator.api.models import (
     PodGroup,
     PodGroupStatus,
@@ -294,6 +300,8 @@ def plan_restart(
     *,
     preempted_at: datetime | None = None,
     timed_out_at: datetime | None = None,
+    lost: Sequence[Pod] = (),
+    ran_with: int | None = None,
 ) -> RestartPlan:
     """What the restart policy does now; see the module docstring for the rules.
 
@@ -304,6 +312,8 @@ def plan_restart(
     and not charged (`restarts` and the limit untouched, no backoff). `timed_out_at` is when
     the scheduler gave up waiting for the gang's placement (its ScheduleTimeout verdict), None
     while it has not: a Strict gang held partly bound then is restarted (or failed) at once.
+    `lost` are bodies of bare members whose pods are gone (`lost_members`): a restart recreates
+    them with the rest, up to `ran_with` bare members in all (every one when None).
     """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
@@ -332,6 +342,7 @@ def plan_restart(
         and _held_past_timeout(group, counts, timed_out_at)
     )
 
+    restart = functools.partial(_restart, lost=lost, ran_with=ran_with)
     resume = _resume(pods, members, progress)
     if policy is None or not acting or not (triggered or held):
         if resume is not None:
@@ -345,7 +356,7 @@ def plan_restart(
     cause = (
         _held_cause(members, progress, counts, min_member)
         if held
-        else _cause(members, progress, counts, min_member)
+        else _cause(members, progress, counts, min_member, lost)
     )
     restarted = status.last_restart_time
     if (
@@ -353,7 +364,7 @@ def plan_restart(
         and preempted_at is not None
         and (restarted is None or preempted_at > restarted)
     ):
-        return _restart(
+        return restart(
             group, pods, members, progress, now, f"preempted, not counted: {cause}", charged=False
         )
     if policy.action is PolicyAction.FAIL_GANG:
@@ -369,7 +380,7 @@ def plan_restart(
         )
     number = f"restart {status.restarts + 1} of {policy.max_restarts}"
     if held:
-        return _restart(group, pods, members, progress, now, f"{number}: {cause}")
+        return restart(group, pods, members, progress, now, f"{number}: {cause}")
     delay = backoff_delay(policy, status.restarts)
     failed_at = _failure_since_restart(status)
     wait: Wait | None = None
@@ -388,7 +399,7 @@ def plan_restart(
     if wait is not None:
         # The chores of an earlier restart go first; the Restart below includes them.
         return resume or wait
-    return _restart(group, pods, members, progress, now, f"{number}: {cause}")
+    return restart(group, pods, members, progress, now, f"{number}: {cause}")
 
 
 def recreation_body(pod: Pod) -> dict[str, Any]:
@@ -412,6 +423,19 @@ def recreation_body(pod: Pod) -> dict[str, Any]:
             key: copy.deepcopy(value) for key, value in spec.items() if key not in _DROPPED_SPEC
         },
     }
+
+
+def bare_members(group: GroupKey, pods: Iterable[Pod]) -> dict[str, Pod]:
+    """The group's members with no controlling owner, by name: the bodies to keep so that a
+    restart can recreate them once they are gone (`lost_members`)."""
+    return {_name_key(pod)[1]: pod for pod in members_of(group, pods) if not has_controller(pod)}
+
+
+def lost_members(known: Mapping[str, Pod], pods: Iterable[Pod]) -> list[Pod]:
+    """The kept bodies (`bare_members`, by name) of members whose name no pod holds now, by
+    name: gone, whoever deleted them."""
+    taken = {_name_key(pod)[1] for pod in pods}
+    return [known[name] for name in sorted(known) if name not in taken]
 
 
 def has_controller(pod: Pod) -> bool:
@@ -512,6 +536,8 @@ def _restart(
     cause: str,
     *,
     charged: bool = True,
+    lost: Sequence[Pod] = (),
+    ran_with: int | None = None,
 ) -> Restart | Fail:
     status = group.status
     # Every member goes, the old incarnation's stragglers included; each bare one is recreated,
@@ -520,6 +546,11 @@ def _restart(
     bodies.update(
         {_name_key(pod): recreation_body(pod) for pod in members if not has_controller(pod)}
     )
+    # Bare members gone before this restart come back too, up to the count the gang ran with.
+    for pod in lost:
+        if ran_with is not None and len(bodies) >= ran_with:
+            break
+        bodies.setdefault(_name_key(pod), recreation_body(pod))
     taken = {_name_key(pod) for pod in pods}
     uids = sorted({uid for pod in members if (uid := server_uid(pod))})
     new_status = status.model_copy(
@@ -597,10 +628,14 @@ def _clear_progress() -> dict[str, Any]:
 
 
 def _cause(
-    members: Sequence[Pod], progress: RestartProgress, counts: MemberCounts, min_member: int
+    members: Sequence[Pod],
+    progress: RestartProgress,
+    counts: MemberCounts,
+    min_member: int,
+    lost: Sequence[Pod] = (),
 ) -> str:
     """The lost members by name and why, then the live count, for Events and messages."""
-    losses = []
+    losses = [f"{_name_key(pod)[1]} gone" for pod in lost]
     for pod in sorted(members, key=lambda p: (p.get("metadata") or {}).get("name", "")):
         if server_uid(pod) in progress.uids:
             continue

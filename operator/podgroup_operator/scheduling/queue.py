@@ -21,13 +21,14 @@ Timeouts and backoff are pure functions of times passed in; nothing here reads a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.limits import clamp_seconds
+from podgroup_operator.scheduling.podinfo import pod_priority
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 
@@ -68,6 +69,27 @@ def queue_key(gang: Queued) -> QueueKey:
 def order_gangs(gangs: Iterable[Q]) -> list[Q]:
     """The gangs in the order they should be decided."""
     return sorted(gangs, key=queue_key)
+
+
+def members_priority(pods: Iterable[Mapping[str, Any]]) -> int:
+    """A group's priority in the queue: the highest `spec.priority` among its waiting members
+    (0 for none). A pod outside any gang is a gang of one, with its own pod's priority."""
+    return max((pod_priority(pod) for pod in pods), default=0)
+
+
+def pod_created(pod: Mapping[str, Any]) -> datetime | None:
+    """The pod's `metadata.creationTimestamp` (a gang of one is queued by its pod's age), or
+    None when absent or not a timestamp."""
+    value = (pod.get("metadata") or {}).get("creationTimestamp")
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        return None
+    try:
+        created = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return created if created.tzinfo is not None else created.replace(tzinfo=UTC)
 
 
 # --- timeout and backoff -------------------------------------------------------------------------

@@ -374,10 +374,13 @@ async def test_an_invalid_spec_is_reported_on_one_line_naming_each_field() -> No
     assert "spec.totalResources.cpu: 1 is below spec.minResources.cpu 2" in message
 
 
-async def test_an_invalid_group_whose_status_the_api_server_refuses_is_reported_once() -> None:
+async def test_an_invalid_group_whose_status_the_api_server_refuses_is_reported_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A CRD tightened since the group was stored: the API server checks the whole object on a
     status write and refuses it (422, seen on the dev cluster; the fake checks the CRD in
-    crds/ the same way). Only the Event is left."""
+    crds/ the same way). Only the Event is left, and one WARNING line without a traceback."""
+    caplog.set_level(logging.DEBUG, logger=status_module.__name__)
     h = Harness(workers=1)
     (stored,) = h.fake.seed(podgroup("gang", NS, min_member=0))  # seeded: stored unchecked
     h.groups.put(KEY, stored)
@@ -400,6 +403,11 @@ async def test_an_invalid_group_whose_status_the_api_server_refuses_is_reported_
     (warning,) = h.fake.events(involved="gang", reason=c.Reason.RECONCILE_FAILED)
     assert "spec.minMember" in warning["message"]
     assert "status" not in h.fake.get_object(PODGROUPS, "gang", NS)
+    (logged,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert logged.levelno == logging.WARNING
+    assert logged.exc_info is None
+    assert "spec.minMember" in logged.getMessage()
+    assert "Fix the PodGroup" in logged.getMessage()
 
 
 # A scheduler-plugins PodGroup migrated as it was: its phases are not this operator's.
@@ -1401,3 +1409,47 @@ def test_a_start_spared_urgency_never_flips_the_groups_phase(
         was = compute_status(group, members, previous, T0).status.phase
         now = compute_status(group, after, previous, T0).status.phase
         assert was == now
+
+
+# --- bare members kept for a restart -------------------------------------------------------------
+
+RESTART_GANG = {"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 0}
+
+
+async def test_a_bare_member_deleted_outright_is_recreated_by_the_restart() -> None:
+    """The body is kept from the first reconcile that sees the member, so a restart after it
+    is gone whole (a taint manager's eviction, `kubectl delete`) brings it back."""
+    h = Harness()
+    h.group(min_member=3, policy=RESTART_GANG)
+    a, b, gone = h.pods(running("a"), running("b"), running("c"))
+    h.fake.seed(a, b)
+    await h.reconcile()
+    h.index_catches_up()
+    assert h.status()["phase"] == c.Phase.RUNNING
+    # Being deleted (the gang still computes Running), then gone.
+    deleting = copy.deepcopy(gone)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    h.members.put(KEY, deleting)
+    await h.reconcile()
+    h.index_catches_up()
+    h.members.remove(KEY, deleting)
+
+    for _ in range(3):  # the break's time (if the backoff waits), then the restart itself
+        await h.reconcile()
+        h.index_catches_up()
+        if h.status().get("restarts"):
+            break
+
+    assert h.status()["restarts"] == 1
+    kept = h.status().get("restartPods") or []
+    assert [body["metadata"]["name"] for body in kept] == ["a", "b", "c"]
+    created = [r for r in h.fake.request_log if r.method == "POST" and r.path.endswith("/pods")]
+    assert [r.body["metadata"]["name"] for r in created] == ["c"]  # its name is free
+
+
+async def test_a_group_without_restart_gang_keeps_no_bodies() -> None:
+    h = Harness()
+    h.group(min_member=2)
+    h.pods(running("a"), running("b"))
+    await h.reconcile()
+    assert KEY not in h.reconciler._bare

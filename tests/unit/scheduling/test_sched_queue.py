@@ -8,7 +8,9 @@ from podgroup_operator.api.limits import MAX_SECONDS
 from podgroup_operator.scheduling.queue import (
     Backoff,
     decide_wait,
+    members_priority,
     order_gangs,
+    pod_created,
     schedule_deadline,
 )
 from tests.unit.scheduling.helpers import gang
@@ -128,3 +130,31 @@ def test_a_timeout_stored_before_the_bounds_cannot_overflow_a_cycle() -> None:
     assert decision.next_attempt == T0 + timedelta(seconds=MAX_SECONDS)
     assert not decision.timed_out
     assert schedule_deadline(T0, -5, 600) == T0
+
+
+# --- a gang of one: its pod's priority and age ---------------------------------------------------
+
+
+def test_a_groups_priority_is_its_highest_waiting_members() -> None:
+    assert members_priority([]) == 0
+    assert members_priority([{"spec": {}}]) == 0
+    assert members_priority([{"spec": {"priority": 5}}, {"spec": {"priority": 1000}}]) == 1000
+    assert members_priority([{"spec": {"priority": -10}}]) == -10
+
+
+def test_a_pods_creation_time_is_read_timezone_aware() -> None:
+    assert pod_created({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}) == T0
+    assert pod_created({"metadata": {}}) is None
+    assert pod_created({"metadata": {"creationTimestamp": "yesterday"}}) is None
+
+
+def test_a_lone_pod_goes_before_a_lower_priority_podgroup_created_earlier() -> None:
+    podgroup = gang("pg", (), min_member=3, priority=100, created=T0)
+    lone_pod = gang(
+        "pod:server",
+        ({"spec": {"priority": 1000}},),
+        min_member=1,
+        priority=members_priority([{"spec": {"priority": 1000}}]),
+        created=T0 + timedelta(hours=1),
+    )
+    assert [g.name for g in order_gangs([podgroup, lone_pod])] == ["pod:server", "pg"]
