@@ -731,9 +731,7 @@ def plan_preemption(
         return PreemptionPlan(keys, (), placed, f"{_label(group)} fits without preemption")
     never = [g.label for g in group if g.preemption_policy is PreemptionPolicy.NEVER]
     if never:
-        return PreemptionRefusal(
-            keys, f"{', '.join(never)}: preemptionPolicy is Never; waiting for room instead"
-        )
+        return PreemptionRefusal(keys, _never(", ".join(never)))
     for gang in group:
         if gang.satisfied_before:
             continue
@@ -766,6 +764,10 @@ def plan_preemption(
         planner.restore()
 
 
+def _never(labels: str) -> str:
+    return f"{labels}: preemptionPolicy is Never; waiting for room instead"
+
+
 def _cost(plan: PreemptionPlan) -> tuple[int, int, int]:
     """The module docstring's "cheapest": highest victim priority, PDB violations, pods."""
     highest = max((v.priority for v in plan.victims), default=-(2**31))
@@ -783,6 +785,8 @@ def _plan_in_domains(
     domains. With no required level the last round is the whole cluster, planned as usual."""
     if gang.topology is not None and gang.topology.problem is not None:
         return PreemptionRefusal((gang.key,), f"{gang.label}: {gang.topology.problem}")
+    if gang.preemption_policy is PreemptionPolicy.NEVER:
+        return PreemptionRefusal((gang.key,), _never(gang.label))
     view = gang_view(gang, snapshot)
     judged = 0
     last = ""

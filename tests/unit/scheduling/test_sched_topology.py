@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from podgroup_operator.constants import Reason
 from podgroup_operator.scheduling.framework import GENERATORS, TopologyDomains, WholeCluster
-from podgroup_operator.scheduling.gang import Placement, Refusal
+from podgroup_operator.scheduling.gang import Placement, PreemptionPolicy, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preemption
 from podgroup_operator.scheduling.snapshot import Snapshot
@@ -387,3 +387,18 @@ def test_node_classes_keep_their_free_sums_as_pods_and_nodes_change() -> None:
     consistent()
     snapshot.remove_pod(pod("a", requests={"cpu": "3"}, node="b0-r0-h0"))
     consistent()
+
+
+def test_a_gang_that_may_not_preempt_gets_no_plan_in_any_domain() -> None:
+    running = _low_gang("low", ["b0-r0-h0", "b0-r0-h1"])
+    snapshot = Snapshot.build(fabric(1, 1, 2), running, gang_of=_gang_of)
+    request = gang(
+        "big",
+        members("big", 2, requests={"cpu": "8"}),
+        priority=100,
+        topology=topo(RACK),
+        preemption_policy=PreemptionPolicy.NEVER,
+    )
+    outcome = plan_preemption(request, snapshot)
+    assert not isinstance(outcome, PreemptionPlan)
+    assert "preemptionPolicy is Never" in outcome.message
