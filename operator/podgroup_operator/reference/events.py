@@ -14,6 +14,7 @@ import ast
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from podgroup_operator import constants
@@ -31,7 +32,8 @@ class Member:
     doc: str
 
 
-def enum_members(class_name: str) -> list[Member]:
+@cache
+def enum_members(class_name: str) -> tuple[Member, ...]:
     """The members of the enum `class_name` of constants.py, in source order, with the
     docstring under each ("" when it has none)."""
     tree = ast.parse((PACKAGE / "constants.py").read_text())
@@ -55,7 +57,7 @@ def enum_members(class_name: str) -> list[Member]:
         ):
             doc = following.value.value
         members.append(Member(statement.targets[0].id, str(statement.value.value), doc))
-    return members
+    return tuple(members)
 
 
 def _enum_reference(node: ast.AST, enums: tuple[str, ...]) -> tuple[str, str] | None:
@@ -141,15 +143,19 @@ def _scan_module(module: str, tree: ast.Module, usages: dict[tuple[str, str], Us
                 usages[reason].emitted_in.add(module)
 
 
+@cache
 def usages() -> dict[tuple[str, str], Usage]:
-    """(enum, member) -> how the package's modules (but constants.py and this package) use it."""
+    """(enum, member) -> how the package's modules (but constants.py and this package) use it.
+    Read once per process: the source does not change under it."""
     found: dict[tuple[str, str], Usage] = defaultdict(Usage)
     for path in sorted(PACKAGE.rglob("*.py")):
         module = path.relative_to(PACKAGE).as_posix()
         if module == "constants.py" or module.startswith("reference/"):
             continue
-        _scan_module(module, ast.parse(path.read_text()), found)
-    return found
+        text = path.read_text()
+        if any(f"{enum}." in text for enum in REASON_ENUMS):  # parse only what can name one
+            _scan_module(module, ast.parse(text), found)
+    return dict(found)
 
 
 def _modules(names: set[str]) -> str:
