@@ -472,9 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
         "beyond kubernetes.io/hostname). Values name the whole path (z0, z0-b3, z0-b3-r5), so "
         "one value is one domain",
     )
-    sim.add_argument("--cpu", default="8", help="allocatable cpu per node (a quantity)")
-    sim.add_argument("--memory", default="32Gi", help="allocatable memory per node (a quantity)")
-    sim.add_argument("--pods", type=int, default=110, help="pods per node")
+    sim.add_argument("--cpu", default="8", help="cpu of each node (a quantity)")
+    sim.add_argument("--memory", default="32Gi", help="memory of each node (a quantity)")
+    sim.add_argument("--pods", type=int, default=110, help="pods each node takes")
     sim.add_argument("--gpu", type=int, default=0, help="nvidia.com/gpu per node")
     sim.add_argument(
         "--extended",
@@ -496,7 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--taint", action="append", default=[], metavar="K=V:EFFECT", help="a taint (repeatable)"
     )
-    sim.add_argument("--name-prefix", default="sim-node", help="node names are PREFIX-0, -1, ...")
+    sim.add_argument(
+        "--name-prefix", default="sim-node", help="nodes are named <prefix>-0, <prefix>-1, ..."
+    )
     sim.add_argument(
         "--pool",
         action="append",
