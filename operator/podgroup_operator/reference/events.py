@@ -193,7 +193,7 @@ def render() -> str:
             "from `operator/podgroup_operator/constants.py` (the meaning is each member's "
             "docstring) and from the operator's source (where each is used). A reason with an "
             "Event type is posted as an Event (`kubectl describe` and `kubectl podgroup "
-            "describe` show them); every reason may also be a condition's `reason`. Modules are "
+            "describe` show them); the others are reasons of conditions only. Modules are "
             "relative to `operator/podgroup_operator/`.\n",
             "## Event types\n",
             _vocabulary_table("EventType"),

@@ -84,8 +84,8 @@ def render() -> str:
     ]
     intro = (
         "# Metrics\n\n"
-        "Every series on the operator's `/metrics` (`run --metrics-address`, default "
-        "`0.0.0.0:8081`), generated from its registry (`operator/podgroup_operator/metrics.py`). "
+        "Every series on the operator's `/metrics` (served at `run --metrics-address`), "
+        "generated from its registry (`operator/podgroup_operator/metrics.py`). "
         "Gauges of the cluster's state (PodGroups, quota, informers, leadership) are computed at "
         "scrape time.\n"
     )
