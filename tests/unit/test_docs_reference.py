@@ -106,7 +106,8 @@ def test_every_webhook_is_on_the_webhooks_page() -> None:
         assert f"`/{spec.handler_id}`" in row
         assert f"| {spec.failure_policy.value} |" in row
         assert ", ".join(spec.operations) in row
-        assert spec.checks in page and spec.why in page
+        assert spec.checks and spec.checks in page
+        assert spec.why and spec.why in page
 
 
 def _sections(page: str) -> dict[str, str]:

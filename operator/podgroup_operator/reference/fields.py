@@ -9,7 +9,7 @@ appear as `path[]` and map values as `path.<name>`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,6 +192,10 @@ def _columns_table(plural: str) -> str:
     return table(("Column", "Type", "JSONPath", "Only with `-o wide`"), rows)
 
 
+def _scope(plural: str) -> str:
+    return str(CRD_MANIFESTS[plural]()["spec"]["scope"])
+
+
 @dataclass(frozen=True)
 class Kind:
     """One resource of the page."""
@@ -200,22 +204,11 @@ class Kind:
     plural: str
     spec: type[BaseModel]
     status: type[BaseModel]
-    scope: Callable[[], str]
-
-
-def _scope(plural: str) -> str:
-    return str(CRD_MANIFESTS[plural]()["spec"]["scope"])
 
 
 KINDS = (
-    Kind(c.KIND, c.PLURAL, PodGroupSpec, PodGroupStatus, lambda: _scope(c.PLURAL)),
-    Kind(
-        c.TOPOLOGY_KIND,
-        c.TOPOLOGY_PLURAL,
-        TopologySpec,
-        TopologyStatus,
-        lambda: _scope(c.TOPOLOGY_PLURAL),
-    ),
+    Kind(c.KIND, c.PLURAL, PodGroupSpec, PodGroupStatus),
+    Kind(c.TOPOLOGY_KIND, c.TOPOLOGY_PLURAL, TopologySpec, TopologyStatus),
 )
 
 
@@ -236,7 +229,7 @@ def render() -> str:
         out.append(
             table(
                 ("API version", "Kind", "Plural", "Scope"),
-                [(code(c.API_VERSION), code(kind.name), code(kind.plural), kind.scope())],
+                [(code(c.API_VERSION), code(kind.name), code(kind.plural), _scope(kind.plural))],
             )
         )
         out.append(first_paragraph(kind.spec.__doc__) + "\n")
