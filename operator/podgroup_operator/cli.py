@@ -1,4 +1,4 @@
-"""`podgroup-operator`: run, crd, manifests, webhooks, dev-cluster, sim-nodes, bench.
+"""`podgroup-operator`: run, crd, manifests, docs, webhooks, dev-cluster, sim-nodes, bench.
 
 Sub-commands import their modules lazily, so `dev-cluster status` does not pay for Kopf and
 `run` does not pay for the benchmark code.
@@ -18,11 +18,16 @@ from typing import Any
 from podgroup_operator import constants as c
 from podgroup_operator.api.names import is_dns_label, is_dns_subdomain
 
+DOCS_REFERENCE_DIR = "docs/reference"
+"""Where `docs reference` writes the pages by default (relative to the repository's root)."""
+DEV_STATE_ENV = "PODGROUP_DEV_STATE"
+"""The environment variable naming `dev-cluster`'s state directory when --state-dir is not given."""
+
 
 def _dev_cluster(args: argparse.Namespace) -> int:
     from podgroup_operator.devcluster import cluster
 
-    state_dir = Path(args.state_dir)
+    state_dir = Path(args.state_dir or os.environ.get(DEV_STATE_ENV) or cluster.DEFAULT_STATE_DIR)
     if args.action == "build":
         binaries = cluster.ensure_binaries(with_scheduler=args.with_scheduler)
         print(f"control plane binaries in {binaries}")
@@ -65,6 +70,14 @@ def _manifests(args: argparse.Namespace) -> int:
     from podgroup_operator.manifests import render_cluster_webhooks
 
     _write_output(render_cluster_webhooks(), args.output)
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from podgroup_operator.reference import write_pages
+
+    for path in write_pages(Path(args.output), build_parser()):
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -317,7 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
         "scheduler-plugins-scheduler or volcano to replace those); default: podgroup-scheduler. "
         "The routing webhook gives the first to member pods that name the default scheduler",
     )
-    run.add_argument("--webhook-port", type=int, default=None)
+    run.add_argument(
+        "--webhook-port", type=int, default=None, help="port the webhooks are served on"
+    )
     run.add_argument(
         "--webhook-certs",
         choices=["mounted", "self-managed"],
@@ -331,13 +346,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="--webhooks cluster: directory of tls.crt, tls.key, ca.crt "
         "(default: /etc/podgroup-operator/tls)",
     )
-    run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz")
+    run.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8080/healthz",
+        help="URL of Kopf's liveness endpoint",
+    )
     run.add_argument(
         "--metrics-address",
         default="0.0.0.0:8081",
         help="host:port of /metrics, /readyz and /livez; '' to serve none",
     )
-    run.add_argument("--log-level", choices=LEVELS, default="info")
+    run.add_argument("--log-level", choices=LEVELS, default="info", help="the least level logged")
     run.add_argument(
         "--log-format",
         choices=[f.value for f in LogFormat],
@@ -384,15 +403,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=c.PLURAL,
         help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml",
     )
-    crd.add_argument("--output", "-o", default="-")
+    crd.add_argument("--output", "-o", default="-", help="a file to write; - for stdout")
     crd.set_defaults(func=_crd)
 
     manifests = sub.add_parser(
         "manifests", help="print or write generated install manifests (deploy/base/webhooks.yaml)"
     )
     manifests.add_argument("what", choices=["webhooks"])
-    manifests.add_argument("--output", "-o", default="-")
+    manifests.add_argument("--output", "-o", default="-", help="a file to write; - for stdout")
     manifests.set_defaults(func=_manifests)
+
+    docs = sub.add_parser(
+        "docs", help="write the reference pages generated from the code (docs/reference/)"
+    )
+    docs.add_argument("what", choices=["reference"])
+    docs.add_argument(
+        "--output",
+        "-o",
+        default=DOCS_REFERENCE_DIR,
+        metavar="DIR",
+        help=f"the directory the pages are written into (default {DOCS_REFERENCE_DIR})",
+    )
+    docs.set_defaults(func=_docs)
 
     webhooks = sub.add_parser(
         "webhooks",
@@ -408,10 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the operator's local certificate directory; its ca.crt is used (made if absent)",
     )
     webhooks.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
-    webhooks.add_argument("--context", default=None)
+    webhooks.add_argument("--context", default=None, help="default: the current context")
     webhooks.set_defaults(func=_webhooks)
-
-    from podgroup_operator.devcluster.cluster import DEFAULT_STATE_DIR
 
     dev = sub.add_parser("dev-cluster", help="the local control plane on loopback")
     dev.add_argument("action", choices=["build", "up", "down", "status", "env"])
@@ -421,7 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="build: also kube-scheduler, for `bench scale --versus kube-scheduler` and the tests",
     )
     dev.add_argument(
-        "--state-dir", default=os.environ.get("PODGROUP_DEV_STATE", str(DEFAULT_STATE_DIR))
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help=f"where the cluster keeps its state (default: ${DEV_STATE_ENV}, else dev-cluster/ "
+        "in $PODGROUP_OPERATOR_CACHE, else in ~/.cache/podgroup-operator)",
     )
     dev.set_defaults(func=_dev_cluster)
 
@@ -438,9 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
         "beyond kubernetes.io/hostname). Values name the whole path (z0, z0-b3, z0-b3-r5), so "
         "one value is one domain",
     )
-    sim.add_argument("--cpu", default="8")
-    sim.add_argument("--memory", default="32Gi")
-    sim.add_argument("--pods", type=int, default=110)
+    sim.add_argument("--cpu", default="8", help="cpu of each node (a quantity)")
+    sim.add_argument("--memory", default="32Gi", help="memory of each node (a quantity)")
+    sim.add_argument("--pods", type=int, default=110, help="pods each node takes")
     sim.add_argument("--gpu", type=int, default=0, help="nvidia.com/gpu per node")
     sim.add_argument(
         "--extended",
@@ -449,7 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=QTY",
         help="any other extended resource, e.g. example.com/fpga=2 (repeatable)",
     )
-    sim.add_argument("--label", action="append", default=[], metavar="K=V")
+    sim.add_argument(
+        "--label", action="append", default=[], metavar="K=V", help="a node label (repeatable)"
+    )
     sim.add_argument(
         "--image",
         action="append",
@@ -457,8 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=SIZE",
         help="an image the nodes list as pulled, e.g. trainer:v1=2Gi (repeatable)",
     )
-    sim.add_argument("--taint", action="append", default=[], metavar="K=V:EFFECT")
-    sim.add_argument("--name-prefix", default="sim-node")
+    sim.add_argument(
+        "--taint", action="append", default=[], metavar="K=V:EFFECT", help="a taint (repeatable)"
+    )
+    sim.add_argument(
+        "--name-prefix", default="sim-node", help="nodes are named <prefix>-0, <prefix>-1, ..."
+    )
     sim.add_argument(
         "--pool",
         action="append",
@@ -469,7 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
         "image=trainer:v1=2Gi'",
     )
     sim.add_argument("--start-delay", type=float, default=0.5, help="seconds before Running")
-    sim.add_argument("--lease-interval", type=float, default=5.0)
+    sim.add_argument(
+        "--lease-interval", type=float, default=5.0, help="seconds between node Lease renewals"
+    )
     sim.set_defaults(func=_sim_nodes)
 
     bench = sub.add_parser("bench", help="benchmarks (print JSON)", add_help=False)

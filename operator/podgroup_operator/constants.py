@@ -173,11 +173,21 @@ class Reason(StrEnum):
     GANG_SCHEDULED = "GangScheduled"
     """At least minMember members are bound."""
     GANG_FINISHED = "GangFinished"
+    """Unschedulable=False once the group is Finished: every member terminated, at least
+    minMember of them succeeded."""
     GANG_FAILED = "GangFailed"
+    """Unschedulable=True and a Warning Event: the restart policy failed the gang (`FailGang`,
+    or a restart that cannot record its bare members); the message says why."""
     QUOTA_RESERVED = "QuotaReserved"
+    """QuotaReserved=True: `totalResources` is held in the namespace's ResourceQuota."""
     QUOTA_RELEASED = "QuotaReleased"
+    """QuotaReserved=False: the reservation was released; members still running count as
+    ordinary usage."""
     RESTART_LIMIT_EXCEEDED = "RestartLimitExceeded"
+    """Unschedulable=True and a Warning Event: the gang broke with `maxRestarts` restarts used,
+    so it is Failed."""
     GANG_RESTARTED = "GangRestarted"
+    """Warning Event: a whole-gang restart began (members deleted, bare members recreated)."""
     PHASE_CHANGED = "PhaseChanged"
     """Event reason for every phase transition."""
     MISSING_POD_GROUP = "MissingPodGroup"
@@ -239,8 +249,12 @@ class PolicyAction(StrEnum):
 
 
 class EventType(StrEnum):
+    """The `type` of a Kubernetes Event."""
+
     NORMAL = "Normal"
+    """Progress as expected."""
     WARNING = "Warning"
+    """Something failed or needs a person's attention."""
 
 
 class WatchEventType(StrEnum):

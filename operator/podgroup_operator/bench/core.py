@@ -832,7 +832,8 @@ def run_core(
     return result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `podgroup-operator bench core`."""
     parser = argparse.ArgumentParser(prog="podgroup-operator bench core", description=__doc__)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--gangs", type=int, default=1000)
@@ -850,6 +851,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--repeats", type=int, default=None, help="preemption: plans timed (50); hostile: 3"
     )
     parser.add_argument("--size", type=int, default=5000, help="hostile: things each pod lists")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.scenario == "preemption":
         result = run_preemption(args.nodes, args.gang_size, args.repeats or 50)

@@ -300,7 +300,8 @@ async def run_e2e(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `podgroup-operator bench e2e`."""
     parser = argparse.ArgumentParser(prog="podgroup-operator bench e2e", description=__doc__)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--gangs", type=int, default=200)
@@ -313,6 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preferred", help="with --topology: the preferred level, e.g. rack")
     parser.add_argument("--pod-gpu", type=int, default=0, help="nvidia.com/gpu per pod")
     parser.add_argument("--node-gpu", type=int, default=0, help="nvidia.com/gpu per node")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     shape = Shape(
         parse_fabric(args.topology) if args.topology else None,

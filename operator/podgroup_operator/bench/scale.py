@@ -988,7 +988,8 @@ def _positive(text: str) -> int:
     return number
 
 
-def main(argv: Sequence[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `podgroup-operator bench scale`."""
     parser = argparse.ArgumentParser(prog="podgroup-operator bench scale", description=__doc__)
     parser.add_argument("--mode", choices=["backlog", "arrival"], default="backlog")
     parser.add_argument("--nodes", type=int, default=100)
@@ -1021,6 +1022,11 @@ def main(argv: Sequence[str]) -> int:
         help="a second operator replica; the leader gets SIGKILL (kill, the default) or "
         "SIGTERM (term) once half the pods are bound (see above)",
     )
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser()
     args = parser.parse_args(list(argv))
     if args.failover and args.versus:
         print("--failover is the operator's alone: leave out --versus", file=sys.stderr)

@@ -204,14 +204,23 @@ async def bench_webhook(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `podgroup-operator bench webhook`."""
+    parser = argparse.ArgumentParser(
+        prog="podgroup-operator bench webhook",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--target", choices=["quota-pod", "quota-podgroup"], default="quota-pod")
     parser.add_argument("--kubeconfig", default=None)
     parser.add_argument(
         "--both", action="store_true", help="measure new connections and keep-alive, one each"
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     async def run() -> dict[str, Any]:

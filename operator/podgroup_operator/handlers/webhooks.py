@@ -59,6 +59,8 @@ class WebhookSpec:
     resource: str
     operations: tuple[Operation, ...]
     failure_policy: FailurePolicy
+    checks: str
+    """What the webhook checks or changes, in a sentence (docs/reference/webhooks.md)."""
     why: str
     """Why this failure policy: written into the docs and kept next to the decision."""
     opt_in_label: str | None = None
@@ -80,6 +82,11 @@ WEBHOOKS: list[WebhookSpec] = [
         resource=c.PLURAL,
         operations=("CREATE", "UPDATE"),
         failure_policy=FailurePolicy.FAIL,
+        checks="Refuses a PodGroup whose spec does not validate (bounds, quantities, resource "
+        "names, totalResources covering minResources, a topologyConstraint's levels among its "
+        "Topology's) with every problem listed, each naming its field and the fix; an update "
+        "that leaves the spec as stored passes. A topologyConstraint naming a Topology that "
+        "does not exist is admitted with a warning.",
         why="An invalid PodGroup admitted while the operator is down would wedge its gang; "
         "refusing writes for that time is the smaller harm (the CRD schema still covers most).",
     ),
@@ -91,6 +98,9 @@ WEBHOOKS: list[WebhookSpec] = [
         operations=("CREATE", "UPDATE"),
         failure_policy=FailurePolicy.FAIL,
         scope="Cluster",
+        checks="Refuses a Topology whose levels break the rules (a repeated node label, "
+        "kubernetes.io/hostname before the last level), each naming its field and the fix; an "
+        "update that leaves the spec as stored passes.",
         why="A Topology admitted with rules the schema cannot check broken (hostname before the "
         "last level) would keep every gang constrained to it waiting; Topologies are written "
         "rarely, by administrators, so refusing them while the operator is down costs little.",
@@ -103,6 +113,9 @@ WEBHOOKS: list[WebhookSpec] = [
         operations=("CREATE",),
         failure_policy=FailurePolicy.FAIL,
         opt_in_label=c.NAMESPACE_LABEL_GANG_SCHEDULING,
+        checks="Gives a new pod that carries a membership key and names the default scheduler the "
+        "first of the operator's scheduler names (`run --scheduler-name`); every other pod is "
+        "left unpatched.",
         why="Only namespaces that opted in are intercepted. There, a member pod admitted "
         "unrouted would be placed alone by the default scheduler: the partial-gang deadlock the "
         "namespace opted out of. Refusing pod creation while the operator is down is safer.",
@@ -115,6 +128,8 @@ WEBHOOKS: list[WebhookSpec] = [
         operations=("CREATE", "UPDATE"),
         failure_policy=FailurePolicy.FAIL,
         opt_in_label=c.NAMESPACE_LABEL_QUOTA_RESERVATION,
+        checks="Admits a PodGroup's totalResources only when the namespace's free ResourceQuota "
+        "covers it, and records the reservation (not for dry-run requests).",
         why="A PodGroup admitted while the operator is down would carry totalResources that no "
         "record holds: it would believe in a reservation that other pods may take. Only opted-in "
         "namespaces wait; the record makes the webhook safe to retry.",
@@ -129,6 +144,8 @@ WEBHOOKS: list[WebhookSpec] = [
         operations=("CREATE",),
         failure_policy=FailurePolicy.FAIL,
         opt_in_label=c.NAMESPACE_LABEL_QUOTA_RESERVATION,
+        checks="Keeps members within their group's reservation and every other pod out of reserved "
+        "quota.",
         why="Ignoring failures would let any pod created while the operator is down eat quota "
         "that gangs reserved: the partial-gang deadlock the namespace opted in to prevent. "
         "Only opted-in namespaces are intercepted, never kube-system or the operator's own.",
