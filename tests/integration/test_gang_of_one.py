@@ -12,13 +12,11 @@ from typing import Any
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODS, KubeClient
 from podgroup_operator.devcluster.process import OperatorProcess
-from tests.integration import test_preemption
-from tests.integration.test_preemption import PriorityClassFactory
+from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import create_group, create_pod, group_status, pool, wait_group
 from tests.waiting import wait_for
 
 JSON = dict[str, Any]
-priority_class = test_preemption.priority_class
 
 
 async def lone_pod(
