@@ -70,7 +70,7 @@ OLDER_VERSIONS = {
     ],
 }
 """What the base uses -> what an older server serves instead, and the component of
-deploy/components that moves the base's objects there (README, Using it on an existing cluster)."""
+deploy/components that moves the base's objects there (docs/guides/install.md)."""
 
 
 def components_for(kubeconfig: Path) -> list[str]:

@@ -36,7 +36,7 @@ OPERATOR_NAMESPACE = c.OPERATOR_NAME
 WEBHOOK_SERVICE = f"{c.OPERATOR_NAME}-webhook"
 WEBHOOK_SERVICE_PORT = 443
 PROTECTED_NAMESPACES = sorted({"kube-system", OPERATOR_NAMESPACE})
-"""Never intercepted, so a broken operator can always be repaired (see README)."""
+"""Never intercepted, so a broken operator can always be repaired (docs/concepts/admission.md)."""
 
 CONFIG_NAMES: tuple[str, ...] = tuple(sorted({VALIDATING_CONFIG_NAME, MUTATING_CONFIG_NAME}))
 """Names of our validating and mutating configurations (today both are the same name)."""

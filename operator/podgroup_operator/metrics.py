@@ -1,6 +1,6 @@
 """Prometheus metrics: what an operator of a big cluster watches on a dashboard.
 
-Why a module of its own: the series are named once here (the README's table lists them), the
+Why a module of its own: the series are named once here (docs/reference/metrics.md lists them), the
 controllers only count (`SCHEDULING_ATTEMPTS.labels(...).inc()`), and the gauges that describe
 the whole cluster (PodGroups by phase, waiting gangs, quota, informer lag, leadership) are
 computed at scrape time from the runtime's state by `RuntimeCollector`, so nothing has to keep

@@ -461,7 +461,8 @@ async def test_poison_objects_stored_without_bounds_stop_no_other_gang(
                 group_annotation="../" * 6 + "api/v1/namespaces/kube-system/secrets/token",
             )
             # Pods too big to check pair by pair: each once cost the scheduler seconds per
-            # attempt on a big cluster (docs/scale.md); here they must only not stop anyone.
+            # attempt on a big cluster (docs/perf-log/scale.md); here they must only not stop
+            # anyone.
             ports = [{"containerPort": 10000 + i, "hostPort": 10000 + i} for i in range(2000)]
             heavy = {"name": "main", "image": "sim", "resources": {"requests": {"cpu": "1"}}}
             listed = [f"v{i}" for i in range(20_000)]

@@ -180,7 +180,7 @@ async def test_unknown_fields_are_pruned_by_the_apiserver_not_stored(
     kube: KubeClient, crds: None, namespace: str
 ) -> None:
     """What a client other than kubectl gets on 1.20 (no server-side field validation): the
-    schema closes every object, so a typo is dropped, never stored (README, Admission webhooks)."""
+    schema closes every object, so a typo is dropped, never stored (docs/concepts/admission.md)."""
     body = podgroup("typo", namespace)
     body["spec"] = {"minMember": 2, "minMembers": 3, "policy": {"retries": 2}}
     del body["metadata"]["uid"]

@@ -125,7 +125,7 @@ def widen_tls_buffer(transport: object) -> bool:
     the loop turn: a wide read holds fifty pod events or more, and everything else on the
     loop, the answers the bind pacer times among them, would wait for all of them. Paired with
     kube-scheduler, three runs each way alternated: convergence p50 254 to 277 ms against 297 to
-    339, and the bind rate not lower in a way three pairs show (docs/scale.md, "2026-11-26,
+    339, and the bind rate not lower in a way three pairs show (docs/perf-log/scale.md, "2026-11-26,
     afternoon", which also has why a wider buffer for every connection was not kept). The
     buffer belongs to the connection, so the dozen watches cost about 3 MiB;
     `KubeClient.stream` closes a widened connection when its watch ends, so the binds' and

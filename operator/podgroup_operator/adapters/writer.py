@@ -4,7 +4,7 @@ Why: with many binds in flight the operator's one thread limits the bind rate. A
 1,000 x 10 backlog showed about 27% of its samples inside aiohttp sending binds, Events and
 status patches; with 128 binds in flight (`--bind-concurrency`) it bound barely faster than with
 32 (287 against 271 pods/s), while this child, taking those requests, let 512 in flight bind
-about twice as fast (docs/scale.md, the first table).
+about twice as fast (docs/perf-log/scale.md, the first table).
 kube-scheduler binds from goroutines on every core; Python's way to a second core is a second
 process. This one owns an aiohttp session and does nothing but send the requests it is given and
 answer with (status, body). Watches and lists stay in the main process, whose informers need

@@ -11,7 +11,7 @@ the pod bodies in `status.restartPods`. Keeping them would let our webhook name 
 (kubectl cannot validate unknown fields otherwise), so `kubectl explain podgroup.spec.minMember`
 prints nothing, and kubectl's own validation cannot name the typo either. Without it, a typo is
 caught by kubectl's validation (client-side on 1.20-1.24, `fieldValidation=Strict` on 1.25+)
-and pruned, not stored, for other clients; README "Admission webhooks" says so.
+and pruned, not stored, for other clients; docs/concepts/admission.md says so.
 """
 
 from __future__ import annotations

@@ -419,7 +419,8 @@ class StatusReconciler:
         gang ran between the watch's reads, and the operator read the completing members late:
         in a probe of three 1,000 x 10 backlogs, the slowest groups of one run were read 0.5 s
         after the bench's watch saw them, with 20 to 36 status PATCHes in flight
-        (docs/scale.md). Counting members here costs a pass over the group's members, less than
+        (docs/perf-log/scale.md). Counting members here costs a pass over the group's members, less
+        than
         the reconcile it spares. Every member Running or Succeeded counts, whatever incarnation
         it belongs to: an over-count keeps the touch urgent, never the reverse.
         """
@@ -681,7 +682,8 @@ class StatusReconciler:
         (5,000 x 10 backlog on 500 sim nodes: 2.42 status PATCHes per group, and three of the
         five slowest groups, written `Running` 2.1 to 2.3 s after their last member started,
         had a `Pending` count write in flight when it did). With this wait, the same backlog the
-        same hour: 2.01 PATCHes per group, at most 3, against 2.38 and at most 6 (docs/scale.md,
+        same hour: 2.01 PATCHes per group, at most 3, against 2.38 and at most 6
+        (docs/perf-log/scale.md,
         "2026-11-26, afternoon").
         """
         if not self.count_delay:

@@ -10,13 +10,14 @@ and 85 ms, and a fixed 128 (with the writer process) 1.13 and 1.26x at 108 and 1
 same machine held to 1.1 CPUs by a cgroup quota, 32 gave 0.71x at 172 ms, and 128 gave 0.90x
 at 366 ms with p99 over 2 s and every pod Running later than with kube-scheduler. Paced: 0.93
 and 1.25x at 127 and 122 ms on the first, 0.92 and 0.76x at 190 and 181 ms on the second
-(docs/scale.md). So the pacer raises the number while the binds' median latency stays under a
+(docs/perf-log/scale.md). So the pacer raises the number while the binds' median latency stays
+under a
 target and lowers it when it goes over: the gradient idea of Netflix's concurrency-limits (the limit
 scaled by how far the latency is from where it should be), on the latency of the binds
 themselves, which wait in the queue a status PATCH will wait in. It cannot make a saturated API
 server faster: on a day when it answered in waves whatever the number in flight, paced binds went
 no faster than a fixed 32 (median 285 against 292 pods/s over three paired runs each;
-docs/scale.md). The target was 0.2 s in those runs; later ones, with room, bound 0.83x
+docs/perf-log/scale.md). The target was 0.2 s in those runs; later ones, with room, bound 0.83x
 kube-scheduler's rate at the median at 0.2 s and 1.00x at 0.3 s, status still under 200 ms at
 the median; it is 0.4 s now (constants).
 
@@ -45,7 +46,7 @@ the same hour, operator alone), decided on each half second's answers alone, the
 from 90 to 871 ms after the first 2.5 s and the limit with them, from 48 to 256; read over 2 s,
 the medians stayed between 171 and 516 ms and the limit between 143 and 256. That bound 575 to
 702 pods/s (median 617) against 420 to 668 (median 533), with status convergence p50 156 to 185
-ms against 103 to 181 (docs/scale.md, "Reading the binds over two seconds")."""
+ms against 103 to 181 (docs/perf-log/scale.md, "Reading the binds over two seconds")."""
 GAIN = PERIOD_SECONDS / WINDOW_SECONDS
 """The power of target / median a decision moves the limit by. Successive windows overlap, so
 the same answers are read by WINDOW_SECONDS / PERIOD_SECONDS decisions: each moves a quarter of

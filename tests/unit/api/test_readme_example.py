@@ -1,29 +1,43 @@
-"""The PodGroup and Topology shown in the README pass our own validation (a doc example must
-work)."""
+"""The PodGroups and Topologies shown in README.md and docs/ pass our own validation (a doc
+example must work)."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import yaml
 
 from podgroup_operator.api.validation import podgroup_errors, topology_errors
 from tests.conftest import REPO
 
-
-def test_the_readme_podgroup_is_valid() -> None:
-    readme = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```yaml\n(.*?)```", readme, flags=re.DOTALL)
-    podgroups = [b for b in map(yaml.safe_load, blocks) if b and b.get("kind") == "PodGroup"]
-    assert podgroups, "README shows no PodGroup"
-    for body in podgroups:
-        assert podgroup_errors(body) == []
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
-def test_the_readme_topology_is_valid() -> None:
-    readme = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```yaml\n(.*?)```", readme, flags=re.DOTALL)
-    topologies = [b for b in map(yaml.safe_load, blocks) if b and b.get("kind") == "Topology"]
-    assert topologies, "README shows no Topology"
-    for body in topologies:
-        assert topology_errors(body) == []
+def shown(kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """(page, body) of every whole object of this kind in a ```yaml block of the docs."""
+    found = []
+    for page in DOCS:
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.DOTALL):
+            body = yaml.safe_load(block)
+            if isinstance(body, dict) and body.get("kind") == kind:
+                found.append((str(page.relative_to(REPO)), body))
+    return found
+
+
+def test_the_readme_shows_a_podgroup() -> None:
+    assert any(page == "README.md" for page, _ in shown("PodGroup")), "README shows no PodGroup"
+
+
+def test_every_podgroup_shown_is_valid() -> None:
+    for page, body in shown("PodGroup"):
+        assert podgroup_errors(body) == [], page
+
+
+def test_every_topology_shown_is_valid() -> None:
+    topologies = shown("Topology")
+    assert any(page == "docs/concepts/topology.md" for page, _ in topologies), (
+        "docs/concepts/topology.md shows no Topology"
+    )
+    for page, body in topologies:
+        assert topology_errors(body) == [], page

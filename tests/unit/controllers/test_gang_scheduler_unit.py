@@ -1292,7 +1292,7 @@ async def test_a_budgeted_cycle_builds_requests_only_for_the_groups_it_decides(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Under a backlog a cycle decides what its budget allows; building the request of every
-    waiting group each cycle kept the event loop busy at 5,000 gangs (docs/scale.md)."""
+    waiting group each cycle kept the event loop busy at 5,000 gangs (docs/perf-log/scale.md)."""
     h = Harness()
     h.add_node("n1", cpu=100)
     for i in range(30):

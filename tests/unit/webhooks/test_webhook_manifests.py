@@ -1,5 +1,6 @@
 """The webhook configurations we install: the committed YAML is the generated one, says what
-the README's table says, and the dev cluster's install/uninstall write exactly our two objects.
+the table of docs/concepts/admission.md says, and the dev cluster's install/uninstall write
+exactly our two objects.
 """
 
 from __future__ import annotations
@@ -50,17 +51,17 @@ def test_the_cli_writes_the_committed_file(tmp_path: Path) -> None:
     assert target.read_text() == (REPO / WEBHOOKS_FILE).read_text()
 
 
-def readme_table() -> dict[str, tuple[str, str]]:
-    """webhook -> (what it intercepts, failure policy), from the README's table."""
-    readme = (REPO / "README.md").read_text()
+def docs_table() -> dict[str, tuple[str, str]]:
+    """webhook -> (what it intercepts, failure policy), from docs/concepts/admission.md's table."""
+    page = (REPO / "docs" / "concepts" / "admission.md").read_text()
     rows = re.findall(
-        r"^\| `([a-z-]+)`(?: \(mutating\))? \| ([^|]+) \| (Fail|Ignore) \|", readme, re.M
+        r"^\| `([a-z-]+)`(?: \(mutating\))? \| ([^|]+) \| (Fail|Ignore) \|", page, re.M
     )
     return {name: (intercepts.strip(), policy) for name, intercepts, policy in rows}
 
 
-def test_every_webhook_is_in_the_readme_with_its_failure_policy_and_scope() -> None:
-    table = readme_table()
+def test_every_webhook_is_in_the_docs_with_its_failure_policy_and_scope() -> None:
+    table = docs_table()
     assert set(table) == {spec.handler_id for spec in WEBHOOKS}
     installed = hooks(cluster_webhooks())
     for spec in WEBHOOKS:

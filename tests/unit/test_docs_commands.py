@@ -1,0 +1,176 @@
+"""Every shell command that README.md and docs/guides/ show is run by a test or by `make demo`.
+
+`RUN_BY` maps each command, as the docs print it, to the file that runs it and the text in that
+file that does. The tests fail on a command in a ```sh or ```bash block that the table does not
+list (run it somewhere, then list it), on a table entry no page shows any more, and on an entry
+whose file no longer holds its evidence (the test that ran it changed)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs" / "guides").glob("*.md"))]
+SHELL_BLOCK = re.compile(r"^[ \t]*```(?:sh|bash)\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class RunBy:
+    """Where a documented command runs: `path` (from the repository's root) holds every string
+    of `evidence`; `how` says in what form, where it differs from the docs' line."""
+
+    path: str
+    evidence: tuple[str, ...]
+    how: str = ""
+
+
+DEPLOY_TEST = "tests/integration/test_deploy.py"
+HELM_TEST = "tests/integration/test_helm_chart.py"
+PLUGIN_TEST = "tests/integration/test_kubectl_plugin.py"
+DEMO = "examples/demo.sh"
+
+RUN_BY: dict[str, RunBy] = {
+    "make demo": RunBy(
+        "Makefile", ("demo: $(STAMP) control-plane", 'bash examples/demo.sh "$(DEMO_STATE)"')
+    ),
+    "make test": RunBy("Makefile", ("test: $(STAMP) control-plane lint",)),
+    "kubectl apply -k deploy/overlays/cert-manager": RunBy(
+        DEPLOY_TEST,
+        (
+            "def test_server_dry_run_accepts_the_cert_manager_overlay_but_its_own_kinds",
+            "CERT_MANAGER",
+        ),
+        "rendered with kubectl kustomize and applied with --dry-run=server, all but cert-manager's "
+        "own kinds (the dev cluster has no cert-manager)",
+    ),
+    "kubectl apply -k deploy/overlays/self-managed": RunBy(
+        DEPLOY_TEST,
+        ('"apply", "--dry-run=server", "-k"', "[BASE, SELF_MANAGED]"),
+        "applied with --dry-run=server; tests/integration/test_self_managed_certs.py runs the "
+        "operator as the overlay's identity",
+    ),
+    "kubectl delete -k deploy/overlays/self-managed": RunBy(
+        DEPLOY_TEST,
+        ('kubectl("apply", "-k", str(target)', 'kubectl("delete", "-k", str(target)'),
+        "the base (which the overlay extends with the certificate mode) installed with apply -k "
+        "and removed with delete -k; then a PodGroup write must succeed",
+    ),
+    "helm install podgroup-operator deploy/helm/podgroup-operator -n podgroup-operator "
+    "--create-namespace": RunBy(
+        HELM_TEST,
+        ("config.install(CHART, RELEASE, create_namespace=True)",),
+        "through Helm's Go SDK (helm-python-sdk)",
+    ),
+    "helm upgrade podgroup-operator deploy/helm/podgroup-operator -n podgroup-operator "
+    "--set replicas=3": RunBy(
+        HELM_TEST, ('"replicas": 3', "config.upgrade(CHART, RELEASE, changed)"), "Helm's Go SDK"
+    ),
+    "helm uninstall podgroup-operator -n podgroup-operator": RunBy(
+        HELM_TEST, ('config.uninstall(RELEASE, wait="watcher"',), "Helm's Go SDK"
+    ),
+    "helm package deploy/helm/podgroup-operator": RunBy(
+        HELM_TEST, ("helm.package(CHART, destination=tmp_path)",), "Helm's Go SDK"
+    ),
+    "pip install .": RunBy(
+        "Makefile",
+        ("pip install -q -e '.[dev]'",),
+        "the venv of every test run installs the package (editable, with its dev tools); the "
+        "tests call its podgroup-operator and kubectl-podgroup entry points",
+    ),
+    "kubectl apply -f crds/": RunBy(DEMO, ('kubectl apply -f "$repo/crds/"',)),
+    "podgroup-operator run": RunBy(
+        "tests/integration/test_own_cluster.py", ('with_name("podgroup-operator")), "run"]',)
+    ),
+    "podgroup-operator run --scheduler-name scheduler-plugins-scheduler": RunBy(
+        "tests/integration/test_own_cluster.py",
+        (
+            'KUBEFLOW_SCHEDULER = "scheduler-plugins-scheduler"',
+            '"--scheduler-name", KUBEFLOW_SCHEDULER',
+        ),
+    ),
+    "podgroup-operator webhooks install --url https://127.0.0.1:18443 --cert-dir "
+    "~/.cache/podgroup-operator/webhook-certs": RunBy(
+        DEMO,
+        (
+            "webhook_port=18443",
+            "webhook_certs=$HOME/.cache/podgroup-operator/webhook-certs",
+            'podgroup-operator webhooks install --url "https://127.0.0.1:$webhook_port" '
+            '--cert-dir "$webhook_certs"',
+        ),
+    ),
+    "podgroup-operator webhooks uninstall": RunBy(DEMO, ("podgroup-operator webhooks uninstall",)),
+    "kubectl podgroup -A": RunBy(PLUGIN_TEST, ('plugin("-A", "-o", "wide"',), "with -o wide"),
+    "kubectl podgroup describe train": RunBy(PLUGIN_TEST, ('plugin("describe", name',)),
+    "kubectl get podgroups -o wide": RunBy(DEMO, ("kubectl get podgroups -o wide",)),
+    "kubectl describe pod train-0": RunBy(
+        "tests/integration/test_pod_signals.py", ('"describe", "pod", "wait-0"',)
+    ),
+}
+
+
+def commands(text: str) -> list[str]:
+    """The commands of a page's shell blocks: one per line (a trailing backslash joins the next),
+    comments and blank lines dropped, spaces collapsed."""
+    found = []
+    for block in SHELL_BLOCK.findall(text):
+        joined = re.sub(r"\\\n", " ", block)
+        for line in joined.splitlines():
+            command = re.split(r"(?:^|\s)#", line, maxsplit=1)[0]
+            command = " ".join(command.split())
+            if command:
+                found.append(command)
+    return found
+
+
+def shown() -> dict[str, list[str]]:
+    """command -> the pages that show it."""
+    pages: dict[str, list[str]] = {}
+    for page in PAGES:
+        for command in commands(page.read_text()):
+            pages.setdefault(command, []).append(str(page.relative_to(REPO)))
+    return pages
+
+
+def test_the_parser_finds_commands_with_comments_and_continuations() -> None:
+    text = "```sh\nmake demo   # a comment\n# only a comment\n\nhelm install a \\\n  b\n```\n"
+    text += "  ```bash\n  kubectl get pods\n  ```\n```yaml\nkind: Pod\n```\n"
+    assert commands(text) == ["make demo", "helm install a b", "kubectl get pods"]
+
+
+def test_the_pages_show_commands() -> None:
+    assert "make demo" in commands((REPO / "README.md").read_text())
+    assert len(shown()) >= 10
+
+
+def test_every_command_shown_is_run_by_a_test_or_make_demo() -> None:
+    unlisted = {command: pages for command, pages in shown().items() if command not in RUN_BY}
+    assert not unlisted, (
+        "commands in the docs that no test runs (run each in a test or examples/demo.sh, then "
+        f"add it to RUN_BY): {unlisted}"
+    )
+
+
+def test_every_table_entry_is_still_shown() -> None:
+    stale = set(RUN_BY) - set(shown())
+    assert not stale, f"RUN_BY lists commands no page shows any more: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("command", sorted(RUN_BY))
+def test_the_file_named_still_runs_the_command(command: str) -> None:
+    run_by = RUN_BY[command]
+    path = REPO / run_by.path
+    assert path.is_file(), f"{command!r}: {run_by.path} is gone"
+    text = path.read_text()
+    missing = [evidence for evidence in run_by.evidence if evidence not in text]
+    assert not missing, f"{command!r}: {run_by.path} no longer holds {missing}"
+
+
+def test_the_demo_is_what_make_demo_runs() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^demo:.*\n\t@bash examples/demo\.sh ", makefile, re.MULTILINE)
+    assert Path(REPO / DEMO).is_file()
