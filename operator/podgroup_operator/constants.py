@@ -243,6 +243,11 @@ class EventType(StrEnum):
     WARNING = "Warning"
 
 
+EVENT_MESSAGE_LIMIT = 1024
+"""Characters of an Event message, and of a condition message that repeats one: the API server
+caps an Event's note (events.k8s.io/v1) at 1 kB."""
+
+
 class WatchEventType(StrEnum):
     """The `type` of a watch event, as the apiserver sends it."""
 

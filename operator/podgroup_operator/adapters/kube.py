@@ -664,7 +664,7 @@ class KubeClient:
             },
             "type": event_type,
             "reason": reason,
-            "message": message[:1024],
+            "message": message[: c.EVENT_MESSAGE_LIMIT],
             "source": {"component": component},
             "firstTimestamp": timestamp,
             "lastTimestamp": timestamp,

@@ -72,8 +72,6 @@ then after twice as long at each repeat."""
 FAILED_SCHEDULING_LONGEST_INTERVAL = dt.timedelta(minutes=5)
 """The longest wait between repeats (kube-scheduler's event spam filter lets one Event per pod
 through every 5 minutes once a pod has had its burst)."""
-MESSAGE_LIMIT = 1024
-"""Characters of a condition or Event message (an Event's note is capped at 1 kB)."""
 
 
 _REPEATS = Backoff(
@@ -112,7 +110,7 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
         "type": c.PodConditionType.POD_SCHEDULED.value,
         "status": c.ConditionStatus.FALSE.value,
         "reason": c.PodReason.UNSCHEDULABLE.value,
-        "message": message[:MESSAGE_LIMIT],
+        "message": message[: c.EVENT_MESSAGE_LIMIT],
         "lastProbeTime": None,
     }
     if first:
@@ -203,7 +201,7 @@ class PodSignals:
             written = self._written.get(uid)
             if written is None:
                 written = unschedulable_message(pod)  # what an earlier leader wrote, if any
-                if written is not None and written == message[:MESSAGE_LIMIT]:
+                if written is not None and written == message[: c.EVENT_MESSAGE_LIMIT]:
                     written = message
             if written == message:
                 self._written[uid] = message

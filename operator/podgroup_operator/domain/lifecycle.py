@@ -67,6 +67,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition, PodGroup, PodGroupStatus
 from podgroup_operator.constants import (
     ANNOTATION_GROUP_NAME,
+    EVENT_MESSAGE_LIMIT,
     LABEL_POD_GROUP,
     ConditionStatus,
     ConditionType,
@@ -532,21 +533,17 @@ def _occupied_by(members: Iterable[Pod]) -> str | None:
     return ",".join(sorted(owners)) or None
 
 
-INVALID_SPEC_MESSAGE_LIMIT = 1024
-"""Characters of an InvalidSpec message (an Event's message is cut at 1,024 too)."""
-
-
 def invalid_spec_message(problems: Iterable[str]) -> str:
     """Every problem of a spec that does not validate, and what to do, cut to
-    INVALID_SPEC_MESSAGE_LIMIT characters."""
+    EVENT_MESSAGE_LIMIT characters (it is an Event's message too)."""
     text = (
         "the spec is not valid: "
         + "; ".join(problems)
         + ". Fix the PodGroup (kubectl edit); its members are not scheduled until then"
     )
-    if len(text) <= INVALID_SPEC_MESSAGE_LIMIT:
+    if len(text) <= EVENT_MESSAGE_LIMIT:
         return text
-    return text[: INVALID_SPEC_MESSAGE_LIMIT - 3] + "..."
+    return text[: EVENT_MESSAGE_LIMIT - 3] + "..."
 
 
 def invalid_spec_status(
