@@ -103,6 +103,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.bench.prepare import create_namespace, install_crd, until
+from podgroup_operator.bench.stats import percentile
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess, leading
 from podgroup_operator.devcluster.simnodes import node_ready
@@ -512,11 +513,6 @@ async def _events_by_reason(kube: KubeClient) -> dict[str, int]:
             return dict(sorted(counts.items()))
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
-
-
 def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
     times = sorted(seen.bound.values())
     result: dict[str, Any] = {
@@ -543,8 +539,8 @@ def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
     if lags:
         values = list(lags.values())
         result["convergence_ms"] = {
-            "p50": round(_percentile(values, 0.5) * 1000),
-            "p99": round(_percentile(values, 0.99) * 1000),
+            "p50": round(percentile(values, 0.5) * 1000),
+            "p99": round(percentile(values, 0.99) * 1000),
             "max": round(max(values) * 1000),
         }
         result["slowest_groups"] = _slowest(seen, lags, last_member)
