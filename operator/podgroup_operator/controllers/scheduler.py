@@ -86,6 +86,7 @@ from podgroup_operator.scheduling.queue import (
     order_gangs,
     pod_created,
 )
+from podgroup_operator.scheduling.registry import depends_on_pods
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
 from podgroup_operator.scheduling.topology import placed_in, topology_of
 
@@ -152,20 +153,6 @@ def _holding(group: PodGroup, holding: int) -> str:
         f"retrying with backoff; {holding} of minMember {group.spec.min_member} members hold "
         "nodes meanwhile: set spec.policy.action RestartGang to have the gang restarted to free "
         "them after this timeout. "
-    )
-
-
-def _depends_on_pods(pod: JSON) -> bool:
-    """Does where this pod may go depend on other pods' labels and places (`pod_dependent`)?
-    True exactly for the fields of the filters a pod bound elsewhere, or a bound pod's new
-    labels, can lift (`scheduling.registry.Rule.depends_on_pods`; checked field by field)."""
-    spec = pod.get("spec") or {}
-    if spec.get("topologySpreadConstraints"):
-        return True
-    affinity = spec.get("affinity") or {}
-    return any(
-        (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        for kind in ("podAffinity", "podAntiAffinity")
     )
 
 
@@ -1013,7 +1000,7 @@ class GangScheduler:
             logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
         state.message = message
         members = self.queue.pending.get(key, {}).values()
-        if any(_depends_on_pods(pod) for pod in members):
+        if any(depends_on_pods(pod) for pod in members):
             self.queue.pod_dependent.add(key)
         self.signals.refused(key, members, message)
         if not state.timed_out:

@@ -95,9 +95,9 @@ class GangQueue:
         self.pending_key: dict[str, GroupKey] = {}
         """uid -> the bucket a pending pod sits in (its group may change with its labels)."""
         self.pod_dependent: set[GroupKey] = set()
-        """Waiting groups whose members' placement depends on other pods (required pod
-        affinity or anti-affinity of their own, topology spread): a pod that arrives bound, or
-        a bound pod whose labels change, may let them in (`pods_moved`). kube-scheduler moves
+        """Waiting groups with a member whose placement depends on other pods
+        (`scheduling.registry.depends_on_pods`): a pod that arrives bound, or a bound pod
+        whose labels change, may let them in (`pods_moved`). kube-scheduler moves
         its unschedulable pods on such an event, into its backoff queue; these likewise become
         due one backoff step (1 s) after their last refusal instead of up to 60 s. Not at once:
         in a cluster where another scheduler binds thousands of pods, every bind is such an
