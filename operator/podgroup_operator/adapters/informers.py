@@ -35,9 +35,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Hashable, ValuesView
+from collections.abc import Callable, Hashable, Sequence, ValuesView
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.kube import JSON, ApiError, Kind, KubeClient
@@ -111,12 +111,16 @@ class ShortWatchError(Exception):
     """A watch ended at once with no event (see SHORT_WATCH_SECONDS): back off, watch again."""
 
 
-class IndexView:
-    """Read-only view of one index: `get(value, default)` returns the objects under `value`.
+class Index(Protocol):
+    """What a controller reads of an index: the objects indexed under `value`, or `default`
+    when there are none. `IndexView` is one; unit tests give a fake (`tests.fakes.FakeIndex`)."""
 
-    Shaped like the mapping the controllers used to read (Kopf's index), so they need not care
-    where their objects come from.
-    """
+    def get(self, value: Hashable, default: Sequence[JSON] = ()) -> Sequence[JSON]: ...
+
+
+class IndexView:
+    """Read-only view of one index (an `Index`): `get(value, default)` returns the objects under
+    `value`, `value in view` says whether there are any, `keys()` lists the values with some."""
 
     def __init__(self, buckets: dict[Hashable, dict[str, JSON]]) -> None:
         self._buckets = buckets

@@ -9,11 +9,10 @@ resourceVersion, for these and for the scheduler.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.api.keys import GroupKey, gang_group_key
 from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
 from podgroup_operator.api.models import PodGroup
@@ -26,7 +25,7 @@ from podgroup_operator.scheduling.gang import GangRequest
 class ParsedGroups:
     """PodGroup models by key, parsed once per resourceVersion."""
 
-    def __init__(self, groups: Any) -> None:
+    def __init__(self, groups: Index) -> None:
         self.groups = groups
         """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
         self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None, str | None]] = {}

@@ -34,6 +34,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.domain.scheduling_status import Preempted
@@ -129,7 +130,7 @@ class Preemptor:
 
     kube: KubeClient
     snapshot: Snapshot
-    groups: Any
+    groups: Index
     """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
     _: KW_ONLY
     budgets: Callable[[], Sequence[DisruptionBudget]]

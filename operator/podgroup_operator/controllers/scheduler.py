@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
@@ -163,8 +164,8 @@ class GangScheduler:
     def __init__(
         self,
         kube: KubeClient,
-        groups: Any,
-        members: Any,
+        groups: Index,
+        members: Index,
         *,
         publish: Callable[[GroupKey, Verdict], None],
         default_timeout_seconds: int = 60,
@@ -270,12 +271,12 @@ class GangScheduler:
         self.binder.kube = kube
 
     @property
-    def groups(self) -> Any:
+    def groups(self) -> Index:
         """Index view: (namespace, name) -> PodGroup bodies (at most one; `ParsedGroups`)."""
         return self.parsed.groups
 
     @groups.setter
-    def groups(self, groups: Any) -> None:
+    def groups(self, groups: Index) -> None:
         self.parsed.groups = groups
 
     @property

@@ -13,9 +13,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
@@ -86,7 +87,7 @@ class RequestOf(Protocol):
 class GangQueue:
     """The pending members, the waiting groups' entries and waits, and the pods in flight."""
 
-    def __init__(self, members: Any, *, gone: Callable[[GroupKey], None]) -> None:
+    def __init__(self, members: Index, *, gone: Callable[[GroupKey], None]) -> None:
         self.members = members
         """Index view: (namespace, name) -> member pod bodies."""
         self._gone = gone
