@@ -47,7 +47,9 @@ SCHEDULING_LATENCY = Histogram(
 )
 SCHEDULING_IN_THREAD = Counter(
     "podgroup_scheduling_thread_decisions",
-    "Gang decisions made in the scheduler's worker thread (large gangs; the event loop went on).",
+    "Gang decisions that used the scheduler's worker thread, for the placement or its "
+    "preemption plan, while the event loop went on: gangs of 64 or more waiting members, gangs "
+    "whose constraints may cost 100 ms or more, and plans on a snapshot of 10,000 pods or more.",
     registry=REGISTRY,
 )
 EVENT_LOOP_LAG = Histogram(
