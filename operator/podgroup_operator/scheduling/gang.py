@@ -195,11 +195,13 @@ class Binding:
 
 @dataclass(frozen=True)
 class Placement:
-    """The gang fits: bind these pods. The snapshot already holds them as assumed.
+    """The gang fits: bind these pods. The snapshot already holds them as assumed, each until
+    its bound pod arrives through the watch and replaces it.
 
-    Call `undo` if binding fails (the API write is refused); otherwise the assumption stands
-    until the bound pods arrive through the watch and replace it. `unplaced` names pending
-    members beyond minMember that did not fit this time.
+    A pod whose bind fails is taken out of the snapshot alone (`Snapshot.remove_pod`, as the
+    live scheduler's `Binder._unassume` does), so the members already bound keep their room.
+    `undo` releases the whole placement at once, for a caller that binds none of it (`bench
+    core`). `unplaced` names pending members beyond minMember that did not fit this time.
     """
 
     gang: GroupKey
