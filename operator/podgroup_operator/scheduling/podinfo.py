@@ -442,10 +442,9 @@ TermsT = TypeVar("TermsT", tuple[AffinityTerm, ...], tuple[WeightedTerm, ...])
 
 @functools.lru_cache(maxsize=4096)
 def _interned(terms: TermsT) -> TermsT:
-    """One shared copy of equal parsed terms. Why: every pod of a Deployment or a gang carries
-    the same terms, and a copy of its own cost about 800 bytes a pod (10,000 pods with one
-    preferred term: 19.1 MB of snapshot instead of 11.1); bounded, as a busy cluster keeps
-    bringing terms with new selectors."""
+    """One shared copy of equal parsed terms: every pod of a Deployment or a gang carries the
+    same terms (docs/decisions/010-placement-keeps-what-a-shape-learnt.md). Bounded, as a busy
+    cluster keeps bringing terms with new selectors."""
     return terms
 
 
