@@ -143,9 +143,8 @@ class Pauses:
     """How long each of the collector's runs held the process, per generation, as cumulative
     bucket counts, a count and a sum (`podgroup_gc_pause_seconds`).
 
-    Why: a run of the collector holds the event loop as a long decision does, and the loop's
-    lag alone does not say which it was; at 50,000 pods `bench scale` found the loop held over a
-    second twice, with no slow decision. Kept in plain lists, with no lock: `gc.callbacks` run
+    A run of the collector holds the event loop as a long decision does, and the loop's lag
+    alone does not say which it was. Kept in plain lists, with no lock: `gc.callbacks` run
     at any allocation, and a callback that took a lock the interrupted code held would never
     return. Collections do not nest, and the interpreter lock orders them across threads.
     """

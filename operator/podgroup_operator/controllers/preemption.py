@@ -12,14 +12,14 @@ the API writes kube-scheduler makes for the same decision:
    PodGroup's fact handed to the status reconciler (`on_preempted`), the only writer of
    PodGroup status, so the restart policy knows the break is a preemption.
 
-Why the room is held: the victims take seconds to terminate, and their capacity comes back pod
-by pod. Without a hold, a lower-priority gang deciding in between would take it and the
-preemptor would evict again, for ever. So the preemptor's nominated placement stays assumed in
-the snapshot (capacity booked, like kube-scheduler's nominated pods) from the plan until its
-next decision; each decision releases it, tries a normal placement, and, if that still fails
-while victims are terminating, books it again instead of planning anew. A nomination ends when
-the gang is placed, when its pods are gone, or `NOMINATION_SECONDS` after the plan (a victim
-that never goes away must not hold the room for ever); only then may the gang plan again.
+The room is held: the victims take seconds to terminate, and their capacity comes back pod by
+pod, which a lower-priority gang deciding in between would otherwise take. So the preemptor's
+nominated placement stays assumed in the snapshot (capacity booked, like kube-scheduler's nominated
+pods) from the plan until its next decision; each decision releases it, tries a normal placement,
+and, if that still fails while victims are terminating, books it again instead of planning anew. A
+nomination ends when the gang is placed, when its pods are gone, or `NOMINATION_SECONDS` after the
+plan (a victim that never goes away must not hold the room for ever); only then may the gang plan
+again.
 """
 
 from __future__ import annotations
