@@ -28,15 +28,14 @@ MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 """The Lease's MicroTime format."""
 
 MAX_TRANSITIONS = 2**31 - 1
-"""`leaseTransitions` is an int32: the count after this one starts again from 0. Why: a Lease
-left at the top (by hand, or by a tool gone wrong) made every take-over write 2^31, which the
-API server refuses (`ReadInt32: overflow`), so no replica ever led again (found on the dev
-cluster: one refused PUT a second, for ever)."""
+"""`leaseTransitions` is an int32: the count after this one starts again from 0, so a Lease left
+at the top (by hand, or by a tool gone wrong) never makes a take-over write 2^31, which the API
+server refuses (`ReadInt32: overflow`)."""
 
 LONGEST_LEASE_SECONDS = 300
-"""The longest `leaseDurationSeconds` of another holder this candidate believes. Why: a record
-stays its holder's for that long after it last changed, and one written with 2^31-1 would keep
-every replica waiting 68 years while no gang is scheduled. A live holder renews every few
+"""The longest `leaseDurationSeconds` of another holder this candidate believes: a record stays
+its holder's for that long after it last changed, and one written with 2^31-1 would keep every
+replica waiting 68 years. A live holder renews every few
 seconds, so this only cuts short the wait for a holder that stopped: 5 minutes at most."""
 
 

@@ -556,10 +556,10 @@ def invalid_spec_status(
 ) -> PodGroupStatus:
     """The status of a group whose spec does not validate: Unschedulable True, InvalidSpec.
 
-    Why: such a group (stored before the webhook ran, with it off, or under a CRD without
-    today's bounds) has no phase anyone can compute, and its members wait. It used to get one
-    Warning Event, which the API server drops after an hour; `kubectl get podgroups` showed an
-    empty phase and reason. The condition stays until the spec is fixed, when `compute_status`
+    Such a group (stored before the webhook ran, with it off, or under a CRD without the
+    current bounds) has no phase anyone can compute, and its members wait; the condition says so
+    where `kubectl get podgroups` shows it, unlike an Event, which the API server drops after an
+    hour. The condition stays until the spec is fixed, when `compute_status`
     replaces it (InvalidSpec is a lifecycle reason). Its phase is kept, Pending if it had none;
     a finished group is left as it is.
     """
