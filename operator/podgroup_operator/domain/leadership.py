@@ -98,8 +98,8 @@ def decide(
     """What `identity` does with the lease it just read.
 
     `current` is None when no Lease exists. `observed_at` is when this candidate last saw the
-    record change (its own clock); `now` is the same clock now. Another holder's lease is
-    believed for at most `longest_lease_seconds` (see LONGEST_LEASE_SECONDS).
+    record change (its own clock); `now` is the same clock's current reading. Another holder's lease
+    is believed for at most `longest_lease_seconds` (see LONGEST_LEASE_SECONDS).
     """
     if current is None:
         return Decision(Step.ACQUIRE, LeaseRecord(identity, lease_seconds, now, now, 0))

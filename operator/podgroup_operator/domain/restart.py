@@ -30,7 +30,7 @@ The rules, in the words of the user documentation:
 
 * Trigger: the group has been whole since its last restart (status phase Running or Unknown; or
   Pending with a `lastFailureTime` later than `lastRestartTime`, which the lifecycle writes when a
-  whole gang loses members) and now fewer than minMember members of the current incarnation are
+  whole gang loses members) and fewer than minMember members of the current incarnation are
   running or succeeded. Failed pods count as lost whatever their reason (a crash, `Evicted`, a
   kubelet rejection such as `OutOfcpu`), and so do pods being deleted or already gone.
 * Trigger too: a gang that never ran whole, when a member of the current incarnation has failed
