@@ -1072,8 +1072,7 @@ def place_gang_group(
     would hold room the others need, which is exactly what a gang group exists to prevent.
 
     The prefix names at most SUMMARY_NAMES groups and counts the rest: the message is published
-    on every member group and logged for each, so naming all of a 1,000-group gang group once
-    wrote 10 MB of log per cycle.
+    on every member group and logged for each (docs/decisions/013-bounded-log-lines.md).
     """
     prefix = f"gang group [{summarize(g.label for g in gangs)}]: "
     for gang in gangs:
