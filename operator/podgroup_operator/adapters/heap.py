@@ -83,12 +83,13 @@ def shrink_tls_buffers() -> None:
 
 WATCH_READ_BUFFER = 256 * 1024
 """Bytes a watch's TLS connection reads at a time: asyncio's own default, whatever
-`shrink_tls_buffers` set for the others (see `widen_tls_buffer`)."""
+`shrink_tls_buffers` set for the others (see `widen_tls_buffer`;
+docs/decisions/005-tls-read-buffers.md)."""
 
 
 WATCH_EVENTS_PER_TURN = 16
 """Events of one wide read a watch hands on before it lets the event loop turn (see
-`widen_tls_buffer`)."""
+`widen_tls_buffer`; docs/decisions/005-tls-read-buffers.md)."""
 
 
 def widen_tls_buffer(transport: object) -> bool:

@@ -67,7 +67,8 @@ SHORT_WATCH_SECONDS = 1.0
 server or proxy that answers every watch with an empty stream would otherwise be asked again
 as fast as it answers. client-go calls this a "very short watch"."""
 REPLAY_SLICE = 1_000
-"""Stored objects replayed to a handler between two turns of the event loop (`attach`)."""
+"""Stored objects replayed to a handler between two turns of the event loop (`attach`;
+docs/decisions/001-informers-for-pods-and-nodes.md)."""
 CATCH_UP_POLL_SECONDS = 0.01
 """How often `Informer.caught_up` looks at the watch's resume point."""
 RETRY = Backoff(initial_seconds=1.0, max_seconds=30.0)

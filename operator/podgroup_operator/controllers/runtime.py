@@ -95,7 +95,8 @@ BY_NAMESPACE = "by-namespace"
 
 
 CATCH_UP_QUIET_SECONDS = 0.2
-"""A new leader's pod watch silent this long has nothing on its way to catch up with."""
+"""A new leader's pod watch silent this long has nothing on its way to catch up with
+(docs/decisions/009-leader-hand-over.md)."""
 CATCH_UP_SECONDS = 5.0
 """The longest a new leader's first placement waits for its pod watch (`Leading._catch_up`;
 docs/decisions/009-leader-hand-over.md)."""
