@@ -403,8 +403,7 @@ packed value that inflates past this is not one the operator wrote (a zlib bomb)
 
 def pack_pods(bodies: list[dict[str, Any]]) -> str:
     """Pod bodies as base64 of zlib-compressed JSON: the bodies of a gang's members differ in
-    little but their names, so they pack about 90-fold (256 realistic members: 2,240 KiB of
-    JSON, 25 KiB packed)."""
+    little but their names, so they pack well (docs/decisions/014-restart-bodies-packed.md)."""
     text = orjson.dumps(bodies, option=orjson.OPT_SORT_KEYS)
     return base64.b64encode(zlib.compress(text, 9)).decode("ascii")
 
