@@ -1,6 +1,6 @@
 """Prometheus metrics: what an operator of a big cluster watches on a dashboard.
 
-Why a module of its own: the series are named once here (the README's table lists them), the
+A module of its own: the series are named once here (the README's table lists them), the
 controllers only count (`SCHEDULING_ATTEMPTS.labels(...).inc()`), and the gauges that describe
 the whole cluster (PodGroups by phase, waiting gangs, quota, informer lag, leadership) are
 computed at scrape time from the runtime's state by `RuntimeCollector`, so nothing has to keep
@@ -119,9 +119,8 @@ NO_PHASE = "New"
 """The `phase` label of a PodGroup without a status phase yet."""
 UNRECOGNIZED_PHASE = "Unrecognized"
 """The `phase` label of a phase this operator does not write (a scheduler-plugins phase, or
-anything another writer left, until the leader rewrites it). Why not the value itself: a
-label takes whatever a status holds, so one group could add a label of 100 KB, and many, a
-series each."""
+anything another writer left, until the leader rewrites it), never the value itself: a label
+would take whatever a status holds, and each value would be a series."""
 _PHASE_LABELS = frozenset(phase.value for phase in Phase)
 
 

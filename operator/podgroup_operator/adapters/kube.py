@@ -332,9 +332,9 @@ def _segment(what: str, value: str) -> str:
     """`value` as one segment of an API path, or InvalidNameError saying why it cannot be one.
 
     The rule is the API server's for names (client-go checks it before sending, as here): not
-    "." or "..", no "/" and no "%". Why here: a name from a pod's annotation is free text, and
-    aiohttp's URL library resolves "." and ".." segments (escaped or not), so "../../x" would
-    send the request to another path with the operator's credentials.
+    "." or "..", no "/" and no "%". Checked here because a name from a pod's annotation is free
+    text, and aiohttp's URL library resolves "." and ".." segments (escaped or not), so "../../x"
+    would send the request to another path with the operator's credentials.
     """
     if value in (".", ".."):
         raise InvalidNameError(f"invalid {what} {value!r}: may not be '.' or '..'")

@@ -1,6 +1,6 @@
 """Leader election on a Lease: campaign, lead while renewing, hand over on a clean stop.
 
-Why our own: the maintained implementations are tied to their own clients (client-go's
+Our own election: the maintained implementations are tied to their own clients (client-go's
 `tools/leaderelection`; `kubernetes_asyncio.leaderelection` needs kubernetes_asyncio's ApiClient),
 and the election is small once its decisions are pure (`domain/leadership.py`). This module does
 the I/O and the timing: read the Lease, decide, write it with a resourceVersion precondition

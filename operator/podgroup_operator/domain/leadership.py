@@ -1,6 +1,6 @@
 """Who leads: the decisions of leader election on a Lease, as pure functions of what was read.
 
-Why a Lease: several replicas serve the admission webhooks, but only one may schedule, write
+A Lease, because several replicas serve the admission webhooks, but only one may schedule, write
 status and restart gangs, or two schedulers would bind the same capacity twice. The replicas
 agree through a `coordination.k8s.io/v1` Lease, written with a resourceVersion precondition, in
 the shape client-go's `tools/leaderelection` uses (so `kubectl describe lease` reads the same):

@@ -282,7 +282,7 @@ class Outlook:
 def outlook(group: PodGroup, member_pods: Iterable[Pod], previous: PodGroupStatus) -> Outlook:
     """The phase `compute_status(group, member_pods, previous, now)` reports, for any `now`.
 
-    Why apart: the status reconciler runs for every burst of member events, and most runs, while
+    Apart, because the status reconciler runs for every burst of member events, and most runs, while
     a gang binds and starts, end by holding back a first `Pending` status (see
     controllers/status.py). Knowing the phase and counts is enough to decide that, at a fraction
     of the cost of conditions, transition IDs and a patch. `compute_status` calls this itself,

@@ -1,7 +1,7 @@
 """The whole-gang restart policy (`spec.policy`) as a pure decision: what to delete, what to
 recreate and what to write to the status, or why to do nothing yet.
 
-Why it exists: a gang that loses a member while running is usually stuck (the survivors wait
+A gang that loses a member while running is usually stuck (the survivors wait
 forever on a peer that is gone), and restarting members one at a time does not help, because the
 survivors hold state of the lost incarnation. The cure is Volcano's RestartJob: kill every member
 and schedule the gang again as a whole. Doing that safely needs decisions that must survive an
