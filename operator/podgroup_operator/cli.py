@@ -213,17 +213,16 @@ def _sim_nodes(args: argparse.Namespace) -> int:
 def _interrupt_on_sigterm() -> None:
     """Make SIGTERM stop the command as Ctrl-C does.
 
-    Why: the benches start whole dev clusters, sim nodes and schedulers, and stop them in
-    `finally` blocks, which Ctrl-C runs (inside `asyncio.run` it cancels the main task; outside
-    it raises KeyboardInterrupt). SIGTERM's default action ended the process at once and left
-    all of them running, with etcd's data in /dev/shm: found when a `bench scale` was stopped
-    by `kill`, as `timeout` or a CI job's cancel would stop it. SIGTERM calls whichever SIGINT
+    The benches start whole dev clusters, sim nodes and schedulers, and stop them in `finally`
+    blocks, which Ctrl-C runs (inside `asyncio.run` it cancels the main task; outside it raises
+    KeyboardInterrupt); SIGTERM's default action would end the process at once and leave them
+    all running, as `timeout` or a CI job's cancel stops it. SIGTERM calls whichever SIGINT
     handler is current (asyncio's or Python's default), so it stops exactly as Ctrl-C would.
 
     When SIGINT is ignored, as a shell without job control ignores it for the commands it runs
     in the background (`bench scale ... &` in a script, or a job runner that does so), there is
-    no handler to call: SIGTERM then raises KeyboardInterrupt itself. Raising SIGINT instead, as
-    this once did, was then ignored too, and such a bench ran on after `kill` with its clusters.
+    no handler to call: SIGTERM then raises KeyboardInterrupt itself (raising SIGINT would be
+    ignored too).
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -239,10 +238,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def _dump_stacks(signum: int, frame: object) -> None:
     """Every thread's stack, then every asyncio task's, on stderr (SIGUSR1 in the benches).
 
-    Why: `bench scale` ran past its test's timeout twice (mid-run in CI on 5d1d14a, and after
-    a SIGTERM in a fresh-clone run here), and the kill that ended it said nothing of where. A
-    test that gives up on a bench now sends SIGUSR1 first; the tasks' stacks say which await
-    never returned, which the main thread's stack (the event loop's select) cannot."""
+    A test that gives up on a bench sends SIGUSR1 before it kills it: the tasks' stacks say which
+    await never returned, which the main thread's stack (the event loop's select) cannot."""
     import asyncio  # here: the CLI's other commands start without it
     import faulthandler
 

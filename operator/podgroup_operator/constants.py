@@ -40,30 +40,15 @@ Azure Disk) where the node's allocatable sets none; the operator reads the same 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 BIND_CONCURRENCY = 32
 """Binds in flight when the pacer starts, and the fewest it goes down to (scheduling/pacing.py;
-`run --bind-concurrency N` fixes the number instead). A write's latency on a busy control plane
-grows with the writes in flight: the API server shares its CPU among them and etcd commits them
-in turn, so more binds in flight bind faster and delay the kubelets' and our own status writes.
-A fixed 32 (the default before the pacer) kept status convergence p50 under 200 ms in every
-measured run, on fast and slow machines alike (docs/perf-log/scale.md)."""
+`run --bind-concurrency N` fixes the number instead). More binds in flight bind faster and delay
+the kubelets' and our own status writes (docs/decisions/007-bind-pacing.md)."""
 BIND_CONCURRENCY_CEILING = 256
-"""The most binds in flight the pacer allows: with the writer process, a fixed 256 bound 1.59 and
-1.75x kube-scheduler's rate on a 2-core machine with room (`bench scale`), so more buys nothing
-there and only holds more connections."""
+"""The most binds in flight the pacer allows; each holds a connection
+(docs/decisions/007-bind-pacing.md)."""
 BIND_LATENCY_TARGET_SECONDS = 0.4
-"""Where the pacer holds the median bind latency of the last two seconds. A status PATCH waits in
-the same queue as a bind, so a higher target binds faster where the API server has room and
-delays status where it has none. Paired with kube-scheduler (`bench scale --versus`, 1,000 x 10
-backlog, 2-core machine, the same day, each decision then reading half a second of answers): 0.2
-s gave a median bind-rate ratio of 0.83x over six runs and status convergence p50 of 122 to 155
-ms; 0.3 s, 1.00x and 95 to 195 ms; 0.4 s, 1.15x and 138 to 210 ms (nine runs). Held to 1.1 CPUs,
-0.4 s bound no faster than 0.2 s and put the p50 at 274 to 278 ms against 160 to 183, and 0.3 s at
-181 and 284 (docs/perf-log/scale.md, "The target, measured again"). On 2026-11-27, reading two
-seconds
-(scheduling/pacing.py), six paired runs each way alternated in sets of three: 0.3 s bound 0.65
-to 1.17x (0.9x in one run of six) at a p50 of 176 to 224 ms, 0.4 s 0.90 to 1.16x (in all six) at
-145 to 219 ms; every target of the 1,000 x 10 backlog held in one run at 0.3 s and two at 0.4 s,
-and every pod was Running as soon with either (docs/perf-log/scale.md, "2026-11-27, early
-afternoon")."""
+"""Where the pacer holds the median bind latency of its window. A status PATCH waits in the same
+queue as a bind, so a higher target binds faster where the API server has room and delays status
+where it has none (docs/decisions/007-bind-pacing.md)."""
 BIND_CONCURRENCY_AUTO = "auto"
 """`run --bind-concurrency auto`: the pacer chooses (the default)."""
 MAX_BIND_CONCURRENCY = 1024
@@ -257,6 +242,11 @@ class EventType(StrEnum):
     """Progress as expected."""
     WARNING = "Warning"
     """Something failed or needs a person's attention."""
+
+
+EVENT_MESSAGE_LIMIT = 1024
+"""Characters of an Event message, and of a condition message that repeats one: the API server
+caps an Event's note (events.k8s.io/v1) at 1 kB."""
 
 
 class WatchEventType(StrEnum):

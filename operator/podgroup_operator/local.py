@@ -37,11 +37,10 @@ def free_port() -> int:
     """A TCP port free on loopback right now, below the range the kernel hands out to
     outgoing connections.
 
-    Why not the port the OS picks for a bind to 0: that comes from the same range, so one
-    picked now and listened on seconds later (a second replica of `bench scale --failover`
-    starting after the first) could be taken meanwhile by any of the thousands of connections
-    a busy dev cluster opens: that replica then died with "address already in use". A port
-    below the range is only ever taken by another explicit bind."""
+    Not the port the OS picks for a bind to 0: that comes from the same range, so one picked
+    and listened on seconds later could be taken meanwhile by any of the thousands of
+    connections a busy dev cluster opens. A port below the range is only ever taken by another
+    explicit bind."""
     floor = _ephemeral_floor()
     if floor - PORT_FLOOR > PORT_TRIES:
         for _ in range(PORT_TRIES):

@@ -1,10 +1,9 @@
 """Logging setup with a bounded line: no single object can flood the operator's log.
 
-One PodGroup with a 1,000-entry gangGroup once wrote 10 MB of log in one scheduling cycle, and a
-poison value wrote a traceback per second. Messages are bounded at their source too (refusals
-summarise long lists), but any message, from our code or a library's, may embed user input; so
-every formatted record, traceback included, is cut to MAX_LINE characters here, keeping its head
-and its tail (where a traceback names the exception) around a marker saying how much was cut.
+Messages are bounded at their source too (refusals summarise long lists), but any message, from our
+code or a library's, may embed user input; so every formatted record, traceback included, is cut to
+MAX_LINE characters here, keeping its head and its tail (where a traceback names the exception)
+around a marker saying how much was cut (docs/decisions/013-bounded-log-lines.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Prometheus metrics: what an operator of a big cluster watches on a dashboard.
 
-Why a module of its own: the series are named once here (docs/reference/metrics.md lists them), the
+A module of its own: the series are named once here (docs/reference/metrics.md lists them), the
 controllers only count (`SCHEDULING_ATTEMPTS.labels(...).inc()`), and the gauges that describe
 the whole cluster (PodGroups by phase, waiting gangs, quota, informer lag, leadership) are
 computed at scrape time from the runtime's state by `RuntimeCollector`, so nothing has to keep
@@ -47,7 +47,9 @@ SCHEDULING_LATENCY = Histogram(
 )
 SCHEDULING_IN_THREAD = Counter(
     "podgroup_scheduling_thread_decisions",
-    "Gang decisions made in the scheduler's worker thread (large gangs; the event loop went on).",
+    "Gang decisions that used the scheduler's worker thread, for the placement or its "
+    "preemption plan, while the event loop went on: gangs of 64 or more waiting members, gangs "
+    "whose constraints may cost 100 ms or more, and plans on a snapshot of 10,000 pods or more.",
     registry=REGISTRY,
 )
 EVENT_LOOP_LAG = Histogram(
@@ -117,9 +119,8 @@ NO_PHASE = "New"
 """The `phase` label of a PodGroup without a status phase yet."""
 UNRECOGNIZED_PHASE = "Unrecognized"
 """The `phase` label of a phase this operator does not write (a scheduler-plugins phase, or
-anything another writer left, until the leader rewrites it). Why not the value itself: a
-label takes whatever a status holds, so one group could add a label of 100 KB, and many, a
-series each."""
+anything another writer left, until the leader rewrites it), never the value itself: a label
+would take whatever a status holds, and each value would be a series."""
 _PHASE_LABELS = frozenset(phase.value for phase in Phase)
 
 

@@ -88,14 +88,9 @@ class OperatorSettings:
         """Status reconciles of groups whose members changed phase (the urgent lane) that may
         run at once: `status_workers`, or half the binds in flight if that is more.
 
-        Why: a worker holds a status PATCH as long as the API server takes to answer it, and
-        on a busy control plane that is about as long as a bind takes; binding faster means
-        more gangs per second whose status changes. With 16 workers, 128 binds in flight (and
-        `--write-process`) bound 470 pods/s while a group waited 81 ms (median) for a worker
-        after its last member started, and status convergence was 271 ms at the median; with 64
-        workers, 414 and 417 pods/s, 21 ms, and 160 and 196 ms (1,000 x 10 backlog, 100 sim
-        nodes). At a fixed 32 binds in flight this changes nothing: 16 workers already
-        waited about 20 ms, most of it the reconciler's deliberate settling. Paced binds count
+        A worker holds a status PATCH as long as the API server takes to answer it, about as
+        long as a bind on a busy control plane; binding faster means more gangs per second whose
+        status changes (docs/decisions/007-bind-pacing.md). Paced binds count
         with the most the pacer may allow, since it can get there within a few seconds.
         """
         return max(self.status_workers, self.most_binds_in_flight // 2)

@@ -95,10 +95,9 @@ def _new_ca(
 def _locked(directory: Path) -> Iterator[None]:
     """Hold `directory`'s lock file while its CA and certificates are read or made.
 
-    Why: two replicas on one machine (the dev cluster's failover bench, `bench scale
-    --failover`) start at once and share the directory. Unlocked, one's CA key could meet the
-    other's CA certificate, and one's serving key the other's certificate: a replica then died
-    in Kopf's webhook server on `KEY_VALUES_MISMATCH` before it ever led.
+    Two replicas on one machine (the dev cluster's failover bench, `bench scale --failover`)
+    start at once and share the directory; unlocked, one's key could meet the other's
+    certificate, and Kopf's webhook server refuses the pair (`KEY_VALUES_MISMATCH`).
     """
     with open(directory / ".lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

@@ -29,7 +29,8 @@ def observed() -> Observed:
 
 def test_convergence_runs_from_each_groups_last_member_running() -> None:
     result = _summary(observed(), pods=4, groups=2)
-    assert result["convergence_ms"] == {"p50": 500, "p99": 500, "max": 500}
+    # nearest rank (bench/stats.py): of two samples, p50 is the first and p99 the second
+    assert result["convergence_ms"] == {"p50": 100, "p99": 500, "max": 500}
     assert result["all_running_s"] == 4.0
 
 

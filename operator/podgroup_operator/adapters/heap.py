@@ -1,15 +1,8 @@
 """The process's memory: CPython's cyclic garbage collector kept off the informers' big loads,
 and asyncio's TLS read buffers sized to a TLS record.
 
-Why the collector: it runs whenever allocations outnumber deallocations by a threshold, and
-every so often walks *every* tracked object. An informer's LIST allocates objects that all survive
-(they become the store), so the collector keeps running and walks an ever larger heap for
-nothing. Measured on the dev cluster: listing 100,000 pods took 9.9 s of CPU, 7.3 s of it in
-the collector (6,423 young and 23 full collections), and 17.3 s of wall time. With `paused()`,
-3.6 s of CPU (1.1 s of it the one collection at the end) and 10.8 s. Under a 1,000 x 10
-backlog the collector took 4.5 s of the operator's 15.0 s of CPU.
-
-So:
+The collector walks every tracked object, and an informer's LIST allocates objects that all
+survive: left alone, it runs again and again for nothing (docs/decisions/004-gc-off-big-loads.md).
 
 * `paused()` is held around each informer list and the fan-out of what it loaded. When the last
   concurrent list ends, one full collection frees whatever cycles the pause let pile up, and
@@ -21,28 +14,15 @@ So:
 * `configure()`, once before the operator runs, does the same for what start-up loaded
   (modules, classes, Kopf's and the clients' machinery), which is never garbage, and raises the
   young generation's threshold (`YOUNG_THRESHOLD`): the operator's objects are mostly freed by
-  reference counting the moment they are done, so a collection every 700 surviving allocations
-  (CPython's default) mostly walked live objects. Measured under the same backlog: the pauses
-  and freezes alone brought the collector to 2.3 s of 13.2 s of CPU (678 young and 6 full
-  collections); with this threshold as well, 0.5 s of 11.5 s (22 young, one full). Peak RSS
-  did not move (200 MB). It also times every later collection (`Pauses`), since a full one
-  holds the event loop as long as it walks.
+  reference counting the moment they are done. It also times every later collection (`Pauses`),
+  since a full one holds the event loop as long as it walks.
 
-CPython documents `gc.freeze()` as a way to speed up collection as well as to keep memory
-shared after fork; this module uses it for the former.
-
-Why the TLS buffers: asyncio gives every TLS connection a 256 KiB read buffer, allocated and
-zeroed when the connection opens (`asyncio.sslproto.SSLProtocol.max_size`, a class attribute),
-whatever it will carry. Every request in flight holds a connection to the API
-server, so 256 binds in flight cost 64 MiB of buffers that each receive a Status of a few hundred
-bytes. `configure()` and the writer process (`--write-process`) set `TLS_READ_BUFFER` instead: a
-TLS record carries at most 16 KiB, so a read still takes a whole record. Measured with aiohttp
-over 256 TLS connections to a local server (both ends in one process): 164 MB of RSS with
-CPython's buffer, 35 MB with this one; reading a 5 MB body twenty times cost 0.35-0.37 s of CPU
-against 0.41 s. Under the 1,000 x 10 backlog the operator's peak RSS fell from 201-202 MB to
-183 MB, and the writer's at 256 binds in flight from 141-143 MB to 76 MB. A watch is the one
-connection that carries more than a record at a time, and it widens its own buffer back
-(`widen_tls_buffer`).
+The TLS buffers: asyncio gives every TLS connection a 256 KiB read buffer, allocated when the
+connection opens, whatever it will carry. `configure()` and the writer process
+(`--write-process`) set `TLS_READ_BUFFER` instead: a TLS record carries at most 16 KiB, so a read
+still takes a whole record. A watch is the one connection that carries more than a record at a
+time, and it widens its own buffer back (`widen_tls_buffer`). See
+docs/decisions/005-tls-read-buffers.md.
 """
 
 from __future__ import annotations
@@ -88,11 +68,12 @@ paused = _Pause()
 
 YOUNG_THRESHOLD = 10_000
 """Allocations net of deallocations between young collections (CPython's default: 700); the
-older generations keep CPython's defaults."""
+older generations keep CPython's defaults (docs/decisions/004-gc-off-big-loads.md)."""
 
 
 TLS_READ_BUFFER = 16 * 1024
-"""Bytes of each TLS connection's read buffer: one TLS record (asyncio's default: 256 KiB)."""
+"""Bytes of each TLS connection's read buffer: one TLS record (asyncio's default: 256 KiB;
+docs/decisions/005-tls-read-buffers.md)."""
 
 
 def shrink_tls_buffers() -> None:
@@ -102,34 +83,26 @@ def shrink_tls_buffers() -> None:
 
 WATCH_READ_BUFFER = 256 * 1024
 """Bytes a watch's TLS connection reads at a time: asyncio's own default, whatever
-`shrink_tls_buffers` set for the others (see `widen_tls_buffer`)."""
+`shrink_tls_buffers` set for the others (see `widen_tls_buffer`;
+docs/decisions/005-tls-read-buffers.md)."""
 
 
 WATCH_EVENTS_PER_TURN = 16
 """Events of one wide read a watch hands on before it lets the event loop turn (see
-`widen_tls_buffer`)."""
+`widen_tls_buffer`; docs/decisions/005-tls-read-buffers.md)."""
 
 
 def widen_tls_buffer(transport: object) -> bool:
     """Let one TLS connection read `WATCH_READ_BUFFER` bytes per turn of the event loop; False
     when `transport` is not asyncio's TLS transport (plain HTTP reads 256 KiB already).
 
-    Why: the event loop reads each ready socket once per turn, at most a buffer's worth. A
-    request's connection gets a Status or a PodGroup in one record, but the pod watch carries
-    every bind and every kubelet status write of the cluster. Read a record (16 KiB, three or
-    four pod events) per turn, it fell behind whenever the turns were long: under a 1,000 x 10
-    backlog (five runs) the operator saw a gang's last member Running 30 to 99 ms after the
-    bench's own watch at the median and 205 to 549 ms at p90, and that lag is part of every
-    group's status convergence. Read 256 KiB per turn, 12 to 15 ms and 68 to 80 ms (three
-    runs). `KubeClient.stream` hands on at most `WATCH_EVENTS_PER_TURN` events before it lets
-    the loop turn: a wide read holds fifty pod events or more, and everything else on the
-    loop, the answers the bind pacer times among them, would wait for all of them. Paired with
-    kube-scheduler, three runs each way alternated: convergence p50 254 to 277 ms against 297 to
-    339, and the bind rate not lower in a way three pairs show (docs/perf-log/scale.md, "2026-11-26,
-    afternoon", which also has why a wider buffer for every connection was not kept). The
-    buffer belongs to the connection, so the dozen watches cost about 3 MiB;
-    `KubeClient.stream` closes a widened connection when its watch ends, so the binds' and
-    status writes' connections, taken from the pool, keep their record-sized ones.
+    The event loop reads each ready socket once per turn, at most a buffer's worth, and the pod
+    watch carries every bind and every kubelet status write of the cluster: read a record per
+    turn, it fell behind (docs/decisions/005-tls-read-buffers.md). `KubeClient.stream` hands on
+    at most `WATCH_EVENTS_PER_TURN` events of a wide read before it lets the loop turn, so the
+    rest of the loop does not wait for all of them. The buffer belongs to the connection;
+    `KubeClient.stream` closes a widened connection when its watch ends, so the connections of
+    binds and status writes, taken from the pool, keep their record-sized ones.
 
     asyncio has no public way to size one connection's reads: the TLS transport's protocol
     (`_ssl_protocol`, an `asyncio.sslproto.SSLProtocol`, since Python 3.5) reads `max_size` at
@@ -171,9 +144,8 @@ class Pauses:
     """How long each of the collector's runs held the process, per generation, as cumulative
     bucket counts, a count and a sum (`podgroup_gc_pause_seconds`).
 
-    Why: a run of the collector holds the event loop as a long decision does, and the loop's
-    lag alone does not say which it was; at 50,000 pods `bench scale` found the loop held over a
-    second twice, with no slow decision. Kept in plain lists, with no lock: `gc.callbacks` run
+    A run of the collector holds the event loop as a long decision does, and the loop's lag
+    alone does not say which it was. Kept in plain lists, with no lock: `gc.callbacks` run
     at any allocation, and a callback that took a lock the interrupted code held would never
     return. Collections do not nest, and the interpreter lock orders them across threads.
     """

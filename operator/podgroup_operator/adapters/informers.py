@@ -1,10 +1,9 @@
 """Informers: one list+watch per resource kind, a store of slim objects, events fanned out.
 
-Why not Kopf for pods and nodes: Kopf runs a worker task per object and, with `@kopf.index`,
-holds every handler until each indexed object was processed once, through a barrier whose cost
-grows with the square of the object count (measured: 10,000 pods and the operator never bound a
-pod). An informer is one task per kind whatever the object count, as in client-go's
-`tools/cache` (Reflector -> Store/Indexer -> handlers), which this follows in shape:
+An informer is one task per kind whatever the object count, as in client-go's `tools/cache`
+(Reflector -> Store/Indexer -> handlers), which this follows in shape; Kopf's per-object workers
+and index barrier do not scale to a cluster's pods
+(docs/decisions/001-informers-for-pods-and-nodes.md):
 
 * **List** in pages (`limit`/`continue`), so a 150,000-pod cluster never arrives as one
   response; each page is slimmed (`adapters.slim`) before the next is read. A continue token
@@ -35,9 +34,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Hashable, ValuesView
+from collections.abc import Callable, Hashable, Sequence, ValuesView
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.kube import JSON, ApiError, Kind, KubeClient
@@ -59,18 +58,17 @@ there); spreading the ends keeps several informers from re-watching at the same 
 WATCH_GRACE_SECONDS = 30.0
 """How long past a watch's `timeoutSeconds` we wait for the server to end it before we do.
 
-Why a bound past the server's own, not a limit on silence: a quiet kind's watch may carry no
-byte for its whole life (measured on the dev cluster's 1.20.2 API server: watches of nodes, pods
-of a namespace and ResourceQuotas, with bookmarks asked for, got nothing at all in 300 s until
-the server ended them), so silence says nothing, but a server that has not ended a watch well
-past the time it was given is not reaching us. Kopf's watches of PodGroups have the same bound
-(`settings.watching.client_timeout`, handlers/startup.py)."""
+A bound past the server's own, not a limit on silence: a quiet kind's watch may carry nothing
+for its whole life, but a server that has not ended a watch well past the time it was given is
+not reaching us (docs/decisions/001-informers-for-pods-and-nodes.md). Kopf's watches of PodGroups
+have the same bound (`settings.watching.client_timeout`, handlers/startup.py)."""
 SHORT_WATCH_SECONDS = 1.0
 """A watch that ends sooner than this with nothing in it counts as a failure (backed off): a
 server or proxy that answers every watch with an empty stream would otherwise be asked again
 as fast as it answers. client-go calls this a "very short watch"."""
 REPLAY_SLICE = 1_000
-"""Stored objects replayed to a handler between two turns of the event loop (`attach`)."""
+"""Stored objects replayed to a handler between two turns of the event loop (`attach`;
+docs/decisions/001-informers-for-pods-and-nodes.md)."""
 CATCH_UP_POLL_SECONDS = 0.01
 """How often `Informer.caught_up` looks at the watch's resume point."""
 RETRY = Backoff(initial_seconds=1.0, max_seconds=30.0)
@@ -111,12 +109,16 @@ class ShortWatchError(Exception):
     """A watch ended at once with no event (see SHORT_WATCH_SECONDS): back off, watch again."""
 
 
-class IndexView:
-    """Read-only view of one index: `get(value, default)` returns the objects under `value`.
+class Index(Protocol):
+    """What a controller reads of an index: the objects indexed under `value`, or `default`
+    when there are none. `IndexView` is one; unit tests give a fake (`tests.fakes.FakeIndex`)."""
 
-    Shaped like the mapping the controllers used to read (Kopf's index), so they need not care
-    where their objects come from.
-    """
+    def get(self, value: Hashable, default: Sequence[JSON] = ()) -> Sequence[JSON]: ...
+
+
+class IndexView:
+    """Read-only view of one index (an `Index`): `get(value, default)` returns the objects under
+    `value`, `value in view` says whether there are any, `keys()` lists the values with some."""
 
     def __init__(self, buckets: dict[Hashable, dict[str, JSON]]) -> None:
         self._buckets = buckets
@@ -243,9 +245,8 @@ class Informer:
     """For a kind the operator can do without, what goes missing without it. When a list is
     refused (403: the ClusterRole of an older release) or the kind is not served (404), the
     informer counts as synced, its store empty, and says so once with this text; it keeps
-    listing, backed off, and a list that succeeds later brings the objects as ADDED events.
-    Why: "synced" gates leadership, so a required kind refused would stop every gang in the
-    cluster until the RBAC is fixed."""
+    listing, backed off, and a list that succeeds later brings the objects as ADDED events
+    ("synced" gates leadership: a kind that may be refused must not stop every gang)."""
 
     def __post_init__(self) -> None:
         self.name = self.name or self.kind.plural
@@ -265,9 +266,8 @@ class Informer:
         """`add_handler` with its replay given `REPLAY_SLICE` objects at a time, the event loop
         running between slices.
 
-        Why: a new leader's handlers are replayed every stored pod, and in one piece 50,000 of
-        them held its event loop about a second (`bench scale`, 5,000 x 10 backlog), longer
-        with more pods, while lease renewal, probes and the watches waited. Events that arrive
+        A replay in one piece holds the event loop for as long as it takes (about a second for
+        50,000 pods: docs/decisions/001-informers-for-pods-and-nodes.md). Events that arrive
         meanwhile reach the handler at once, as they reach every handler; an object changed or
         deleted before its turn is replayed as the store holds it then, or not at all, so a
         deleted object never comes back. A handler removed meanwhile gets no more of it."""
@@ -294,7 +294,7 @@ class Informer:
         for `quiet` seconds (nothing is on its way: there is nothing to catch up with); False
         when neither happened within `timeout` seconds.
 
-        Why: a watch delivers changes in revision order, so once it brings one at `version` or
+        A watch delivers changes in revision order, so once it brings one at `version` or
         later (an event or a bookmark), all before it are in the store. A store that is merely
         synced may be seconds behind a busy cluster; a new leader's first placements need the
         binds its predecessor made just before it stopped (`Leading._catch_up`)."""

@@ -1,12 +1,10 @@
 """An async Kubernetes API client over one aiohttp session, with a swappable transport.
 
-Why not the `kubernetes` package's client: it is synchronous (it would block Kopf's event loop)
-and opens a new TLS connection per call unless every response is drained by hand (measured on the
-dev cluster: 38 binds/s instead of ~1,000). One aiohttp session keeps connections alive and lets
-the scheduler bind a whole gang concurrently. The `kubernetes` package still does what it is good
-at: reading kubeconfigs and in-cluster credentials. JSON goes through orjson: decoding watch
-events and list pages was the largest single cost of the operator under a backlog (profiled:
-13% of its CPU with the standard library's json).
+One aiohttp session keeps connections alive and lets the scheduler bind a whole gang
+concurrently; the `kubernetes` package's client is synchronous and opens a TLS connection per
+call (docs/decisions/002-own-async-client.md). The `kubernetes` package reads kubeconfigs and
+in-cluster credentials. JSON goes through orjson, the cheapest decoder of watch events and list
+pages.
 
 Testing follows httpx's MockTransport: `KubeClient` talks through a `Transport`, and
 `tests/fakes.py` provides an in-memory one. The real control plane proves the behaviour; the fake
@@ -129,13 +127,11 @@ READ_METHODS = frozenset({"GET", "HEAD"})
 class FencedTransport:
     """Another transport's requests, with writes sent only while `allowed()` says so.
 
-    Why: the leader's controllers write only while their replica holds the Lease. A replica
-    whose process stood still (SIGSTOP, a paused VM, a long swap-in) for longer than the lease
-    wakes up with work decided before the pause: on the dev cluster such a replica sent 13
-    binds within 0.33 s of waking, while the replica that had taken the Lease over was placing
-    pods on the same nodes. The elector notices only after an attempt to renew, a few turns of
-    the event loop later; this check is made as each write goes out. Reads and watches are not
-    fenced: a follower reads as much as a leader.
+    The leader's controllers write only while their replica holds the Lease. A replica whose
+    process stood still (SIGSTOP, a paused VM, a long swap-in) for longer than the lease wakes
+    up with work decided before the pause; the elector notices only after an attempt to renew,
+    so this check is made as each write goes out (docs/decisions/009-leader-hand-over.md).
+    Reads and watches are not fenced: a follower reads as much as a leader.
     """
 
     def __init__(self, inner: Transport, allowed: Callable[[], bool], why: str) -> None:
@@ -292,13 +288,11 @@ RETRY_AFTER_LONGEST_SECONDS = 10
 def retry_after(status: int, body: Any) -> float | None:
     """Seconds to wait before sending a refused request again, or None if it must not be.
 
-    Why: an API server over its limits refuses requests with 429 (max-inflight, or API Priority
-    and Fairness rejecting from a full queue) and a Retry-After of 1 s, before doing anything
-    with them, so sending them again is safe for any verb. Without this every such refusal was
-    a failed bind, status write or Event, and the scheduler placed the gang again at once,
-    adding to the load. client-go retries 429 and 5xx answers that carry Retry-After; so does
-    this. The transport puts the header into the Status's `details.retryAfterSeconds`, where
-    the API server puts it too when it answers with a Status.
+    An API server over its limits refuses requests with 429 (max-inflight, or API Priority and
+    Fairness rejecting from a full queue) and a Retry-After, before doing anything with them,
+    so sending them again is safe for any verb; client-go retries 429 and 5xx answers that
+    carry Retry-After, and so does this. The transport puts the header into the Status's
+    `details.retryAfterSeconds`, where the API server puts it too when it answers with a Status.
     """
     if status != 429 and status < 500:
         return None
@@ -338,9 +332,9 @@ def _segment(what: str, value: str) -> str:
     """`value` as one segment of an API path, or InvalidNameError saying why it cannot be one.
 
     The rule is the API server's for names (client-go checks it before sending, as here): not
-    "." or "..", no "/" and no "%". Why here: a name from a pod's annotation is free text, and
-    aiohttp's URL library resolves "." and ".." segments (escaped or not), so "../../x" would
-    send the request to another path with the operator's credentials.
+    "." or "..", no "/" and no "%". Checked here because a name from a pod's annotation is free
+    text, and aiohttp's URL library resolves "." and ".." segments (escaped or not), so "../../x"
+    would send the request to another path with the operator's credentials.
     """
     if value in (".", ".."):
         raise InvalidNameError(f"invalid {what} {value!r}: may not be '.' or '..'")
@@ -664,7 +658,7 @@ class KubeClient:
             },
             "type": event_type,
             "reason": reason,
-            "message": message[:1024],
+            "message": message[: c.EVENT_MESSAGE_LIMIT],
             "source": {"component": component},
             "firstTimestamp": timestamp,
             "lastTimestamp": timestamp,

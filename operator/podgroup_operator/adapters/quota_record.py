@@ -1,6 +1,6 @@
 """The durable record of quota reservations: one ConfigMap per namespace, written conditionally.
 
-Why a ConfigMap: an admission webhook must remember what it admitted before it answers, in a way
+A ConfigMap, because an admission webhook must remember what it admitted before it answers, in a way
 that survives kill -9 and that several replicas can share. A ConfigMap
 `{c.QUOTA_LEDGER_CONFIG_MAP}` (key `reservations`, JSON of group name -> entry) written with a
 resourceVersion precondition serialises every writer: a stale writer gets `RecordConflictError`,

@@ -1,10 +1,8 @@
 """Slim copies of the objects the informers keep: only the fields some code of ours reads.
 
-Why: the informers hold every pod of the cluster (10,000 to 150,000) for as long as the operator
-runs. A pod as the apiserver sends it carries `managedFields`, a `last-applied-configuration`
-annotation, container images, commands, env, probes and a full status, most of which nothing
-here reads; keeping it whole costs several kilobytes a pod. client-go's informers offer a
-transform function for the same reason (`SetTransform`); this module is ours.
+The informers hold every pod of the cluster for as long as the operator runs, and most of what
+the API server sends of a pod nothing here reads (docs/decisions/003-slim-stores.md); client-go's
+informers offer a transform function for the same reason (`SetTransform`).
 
 What each kind keeps, and who reads it:
 
@@ -20,10 +18,7 @@ What each kind keeps, and who reads it:
   annotations: the restart policy recreates bare pods from their own body.
 * What many pods hold alike is kept once (`SharedValues`): the pods of one template have equal
   containers, tolerations, labels and owner references, and every pod of a namespace mounts the
-  same service account token volume. Measured on the dev cluster with 1,000 x 10 bare pods
-  bound and Running: what the pod store kept of the watch events fell from 37.7 MB to 9.1 MB
-  (tracemalloc); with the status reconciler's copies of its own writes dropped too
-  (controllers/status.py), `bench scale`'s peak RSS for that backlog fell from 183 to 140 MB.
+  same service account token volume.
 * Nodes: labels, taints, unschedulable, allocatable/capacity, the Ready condition, and the
   names and size of each image its kubelet lists (at most 50 by default), each image kept once
   for all the nodes that list it alike.
@@ -94,11 +89,10 @@ table must not hold big ones alive after their pods are gone."""
 class SharedValues:
     """One object for values that many stored objects hold equal to each other.
 
-    Why: the informer keeps every pod of the cluster, each parsed from its own event, so the
-    pods of one ReplicaSet or Job each carried their own copy of the same containers,
-    tolerations, labels and owner references, and every pod its own service account volume.
-    Calling this on such a value returns the first equal one it was given, and the copy just
-    parsed is freed. Values are compared by their JSON text, which is also the table's key (at
+    Each pod is parsed from its own event, so without this the pods of one ReplicaSet or Job
+    would each hold their own copy of the same containers, tolerations, labels and owner
+    references. Calling this on such a value returns the first equal one it was given, and the copy
+    just parsed is freed. Values are compared by their JSON text, which is also the table's key (at
     most `SHARED_MAX_BYTES` each). Only JSON values may be given, and the objects returned are
     shared: the stores' objects are read, never changed in place.
 
@@ -107,9 +101,8 @@ class SharedValues:
     hold after its pods are gone is at most `limit` values of `SHARED_MAX_BYTES` each. A value
     orjson cannot encode is returned as it is.
 
-    Cost: it turns each value into JSON, so slimming one of `bench scale`'s bare pods went from
-    17-18 to 35-36 microseconds (timeit, fresh parses); at a few events per pod that is about a
-    second of CPU per 10,000 pods, for some 4 KB less memory per pod.
+    Cost: it turns each value into JSON, which about doubles the time to slim a pod, for some
+    kilobytes less memory per pod (docs/decisions/003-slim-stores.md).
     """
 
     def __init__(self, limit: int = SHARED_LIMIT) -> None:

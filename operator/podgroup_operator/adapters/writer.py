@@ -1,28 +1,19 @@
 """A child process that sends the scheduler's writes: the operator's second CPU (`--write-process`).
 
-Why: with many binds in flight the operator's one thread limits the bind rate. A profile of the
-1,000 x 10 backlog showed about 27% of its samples inside aiohttp sending binds, Events and
-status patches; with 128 binds in flight (`--bind-concurrency`) it bound barely faster than with
-32 (287 against 271 pods/s), while this child, taking those requests, let 512 in flight bind
-about twice as fast (docs/perf-log/scale.md, the first table).
-kube-scheduler binds from goroutines on every core; Python's way to a second core is a second
-process. This one owns an aiohttp session and does nothing but send the requests it is given and
-answer with (status, body). Watches and lists stay in the main process, whose informers need
-them, and so do status writes: sent from here they waited behind the binds, in the pipe and in
-this process's loop (at 128 binds in flight a status PATCH took 180 ms at the median from here,
-138 ms from the main process). It is on by default since binds are paced (scheduling/pacing.py):
-the pacer allows up to 256 binds in flight when the API server answers them fast, which one
-thread cannot send (at a fixed 32 it gained nothing measurable). It costs memory: each request
-in flight holds a connection, and so a TLS read buffer (76 MB at 256 binds in flight, 141 MB
-before those buffers were shrunk to a TLS record: adapters/heap.py); `run --no-write-process`
-keeps everything in one process.
+With many binds in flight the operator's one thread limits the bind rate; Python's way to a
+second core is a second process (docs/decisions/006-writer-process.md). This one owns an aiohttp
+session and does nothing but send the requests it is given and answer with (status, body). Watches
+and lists stay in the main process, whose informers need them, and so do status writes, which would
+wait behind the binds here. It is on by default: the bind pacer (scheduling/pacing.py) allows up to
+256 binds in flight when the API server answers them fast, more than one thread sends. It costs
+memory: each request in flight holds a connection, and so a TLS read buffer (adapters/heap.py); `run
+--no-write-process` keeps everything in one process.
 
 The protocol is one orjson array per line on the child's stdin and stdout (orjson never emits a
 raw newline): `[id, method, path, params, body, content type]` in, `[id, status, body]` out. A
 status of 0 means the child got no HTTP answer (connection refused, timeout): the caller sees
 `WriterError`, a `ConnectionError`, as it would have seen aiohttp's error from a request of its
-own. Lines queued in one turn of the event loop go out in one pipe write (a write per request
-cost about 8% of the main loop).
+own. Lines queued in one turn of the event loop go out in one pipe write.
 
 The child lives as long as its stdin: it ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole
 process group while the parent still waits for answers), and when the parent dies, even by
@@ -67,9 +58,8 @@ TRANSPORT_FAILED = 0
 ANSWER_SECONDS = 90.0
 """The longest a request waits for the child's answer. The child's own requests give up after
 60 s (adapters/kube.py), so a live child answers sooner; one that has not is hung (stopped,
-deadlocked) and is killed, which fails what it held and lets the next request start another.
-Why: found with SIGSTOP on the dev cluster, the leader's binds waited for ever, nothing was
-bound again, nothing was logged, and /livez said healthy (the scheduler kept cycling)."""
+deadlocked) and is killed, which fails what it held and lets the next request start another:
+without this bound a stopped child leaves binds waiting for ever while /livez says healthy."""
 
 
 _Pending = dict[int, "asyncio.Future[tuple[int, Any]]"]

@@ -403,8 +403,7 @@ packed value that inflates past this is not one the operator wrote (a zlib bomb)
 
 def pack_pods(bodies: list[dict[str, Any]]) -> str:
     """Pod bodies as base64 of zlib-compressed JSON: the bodies of a gang's members differ in
-    little but their names, so they pack about 90-fold (256 realistic members: 2,240 KiB of
-    JSON, 25 KiB packed)."""
+    little but their names, so they pack well (docs/decisions/014-restart-bodies-packed.md)."""
     text = orjson.dumps(bodies, option=orjson.OPT_SORT_KEYS)
     return base64.b64encode(zlib.compress(text, 9)).decode("ascii")
 
@@ -512,13 +511,12 @@ class PodGroupStatus(_Model):
 def salvage_status(raw: Any) -> tuple[PodGroupStatus, list[dict[str, Any]]]:
     """A stored status as this operator reads it, and the pydantic errors of what it could not.
 
-    Why: status is ours to write, but not only we write it. A cluster moving over from
-    scheduler-plugins has groups in its phases (`PreScheduling`, `Scheduling`, `Scheduled`);
+    Status is ours to write, but not only we write it: a cluster moving over from
+    scheduler-plugins has groups in its phases (`PreScheduling`, `Scheduling`, `Scheduled`), and
     another controller, a person with a status patch or an older release may leave values this
-    model refuses (a phase it does not know, a reserved amount too large). Refusing the whole
-    group for that left its status alone and its gang unscheduled for ever. Each top-level
-    field that does not validate is read as absent instead, and the errors say which, so the
-    status reconciler rewrites those fields from the members and says so once (an Event).
+    model refuses. Refusing the whole group would leave its gang unscheduled for ever, so each
+    top-level field that does not validate is read as absent instead, and the errors say which, so
+    the status reconciler rewrites those fields from the members and says so once (an Event).
     """
     try:
         return PodGroupStatus.model_validate(raw), []

@@ -185,10 +185,10 @@ def update_errors(old: dict[str, Any] | None, body: dict[str, Any]) -> list[str]
     """Every problem of a PodGroup created (`old` None) or updated: an update that leaves the
     spec as stored has none, whatever the spec holds.
 
-    Why: a PodGroup stored before these rules (or while the webhook was off) kept its spec, and
-    every update of it was refused, a label, an owner reference or a controller removing its
-    finalizer as much as a change of the spec, so such an object could not even be deleted
-    cleanly. Kubernetes ratchets CRD validation the same way (from 1.28). A change to the spec
+    A PodGroup stored before these rules (or while the webhook was off) keeps its spec, and a
+    label, an owner reference or a finalizer's removal must still be accepted on it, or it
+    could not even be deleted cleanly; Kubernetes ratchets CRD validation the same way (from
+    1.28). A change to the spec
     is checked whole, so the answer names what else must be fixed with it.
     """
     if old is not None and old.get("spec") == body.get("spec"):

@@ -77,6 +77,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from podgroup_operator.bench.stats import percentile
 from podgroup_operator.constants import LABEL_POD_GROUP, PodPhase
 from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, parse_fabric
 from podgroup_operator.domain.membership import group_key_of
@@ -513,13 +514,6 @@ def trace_scenario(
 
 
 # --- the run -------------------------------------------------------------------------------------
-def _percentile(sorted_values: Sequence[float], fraction: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, max(0, round(fraction * len(sorted_values)) - 1))
-    return sorted_values[index]
-
-
 def preemption_scenario(nodes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Nodes of 8 cpu, each running one pod of each of 8 low-priority gangs (see docstring)."""
     node_list = [
@@ -567,8 +561,8 @@ def run_preemption(nodes: int, gang_size: int, repeats: int) -> dict[str, Any]:
         "victim_pods": len(plan.victim_pods),
         "nominated_nodes": len({b.node for b in plan.nominations}),
         "mean_ms": round(statistics.fmean(times_ms), 4),
-        "p50_ms": round(_percentile(ordered, 0.50), 4),
-        "p99_ms": round(_percentile(ordered, 0.99), 4),
+        "p50_ms": round(percentile(ordered, 0.50), 4),
+        "p99_ms": round(percentile(ordered, 0.99), 4),
         "max_ms": round(ordered[-1], 4),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "python": platform.python_version(),
@@ -816,8 +810,8 @@ def run_core(
         "refused": refused,
         "refusal_reasons": reasons,
         "mean_ms": round(statistics.fmean(times_ms), 4) if times_ms else 0.0,
-        "p50_ms": round(_percentile(ordered, 0.50), 4),
-        "p99_ms": round(_percentile(ordered, 0.99), 4),
+        "p50_ms": round(percentile(ordered, 0.50), 4) if ordered else 0.0,
+        "p99_ms": round(percentile(ordered, 0.99), 4) if ordered else 0.0,
         "max_ms": round(ordered[-1], 4) if ordered else 0.0,
         "pods_per_second": round(placed_pods / total_s, 1) if total_s else 0.0,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -37,9 +37,8 @@ and condition reasons) and the last lines of its scheduler's and sim nodes' logs
 
 A side ends when every pod is Running (and, for the operator, every group), not at the last
 bind: on two cores a scheduler that floods the apiserver with binds starves the sim kubelets'
-status patches (measured: kube-scheduler's last bind with 1,766 of 10,000 pods Running), so a
-run cut at the last bind would charge one side's CPU and time for the kubelets' work and not the
-other's. Bind rate and time to all Running are both printed, each with its ratio.
+status patches, so a run cut at the last bind would charge one side's CPU and time for the kubelets'
+work and not the other's. Bind rate and time to all Running are both printed, each with its ratio.
 
 `--versus kube-scheduler` runs the same backlog on a second fresh cluster with kube-scheduler
 built from the same Debian source (`dev-cluster build --with-scheduler`; client QPS and burst
@@ -103,6 +102,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.bench.prepare import create_namespace, install_crd, until
+from podgroup_operator.bench.stats import percentile
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess, leading
 from podgroup_operator.devcluster.simnodes import node_ready
@@ -136,12 +136,9 @@ class Observed:
 def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """What `_pod_event` reads of a pod, and the store needs.
 
-    Why: the bench's own stores held every pod whole, and CPython's collector walked them all in
-    each full collection: under a 1,000 x 10 backlog the bench paused 16 times for 20 to 748 ms
-    (a `gc.callbacks` probe), and every event read in a pause got a late timestamp, which
-    showed as convergence the scheduler under test did not cause. With slim pods and the
-    operator's collector settings (`heap.configure`, in `main`), the same probe found no full
-    collection over 20 ms, and four young ones of 25 to 77 ms.
+    Slim, so that CPython's collector (set as the operator's, `heap.configure` in `main`) does
+    not walk whole pods: an event read during a pause gets a late timestamp, which would show as
+    convergence the scheduler under test did not cause.
     """
     return {
         "metadata": _slim_metadata(pod),
@@ -178,8 +175,8 @@ SYNC_TIMEOUT = 120.0
 async def _wait_synced(informers: list[Informer], timeout: float) -> None:
     """Wait for every informer's first complete list; TimeoutError naming the ones without it.
 
-    Why: an informer retries a failing list for ever (right for the operator, whose probes say it
-    is not ready), so a bench whose API server refused its lists waited in silence until killed.
+    An informer retries a failing list for ever (right for the operator, whose probes say it is
+    not ready); a bench must say which list it never got instead of waiting in silence.
     """
     try:
         async with asyncio.timeout(timeout):
@@ -322,9 +319,7 @@ def _cpu_usage(pids: dict[str, int]) -> dict[str, float | None]:
 
 def _cpu_spent(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float]:
     """CPU seconds each process spent between two readings (both needed), to the clock tick
-    (/proc counts ticks, hundredths here). Rounded to tenths, an API server's time under 0.05 s
-    in a tiny backlog read 0.0, and test_bench_scale, which checks that each side's time was
-    measured, failed."""
+    (/proc counts ticks, hundredths here), so that a tiny backlog's time is not rounded to 0.0."""
     spent = {}
     for name, end in after.items():
         start = before.get(name, 0.0)
@@ -339,7 +334,7 @@ RequestTotals = dict[str, tuple[float, float]]
 
 def _apiserver_requests(state: devcluster.ClusterState) -> RequestTotals:
     """The API server's own request counters so far (`apiserver_request_total` and the sum of
-    `apiserver_request_duration_seconds`), by verb and resource. Why: both sides saturate the
+    `apiserver_request_duration_seconds`), by verb and resource: both sides saturate the
     same two cores, so the rate a side reaches is set by what each pod costs the API server, and
     its CPU seconds alone do not say which requests cost it."""
     status, _, body = devcluster.api_get(state, "/metrics", timeout=30)
@@ -374,7 +369,7 @@ def _operator_figures(metrics_text: str) -> dict[str, Any]:
     watch stalls for any kind that had more than its first list, its gang decisions by result
     with their mean and the count over a second, and its status writes.
 
-    Why: the watches time what the cluster shows, not why a group waited; a tail of slow groups
+    The watches time what the cluster shows, not why a group waited; a tail of slow groups
     clustered in one second is told apart by these (the loop held, a relist of every pod, a slow
     decision) from an API server that was slow to answer.
     """
@@ -450,7 +445,7 @@ def _loop_held(log_path: Path, wall_start: float) -> list[dict[str, Any]]:
     """The operator's lines saying its event loop was held (`controllers.runtime.HeldLoop`),
     at most LOOP_HELD_KEPT, each at its time in seconds from the start.
 
-    Why: the metrics count how often the loop was held; these say when, and whether the
+    The metrics count how often the loop was held; these say when, and whether the
     garbage collector held it, to set beside the slowest groups' timelines."""
     found: list[dict[str, Any]] = []
     try:
@@ -512,11 +507,6 @@ async def _events_by_reason(kube: KubeClient) -> dict[str, int]:
             return dict(sorted(counts.items()))
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
-
-
 def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
     times = sorted(seen.bound.values())
     result: dict[str, Any] = {
@@ -543,8 +533,8 @@ def _summary(seen: Observed, pods: int, groups: int) -> dict[str, Any]:
     if lags:
         values = list(lags.values())
         result["convergence_ms"] = {
-            "p50": round(_percentile(values, 0.5) * 1000),
-            "p99": round(_percentile(values, 0.99) * 1000),
+            "p50": round(percentile(values, 0.5) * 1000),
+            "p99": round(percentile(values, 0.99) * 1000),
             "max": round(max(values) * 1000),
         }
         result["slowest_groups"] = _slowest(seen, lags, last_member)
@@ -581,7 +571,7 @@ def _slowest(
     """The SLOWEST_GROUPS groups with the longest convergence, each with its timeline: when its
     last member was bound and Running, and every status write the watch saw, with its phase.
 
-    Why: a percentile says how long the tail is, not what it waited for; a timeline tells a
+    A percentile says how long the tail is, not what it waited for; a timeline tells a
     write that came late from one that came early with a phase the members had already left
     (`Pending` written, then `Running` queued behind it)."""
     slowest = sorted(lags, key=lambda group: -lags[group])[:SLOWEST_GROUPS]
@@ -611,7 +601,7 @@ def _most_written(seen: Observed) -> list[dict[str, Any]]:
     """The MOST_WRITTEN_GROUPS groups with the most status writes, each write with its time,
     phase and the fields it changed.
 
-    Why: the mean and max of writes per group say that some group was written five times, not
+    The mean and max of writes per group say that some group was written five times, not
     whether for its counts, a condition or a phase it then left again."""
     most = sorted(seen.status_writes, key=lambda group: (-len(seen.status_writes[group]), group))
     result = []
@@ -899,7 +889,7 @@ LOG_TAIL_LINES = 60
 def _stuck(seen: Observed, plan: Plan, scheduler: str) -> dict[str, Any]:
     """What a side that timed out was still waiting for, as the watches last saw it.
 
-    Why: a run that ends at its timeout says only that; which pods were never bound, which were
+    A run that ends at its timeout says only that; which pods were never bound, which were
     bound but never Running, and which groups never turned Running (with the phase and reasons
     their status last showed) tell the scheduler's fault from the sim kubelets' or the watch's.
     """
@@ -952,9 +942,8 @@ def _print_log_tails(state_dir: Path) -> None:
 def _exit_code(process: OperatorProcess | subprocess.Popen[bytes]) -> int | None:
     """The scheduler's exit code if it has ended, else None.
 
-    Why: a scheduler that dies (a port taken, a crash at start) binds nothing more; a run that
-    waited for its timeout anyway (15 minutes by default) looked like a hang, and said nothing
-    of why."""
+    A scheduler that dies (a port taken, a crash at start) binds nothing more, and the run ends
+    then, saying why, rather than at its timeout."""
     popen = process.process if isinstance(process, OperatorProcess) else process
     return None if popen is None else popen.poll()
 
@@ -1126,9 +1115,9 @@ SPREAD_FIGURES: tuple[tuple[str, ...], ...] = (
 def spread(reports: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int]]:
     """Min, median and max of each figure over the runs that have it, keyed by its dotted path.
 
-    Why: on a small shared machine one run's figures swing with whatever else the cores did
-    (kube-scheduler's own bind rate varied by 44% between paired runs here), so a target read
-    off one run says little; the median and the range over several say how often it holds.
+    On a small shared machine one run's figures swing with whatever else the cores did, so a
+    target read off one run says little; the median and the range over several say how often it
+    holds.
     """
     result: dict[str, dict[str, float | int]] = {}
     for path in SPREAD_FIGURES:

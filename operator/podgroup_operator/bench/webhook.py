@@ -39,6 +39,7 @@ from podgroup_operator.adapters.kube import (
     VALIDATING_WEBHOOKS,
     KubeClient,
 )
+from podgroup_operator.bench.stats import percentile
 
 WARM_UP = 5
 
@@ -187,16 +188,13 @@ async def bench_webhook(
         await kube.delete(NAMESPACES, namespace)
     latencies = sorted(ms for ms, _ in results)
 
-    def percentile(p: float) -> float:
-        return round(latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))], 2)
-
     return {
         "target": target,
         "requests": requests,
         "concurrency": concurrency or requests,
         "allowed": sum(ok for _, ok in results),
-        "p50_ms": percentile(50),
-        "p99_ms": percentile(99),
+        "p50_ms": round(percentile(latencies, 0.50), 2),
+        "p99_ms": round(percentile(latencies, 0.99), 2),
         "mean_ms": round(statistics.fmean(latencies), 2),
         "max_ms": round(latencies[-1], 2),
         "wall_ms": round(wall_ms, 2),

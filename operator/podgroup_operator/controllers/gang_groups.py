@@ -9,11 +9,10 @@ resourceVersion, for these and for the scheduler.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.api.keys import GroupKey, gang_group_key
 from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
 from podgroup_operator.api.models import PodGroup
@@ -26,7 +25,7 @@ from podgroup_operator.scheduling.gang import GangRequest
 class ParsedGroups:
     """PodGroup models by key, parsed once per resourceVersion."""
 
-    def __init__(self, groups: Any) -> None:
+    def __init__(self, groups: Index) -> None:
         self.groups = groups
         """Index view: (namespace, name) -> PodGroup bodies (at most one)."""
         self._parsed: dict[GroupKey, tuple[str | None, PodGroup | None, str | None]] = {}
@@ -76,9 +75,9 @@ class GangGroups:
         """The group's gangGroup, joined with the lists of the PodGroups it names, and theirs in
         turn, in the order first named; at most MAX_GANG_GROUP entries (see `too_joined`).
 
-        Why: lists that disagree (x lists [x, w], z lists [z, x]) decided by z's list alone
-        placed x without w, whatever x's list says; Koordinator's gangs likewise wait for
-        every gang their partners wait for."""
+        Lists that disagree (x lists [x, w], z lists [z, x]) still start x with w; Koordinator's
+        gangs likewise wait for every gang their partners wait for
+        (docs/decisions/011-scheduler-queue-under-a-backlog.md)."""
         if group is None or not group.spec.gang_group:
             return []
         listed = list(group.spec.gang_group)
@@ -112,11 +111,10 @@ class GangGroups:
         `joined`) was decided this cycle with a gang group of its own and not placed: this
         gang waits with it. None otherwise.
 
-        Why: gangGroup lists that disagree (x lists [x, w], z lists [z, x]) put x in another
-        gang group than z's when x comes first in the queue. x, refused with its own (w has no
-        pods), counted as decided, and z was placed without it although z's list says they
-        start together. Lists that agree decide every listed gang at once and never come
-        here."""
+        With lists that disagree (x lists [x, w], z lists [z, x]), x may be decided first with a
+        gang group of its own; z, whose list says they start together, must then wait with it
+        (docs/decisions/011-scheduler-queue-under-a-backlog.md). Lists that agree decide every
+        listed gang at once and never come here."""
         for entry in listed:
             partner = gang_group_key(entry)
             if partner == key or partner not in decided or partner in self.placed_now:
@@ -153,9 +151,8 @@ class GangGroups:
         its namespace being left): deciding without it would bind part of the gang group.
 
         A partner backing off is decided with it: the gang group is decided as one, so it is
-        due when any of its members is. Why: a partner that had waited long for this gang's
-        pods backed off up to 60 s between tries, and the gang group started that much after
-        the last pods came, the newcomers saying nothing meanwhile.
+        due when any of its members is, and starts soon after its last pods come
+        (docs/decisions/011-scheduler-queue-under-a-backlog.md).
 
         A listed group already placed this cycle (one decided and not placed has had this gang
         refused: `partner_not_placed`), or already placed before (minMember members bound), is

@@ -1,8 +1,8 @@
 """Failure isolation for the controllers' per-object loops: count, back off, report once.
 
-Why: one bad object (a PodGroup whose numbers overflow a date, a pod whose labels cannot make a
-PodGroup) must never stop the work for everybody else, nor fill the log with a traceback a
-second. Each loop (status, scheduling, quota) asks this tracker what to do when processing one
+One bad object (a PodGroup whose numbers overflow a date, a pod whose labels cannot make a
+PodGroup) never stops the work for everybody else, nor fills the log with a traceback a second.
+Each loop (status, scheduling, quota) asks this tracker what to do when processing one
 object raised: how long to back that object off (the scheduler's `Backoff`, 1 s doubling to
 5 min), and whether this failure is news (first failure, or a different cause), in which case the
 loop reports it where users look (an Event or condition naming the cause) and the log gets one

@@ -1,6 +1,6 @@
 """Leader election on a Lease: campaign, lead while renewing, hand over on a clean stop.
 
-Why our own: the maintained implementations are tied to their own clients (client-go's
+Our own election: the maintained implementations are tied to their own clients (client-go's
 `tools/leaderelection`; `kubernetes_asyncio.leaderelection` needs kubernetes_asyncio's ApiClient),
 and the election is small once its decisions are pure (`domain/leadership.py`). This module does
 the I/O and the timing: read the Lease, decide, write it with a resourceVersion precondition
@@ -161,9 +161,9 @@ class LeaderElector:
             return
         self.leading.clear()
         # The Lease as this replica last wrote or read it, with its resourceVersion: the first
-        # write needs no read before it. Why: under a bind burst each round trip to the API
-        # server took about 0.15 s of the SIGTERM hand-over's 2 s. Anything written since
-        # (a renewal in flight, another holder) makes it a conflict, and then it is read.
+        # write needs no read before it: a round trip counts in a hand-over's 2 s
+        # (docs/decisions/009-leader-hand-over.md). Anything written since (a renewal in
+        # flight, another holder) makes it a conflict, and then it is read.
         current = self._seen if self._version is not None else None
         for _ in range(RELEASE_ATTEMPTS):
             try:
@@ -197,11 +197,9 @@ class LeaderElector:
         """While campaigning, watch the Lease and wake the campaign when its holder releases it
         (or it is deleted), instead of at the next retry.
 
-        Why: a candidate that only read the Lease every retry period took it over 1.6 s after
-        the release in `bench scale --failover term` (1,000 x 10 backlog, a bind burst loading
-        the API server and both replicas): 2.18 s from SIGTERM, over the 2 s a hand-over should
-        take. The reads every retry period stay: they take over from a holder that stopped
-        without releasing, and they go on should this watch fail (it is only a shortcut: it
+        A retry period is too long for a hand-over's 2 s (docs/decisions/009-leader-hand-over.md).
+        The reads every retry period stay: they take over from a holder that stopped without
+        releasing, and they go on should this watch fail (it is only a shortcut: it
         starts again after a retry period; a refusal is logged once, other ends at debug)."""
         selector = f"metadata.name={self.name}"
         while not self._released:

@@ -1,7 +1,7 @@
 """The operator's own HTTP endpoints: `/metrics`, `/readyz` and `/livez`.
 
-Why not only Kopf's liveness endpoint: its answer is whatever the probe handlers return, cached
-for ten seconds, and there is no readiness. Here:
+Besides Kopf's liveness endpoint, whose answer is whatever the probe handlers return, cached for
+ten seconds, and which has no readiness:
 
 * `/metrics`: the Prometheus exposition of `metrics.REGISTRY` (prometheus-client renders it);
 * `/readyz`: 200 once every informer has its first list (before that, placement would not see

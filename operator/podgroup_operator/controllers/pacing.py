@@ -1,7 +1,7 @@
 """Slots for binds in flight whose number can change while they are held.
 
-Why not `asyncio.Semaphore`: its count is fixed at creation, and the bind pacer
-(scheduling/pacing.py) moves the limit while binds are in flight. Lowering the limit never
+The bind pacer (scheduling/pacing.py) moves the limit while binds are in flight, which
+`asyncio.Semaphore`, its count fixed at creation, cannot follow. Lowering the limit never
 interrupts a bind: holders finish, and no new one starts until fewer than the new limit hold a
 slot. Waiters are served in the order they came (a gang's binds go out together).
 """

@@ -1,31 +1,30 @@
 """What the gang scheduler tells the pods themselves, in kube-scheduler's words.
 
-Why: a waiting member used to show `Events: <none>` in `kubectl describe pod`, and
-cluster-autoscaler, which scales up for pods whose condition says `PodScheduled=False` with
-reason `Unschedulable`, never saw our gangs. kube-scheduler writes that condition on every pod it
-cannot place, posts a `FailedScheduling` Warning, and a `Scheduled` Event on bind. So do we, per
-gang:
+kube-scheduler writes `PodScheduled=False`, reason `Unschedulable`, on every pod it cannot place
+(cluster-autoscaler scales up for such pods), posts a `FailedScheduling` Warning, and a
+`Scheduled` Event on bind. So does the gang scheduler, per gang
+(docs/decisions/012-pod-signals.md):
 
 * every waiting member of a refused gang gets `PodScheduled=False`, reason `Unschedulable`, with
   the gang's message; the condition is patched only when the message differs from the one this
   process last wrote on that pod, or, before it wrote any, from the one the pod carries (a pod's
   own status patch comes back as a watch event, and a refusal repeated every cycle must not
   become a write every cycle; nor may a new leader write again on every waiting pod what the
-  last one wrote: a restart with 2,000 such pods rewrote all 2,000);
+  last one wrote);
 * `FailedScheduling` (Warning) on each waiting member, at most once per gang per message change
   or per `FAILED_SCHEDULING_INTERVAL`, doubled at each repeat up to
   `FAILED_SCHEDULING_LONGEST_INTERVAL` (a gang refused every second must not flood etcd); a
   repeat of the same message on a pod counts up the Event posted before (`count`,
   `lastTimestamp`, one PATCH), as client-go's event correlator does for kube-scheduler, so that
   `kubectl describe pod` reads "(x5 over 10m)" and etcd holds one Event per pod, not one per
-  repeat (a gang of 2,000 members waiting an hour made 120,000);
+  repeat;
 * `Scheduled` (Normal) on bind: "Successfully assigned ns/pod to node".
 
 None of this may slow or stop scheduling: calls only queue work, which `SIGNAL_CONCURRENCY`
 background workers send, and only one of them while the scheduler has binds in flight (`busy`):
-under a backlog every bind is followed by a `Scheduled` Event, and eight Event POSTs in flight
-beside the binds took the operator's own CPU and the API server's from them. kube-scheduler
-sends its Events through one sink, one at a time, for the same reason; the rest go out at full
+under a backlog every bind is followed by a `Scheduled` Event, and Events in flight beside the
+binds take CPU from them (kube-scheduler sends its Events through one sink, one at a time, for
+the same reason); the rest go out at full
 concurrency as soon as the binds are answered (`resume`). Work is keyed (one condition and one
 Event per reason per pod), so a backlog coalesces to the newest message instead of growing. A
 failed write is logged and counted (`podgroup_pod_signals_total{result="failed"}`), and the
@@ -72,8 +71,6 @@ then after twice as long at each repeat."""
 FAILED_SCHEDULING_LONGEST_INTERVAL = dt.timedelta(minutes=5)
 """The longest wait between repeats (kube-scheduler's event spam filter lets one Event per pod
 through every 5 minutes once a pod has had its burst)."""
-MESSAGE_LIMIT = 1024
-"""Characters of a condition or Event message (an Event's note is capped at 1 kB)."""
 
 
 _REPEATS = Backoff(
@@ -112,7 +109,7 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
         "type": c.PodConditionType.POD_SCHEDULED.value,
         "status": c.ConditionStatus.FALSE.value,
         "reason": c.PodReason.UNSCHEDULABLE.value,
-        "message": message[:MESSAGE_LIMIT],
+        "message": message[: c.EVENT_MESSAGE_LIMIT],
         "lastProbeTime": None,
     }
     if first:
@@ -203,7 +200,7 @@ class PodSignals:
             written = self._written.get(uid)
             if written is None:
                 written = unschedulable_message(pod)  # what an earlier leader wrote, if any
-                if written is not None and written == message[:MESSAGE_LIMIT]:
+                if written is not None and written == message[: c.EVENT_MESSAGE_LIMIT]:
                     written = message
             if written == message:
                 self._written[uid] = message

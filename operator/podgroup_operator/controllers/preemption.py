@@ -12,14 +12,14 @@ the API writes kube-scheduler makes for the same decision:
    PodGroup's fact handed to the status reconciler (`on_preempted`), the only writer of
    PodGroup status, so the restart policy knows the break is a preemption.
 
-Why the room is held: the victims take seconds to terminate, and their capacity comes back pod
-by pod. Without a hold, a lower-priority gang deciding in between would take it and the
-preemptor would evict again, for ever. So the preemptor's nominated placement stays assumed in
-the snapshot (capacity booked, like kube-scheduler's nominated pods) from the plan until its
-next decision; each decision releases it, tries a normal placement, and, if that still fails
-while victims are terminating, books it again instead of planning anew. A nomination ends when
-the gang is placed, when its pods are gone, or `NOMINATION_SECONDS` after the plan (a victim
-that never goes away must not hold the room for ever); only then may the gang plan again.
+The room is held: the victims take seconds to terminate, and their capacity comes back pod by
+pod, which a lower-priority gang deciding in between would otherwise take. So the preemptor's
+nominated placement stays assumed in the snapshot (capacity booked, like kube-scheduler's nominated
+pods) from the plan until its next decision; each decision releases it, tries a normal placement,
+and, if that still fails while victims are terminating, books it again instead of planning anew. A
+nomination ends when the gang is placed, when its pods are gone, or `NOMINATION_SECONDS` after the
+plan (a victim that never goes away must not hold the room for ever); only then may the gang plan
+again.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.domain.scheduling_status import Preempted
@@ -129,7 +130,7 @@ class Preemptor:
 
     kube: KubeClient
     snapshot: Snapshot
-    groups: Any
+    groups: Index
     """Index view: (namespace, name) -> PodGroup bodies (for the Events' objects)."""
     _: KW_ONLY
     budgets: Callable[[], Sequence[DisruptionBudget]]

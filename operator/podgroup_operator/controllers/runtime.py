@@ -1,9 +1,8 @@
 """The one wiring point: the client, the informers, and the controllers they feed, in order.
 
-Why one place: the parts depend on each other (the scheduler publishes verdicts to the status
-reconciler, both read the informers' stores, the quota webhooks need the stores synced), and
-wiring them through several Kopf startup handlers made the order a matter of import order and
-untyped memo attributes. Here it is typed and explicit:
+One place, typed and explicit, because the parts depend on each other in order (the scheduler
+publishes verdicts to the status reconciler, both read the informers' stores, the quota webhooks
+need the stores synced):
 
 1. `KubeClient` from the kubeconfig (or in-cluster credentials), and a small one of its own for
    the leader election's Lease;
@@ -96,9 +95,11 @@ BY_NAMESPACE = "by-namespace"
 
 
 CATCH_UP_QUIET_SECONDS = 0.2
-"""A new leader's pod watch silent this long has nothing on its way to catch up with."""
+"""A new leader's pod watch silent this long has nothing on its way to catch up with
+(docs/decisions/009-leader-hand-over.md)."""
 CATCH_UP_SECONDS = 5.0
-"""The longest a new leader's first placement waits for its pod watch (`Leading._catch_up`)."""
+"""The longest a new leader's first placement waits for its pod watch (`Leading._catch_up`;
+docs/decisions/009-leader-hand-over.md)."""
 LOOP_LAG_PERIOD_SECONDS = 0.5
 """How often the event loop's lag is sampled (`measure_loop_lag`)."""
 
@@ -135,14 +136,11 @@ LOOP_HELD_LOG_INTERVAL_SECONDS = 10.0
 class HeldLoop:
     """Say in the log that the event loop was held, and whether the garbage collector held it.
 
-    Why: the lag histogram says how often the loop was held, not when nor by what; a gang whose
-    status came a second late in `bench scale` could not be told from one the API server kept
-    waiting (a collection over 0.25 s was counted in that run, its time unknown). The line has
-    the log's timestamp, how much CPU the process had in that time (on a small machine whose API
-    server and etcd take both cores, a process held off the CPU looks like a held loop: in a
-    5,000 x 10 backlog, young collections freeing nothing seemed to take 0.23 to 0.55 s), and
-    the collections of SLOW_PAUSE_SECONDS or more that ended meanwhile, with their own CPU
-    time (`heap.pauses`, recorded by the collector's callback, which must not log)."""
+    The lag histogram says how often the loop was held, not when nor by what. The line has the
+    log's timestamp, how much CPU the process had in that time (a process held off the CPU by a
+    busy machine looks like a held loop), and the collections of SLOW_PAUSE_SECONDS or more that
+    ended meanwhile, with their own CPU time (`heap.pauses`, recorded by the collector's
+    callback, which must not log)."""
 
     def __init__(
         self,
@@ -473,14 +471,9 @@ class Leading:
         """Before the first placement, let the pod watch bring every change made before this
         replica took the Lease.
 
-        Why: the last leader's binds of its last second or two were not yet in this replica's
-        store when it took over under a bind burst (its watch that far behind, on two busy
-        cores), so it placed a pod on a node those binds had filled, and the kubelet refused it
-        `OutOfcpu` (`bench scale --failover term`, 1,000 x 10 backlog on nodes of just enough
-        cpu). The binds the last leader saw answered were made before it released the Lease,
-        or before its hold ran out, so before this replica took it. kube-scheduler waits for
-        nothing of the kind after an election: a pod that a kubelet refuses is replaced by its
-        controller, whereas one gang member refused fails its whole gang."""
+        The last leader's final binds were made before this replica took the Lease; a store
+        behind them shows their nodes free, and one gang member that a kubelet then refuses
+        fails its whole gang (docs/decisions/009-leader-hand-over.md)."""
         if not self._took:
             return
         loop = asyncio.get_running_loop()
@@ -619,9 +612,8 @@ class Runtime:
             if self.writer is not self.kube:
                 # The writer process sends every write handed to it, those of cancelled binds
                 # too, and exits: all are answered before the Lease is released (`hand_over`).
-                # Why: it outlived the release by 0.3 s under a bind burst (`bench scale
-                # --failover term`), and a bind landing after the next leader has placed on the
-                # same room fails a pod `OutOfcpu`. The next lead starts a new one.
+                # A bind landing after the next leader has placed on the same room fails a pod
+                # (docs/decisions/009-leader-hand-over.md). The next lead starts a new one.
                 await self.writer.close()
             logger.info("no longer leading: scheduling and status writes stopped")
 

@@ -19,11 +19,11 @@ each:
   deleted leaves that namespace's gangs undecided for a while instead (`leaving`);
 - the offload (controllers/offload.py): a large gang is decided in a worker thread
   (`DECIDE_IN_THREAD_MEMBERS`), and so is one whose constraints make it costly
-  (`DECIDE_IN_THREAD_COST_US`), so that lease renewal, webhooks, probes, the watches and status
-  writes go on meanwhile: one decision of thousands of constrained members, or of one member
-  with hundreds of pod-affinity terms, takes seconds, longer than the leader may go without
-  renewing. Everything that would change the snapshot from the event loop meanwhile is queued
-  in arrival order and applied once the decision is booked.
+  (`DECIDE_IN_THREAD_COST_US`), and so is a preemption plan on a large snapshot
+  (`PLAN_IN_THREAD_PODS`), so that lease renewal, webhooks, probes, the watches and status
+  writes go on meanwhile (docs/decisions/008-worker-thread-decisions.md). Everything that would
+  change the snapshot from the event loop meanwhile is queued in arrival order and applied once the
+  decision is booked.
 
 The scheduler never writes PodGroup status: its verdicts go to the status reconciler (see
 domain/scheduling_status.py). It knows nothing of Kopf: the informers feed it node, pod and
@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
@@ -86,6 +87,7 @@ from podgroup_operator.scheduling.queue import (
     order_gangs,
     pod_created,
 )
+from podgroup_operator.scheduling.registry import depends_on_pods
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
 from podgroup_operator.scheduling.topology import placed_in, topology_of
 
@@ -101,21 +103,15 @@ event loop, everything else there waited for it)."""
 DECIDE_IN_THREAD_COST_US = 100_000
 """A gang whose constraints may cost this many microseconds (`gang.decision_cost`: pod terms
 times placed pods, node-affinity expressions times nodes) is decided in the worker thread too,
-whatever its size: so at most about 100 ms of such work holds the event loop."""
+whatever its size (docs/decisions/008-worker-thread-decisions.md)."""
 DECIDE_IN_THREAD_MEMBERS = 64
 """Gangs (or gang groups) with at least this many waiting members are decided in a worker
-thread. Why not every gang: a decision of a few members takes well under a millisecond (`bench
-core`), less than handing it to a thread and back, and in a thread it contends with the event
-loop for the interpreter lock. A constrained member costs about 0.1 to 0.2 ms on 5,000 nodes
-(`bench core --scenario anti-affinity|spread|affinity|claims`, 4,000 members in 0.4 to 0.7 s),
-so a gang under this size holds the event loop for some tens of milliseconds at most."""
+thread; a smaller one costs less on the event loop than the trip to the thread and back
+(docs/decisions/008-worker-thread-decisions.md)."""
 PLAN_IN_THREAD_PODS = 10_000
 """A preemption plan on a snapshot of at least this many pods is made in the worker thread,
-whatever the gang's size. Why: a plan walks the pods of the nodes it may free, not only the
-gang's members. Measured on 5,000 nodes of 20 one-cpu pods (100,000 pods), a 3-member gang
-needing a whole node: 0.02 s when the plan frees 3 nodes, but 0.9 s to refuse when each node
-also holds one pod above the gang's priority (a DaemonSet's, say), every time the gang is
-tried, with the event loop held."""
+whatever the gang's size: a plan walks the pods of the nodes it may free, not only the gang's
+members (docs/decisions/008-worker-thread-decisions.md)."""
 PLACED, REFUSED, ERROR = "placed", "refused", "error"
 """Results of one decision, as the scheduling metrics label them."""
 YIELD_SECONDS = 0.01
@@ -155,20 +151,6 @@ def _holding(group: PodGroup, holding: int) -> str:
     )
 
 
-def _depends_on_pods(pod: JSON) -> bool:
-    """Does where this pod may go depend on other pods' labels and places (`pod_dependent`)?
-    True exactly for the fields of the filters a pod bound elsewhere, or a bound pod's new
-    labels, can lift (`scheduling.registry.Rule.depends_on_pods`; checked field by field)."""
-    spec = pod.get("spec") or {}
-    if spec.get("topologySpreadConstraints"):
-        return True
-    affinity = spec.get("affinity") or {}
-    return any(
-        (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        for kind in ("podAffinity", "podAntiAffinity")
-    )
-
-
 class GangScheduler:
     """Keeps the snapshot, feeds it and the queue from the watch, and runs scheduling cycles
     with its parts (see the module docstring)."""
@@ -176,8 +158,8 @@ class GangScheduler:
     def __init__(
         self,
         kube: KubeClient,
-        groups: Any,
-        members: Any,
+        groups: Index,
+        members: Index,
         *,
         publish: Callable[[GroupKey, Verdict], None],
         default_timeout_seconds: int = 60,
@@ -283,12 +265,12 @@ class GangScheduler:
         self.binder.kube = kube
 
     @property
-    def groups(self) -> Any:
+    def groups(self) -> Index:
         """Index view: (namespace, name) -> PodGroup bodies (at most one; `ParsedGroups`)."""
         return self.parsed.groups
 
     @groups.setter
-    def groups(self, groups: Any) -> None:
+    def groups(self, groups: Index) -> None:
         self.parsed.groups = groups
 
     @property
@@ -1013,7 +995,7 @@ class GangScheduler:
             logger.info("gang %s/%s waits: %s", key[0], key[1], truncate(message))
         state.message = message
         members = self.queue.pending.get(key, {}).values()
-        if any(_depends_on_pods(pod) for pod in members):
+        if any(depends_on_pods(pod) for pod in members):
             self.queue.pod_dependent.add(key)
         self.signals.refused(key, members, message)
         if not state.timed_out:

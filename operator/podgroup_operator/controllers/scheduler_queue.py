@@ -13,9 +13,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from podgroup_operator import constants as c
+from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
@@ -49,11 +50,9 @@ class QueueEntry:
     """A waiting group's place in the queue: what ordering reads (`scheduling.queue.Queued`),
     without the group's request.
 
-    Why entries, not requests: under a backlog a cycle decides what its budget allows (a few
-    hundred gangs) and asks for the next cycle at once. Building every waiting group's request
-    each cycle (its bound members, claims, backoff) kept the event loop busy: in a probed
-    5,000 x 10 backlog it was busy 99% of the time from 20 to 40 s after start, 40 to 53% of
-    that building requests, most of them never decided, while pod events waited. So the
+    Under a backlog a cycle decides what its budget allows and asks for the next cycle at once,
+    so building every waiting group's request each cycle would hold the event loop for groups
+    it never decides (docs/decisions/011-scheduler-queue-under-a-backlog.md). So the
     entries are kept from cycle to cycle (`GangQueue.refresh`), and a request is built only
     when a cycle comes to decide the group, or a gang group needs its partner's."""
 
@@ -86,7 +85,7 @@ class RequestOf(Protocol):
 class GangQueue:
     """The pending members, the waiting groups' entries and waits, and the pods in flight."""
 
-    def __init__(self, members: Any, *, gone: Callable[[GroupKey], None]) -> None:
+    def __init__(self, members: Index, *, gone: Callable[[GroupKey], None]) -> None:
         self.members = members
         """Index view: (namespace, name) -> member pod bodies."""
         self._gone = gone
@@ -95,9 +94,9 @@ class GangQueue:
         self.pending_key: dict[str, GroupKey] = {}
         """uid -> the bucket a pending pod sits in (its group may change with its labels)."""
         self.pod_dependent: set[GroupKey] = set()
-        """Waiting groups whose members' placement depends on other pods (required pod
-        affinity or anti-affinity of their own, topology spread): a pod that arrives bound, or
-        a bound pod whose labels change, may let them in (`pods_moved`). kube-scheduler moves
+        """Waiting groups with a member whose placement depends on other pods
+        (`scheduling.registry.depends_on_pods`): a pod that arrives bound, or a bound pod
+        whose labels change, may let them in (`pods_moved`). kube-scheduler moves
         its unschedulable pods on such an event, into its backoff queue; these likewise become
         due one backoff step (1 s) after their last refusal instead of up to 60 s. Not at once:
         in a cluster where another scheduler binds thousands of pods, every bind is such an
@@ -120,11 +119,10 @@ class GangQueue:
         self.waiting: dict[GroupKey, WaitState] = {}
         self.leaving: dict[str, dt.datetime] = {}
         """Namespaces being deleted (a bind there was refused so), until when their gangs are
-        not decided. Why: the namespace controller deletes a big namespace's pods over seconds,
-        and meanwhile every capacity freed placed its waiting gangs again, each bind refused
-        and logged (deleting 300 gangs of 4 pods logged 1,888 refused binds in 7 s). A pod
-        created there ends it early: a namespace being deleted refuses new pods, so it was
-        created again."""
+        not decided: the namespace controller deletes a big namespace's pods over seconds, and
+        each capacity freed would place its gangs again, each bind refused
+        (docs/decisions/011-scheduler-queue-under-a-backlog.md). A pod created there ends it early:
+        a namespace being deleted refuses new pods, so it was created again."""
 
     # --- pending members ------------------------------------------------------------------------
     def add(self, uid: str, key: GroupKey, pod: JSON) -> None:
@@ -191,12 +189,10 @@ class GangQueue:
     def new_member(self, key: GroupKey) -> None:
         """A pod joined the group: it is due one backoff step (1 s) after its last refusal.
 
-        Why: a gang short of pods (NotEnoughTasks) backed off up to 60 s between tries, so one
-        whose last pods came a minute after the first started up to a minute late. kube-
-        scheduler likewise tries a new pod at once, and coscheduling moves the waiting pods of
-        its gang on a pod's arrival. One step, not none: pods arriving one by one retry the
-        gang once a second, not once per pod. A gang group's partners backing off are decided
-        with it (`GangGroups.assemble`)."""
+        A gang short of pods starts soon after its last pods come, as kube-scheduler tries a new
+        pod at once (docs/decisions/011-scheduler-queue-under-a-backlog.md). One step, not none:
+        pods arriving one by one retry the gang once a second, not once per pod. A gang group's
+        partners backing off are decided with it (`GangGroups.assemble`)."""
         state = self.waiting.get(key)
         if state is not None and state.failures > 1:
             state.failures = 1
@@ -239,9 +235,8 @@ class GangQueue:
         """The waiting groups' entries, with those of stale groups entered again (`entry_of`
         their members not in flight; one that raises is `failed` and entered again next time).
 
-        Why kept: entering every waiting group again each cycle (its members not in flight, its
-        PodGroup, its priority) took 0.10 to 0.14 s per 5,000 groups in the unit harness, every
-        cycle, with the loop held, while nothing had changed for most of them."""
+        Kept, because entering every waiting group again each cycle would hold the loop for groups
+        where nothing changed (docs/decisions/011-scheduler-queue-under-a-backlog.md)."""
         stale, self.stale = self.stale, set()
         for key in stale:
             bucket = self.pending.get(key)

@@ -1,6 +1,6 @@
 """Simulated nodes and a simulated kubelet, so the dev cluster can run pods without containers.
 
-Why: our machines have no container engine, yet the operator must be proven against a real
+The project's machines have no container engine, yet the operator is proven against a real
 control plane, where pods are bound, start, finish, get rejected for lack of room and get
 deleted. Without a kubelet none of that happens: new Nodes keep the `not-ready` taint forever,
 bound pods stay Pending, and a graceful delete of a bound pod never completes. This module plays

@@ -1,6 +1,6 @@
 """Who leads: the decisions of leader election on a Lease, as pure functions of what was read.
 
-Why a Lease: several replicas serve the admission webhooks, but only one may schedule, write
+A Lease, because several replicas serve the admission webhooks, but only one may schedule, write
 status and restart gangs, or two schedulers would bind the same capacity twice. The replicas
 agree through a `coordination.k8s.io/v1` Lease, written with a resourceVersion precondition, in
 the shape client-go's `tools/leaderelection` uses (so `kubectl describe lease` reads the same):
@@ -28,15 +28,14 @@ MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 """The Lease's MicroTime format."""
 
 MAX_TRANSITIONS = 2**31 - 1
-"""`leaseTransitions` is an int32: the count after this one starts again from 0. Why: a Lease
-left at the top (by hand, or by a tool gone wrong) made every take-over write 2^31, which the
-API server refuses (`ReadInt32: overflow`), so no replica ever led again (found on the dev
-cluster: one refused PUT a second, for ever)."""
+"""`leaseTransitions` is an int32: the count after this one starts again from 0, so a Lease left
+at the top (by hand, or by a tool gone wrong) never makes a take-over write 2^31, which the API
+server refuses (`ReadInt32: overflow`)."""
 
 LONGEST_LEASE_SECONDS = 300
-"""The longest `leaseDurationSeconds` of another holder this candidate believes. Why: a record
-stays its holder's for that long after it last changed, and one written with 2^31-1 would keep
-every replica waiting 68 years while no gang is scheduled. A live holder renews every few
+"""The longest `leaseDurationSeconds` of another holder this candidate believes: a record stays
+its holder's for that long after it last changed, and one written with 2^31-1 would keep every
+replica waiting 68 years. A live holder renews every few
 seconds, so this only cuts short the wait for a holder that stopped: 5 minutes at most."""
 
 
@@ -99,8 +98,8 @@ def decide(
     """What `identity` does with the lease it just read.
 
     `current` is None when no Lease exists. `observed_at` is when this candidate last saw the
-    record change (its own clock); `now` is the same clock now. Another holder's lease is
-    believed for at most `longest_lease_seconds` (see LONGEST_LEASE_SECONDS).
+    record change (its own clock); `now` is the same clock's current reading. Another holder's lease
+    is believed for at most `longest_lease_seconds` (see LONGEST_LEASE_SECONDS).
     """
     if current is None:
         return Decision(Step.ACQUIRE, LeaseRecord(identity, lease_seconds, now, now, 0))

@@ -67,6 +67,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition, PodGroup, PodGroupStatus
 from podgroup_operator.constants import (
     ANNOTATION_GROUP_NAME,
+    EVENT_MESSAGE_LIMIT,
     LABEL_POD_GROUP,
     ConditionStatus,
     ConditionType,
@@ -281,7 +282,7 @@ class Outlook:
 def outlook(group: PodGroup, member_pods: Iterable[Pod], previous: PodGroupStatus) -> Outlook:
     """The phase `compute_status(group, member_pods, previous, now)` reports, for any `now`.
 
-    Why apart: the status reconciler runs for every burst of member events, and most runs, while
+    Apart, because the status reconciler runs for every burst of member events, and most runs, while
     a gang binds and starts, end by holding back a first `Pending` status (see
     controllers/status.py). Knowing the phase and counts is enough to decide that, at a fraction
     of the cost of conditions, transition IDs and a patch. `compute_status` calls this itself,
@@ -532,21 +533,17 @@ def _occupied_by(members: Iterable[Pod]) -> str | None:
     return ",".join(sorted(owners)) or None
 
 
-INVALID_SPEC_MESSAGE_LIMIT = 1024
-"""Characters of an InvalidSpec message (an Event's message is cut at 1,024 too)."""
-
-
 def invalid_spec_message(problems: Iterable[str]) -> str:
     """Every problem of a spec that does not validate, and what to do, cut to
-    INVALID_SPEC_MESSAGE_LIMIT characters."""
+    EVENT_MESSAGE_LIMIT characters (it is an Event's message too)."""
     text = (
         "the spec is not valid: "
         + "; ".join(problems)
         + ". Fix the PodGroup (kubectl edit); its members are not scheduled until then"
     )
-    if len(text) <= INVALID_SPEC_MESSAGE_LIMIT:
+    if len(text) <= EVENT_MESSAGE_LIMIT:
         return text
-    return text[: INVALID_SPEC_MESSAGE_LIMIT - 3] + "..."
+    return text[: EVENT_MESSAGE_LIMIT - 3] + "..."
 
 
 def invalid_spec_status(
@@ -559,10 +556,10 @@ def invalid_spec_status(
 ) -> PodGroupStatus:
     """The status of a group whose spec does not validate: Unschedulable True, InvalidSpec.
 
-    Why: such a group (stored before the webhook ran, with it off, or under a CRD without
-    today's bounds) has no phase anyone can compute, and its members wait. It used to get one
-    Warning Event, which the API server drops after an hour; `kubectl get podgroups` showed an
-    empty phase and reason. The condition stays until the spec is fixed, when `compute_status`
+    Such a group (stored before the webhook ran, with it off, or under a CRD without the
+    current bounds) has no phase anyone can compute, and its members wait; the condition says so
+    where `kubectl get podgroups` shows it, unlike an Event, which the API server drops after an
+    hour. The condition stays until the spec is fixed, when `compute_status`
     replaces it (InvalidSpec is a lifecycle reason). Its phase is kept, Pending if it had none;
     a finished group is left as it is.
     """

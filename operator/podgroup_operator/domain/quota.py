@@ -1,6 +1,6 @@
 """The quota-reservation ledger: who holds which part of a namespace's ResourceQuota.
 
-Why it exists: a gang is all-or-nothing, but Kubernetes' ResourceQuota admits pods one at a time.
+A gang is all-or-nothing, but Kubernetes' ResourceQuota admits pods one at a time.
 Half a gang can be admitted, the other half refused because unrelated pods ate the rest of the
 quota in between, and the half-gang then holds quota it can never use. A PodGroup with
 `spec.totalResources` reserves its whole footprint up front; the admission webhook uses this
@@ -594,7 +594,7 @@ def reservation_status(ledger: Ledger, key: GroupKey) -> Reservation | None:
 
 # --- the durable record ---------------------------------------------------------------------------
 #
-# Why a record besides the PodGroups themselves: the webhook answers before the apiserver stores
+# A record besides the PodGroups themselves, because the webhook answers before the apiserver stores
 # the PodGroup, so between "allowed" and "stored" a reservation exists nowhere but in the memory
 # of the replica that admitted it. Another replica (or this one after a restart) would not see it
 # and could admit a second group into the same quota. So each admitted reservation is written to a

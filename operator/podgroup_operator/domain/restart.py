@@ -1,7 +1,7 @@
 """The whole-gang restart policy (`spec.policy`) as a pure decision: what to delete, what to
 recreate and what to write to the status, or why to do nothing yet.
 
-Why it exists: a gang that loses a member while running is usually stuck (the survivors wait
+A gang that loses a member while running is usually stuck (the survivors wait
 forever on a peer that is gone), and restarting members one at a time does not help, because the
 survivors hold state of the lost incarnation. The cure is Volcano's RestartJob: kill every member
 and schedule the gang again as a whole. Doing that safely needs decisions that must survive an
@@ -30,7 +30,7 @@ The rules, in the words of the user documentation:
 
 * Trigger: the group has been whole since its last restart (status phase Running or Unknown; or
   Pending with a `lastFailureTime` later than `lastRestartTime`, which the lifecycle writes when a
-  whole gang loses members) and now fewer than minMember members of the current incarnation are
+  whole gang loses members) and fewer than minMember members of the current incarnation are
   running or succeeded. Failed pods count as lost whatever their reason (a crash, `Evicted`, a
   kubelet rejection such as `OutOfcpu`), and so do pods being deleted or already gone.
 * Trigger too: a gang that never ran whole, when a member of the current incarnation has failed
@@ -138,12 +138,9 @@ plainly; at most one of the two is set."""
 PLAIN_PODS_MAX_BYTES = 64 * 2**10
 """Bodies up to this much JSON are written plainly (`restartPods`), readable with kubectl."""
 PACKED_PODS_MAX_CHARS = 512 * 2**10
-"""The most packed bodies a restart writes. Why a bound: a status must fit in etcd's 1.5 MiB
-request with the rest of the object, and the bodies of a gang's bare members were written
-plainly, so a gang of a few hundred bare members (kubectl's last-applied annotation doubles
-each) had its restart refused by the API server on every attempt, and never restarted. Packed,
-256 realistic members take 25 KiB; bodies that pack to more than this fail the gang, naming
-the cause and the fix, instead."""
+"""The most packed bodies a restart writes: a status must fit in etcd's 1.5 MiB request with the
+rest of the object. Bodies that pack to more than this fail the gang, naming the cause and the fix
+(docs/decisions/014-restart-bodies-packed.md)."""
 
 _DROPPED_METADATA = frozenset(
     {
@@ -461,13 +458,13 @@ def _failed_before_whole(counts: MemberCounts, min_member: int) -> bool:
     """Whether the current incarnation broke before it ever ran whole: a member failed while
     fewer than minMember are live.
 
-    Why this triggers too: such a gang never reaches Running, so a rule waiting for a whole
-    gang to break never fired, and its peers ran on, waiting for the failed one and holding
-    their nodes for ever (a bare member is never replaced; an owner's replacement joins a gang
-    whose peers hold the broken incarnation's state). Volcano's PodFailed policy acts whether or
-    not the job ever ran whole. The old incarnation's members are left out (`restartingUIDs`),
-    and a new member failing while a restart is still in progress is judged once the restart
-    is complete, so a restart whose status is written is never started twice."""
+    This triggers too because such a gang never reaches Running: a rule waiting for a whole
+    gang to break would never fire, and its peers would run on, waiting for the failed one and
+    holding their nodes for ever (a bare member is never replaced; an owner's replacement joins a
+    gang whose peers hold the broken incarnation's state). Volcano's PodFailed policy acts whether
+    or not the job ever ran whole. The old incarnation's members are left out (`restartingUIDs`),
+    and a new member failing while a restart is still in progress is judged once the restart is
+    complete, so a restart whose status is written is never started twice."""
     return counts.failed > 0 and counts.live < min_member
 
 

@@ -159,9 +159,9 @@ def wait_started(status: PodGroupStatus, now: datetime) -> datetime:
     scheduler's reasons (a later reason, ScheduleTimeout, keeps that time), but not before the
     last restart, which starts a new wait; else `now`.
 
-    Why: the scheduler times the wait in memory. Timed afresh by each new leader, a gang could
-    wait a whole timeout more per failover, and a Strict gang held partly bound past its
-    timeout is restarted only once the timeout is seen (domain/restart.py). The condition
+    The scheduler times the wait in memory; timed afresh by each new leader, a gang would wait a
+    whole timeout more per failover (and a Strict gang held partly bound is restarted only once
+    the timeout is seen, domain/restart.py). The condition
     turns True at the first refusal, a cycle after the wait began: at most that much late."""
     condition = find_condition(status.conditions, ConditionType.UNSCHEDULABLE)
     if (

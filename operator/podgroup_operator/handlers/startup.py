@@ -144,11 +144,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 async def _hand_over_on_sigterm(runtime: Runtime, memo: kopf.Memo) -> None:
     """On SIGTERM, hand the Lease over at once, and stop Kopf through its stop flag.
 
-    Why: Kopf runs cleanup handlers only once it has stopped its own tasks (a worker per
-    PodGroup among them), so the leader went on binding and released the Lease 0.53 s after
-    SIGTERM under a 1,000 x 10 backlog (`bench scale --failover term`). Kopf's own handler is
-    kept where there are no flags to use (an embedding without `main.run`, `KopfRunner`'s
-    thread) and for SIGINT.
+    Kopf runs cleanup handlers only once it has stopped its own tasks (a worker per PodGroup
+    among them), too late for a quick hand-over (docs/decisions/009-leader-hand-over.md). Kopf's
+    own handler is kept where there are no flags to use (an embedding without `main.run`,
+    `KopfRunner`'s thread) and for SIGINT.
 
     Installed once Kopf is ready (its `ready_flag`, raised after the startup handlers): Kopf
     installs its own signal handlers as it starts, and the last one installed is the one

@@ -9,8 +9,9 @@ unit test or a benchmark from raw Node and Pod dicts. How the live scheduler use
 - Build a `GangRequest` per waiting PodGroup. Besides the members, pass `priority` (the members'
   `spec.priority`), `preemption_policy`, and `claims`: every PVC the members mount, resolved with
   its StorageClass (`volume_claim(raw_pvc, raw_storage_class)`), keyed by (namespace, name).
-- `place_group` / `place_gang_group` answer with a placement (left assumed; `undo` on a failed
-  bind) or a `Refusal`. Before binding a pod, carry out its `Binding.volumes` (bind the chosen
+- `place_group` / `place_gang_group` answer with a placement (left assumed; a pod whose bind
+  fails is taken out alone with `remove_pod`, `undo` releases a placement bound not at all) or a
+  `Refusal`. Before binding a pod, carry out its `Binding.volumes` (bind the chosen
   PV to the claim, or annotate the claim with `volume.kubernetes.io/selected-node`).
 - When a gang is refused for room, `plan_preemption(gang, snapshot, budgets)` (budgets from
   `disruption_budget(raw_pdb)`) returns the whole gangs to evict and the nominated nodes, or a

@@ -72,10 +72,9 @@ class Rejection(NamedTuple):
 class Parenthesized:
     """A rejection's detail, `(value)` once written: the writing waits for a message.
 
-    Why: a gang's placement tries, for each member, the nodes its earlier members took before
-    a free one, and discards those rejections. Writing each term out as it was made was two
-    thirds of the time of a 1,000-member gang with hostname anti-affinity (`bench core
-    --scenario anti-affinity`, profiled)."""
+    A gang's placement tries, for each member, the nodes its earlier members took before a free
+    one, and discards those rejections: writing each out as it is made would cost most of the
+    decision (docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
 
     value: object
 
@@ -114,8 +113,8 @@ class Toleration(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class TolerationIndex:
     """Tolerations by key ("" for those of every key), so that a taint is checked against its
-    own only. Why: a pod may carry thousands of tolerations, and every node class's verdict
-    read them all for each taint (10,000 tolerations, 1,000 classes of three taints: 1.4 s)."""
+    own only: a pod may carry thousands of tolerations, and every node class's verdict would read
+    them all for each taint (docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
 
     by_key: Mapping[str, tuple[Toleration, ...]]
 
@@ -186,9 +185,8 @@ class TermIndex:
     """Node selector terms by what a node must have for each to match, so that a node is tried
     against the terms it might match only.
 
-    Why: a pod may list thousands of terms, required or preferred, and every node class's
-    verdict tried them all (5,000 terms of one `Exists` each on 1,000 nodes of a class each:
-    3.5 s per decision). kube-scheduler tries them all too, at Go's speed.
+    A pod may list thousands of terms, required or preferred, and every node class's verdict
+    would try them all (docs/decisions/010-placement-keeps-what-a-shape-learnt.md).
 
     Each term is filed once, under one requirement it cannot match without: an `In` under
     each of its values (a node has one value per key, so it meets the term once at most),

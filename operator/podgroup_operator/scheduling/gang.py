@@ -81,15 +81,17 @@ class GangRequest:
 
 
 NODE_EXPRESSION_COST = 0.5
-"""Microseconds a node-affinity expression may cost on each node (see `decision_cost`)."""
+"""Microseconds a node-affinity expression may cost on each node (see `decision_cost`;
+docs/decisions/008-worker-thread-decisions.md)."""
 POD_TERM_COST = 1.0
-"""Microseconds a pod term may cost for each placed pod (see `decision_cost`)."""
+"""Microseconds a pod term may cost for each placed pod (see `decision_cost`;
+docs/decisions/008-worker-thread-decisions.md)."""
 NODE_VALUE_COST = 0.01
-"""Microseconds each value of a node-affinity expression may cost on each node (an `In` list
-is searched: 100,000 values no node has, on 1,000 nodes, took 0.69 s)."""
+"""Microseconds each value of a node-affinity expression may cost on each node: an `In` list is
+searched (docs/decisions/008-worker-thread-decisions.md)."""
 HOST_PORT_COST = 1.5
-"""Microseconds a wanted host port may cost on each node (a lookup among the node's own:
-5,000 ports on 200 nodes whose pods hold another 5,000 each took 1.4 s)."""
+"""Microseconds a wanted host port may cost on each node: a lookup among the node's own
+(docs/decisions/008-worker-thread-decisions.md)."""
 
 
 def decision_cost(requests: Sequence[GangRequest], *, pods: int, nodes: int) -> float:
@@ -97,13 +99,9 @@ def decision_cost(requests: Sequence[GangRequest], *, pods: int, nodes: int) -> 
     their pod terms (`pod_terms`) walk the placed pods, their node-affinity expressions and
     the values these list (`node_affinity_size`) and host ports (`host_port_count`) the nodes.
 
-    Why: the cost of a decision grows with these, not only with the members. Measured with
-    `bench core`'s shapes on 5,000 nodes, one member: with 20,000 placed pods, required
-    pod-affinity terms whose selector matches every pod took 47 ms for 1 term, 2.2 s for 100
-    and 10.3 s for 500 (about 1 us per term and pod); 100 preferred node-affinity terms of 10
-    expressions each took 2.1 s (about 0.4 us per expression and node). On the event loop
-    that is longer than the leader may go without renewing its Lease; the scheduler decides
-    such gangs in its worker thread (`DECIDE_IN_THREAD_COST_US`).
+    The cost of a decision grows with these, not only with the members; the scheduler decides a
+    gang that may cost `DECIDE_IN_THREAD_COST_US` in its worker thread
+    (docs/decisions/008-worker-thread-decisions.md).
     """
     pending = [pod for request in requests for pod in request.pending]
     constrained = [
@@ -197,11 +195,13 @@ class Binding:
 
 @dataclass(frozen=True)
 class Placement:
-    """The gang fits: bind these pods. The snapshot already holds them as assumed.
+    """The gang fits: bind these pods. The snapshot already holds them as assumed, each until
+    its bound pod arrives through the watch and replaces it.
 
-    Call `undo` if binding fails (the API write is refused); otherwise the assumption stands
-    until the bound pods arrive through the watch and replace it. `unplaced` names pending
-    members beyond minMember that did not fit this time.
+    A pod whose bind fails is taken out of the snapshot alone (`Snapshot.remove_pod`, as the
+    live scheduler's `Binder._unassume` does), so the members already bound keep their room.
+    `undo` releases the whole placement at once, for a caller that binds none of it (`bench
+    core`). `unplaced` names pending members beyond minMember that did not fit this time.
     """
 
     gang: GroupKey

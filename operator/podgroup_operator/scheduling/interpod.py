@@ -82,8 +82,8 @@ class PreferredCounts:
 
     Each key's lowest and highest sums (clamped to 0, as upstream's scaling starts from 0) are
     kept as sums change, and recounted only when the extreme itself moves back: `score()` is
-    asked for each member, and recounting every domain each time made a 4,000-member gang
-    preferring other hosts quadratic (`bench core --scenario preferred`)."""
+    asked for each member, and recounting every domain each time would make a gang's scoring
+    quadratic in its size."""
 
     def __init__(
         self,
@@ -226,8 +226,8 @@ rule (any domain, for a pod matching its own terms while no pod does) never appl
 the domains that satisfy a term can only grow by a member placed in a domain outside them, which
 the filter forbids: a node refused for affinity stays refused while the shape is placed. Before
 then, a member whose labels do not match its terms is refused everywhere, and a later member
-whose labels do may go anywhere (the property tests draw such gangs). Why it matters: members
-seeking each other's zone met every node of the other zones, one by one, for each member."""
+whose labels do may go anywhere (the property tests draw such gangs). Lasting, such refusals
+spare members seeking each other's zone a walk of every node of the other zones."""
 
 
 @dataclass(slots=True)
@@ -440,7 +440,7 @@ class MemberCheck:
         """The soft-spread score (0..100) of a node with these labels; 0 when a key is missing.
 
         `upper=True` scores hostname domains as if they held the minimum count, which bounds the
-        score of every node of a class from above (used to stop a scored walk early).
+        score of every node of a class from above (a scored walk stops early on it).
         """
         if not self.soft:
             return 0.0
@@ -537,9 +537,8 @@ def _spread_counts(
     """One `_SpreadCounts` per constraint of a member.
 
     The constraints of one kind (hard or soft) and policy share their eligible nodes, looked up
-    once here. Why: a pod may carry thousands of constraints, and each walked every node class
-    for its domains (5,000 on 1,000 classes: 1.3 s per decision), then hashed the keys of all
-    of them to look its domains up (0.3 s more)."""
+    once here: a pod may carry thousands of constraints, and each would walk every node class
+    for its domains (docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
     hard_keys, soft_keys = _spread_keys(spread)
     shared: dict[tuple[bool, bool, bool], _Eligible] = {}
     counts = []
@@ -749,18 +748,15 @@ class MemberChecks:
     was assumed: `check(labels)` for the next member, `assumed(node, labels, namespace)` once it
     is booked.
 
-    Why: a member's anti-affinity closes the domains of every pod its terms select, every
-    earlier member's terms may close domains to it, its affinity wants the domains of every pod
-    matching its terms, and its spread counts every matching pod; recounting those pods for
-    each member made a gang's checks quadratic in its size (on 5,000 nodes, a 4,000-member gang
-    took 49 s to decide with hostname anti-affinity, 17 s with zone affinity and 16 s with zone
-    spread: `bench core --scenario anti-affinity|affinity|spread`). So these domains and counts
-    are counted once and then grow with each member assumed, which is what a recount would
-    find: the snapshot changes by nothing else between members. Claims do not change that: a
-    member's volumes are read live from the snapshot's PVs and promises (`MemberCheck.volumes`)
-    and never enter the counts (recounted for each member, a 4,000-member gang with a claim
-    each and hostname anti-affinity took 21 s on 5,000 nodes: `bench core --scenario claims`).
-    Running pods' terms are counted afresh only for a member whose labels differ from the
+    A member's anti-affinity closes the domains of every pod its terms select, every earlier
+    member's terms may close domains to it, its affinity wants the domains of every pod matching
+    its terms, and its spread counts every matching pod; recounted for each member, a gang's
+    checks would be quadratic in its size
+    (docs/decisions/010-placement-keeps-what-a-shape-learnt.md). So these domains and counts are
+    counted once and then grow with each member assumed, which is what a recount would find: the
+    snapshot changes by nothing else between members. Claims do not change that: a member's volumes
+    are read live from the snapshot's PVs and promises (`MemberCheck.volumes`) and never enter the
+    counts. Running pods' terms are counted afresh only for a member whose labels differ from the
     previous one's.
     """
 

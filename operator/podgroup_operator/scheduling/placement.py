@@ -12,10 +12,8 @@ identical requests and constraints form one `MemberShape`; static filters are ev
 best-fit order (fullest first, ties by name), each taking `min(free // request)` copies, instead
 of searching all nodes for every pod. Members that depend on other pods are placed one by one,
 but keep what their shape learnt as they go (`interpod.MemberChecks`, and the nodes `_choose`
-found lost, `_Lost`) instead of recounting it for each: with hostname anti-affinity on 5,000
-nodes a member costs about 0.1 to 0.16 ms in a gang of 1,000 or of 4,000, against 2 to 3 and
-12 ms when each recounted and walked past every node taken (`bench core --scenario
-anti-affinity`).
+found lost, `_Lost`) instead of recounting it for each, which would make a gang's decision
+quadratic in its size (docs/decisions/010-placement-keeps-what-a-shape-learnt.md).
 """
 
 from __future__ import annotations
@@ -322,8 +320,8 @@ def _bonus(
     for node_class in feasibility.classes:
         if check is not None and not check.allows_class(node_class.facts.labels):
             # Its nodes fail the check anyway; scored, a zone affinity's own terms (which score
-            # its members at hardPodAffinityWeight) made every other zone score lower, and a
-            # 4,000-member gang walked scored instead of packed (185 to 624 ms, bench core).
+            # its members at hardPodAffinityWeight) would make every other zone score lower,
+            # and the gang walk scored instead of packed.
             continue
         score = static_score(preferences, node_class.facts)
         if check is not None and soft:
@@ -399,7 +397,8 @@ def _scored_walk(
 _NO_NAMES: frozenset[str] = frozenset()
 UNLOST_ORDER_AFTER = 1.0
 """Lost nodes met by a shape's walks (each skip and each node found lost counts), per node in the
-snapshot, after which the shape walks its own best-fit order without them (`_Lost.order`)."""
+snapshot, after which the shape walks its own best-fit order without them (`_Lost.order`;
+docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
 
 
 class _Lost:
@@ -409,18 +408,13 @@ class _Lost:
     preferred node affinity, PreferNoSchedule taints, images), which does not change as members
     are assumed.
 
-    Why the order: the nodes earlier members took come first in best-fit order, and skipping
-    them one by one for each member kept the walk quadratic in the gang's size (on 5,000 nodes,
-    most of the 1.9 s a 4,000-member gang with hostname anti-affinity took in `bench core`).
-    Dropped from the shape's own copy of the order once, a lost node is never walked again; the
-    copy is kept true as members are assumed (`assumed`), the only change to the snapshot while
-    a shape is placed. Built only once the walks have met as many lost nodes as the snapshot
-    has nodes: a copy costs a pass over every node, so it is paid for by the skipping it ends,
-    never by a small gang (1,000 gangs of 3 with anti-affinity on 5,000 nodes decided in 2.3 to
-    2.9 ms each when a copy was built at 64 lost nodes, against 0.8 ms without). With a bonus,
-    the walk merged streams of the order for each member and skipped the lost nodes one by one:
-    a 1,000-member gang shunning its own hosts, whose image 90% of 5,000 nodes held, took
-    1.2 s (`bench core --scenario images`)."""
+    The order: the nodes earlier members took come first in best-fit order, and skipping them one
+    by one for each member keeps the walk quadratic in the gang's size. Dropped from the shape's
+    own copy of the order once, a lost node is never walked again; the copy is kept true as
+    members are assumed (`assumed`), the only change to the snapshot while a shape is placed.
+    Built only once the walks have met as many lost nodes as the snapshot has nodes
+    (UNLOST_ORDER_AFTER): a copy costs a pass over every node, so it is paid for by the skipping
+    it ends, never by a small gang (docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
 
     def __init__(
         self, snapshot: Snapshot, feasibility: Feasibility, static: _Bonus | None = None
@@ -487,10 +481,8 @@ class _Lost:
         """`_choose`'s walk over `order`, dropping the nodes it finds lost.
 
         The test of a node (room, then the check, then whether a refusal lasts) is written out
-        here and in both of `_choose`'s walks, not shared: one function for it, called per
-        node, made `bench core` slower (hostname anti-affinity on 5,000 nodes, two runs each:
-        1,000 gangs of 3 in 0.90 and 0.91 ms each against 0.55 and 0.71; one gang of 4,000 in
-        526 and 557 ms against 420 and 452). The three are kept in step by
+        here and in both of `_choose`'s walks, not shared: a call per node costs more
+        (docs/decisions/010-placement-keeps-what-a-shape-learnt.md). The three are kept in step by
         `test_shape_shortcuts_decide_what_checking_every_member_afresh_decides`, which compares
         every placement and refusal with a plain walk that skips nothing."""
         order = self.order
@@ -532,9 +524,8 @@ def _choose(
 
     `lost` names nodes an earlier member of the same shape could not use for a lasting reason
     (too little room, or a rejection in its check's `lasting`): they are skipped, and the ones
-    this member finds so are added.
-    Why: the nodes a shape's earlier members took come first in best-fit order, so without it
-    each member re-checks every one of them (see `_Lost`)."""
+    this member finds so are added: the nodes a shape's earlier members took come first in
+    best-fit order, and each member would re-check every one of them (see `_Lost`)."""
     per_node = check is not None and check.soft_per_node
     scored = check is not None and check.scored
     first, least = request[0]
@@ -1081,8 +1072,7 @@ def place_gang_group(
     would hold room the others need, which is exactly what a gang group exists to prevent.
 
     The prefix names at most SUMMARY_NAMES groups and counts the rest: the message is published
-    on every member group and logged for each, so naming all of a 1,000-group gang group once
-    wrote 10 MB of log per cycle.
+    on every member group and logged for each (docs/decisions/013-bounded-log-lines.md).
     """
     prefix = f"gang group [{summarize(g.label for g in gangs)}]: "
     for gang in gangs:

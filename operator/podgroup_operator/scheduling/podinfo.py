@@ -78,7 +78,8 @@ def port_conflict(wanted: Iterable[HostPort], used: Mapping[HostPort, int]) -> H
     """The first wanted port that one in use conflicts with (`HostPort.conflicts`), else None.
 
     By lookups, as kube-scheduler's HostPortInfo keeps them by IP: a pod may bind thousands of
-    host ports, and comparing every pair took 4.9 s for one node where pods of 5,000 ports meet.
+    host ports, and comparing every pair costs seconds on one node
+    (docs/decisions/010-placement-keeps-what-a-shape-learnt.md).
     """
     ips: set[str] | None = None
     for want in wanted:
@@ -97,8 +98,8 @@ def port_conflict(wanted: Iterable[HostPort], used: Mapping[HostPort, int]) -> H
 @dataclass(frozen=True, slots=True)
 class PortWants:
     """A pod's host ports by protocol and number, to look a node's ports up in them: a node
-    holding a few ports costs a few lookups, however many the pod wants (5,000 wanted, the
-    last taken on each of 1,000 nodes: 5.9 s looking each wanted port up on every node)."""
+    holding a few ports costs a few lookups, however many the pod wants
+    (docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
 
     ports: tuple[HostPort, ...]
     by_number: Mapping[tuple[str, int], tuple[tuple[int, HostPort], ...]]
@@ -442,10 +443,9 @@ TermsT = TypeVar("TermsT", tuple[AffinityTerm, ...], tuple[WeightedTerm, ...])
 
 @functools.lru_cache(maxsize=4096)
 def _interned(terms: TermsT) -> TermsT:
-    """One shared copy of equal parsed terms. Why: every pod of a Deployment or a gang carries
-    the same terms, and a copy of its own cost about 800 bytes a pod (10,000 pods with one
-    preferred term: 19.1 MB of snapshot instead of 11.1); bounded, as a busy cluster keeps
-    bringing terms with new selectors."""
+    """One shared copy of equal parsed terms: every pod of a Deployment or a gang carries the
+    same terms (docs/decisions/010-placement-keeps-what-a-shape-learnt.md). Bounded, as a busy
+    cluster keeps bringing terms with new selectors."""
     return terms
 
 

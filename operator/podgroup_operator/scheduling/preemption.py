@@ -504,12 +504,11 @@ class _Planner:
         each usable node that has room for a member by resources, and may shut that room, is
         taken out, and placement tried once more.
 
-        Why: the search counts room by resources, so a node whose room a lower-priority pod
-        shuts (its anti-affinity, a host port it holds) looked free already and was never
-        freed: the gang was refused although evicting that pod lets it in, which kube-scheduler
-        finds (it runs every filter with the node's lower-priority pods out). Victims taken
-        here are given back only where placement still succeeds without them (`reprieve`).
-        Reached only when the search failed, which was a refusal before."""
+        The search counts room by resources, so a node whose room a lower-priority pod shuts
+        (its anti-affinity, a host port it holds) looks free already and is never freed by it;
+        kube-scheduler finds such victims by running every filter with the node's lower-priority
+        pods out, and so does this. Victims taken here are given back only where placement still
+        succeeds without them (`reprieve`). Reached only when the search failed."""
         nodes = self.snapshot.nodes
         # A pod shuts a member out by its own anti-affinity, host ports or volumes; any pod may,
         # by its labels, when the member has anti-affinity or spread terms. (A required pod

@@ -6,14 +6,13 @@ where there is one), the exclusions it yields (`filters.Exclusion`), the pod fie
 whether its verdict stays as members are placed (`Lasting`), the cluster events after which a
 pod it refused may fit (`Event`), and what it adds to a decision's cost (`Cost`).
 
-Four lists elsewhere name pod fields by hand, each for speed on its own path; the unit tests
-(tests/unit/scheduling/test_sched_registry.py) check each against these declarations, field by
-field:
+Whether a pod's placement depends on other pods is read from these declarations
+(`depends_on_pods`). Three lists elsewhere name pod fields by hand, each for speed on its own
+path; the unit tests (tests/unit/scheduling/test_sched_registry.py) check each against these
+declarations, field by field:
 
 - `adapters/slim.py`: the informer keeps every field a rule reads;
 - `scheduling/gang.py`, `decision_cost`: counts a field exactly when its rule declares a cost;
-- `controllers/scheduler.py`, `_depends_on_pods`: true exactly for the fields of filters that a
-  pod bound elsewhere, or a bound pod's new labels, can lift;
 - `scheduling/placement.py`, `_raw_shape_key`: covers every field read into the member's shape
   (`Rule.reads`), so that two pods that differ in one never share a shape.
 
@@ -26,9 +25,10 @@ A field path is dotted from the pod's root; `[]` stands for each item of a list
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from podgroup_operator.scheduling.filters import Exclusion
 from podgroup_operator.scheduling.podinfo import PREFERRED, REQUIRED
@@ -336,3 +336,32 @@ def read_fields() -> Iterator[tuple[Rule, str]]:
     for rule in RULES:
         for path in rule.fields:
             yield rule, path
+
+
+POD_DEPENDENT_FIELDS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        path
+        for rule in RULES
+        if rule.depends_on_pods
+        for path in rule.reads
+        if path.startswith("spec.")
+    )
+)
+"""The fields through which a pod asks for a filter that depends on other pods (required pod
+affinity and anti-affinity, topology spread). The `metadata` fields those filters read are on
+every pod and ask for nothing by themselves."""
+assert POD_DEPENDENT_FIELDS and not any("[]" in path for path in POD_DEPENDENT_FIELDS)
+
+
+def depends_on_pods(pod: Mapping[str, Any]) -> bool:
+    """Does where `pod` may go depend on other pods' labels and places: does it set a field of a
+    filter that a pod bound elsewhere, or a bound pod's new labels, can lift
+    (`Rule.depends_on_pods`)? The one definition; the scheduler's queue keeps such gangs in
+    `pod_dependent`."""
+    for path in POD_DEPENDENT_FIELDS:
+        value: Any = pod
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value:
+            return True
+    return False

@@ -7,7 +7,7 @@ are frozen so that pods stamped from one template share a single value and it ca
 
 A selector the scheduler cannot evaluate must never be guessed at: an incoming pod whose
 selector uses an unknown operator is refused with `UnsupportedConstraintError`, naming the field. An
-*existing* pod's term is only ever used to keep others away (its required anti-affinity), so
+*existing* pod's term only ever keeps others away (its required anti-affinity), so
 there the parser can afford to widen an unreadable part into "selects everything", which keeps
 more pods away than needed but never places a pod where the owner said it must not go.
 """

@@ -376,9 +376,8 @@ class Snapshot:
         self._cache: dict[Any, tuple[int, Any]] = {}
         """Derived values keyed by their inputs, tagged with `node_epoch` (see `cached`)."""
         # Images (kube-scheduler's ImageLocality score). Which nodes list an image is found by
-        # a pass over the nodes (`image_holders`), not kept: a set of nodes per name cost 54 MB
-        # on 5,000 nodes listing 50 images under 100 names each, most of it the sets of the
-        # images every node lists; this keeps 4 MB of names.
+        # a pass over the nodes (`image_holders`), not kept: a set of nodes per name costs far
+        # more memory than the names (docs/decisions/010-placement-keeps-what-a-shape-learnt.md).
         self._image_counts: dict[str, int] = {}
         """Image name -> how many nodes list it."""
         self._image_sizes: dict[str, int] = {}

@@ -17,7 +17,7 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, PODS, STRATEGIC_PATCH, KubeClient
-from podgroup_operator.controllers.podsignals import MESSAGE_LIMIT, PodSignals, unschedulable_patch
+from podgroup_operator.controllers.podsignals import PodSignals, unschedulable_patch
 from tests.builders import pod
 from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer
@@ -366,7 +366,7 @@ async def test_a_new_leader_writes_no_condition_the_pod_already_carries() -> Non
 
 async def test_a_long_message_the_pod_carries_cut_to_the_limit_is_not_written_again() -> None:
     w = World()
-    long = "short " + "x" * MESSAGE_LIMIT
+    long = "short " + "x" * c.EVENT_MESSAGE_LIMIT
     condition = unschedulable_patch("", long, T0, first=True)["status"]["conditions"][0]
     for body in w.pods:
         body["status"]["conditions"] = [condition]

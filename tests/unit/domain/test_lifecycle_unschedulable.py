@@ -7,6 +7,7 @@ import pytest
 from podgroup_operator.api.models import Condition, PodGroupStatus
 from podgroup_operator.constants import (
     ANNOTATION_GROUP_NAME,
+    EVENT_MESSAGE_LIMIT,
     LABEL_POD_GROUP,
     ConditionStatus,
     ConditionType,
@@ -14,7 +15,6 @@ from podgroup_operator.constants import (
     Reason,
 )
 from podgroup_operator.domain.lifecycle import (
-    INVALID_SPEC_MESSAGE_LIMIT,
     compute_status,
     invalid_spec_message,
     invalid_spec_status,
@@ -226,5 +226,5 @@ def test_once_the_spec_is_fixed_the_lifecycle_replaces_the_invalid_spec_verdict(
 
 def test_an_invalid_spec_message_is_bounded() -> None:
     message = invalid_spec_message([f"spec.gangGroup[{i}]: not namespace/name" for i in range(99)])
-    assert len(message) == INVALID_SPEC_MESSAGE_LIMIT
+    assert len(message) == EVENT_MESSAGE_LIMIT
     assert message.endswith("...")

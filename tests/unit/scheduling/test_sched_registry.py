@@ -1,6 +1,6 @@
-"""The rules' declarations (scheduling/registry.py) against the four lists that name pod fields
-by hand: the slim informer fields, `gang.decision_cost`, the scheduler's `_depends_on_pods` and
-`placement._raw_shape_key`, field by field.
+"""The rules' declarations (scheduling/registry.py) against the three lists that name pod fields
+by hand (the slim informer fields, `gang.decision_cost` and `placement._raw_shape_key`), and
+`registry.depends_on_pods` against the declarations it reads, field by field.
 
 Each declared (rule, field) pair has a sample pod (rule_samples.py) that asks for the rule through
 that field; a rule or field declared without a sample fails
@@ -15,12 +15,19 @@ from typing import Any
 import pytest
 
 from podgroup_operator.adapters.slim import slim_pod
-from podgroup_operator.controllers.scheduler import _depends_on_pods
 from podgroup_operator.scheduling import placement
 from podgroup_operator.scheduling.filters import Exclusion
 from podgroup_operator.scheduling.gang import GangRequest, decision_cost
 from podgroup_operator.scheduling.placement import _raw_shape_key, place_group
-from podgroup_operator.scheduling.registry import RULES, Cost, Kind, Rule, read_fields, rule_of
+from podgroup_operator.scheduling.registry import (
+    RULES,
+    Cost,
+    Kind,
+    Rule,
+    depends_on_pods,
+    read_fields,
+    rule_of,
+)
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node
 from tests.unit.scheduling.rule_samples import OWNER, SAMPLES, Pod, sample
@@ -87,7 +94,7 @@ def test_field_paths_start_at_the_pods_metadata_or_spec() -> None:
         assert path.split(".")[0] in ("metadata", "spec"), (rule.name, path)
 
 
-# --- the four lists ----------------------------------------------------------------------------
+# --- the three lists and depends_on_pods ----------------------------------------------------------
 @pytest.mark.parametrize(("rule", "path"), PAIRS, ids=IDS)
 def test_the_slim_informer_keeps_every_field_a_rule_reads(rule: Rule, path: str) -> None:
     pod = SAMPLES[rule.name, path]
@@ -117,14 +124,14 @@ def test_decision_cost_counts_a_field_exactly_when_its_rule_declares_a_cost(
 def test_depends_on_pods_is_true_exactly_for_the_filters_other_pods_can_lift(
     rule: Rule, path: str
 ) -> None:
-    assert _depends_on_pods(SAMPLES[rule.name, path]) is rule.depends_on_pods
+    assert depends_on_pods(SAMPLES[rule.name, path]) is rule.depends_on_pods
 
 
 def test_a_plain_pod_costs_nothing_and_depends_on_no_pod() -> None:
     pod = sample()
     request = GangRequest(namespace="default", name="g", min_member=1, pending=(pod,))
     assert decision_cost([request], pods=1_000, nodes=1_000) == 0
-    assert not _depends_on_pods(pod)
+    assert not depends_on_pods(pod)
 
 
 # --- the declarations are complete: what the shape parse reads is declared ----------------------
