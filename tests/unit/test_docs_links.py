@@ -44,7 +44,6 @@ def test_every_relative_link_resolves() -> None:
     for page, target in links():
         path_part, _, anchor = target.partition("#")
         resolved = (page.parent / path_part).resolve() if path_part else page
-        relative = resolved.relative_to(REPO).as_posix() if resolved.is_relative_to(REPO) else ""
         where = f"{page.relative_to(REPO)}: {target}"
         if not resolved.exists():
             broken.append(f"{where} (no such file)")
