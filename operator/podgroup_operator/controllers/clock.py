@@ -42,3 +42,19 @@ class LoopClock:
 
 LOOP_CLOCK = LoopClock()
 """The clock every controller uses unless a test hands it another."""
+
+
+async def sleep(clock: MonotonicClock, seconds: float) -> None:
+    """Wait `seconds` of `clock`'s time (a timer of it wakes the waiter; cancelling the wait
+    cancels the timer)."""
+    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    timer = clock.call_later(seconds, wake)
+    try:
+        await woken
+    finally:
+        timer.cancel()

@@ -51,7 +51,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -68,6 +67,7 @@ from podgroup_operator.adapters.quota_record import Record, RecordConflictError,
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition
 from podgroup_operator.api.quantity import QuantityError
+from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.membership import group_key_of
@@ -226,6 +226,7 @@ class QuotaService:
         source: NamespaceObjects,
         *,
         clock: Clock = lambda: dt.datetime.now(dt.UTC),
+        monotonic: MonotonicClock = LOOP_CLOCK,
         status_workers: int = 4,
     ) -> None:
         self.kube = kube
@@ -234,9 +235,14 @@ class QuotaService:
         """Where each group's reservation view goes: the status reconciler, while leading."""
         self.store = RecordStore(kube)
         self.clock = clock
+        """Wall-clock time: the record entries' deadlines."""
+        self.monotonic = monotonic
+        """Times pending pods' expiry, the sweeps and the record re-reads."""
         self.namespaces: dict[str, NamespaceQuota] = {}
         self.status_workers = status_workers
-        self.failures = Failures("quota of PodGroup", logger, metric="quota")
+        self.failures = Failures("quota of PodGroup", logger, metric="quota", monotonic=monotonic)
+        self._last_resync: float | None = None
+        """When the last sweep re-read every namespace's record (None: no sweep yet)."""
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
         self._queued: set[GroupKey] = set()
         self._key_locks: dict[GroupKey, tuple[asyncio.Lock, int]] = {}
@@ -483,12 +489,12 @@ class QuotaService:
         async with state.lock:
             if state.record_stale:
                 await self._refresh_record(state)
-            state.expire_pending(time.monotonic())
+            state.expire_pending(self.monotonic.now())
             usage = PodUsage.from_pod(body, group_key_of(body), requests)
             decision = admit_pod(state.ledger, usage)
             if decision.allowed and not dry_run and usage.live:
                 state.ledger.add_pod(usage)
-                state.pending[usage.uid] = time.monotonic() + PENDING_POD_TTL
+                state.pending[usage.uid] = self.monotonic.now() + PENDING_POD_TTL
         return decision
 
     # --- release and status -----------------------------------------------------------------------
@@ -516,30 +522,35 @@ class QuotaService:
                     del self._key_locks[key]
 
     async def _sweeper(self) -> None:
-        """Entries whose group never appeared are released even though no event will come.
-
-        Records are re-read every `RECORD_RESYNC` seconds: entries written by another replica
-        that died before its group was stored are seen (and dropped) here too.
-        """
-        last_resync = time.monotonic()
+        """`sweep` every SWEEP_INTERVAL seconds."""
+        self._last_resync = self.monotonic.now()
         while True:
-            await asyncio.sleep(SWEEP_INTERVAL)
-            now = self.clock()
-            resync = time.monotonic() - last_resync >= RECORD_RESYNC
+            await sleep(self.monotonic, SWEEP_INTERVAL)
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        """Touch the groups whose record entry is past its deadline and whose group was never
+        seen, so they are released although no event will come; re-read every namespace's
+        record first when RECORD_RESYNC seconds have passed since the last re-read (entries
+        written by another replica that died before its group was stored are seen so)."""
+        now = self.clock()
+        resync = (
+            self._last_resync is None or self.monotonic.now() - self._last_resync >= RECORD_RESYNC
+        )
+        if resync:
+            self._last_resync = self.monotonic.now()
+        for state in list(self.namespaces.values()):
+            if not state.loaded:
+                continue
             if resync:
-                last_resync = time.monotonic()
-            for state in list(self.namespaces.values()):
-                if not state.loaded:
-                    continue
-                if resync:
-                    try:
-                        async with state.lock:
-                            await self._refresh_record(state)
-                    except ApiError:
-                        logger.warning("quota record of %s not re-read", state.namespace)
-                for name, entry in list(state.record.entries.items()):
-                    if name not in state.groups and now >= entry.deadline:
-                        self.touch((state.namespace, name))
+                try:
+                    async with state.lock:
+                        await self._refresh_record(state)
+                except ApiError:
+                    logger.warning("quota record of %s not re-read", state.namespace)
+            for name, entry in list(state.record.entries.items()):
+                if name not in state.groups and now >= entry.deadline:
+                    self.touch((state.namespace, name))
 
     async def reconcile(self, key: GroupKey) -> None:
         """Release the group's entry if it must go, then bring its status in line."""
