@@ -1,10 +1,10 @@
 """Quota reservation: per-namespace ledgers, admission decisions, release, status.
 
-Why this module exists: the pure ledger (`domain.quota`) decides; something must feed it fast
-enough for an admission webhook (milliseconds), keep admitted reservations safe across replicas
-and crashes (through the durable record of `adapters.quota_record`), release them exactly once,
-and show them in PodGroup status. The Kopf handlers (`handlers/quota.py`) only forward admission
-requests; watch events arrive from the informers.
+The pure ledger (`domain.quota`) decides; this service feeds it from memory, so an admission
+webhook answers without an API call on the pod path; keeps admitted reservations across
+replicas and crashes in the durable record (`adapters.quota_record`); releases each exactly
+once; and hands each group's view to the status reconciler. The Kopf handlers
+(`handlers/quota.py`) only forward admission requests; watch events arrive from the informers.
 
 Where the ledger's inputs come from
 -----------------------------------
@@ -19,7 +19,7 @@ Concurrency, durability, multiple replicas
 ------------------------------------------
 * Within a replica, admissions of one namespace are serialised by an asyncio.Lock, and an admitted
   object is put in the ledger at once (a PodGroup as a record entry, a pod as a *pending* pod that
-  expires after `PENDING_POD_TTL` unless the watch shows it), so 50 concurrent creates see each
+  expires after `PENDING_POD_TTL` unless the watch shows it), so concurrent creates see each
   other although none is stored yet.
 * The record: ConfigMap `podgroup-quota-ledger` in the namespace, key `reservations`, JSON of
   group name -> {uid, total, deadline} (`domain.quota.RecordEntry`). A PodGroup is admitted only
@@ -35,7 +35,7 @@ Concurrency, durability, multiple replicas
 * Pod admissions write nothing durable (a write per pod would cost more than the whole webhook
   budget). With several replicas, two pods admitted at the same instant by different replicas
   can together overshoot a group's reservation; Kubernetes' own quota admission still holds the
-  hard limits; the README says so.
+  hard limits.
 
 Status
 ------
@@ -43,6 +43,12 @@ This service writes no status. A small coalescing queue (leader only) releases w
 released and hands each group's `QuotaView` (`status.reservation` and the QuotaReserved
 condition) to `publish`, which the runtime points at the status reconciler: one writer of
 PodGroup status, so no two writers race over `conditions`.
+
+Time
+----
+Record deadlines are wall-clock (`clock`); a pending pod's expiry, the sweep every
+SWEEP_INTERVAL seconds and the record re-read every RECORD_RESYNC seconds are timed on the
+injected `MonotonicClock` (`monotonic`), which unit tests advance by hand.
 """
 
 from __future__ import annotations
@@ -97,7 +103,10 @@ PENDING_POD_TTL = 10.0
 """Seconds an admitted pod counts before the watch shows it; a pod refused later by another
 admission step (Kubernetes' quota, another webhook) stops counting after this."""
 WRITE_ATTEMPTS = 8
+"""Record writes an admission or a release tries before giving up (each conflict re-reads the
+record and decides again)."""
 SWEEP_INTERVAL = 2.0
+"""Seconds between sweeps for entries whose group never appeared (`QuotaService.sweep`)."""
 RECORD_RESYNC = 6.0
 """Seconds between re-reads of each namespace's record (entries of other replicas)."""
 

@@ -324,7 +324,7 @@ class StatusReconciler:
             and version == _resource_version(written)
             and (body.get("metadata") or {}).get("uid") == written["metadata"].get("uid")
         ):
-            # The store holds it now; keeping our copy too would hold a body per group.
+            # The store holds it; keeping our copy too would hold a body per group.
             del self._written[key]
             return
         self.touch(key)
