@@ -8,7 +8,8 @@ they advance by hand (tests/clock.py), so no test waits for time to pass.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 
@@ -58,3 +59,20 @@ async def sleep(clock: MonotonicClock, seconds: float) -> None:
         await woken
     finally:
         timer.cancel()
+
+
+@contextlib.asynccontextmanager
+async def timeout(clock: MonotonicClock, seconds: float) -> AsyncIterator[None]:
+    """`asyncio.timeout` counted on `clock`: the block is cancelled, and TimeoutError raised,
+    when it has not ended `seconds` after it began."""
+    async with asyncio.timeout(None) as deadline:
+
+        def expire() -> None:
+            if deadline.when() is None:  # not expiring already
+                deadline.reschedule(asyncio.get_running_loop().time())
+
+        timer = clock.call_later(seconds, expire)
+        try:
+            yield
+        finally:
+            timer.cancel()
