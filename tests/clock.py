@@ -2,8 +2,9 @@
 
 The operator's controllers take a `clock` callable for wall-clock time and a `MonotonicClock`
 (controllers/clock.py) for their waits and timers; unit tests hand them a `Clock` and its
-`monotonic` and `advance` them together, so nothing waits for time to pass: a timer runs, in
-the order of its due time, inside the `advance` that reaches it.
+`monotonic` and `advance` them together, so no controller test waits for time to pass: a timer
+runs, in the order of its due time, inside the `advance` that reaches it. Only what measures
+the real event loop (`runtime.measure_loop_lag`) is tested on the real one.
 """
 
 from __future__ import annotations
