@@ -412,7 +412,7 @@ async def test_a_pending_gang_placed_later_writes_no_count_while_its_members_sta
 ) -> None:
     """A group already written `Pending` (it waited for its pods), then placed: its members
     start 1 s and 5 s after their binds. The first start is count-only progress, and it waits
-    with the binds for the gang's start (controllers/status.py, `_counts_wait`): no status says
+    with the binds for the gang's start (domain/status_hold.py, `change_hold`): no status says
     `Pending` with one member running; `Running` carries the counts."""
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
         await create_group(kube, namespace, "held", min_member=2)
