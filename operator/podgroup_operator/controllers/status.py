@@ -174,12 +174,11 @@ class StatusReconciler:
         self.lightweight = LightweightGangs(kube, self.narrator)
         self.warnings = MemberWarnings(self.narrator, monotonic)
         self.contests = Contests(kube, self.narrator)
-        self._hold_clocks: dict[HoldClock, dict[GroupKey, tuple[float, float]]] = {
-            HoldClock.COUNTS: {},
-            HoldClock.BOUND: {},
-        }
-        """Per hold clock: when it started for a group, and until when a timer is set to touch
-        the group (see `_keep_holding`)."""
+        self._counts_since: dict[GroupKey, tuple[float, float]] = {}
+        """When a group's COUNTS hold clock started, and until when a timer is set to touch the
+        group (see `_keep_holding`)."""
+        self._bound_since: dict[GroupKey, tuple[float, float]] = {}
+        """The same for its BOUND hold clock."""
         self._all_bound_at: dict[GroupKey, float] = {}
         """When a placed `Pending` group was first seen with its members all bound, until it
         leaves `Pending` (no write restarts it, unlike its BOUND hold clock)."""
@@ -216,7 +215,8 @@ class StatusReconciler:
         """How many bare members each RestartGang group had when last computed Running (those
         failed or being deleted included): a restart recreates up to that many."""
         self._per_group: tuple[dict[GroupKey, Any], ...] = (
-            *self._hold_clocks.values(),
+            self._counts_since,
+            self._bound_since,
             self._all_bound_at,
             self.verdicts,
             self.quota_views,
@@ -342,7 +342,7 @@ class StatusReconciler:
         if self.verdicts.get(key) != verdict:
             self.verdicts[key] = verdict
             if verdict.placed:
-                self._hold_clocks[HoldClock.COUNTS].pop(key, None)
+                self._counts_since.pop(key, None)
             self.touch(key)
 
     def set_preempted(self, key: GroupKey, fact: Preempted) -> None:
@@ -561,9 +561,12 @@ class StatusReconciler:
 
     # --- holding writes back (domain/status_hold.py decides) ----------------------------------
 
+    def _started(self, clock: HoldClock) -> dict[GroupKey, tuple[float, float]]:
+        return self._counts_since if clock is HoldClock.COUNTS else self._bound_since
+
     def _clocks(self, key: GroupKey) -> HoldClocks:
-        counts = self._hold_clocks[HoldClock.COUNTS].get(key)
-        bound = self._hold_clocks[HoldClock.BOUND].get(key)
+        counts = self._counts_since.get(key)
+        bound = self._bound_since.get(key)
         return HoldClocks(
             counts_since=None if counts is None else counts[0],
             bound_since=None if bound is None else bound[0],
@@ -595,7 +598,7 @@ class StatusReconciler:
     def _keep_holding(self, key: GroupKey, hold: Hold) -> None:
         """Start the hold's clock if it is not running, and set a timer to touch the group when
         the hold ends, unless one still to run is set for then or later."""
-        started = self._hold_clocks[hold.clock]
+        started = self._started(hold.clock)
         kept = started.get(key)
         now = self.monotonic.now()
         if hold.clock is HoldClock.BOUND:
@@ -752,8 +755,8 @@ class StatusReconciler:
         metrics.STATUS_WRITES.inc()
         updated = self._written[key] = without_managed_fields(updated)
         self.contests.wrote(key, updated.get("status"))
-        for started in self._hold_clocks.values():
-            started.pop(key, None)
+        self._counts_since.pop(key, None)
+        self._bound_since.pop(key, None)
         phase = (updated.get("status") or {}).get("phase")
         if phase != c.Phase.PENDING:
             bound_at = self._all_bound_at.pop(key, None)
