@@ -85,19 +85,18 @@ async def test_gang_lifecycle_pending_running_unknown_pending(
     status = await wait_group(kube, namespace, "train", phase=c.Phase.PENDING, running=0, failed=0)
     assert unschedulable(status)["reason"] == c.Reason.NOT_ENOUGH_TASKS
 
-    events = (await kube.list(EVENTS, namespace, field_selector="involvedObject.name=train"))[
-        "items"
-    ]
-    transitions = [
-        e["message"].split(":")[0] for e in events if e["reason"] == c.Reason.PHASE_CHANGED
-    ]
-    for expected in (
-        "new -> Pending",
-        "Pending -> Running",
-        "Running -> Unknown",
-        "Unknown -> Pending",
-    ):
-        assert expected in transitions, transitions
+    expected = ["new -> Pending", "Pending -> Running", "Running -> Unknown", "Unknown -> Pending"]
+
+    async def transitions() -> list[str] | None:
+        """The PhaseChanged Events so far, once every expected one is there (each is posted in
+        the background after its status write)."""
+        events = (await kube.list(EVENTS, namespace, field_selector="involvedObject.name=train"))[
+            "items"
+        ]
+        told = [e["message"].split(":")[0] for e in events if e["reason"] == c.Reason.PHASE_CHANGED]
+        return told if set(expected) <= set(told) else None
+
+    await wait_for(transitions, 10, f"the PhaseChanged Events {expected}")
 
 
 async def test_a_group_whose_pods_carry_a_near_miss_label_says_which_label_makes_a_member(

@@ -293,35 +293,6 @@ async def test_gang_group_lists_that_disagree_start_together_as_the_lists_joined
         await wait_for(all_bound, 30, "the three to be placed once ww's pod exists")
 
 
-async def test_a_gang_group_starts_when_its_last_pods_come_not_after_its_backoff(
-    kube: KubeClient, operator: OperatorProcess, namespace: str
-) -> None:
-    """`left` waits for `right`'s pods, refused at once and then after 1, 2, 4, 8, 16 and 32 s
-    of backoff: its next try is due some 63 s after the first, and `right`, refused with it,
-    the same. Pods that came at 40 s waited those 23 s: the new members now make `right` due,
-    and `left`, backing off, is decided with it."""
-    async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
-        gang = [f"{namespace}/left", f"{namespace}/right"]
-        for group in ("left", "right"):
-            await create_group(
-                kube, namespace, group, min_member=2, gangGroup=gang, scheduleTimeoutSeconds=600
-            )
-        await gang_pods(kube, namespace, "l", 2, name, group="left")
-
-        async def waits_for_right() -> bool:
-            cond = condition(await group_status(kube, namespace, "left"), "Unschedulable")
-            return bool(cond and cond["reason"] == c.Reason.NOT_ENOUGH_TASKS)
-
-        await wait_for(waits_for_right, 20, "left to wait for right's pods")
-        await asyncio.sleep(40)  # not a check: the time the backoff grows in
-        await gang_pods(kube, namespace, "r", 2, name, group="right")
-
-        async def all_bound() -> bool:
-            return len(bound(await pods_of(kube, namespace))) == 4
-
-        await wait_for(all_bound, 15, "the gang group placed before its backoff ends")
-
-
 async def test_lightweight_gang_from_labels_alone(
     kube: KubeClient, operator: Any, namespace: str
 ) -> None:
@@ -441,7 +412,7 @@ async def test_a_pending_gang_placed_later_writes_no_count_while_its_members_sta
 ) -> None:
     """A group already written `Pending` (it waited for its pods), then placed: its members
     start 1 s and 5 s after their binds. The first start is count-only progress, and it waits
-    with the binds for the gang's start (controllers/status.py, `_counts_wait`): no status says
+    with the binds for the gang's start (domain/status_hold.py, `change_hold`): no status says
     `Pending` with one member running; `Running` carries the counts."""
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
         await create_group(kube, namespace, "held", min_member=2)

@@ -23,6 +23,7 @@ from typing import TypeVar
 from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import FencedError
 from podgroup_operator.api.backoff import Backoff
+from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock
 
 K = TypeVar("K", bound=Hashable)
 
@@ -57,6 +58,8 @@ class Failures:
     metric: str = ""
     """The loop's label on `podgroup_reconcile_errors_total` (e.g. "status")."""
     backoff: Backoff = field(default_factory=lambda: Backoff(initial_seconds=1, max_seconds=300))
+    monotonic: MonotonicClock = LOOP_CLOCK
+    """Times the back-off before `retry` (`attempt`)."""
     _failures: dict[Hashable, Failure] = field(default_factory=dict)
 
     def failed(self, key: Hashable, exc: BaseException) -> tuple[float, bool]:
@@ -102,7 +105,7 @@ class Failures:
             return None  # this replica stopped leading: no fault of the object's (runtime.py)
         except Exception as exc:
             delay, news = self.failed(key, exc)
-            asyncio.get_running_loop().call_later(delay, retry, key)
+            self.monotonic.call_later(delay, retry, key)
             return (exc, delay) if news else None
         self.succeeded(key)
         return None

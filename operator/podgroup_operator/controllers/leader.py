@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import JSON, LEASES, ApiError, KubeClient
+from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep, timeout
 from podgroup_operator.controllers.isolation import describe
 from podgroup_operator.domain.leadership import (
     LONGEST_LEASE_SECONDS,
@@ -80,6 +81,7 @@ class LeaderElector:
         identity: str | None = None,
         timing: Timing = Timing(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        monotonic: MonotonicClock = LOOP_CLOCK,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -87,6 +89,9 @@ class LeaderElector:
         self.identity = identity or default_identity()
         self.timing = timing
         self.clock = clock
+        """Wall-clock time: what the Lease records, and when its record was seen changing."""
+        self.monotonic = monotonic
+        """Times the retries, the renew deadline and each attempt's budget."""
         self.leading = asyncio.Event()
         self.transitions = 0
         """Times this replica started leading."""
@@ -96,7 +101,7 @@ class LeaderElector:
         self._released = False
         self._overlong: tuple[str, int] | None = None
         self._held_since: float | None = None
-        """Event-loop time at which the last successful attempt (campaign or renewal) began."""
+        """Monotonic time at which the last successful attempt (campaign or renewal) began."""
         self._watch_refused = False
         self._freed = asyncio.Event()
         """Set by the campaign's watch when it sees the Lease with no holder (or gone)."""
@@ -150,7 +155,7 @@ class LeaderElector:
         return (
             self.leading.is_set()
             and held is not None
-            and asyncio.get_running_loop().time() - held < self.timing.renew_deadline_seconds
+            and self.monotonic.now() - held < self.timing.renew_deadline_seconds
         )
 
     async def release(self) -> None:
@@ -167,7 +172,7 @@ class LeaderElector:
         current = self._seen if self._version is not None else None
         for _ in range(RELEASE_ATTEMPTS):
             try:
-                async with asyncio.timeout(self.timing.renew_deadline_seconds):
+                async with timeout(self.monotonic, self.timing.renew_deadline_seconds):
                     if current is None:
                         current = await self._read()
                     if current is None or current.holder != self.identity:
@@ -189,7 +194,7 @@ class LeaderElector:
     async def _released_or_retry(self) -> None:
         """Wait for the retry period, or less: until the campaign's watch sees the Lease freed."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.timing.retry_seconds):
+            async with timeout(self.monotonic, self.timing.retry_seconds):
                 await self._freed.wait()
         self._freed.clear()
 
@@ -229,7 +234,7 @@ class LeaderElector:
                     )
             except Exception as exc:
                 logger.debug("lease %s/%s: watch ended: %s", self.namespace, self.name, exc)
-            await asyncio.sleep(self.timing.retry_seconds)
+            await sleep(self.monotonic, self.timing.retry_seconds)
 
     async def _renew_until_lost(self) -> None:
         """Renew every retry period; stop leading once the renew deadline passes unrenewed.
@@ -239,22 +244,22 @@ class LeaderElector:
         would otherwise keep this replica leading for as long as the client's own timeout
         (60 s), long after the others may take the lease (`lease_seconds`): two schedulers.
         """
-        loop = asyncio.get_running_loop()
+        clock = self.monotonic
         while not self._released:
-            slept_from = loop.time()
-            await asyncio.sleep(self.timing.retry_seconds)
+            slept_from = clock.now()
+            await sleep(clock, self.timing.retry_seconds)
             # From the start of the last successful attempt, as `holds` counts: the elector
             # gives up leading when the leader's writes stop going out, not a renewal later.
-            held = self._held_since if self._held_since is not None else loop.time()
-            left = self.timing.renew_deadline_seconds - (loop.time() - held)
+            held = self._held_since if self._held_since is not None else clock.now()
+            left = self.timing.renew_deadline_seconds - (clock.now() - held)
             if left <= 0:
                 logger.warning(
                     "lease %s/%s last held %.1fs ago, past the renew deadline (%.0fs)%s",
                     self.namespace,
                     self.name,
-                    loop.time() - held,
+                    clock.now() - held,
                     self.timing.renew_deadline_seconds,
-                    _stood_still(loop.time() - slept_from - self.timing.retry_seconds),
+                    _stood_still(clock.now() - slept_from - self.timing.retry_seconds),
                 )
                 return
             if not await self._try(deadline=left) and not self.holds():
@@ -270,18 +275,17 @@ class LeaderElector:
         """
         if self._released:
             return False
-        loop = asyncio.get_running_loop()
-        began = loop.time()
+        began = self.monotonic.now()
         budget = self.timing.renew_deadline_seconds if deadline is None else deadline
         try:
-            async with asyncio.timeout(budget):
+            async with timeout(self.monotonic, budget):
                 held = await self._attempt()
         except TimeoutError:
             logger.warning(
                 "lease %s/%s: no answer within the renew deadline%s",
                 self.namespace,
                 self.name,
-                _stood_still(loop.time() - began - budget),
+                _stood_still(self.monotonic.now() - began - budget),
             )
             return False
         except ApiError as exc:

@@ -1,10 +1,10 @@
 """Quota reservation: per-namespace ledgers, admission decisions, release, status.
 
-Why this module exists: the pure ledger (`domain.quota`) decides; something must feed it fast
-enough for an admission webhook (milliseconds), keep admitted reservations safe across replicas
-and crashes (through the durable record of `adapters.quota_record`), release them exactly once,
-and show them in PodGroup status. The Kopf handlers (`handlers/quota.py`) only forward admission
-requests; watch events arrive from the informers.
+The pure ledger (`domain.quota`) decides; this service feeds it from memory, so an admission
+webhook answers without an API call on the pod path; keeps admitted reservations across
+replicas and crashes in the durable record (`adapters.quota_record`); releases each exactly
+once; and hands each group's view to the status reconciler. The Kopf handlers
+(`handlers/quota.py`) only forward admission requests; watch events arrive from the informers.
 
 Where the ledger's inputs come from
 -----------------------------------
@@ -19,7 +19,7 @@ Concurrency, durability, multiple replicas
 ------------------------------------------
 * Within a replica, admissions of one namespace are serialised by an asyncio.Lock, and an admitted
   object is put in the ledger at once (a PodGroup as a record entry, a pod as a *pending* pod that
-  expires after `PENDING_POD_TTL` unless the watch shows it), so 50 concurrent creates see each
+  expires after `PENDING_POD_TTL` unless the watch shows it), so concurrent creates see each
   other although none is stored yet.
 * The record: ConfigMap `podgroup-quota-ledger` in the namespace, key `reservations`, JSON of
   group name -> {uid, total, deadline} (`domain.quota.RecordEntry`). A PodGroup is admitted only
@@ -35,7 +35,7 @@ Concurrency, durability, multiple replicas
 * Pod admissions write nothing durable (a write per pod would cost more than the whole webhook
   budget). With several replicas, two pods admitted at the same instant by different replicas
   can together overshoot a group's reservation; Kubernetes' own quota admission still holds the
-  hard limits; the README says so.
+  hard limits.
 
 Status
 ------
@@ -43,6 +43,12 @@ This service writes no status. A small coalescing queue (leader only) releases w
 released and hands each group's `QuotaView` (`status.reservation` and the QuotaReserved
 condition) to `publish`, which the runtime points at the status reconciler: one writer of
 PodGroup status, so no two writers race over `conditions`.
+
+Time
+----
+Record deadlines are wall-clock (`clock`); a pending pod's expiry, the sweep every
+SWEEP_INTERVAL seconds and the record re-read every RECORD_RESYNC seconds are timed on the
+injected `MonotonicClock` (`monotonic`), which unit tests advance by hand.
 """
 
 from __future__ import annotations
@@ -51,7 +57,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -68,6 +73,7 @@ from podgroup_operator.adapters.quota_record import Record, RecordConflictError,
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import Condition
 from podgroup_operator.api.quantity import QuantityError
+from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.membership import group_key_of
@@ -97,7 +103,10 @@ PENDING_POD_TTL = 10.0
 """Seconds an admitted pod counts before the watch shows it; a pod refused later by another
 admission step (Kubernetes' quota, another webhook) stops counting after this."""
 WRITE_ATTEMPTS = 8
+"""Record writes an admission or a release tries before giving up (each conflict re-reads the
+record and decides again)."""
 SWEEP_INTERVAL = 2.0
+"""Seconds between sweeps for entries whose group never appeared (`QuotaService.sweep`)."""
 RECORD_RESYNC = 6.0
 """Seconds between re-reads of each namespace's record (entries of other replicas)."""
 
@@ -226,6 +235,7 @@ class QuotaService:
         source: NamespaceObjects,
         *,
         clock: Clock = lambda: dt.datetime.now(dt.UTC),
+        monotonic: MonotonicClock = LOOP_CLOCK,
         status_workers: int = 4,
     ) -> None:
         self.kube = kube
@@ -234,9 +244,14 @@ class QuotaService:
         """Where each group's reservation view goes: the status reconciler, while leading."""
         self.store = RecordStore(kube)
         self.clock = clock
+        """Wall-clock time: the record entries' deadlines."""
+        self.monotonic = monotonic
+        """Times pending pods' expiry, the sweeps and the record re-reads."""
         self.namespaces: dict[str, NamespaceQuota] = {}
         self.status_workers = status_workers
-        self.failures = Failures("quota of PodGroup", logger, metric="quota")
+        self.failures = Failures("quota of PodGroup", logger, metric="quota", monotonic=monotonic)
+        self._last_resync: float | None = None
+        """When the last sweep re-read every namespace's record (None: no sweep yet)."""
         self._dirty: asyncio.Queue[GroupKey] = asyncio.Queue()
         self._queued: set[GroupKey] = set()
         self._key_locks: dict[GroupKey, tuple[asyncio.Lock, int]] = {}
@@ -483,12 +498,12 @@ class QuotaService:
         async with state.lock:
             if state.record_stale:
                 await self._refresh_record(state)
-            state.expire_pending(time.monotonic())
+            state.expire_pending(self.monotonic.now())
             usage = PodUsage.from_pod(body, group_key_of(body), requests)
             decision = admit_pod(state.ledger, usage)
             if decision.allowed and not dry_run and usage.live:
                 state.ledger.add_pod(usage)
-                state.pending[usage.uid] = time.monotonic() + PENDING_POD_TTL
+                state.pending[usage.uid] = self.monotonic.now() + PENDING_POD_TTL
         return decision
 
     # --- release and status -----------------------------------------------------------------------
@@ -516,30 +531,35 @@ class QuotaService:
                     del self._key_locks[key]
 
     async def _sweeper(self) -> None:
-        """Entries whose group never appeared are released even though no event will come.
-
-        Records are re-read every `RECORD_RESYNC` seconds: entries written by another replica
-        that died before its group was stored are seen (and dropped) here too.
-        """
-        last_resync = time.monotonic()
+        """`sweep` every SWEEP_INTERVAL seconds."""
+        self._last_resync = self.monotonic.now()
         while True:
-            await asyncio.sleep(SWEEP_INTERVAL)
-            now = self.clock()
-            resync = time.monotonic() - last_resync >= RECORD_RESYNC
+            await sleep(self.monotonic, SWEEP_INTERVAL)
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        """Touch the groups whose record entry is past its deadline and whose group was never
+        seen, so they are released although no event will come; re-read every namespace's
+        record first when RECORD_RESYNC seconds have passed since the last re-read (entries
+        written by another replica that died before its group was stored are seen so)."""
+        now = self.clock()
+        resync = (
+            self._last_resync is None or self.monotonic.now() - self._last_resync >= RECORD_RESYNC
+        )
+        if resync:
+            self._last_resync = self.monotonic.now()
+        for state in list(self.namespaces.values()):
+            if not state.loaded:
+                continue
             if resync:
-                last_resync = time.monotonic()
-            for state in list(self.namespaces.values()):
-                if not state.loaded:
-                    continue
-                if resync:
-                    try:
-                        async with state.lock:
-                            await self._refresh_record(state)
-                    except ApiError:
-                        logger.warning("quota record of %s not re-read", state.namespace)
-                for name, entry in list(state.record.entries.items()):
-                    if name not in state.groups and now >= entry.deadline:
-                        self.touch((state.namespace, name))
+                try:
+                    async with state.lock:
+                        await self._refresh_record(state)
+                except ApiError:
+                    logger.warning("quota record of %s not re-read", state.namespace)
+            for name, entry in list(state.record.entries.items()):
+                if name not in state.groups and now >= entry.deadline:
+                    self.touch((state.namespace, name))
 
     async def reconcile(self, key: GroupKey) -> None:
         """Release the group's entry if it must go, then bring its status in line."""

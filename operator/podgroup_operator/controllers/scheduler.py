@@ -36,7 +36,6 @@ with the others.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 import time
@@ -53,6 +52,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.binder import Binder, BindOutcomes
+from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.gang_groups import GangGroups, ParsedGroups
 from podgroup_operator.controllers.isolation import Failures, describe
 from podgroup_operator.controllers.offload import Offload
@@ -175,7 +175,10 @@ class GangScheduler:
         thread_cost_us: float = DECIDE_IN_THREAD_COST_US,
         plan_thread_pods: int = PLAN_IN_THREAD_PODS,
         topology_levels: Callable[[str], tuple[str, ...] | None] = lambda name: None,
+        monotonic: MonotonicClock = LOOP_CLOCK,
     ) -> None:
+        self.monotonic = monotonic
+        """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
         self.topology_levels = topology_levels
         """A Topology's levels by name, coarse to fine (None: no such Topology)."""
         self.namespaces = namespaces
@@ -184,7 +187,9 @@ class GangScheduler:
         """The `spec.schedulerName`s of the pods this scheduler places (`run --scheduler-name`)."""
         self.signals = PodSignals(kube, clock=clock, busy=lambda: self.binder.busy)
         """PodScheduled conditions and scheduling Events on pods (controllers/podsignals.py)."""
-        self.failures = Failures("scheduling of gang", logger, metric="scheduling")
+        self.failures = Failures(
+            "scheduling of gang", logger, metric="scheduling", monotonic=monotonic
+        )
         self.members = members
         """Index view: (namespace, name) -> member pod bodies."""
         self.publish = publish
@@ -514,19 +519,24 @@ class GangScheduler:
         while True:
             if not self._wake.is_set():  # with work already waiting, no timer is needed
                 timeout = self._next_due()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self._wake.wait()
+                timer = (
+                    None if timeout is None else self.monotonic.call_later(timeout, self._wake.set)
+                )
+                try:
+                    await self._wake.wait()
+                finally:
+                    if timer is not None:
+                        timer.cancel()
             self._wake.clear()
-            await asyncio.sleep(SETTLE_SECONDS)
+            await sleep(self.monotonic, SETTLE_SECONDS)
             try:
                 await self.cycle(CYCLE_BUDGET_SECONDS, pipeline=True)
-                self.last_cycle = asyncio.get_running_loop().time()
+                self.last_cycle = self.monotonic.now()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("scheduling cycle failed; retrying")
-                await asyncio.sleep(1.0)
+                await sleep(self.monotonic, 1.0)
 
     def _next_due(self) -> float | None:
         """Seconds until the earliest backoff or timeout expires (None: wait for events)."""

@@ -23,6 +23,7 @@ from typing import Any
 from podgroup_operator.adapters.informers import Store, object_key, resource_version
 from podgroup_operator.adapters.kube import JSON, TOPOLOGIES, ApiError, KubeClient
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.domain.topology import (
     NodeLabels,
@@ -67,12 +68,17 @@ class TopologyStatusController:
         nodes: Store,
         *,
         delay: float | None = None,
+        monotonic: MonotonicClock = LOOP_CLOCK,
     ) -> None:
         self.kube = kube
         self.topologies = topologies
         self.nodes = nodes
         self.delay = COALESCE_SECONDS if delay is None else delay
-        self.failures = Failures("status of Topology", logger, metric="topology")
+        self.monotonic = monotonic
+        """Times the coalescing `delay` and the back-off of a Topology that failed."""
+        self.failures = Failures(
+            "status of Topology", logger, metric="topology", monotonic=monotonic
+        )
         self.recomputes = 0
         """Rounds of recomputation (each covers every dirty Topology)."""
         self.writes = 0
@@ -121,7 +127,7 @@ class TopologyStatusController:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
-            await asyncio.sleep(self.delay)
+            await sleep(self.monotonic, self.delay)
             await self.recompute()
 
     async def recompute(self) -> None:

@@ -45,7 +45,9 @@ class Harness:
     thread_members = scheduler_module.DECIDE_IN_THREAD_MEMBERS
     """What its scheduler decides in the worker thread from (see `decisions_in`)."""
 
-    def __init__(self, default_timeout_seconds: int = 60) -> None:
+    def __init__(self, default_timeout_seconds: int = 60, *, fake_timers: bool = False) -> None:
+        """`fake_timers`: the scheduler's loop waits on the test's clock (`advance` it), not on
+        the event loop's."""
         self.clock = Clock()
         self.fake = FakeApiServer(clock=self.clock)
         self.kube = KubeClient(self.fake)
@@ -60,6 +62,7 @@ class Harness:
             default_timeout_seconds=default_timeout_seconds,
             clock=self.clock,
             thread_members=self.thread_members,
+            **({"monotonic": self.clock.monotonic} if fake_timers else {}),
         )
 
     # --- the world -------------------------------------------------------------------------------
@@ -1061,15 +1064,18 @@ async def test_a_scheduler_stopped_as_it_is_woken_stops(turns: int) -> None:
     """On Python 3.11 `asyncio.wait_for` swallows a cancel that comes as what it waits for
     completes: the scheduler's loop, cancelled in the same turns of the event loop as a pod
     event woke it, ran on, and `stop` waited for it for ever (leadership never handed over).
-    Its loop waits with `asyncio.timeout` now; ruff bans `asyncio.wait_for` in operator/."""
-    h = Harness()
+    Its loop waits on its wake Event itself, a timer of its clock setting it when the next
+    retry is due; ruff bans `asyncio.wait_for` in operator/."""
+    h = Harness(fake_timers=True)
+    timers = h.clock.monotonic
     h.add_node("n1", cpu=1)
     h.add_group("big", min_member=2)
     h.add_pods("big", 2, cpu=1)  # refused: the loop then waits for its wake or the retry
     h.scheduler.start()
-    while not h.verdicts_for("big"):
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # back in its wait, with a timeout (the retry is due in 1 s)
+    await until(lambda: bool(timers.pending), "the loop's settle")
+    h.clock.advance(timers.pending[0] - timers.now())
+    await until(lambda: bool(h.verdicts_for("big")), "the refusal")
+    await until(lambda: bool(timers.pending), "the loop back in its wait (the retry due in 1 s)")
     h.scheduler.wake()
     for _ in range(turns):
         await asyncio.sleep(0)
@@ -1119,6 +1125,47 @@ async def test_a_partner_backing_off_is_decided_with_a_gang_group_that_is_due() 
     await h.scheduler.cycle()
 
     assert sorted(h.bound_pods()) == ["left-0", "left-1", "right-0", "right-1"]
+
+
+async def test_the_running_scheduler_places_a_gang_group_when_its_last_pods_come() -> None:
+    """The scheduler's own loop, its waits on the test's clock: `left` is refused for want of
+    `right`'s pods, at once and after each backoff (1, 2, 4, 8, 16, 32 s), until its next try
+    is 60 s away. `right`'s pods, coming a second after the last refusal, wake the loop, and
+    the gang group is placed then, not when `left`'s backoff ends."""
+    h = Harness(fake_timers=True)
+    timers = h.clock.monotonic
+    h.add_node("n1", cpu=8)
+    members = ["default/left", "default/right"]
+    for name in ("left", "right"):
+        h.add_group(name, min_member=2, gangGroup=members, scheduleTimeoutSeconds=3600)
+    h.add_pods("left", 2, cpu=1)
+
+    async def next_timer() -> float:
+        """Seconds until the loop's timer (its settle, or its wait for the next try) is due."""
+        await until(lambda: bool(timers.pending), "the scheduler's loop to wait")
+        return timers.pending[0] - timers.now()
+
+    h.scheduler.start()
+    try:
+        for tries, backoff in enumerate((1, 2, 4, 8, 16, 32, 60), start=1):
+            h.clock.advance(await next_timer())  # the settle before a cycle
+            await until(lambda n=tries: len(h.verdicts_for("left")) >= n, f"left's refusal {tries}")
+            assert h.verdicts_for("left")[-1].reason == c.Reason.NOT_ENOUGH_TASKS
+            assert await next_timer() == pytest.approx(backoff)
+            if tries < 7:
+                h.clock.advance(backoff)
+        assert h.scheduler.waiting[(NS, "left")].failures == 7
+
+        h.clock.advance(1.0)
+        h.add_pods("right", 2, cpu=1)  # the watch brings them: the loop wakes
+        settle = scheduler_module.SETTLE_SECONDS
+        await until(lambda: timers.pending == [timers.now() + settle], "the loop woken")
+        h.clock.advance(settle)  # its settle, not left's 59 s of backoff
+        await until(lambda: len(h.bound_pods()) == 4, "the gang group placed")
+    finally:
+        await h.scheduler.stop()
+    assert sorted(h.bound_pods()) == ["left-0", "left-1", "right-0", "right-1"]
+    assert len(h.verdicts_for("left")) == 8  # seven refusals, then the placement
 
 
 def _right_raises_once(h: Harness, monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -32,6 +32,7 @@ from podgroup_operator.controllers import status as status_module
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
 from podgroup_operator.domain.lifecycle import compute_status
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
+from podgroup_operator.domain.status_hold import CONTESTED_AFTER, CONTESTED_FIRST_SECONDS
 from tests.builders import pod, podgroup
 from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer, FakeIndex
@@ -64,6 +65,7 @@ class Harness:
             settle=0,  # no wall-clock wait for a burst to settle: tests drive the loop
             count_delay=0,  # every change written at once (the delay has its own test)
             clock=self.clock,
+            monotonic=self.clock.monotonic,  # time moves only when the test advances it
         )
 
     async def reconcile(self, key: tuple[str, str] = KEY) -> None:
@@ -242,12 +244,15 @@ async def test_pods_that_arrive_before_their_group_are_not_warned_when_it_follow
 
 async def test_a_group_still_missing_after_the_delay_is_warned_about() -> None:
     h = Harness()
-    h.reconciler.count_delay = 0.05
+    h.reconciler.count_delay = 2.0
     h.pods(pending("a", group="ghost"), key=(NS, "ghost"))
     await h.reconcile((NS, "ghost"))
-    assert h.fake.events(reason=c.Reason.MISSING_POD_GROUP) == []
     h.reconciler.start()
     try:
+        h.clock.advance(1.9)
+        await settle()
+        assert h.fake.events(reason=c.Reason.MISSING_POD_GROUP) == []
+        h.clock.advance(0.1)  # the delay is over: its timer reconciles the group again
         await until(
             lambda: h.fake.events(reason=c.Reason.MISSING_POD_GROUP),
             "the MissingPodGroup warning",
@@ -700,7 +705,7 @@ async def test_a_user_podgroup_without_pods_stays() -> None:
 
 async def test_a_failing_group_is_reported_once_and_retried_while_others_are_written() -> None:
     h = Harness(workers=1)
-    h.reconciler.failures.backoff = Backoff(initial_seconds=0.01, max_seconds=0.01)
+    h.reconciler.failures.backoff = Backoff(initial_seconds=1.0, max_seconds=1.0)
     h.group("poison", min_member=1)
     h.group(min_member=1)
     h.pods(running("p", group="poison"), key=(NS, "poison"))
@@ -713,6 +718,8 @@ async def test_a_failing_group_is_reported_once_and_retried_while_others_are_wri
         h.reconciler.touch(KEY)
         await settle(lambda: h.status().get("phase") == c.Phase.RUNNING)
         assert h.status()["phase"] == c.Phase.RUNNING
+        assert h.fake.count("PATCH", poison_status) == 1  # failed, and backing off
+        h.clock.advance(1.0)  # the backoff is over: the retry is due
         await until(
             lambda: h.status("poison").get("phase") == c.Phase.RUNNING,
             "poison to be Running",
@@ -872,10 +879,10 @@ async def test_a_placed_gang_that_starts_is_first_written_running_one_patch_one_
 async def test_a_placed_groups_first_status_waits_past_the_count_delay_for_its_start() -> None:
     """Under a backlog the count delay ran out while a placed gang was binding: its `Pending`
     PATCH was in flight when the members started and held the `Running` write behind it."""
-    h, (a, b) = await new_group_of_two(count_delay=0.01)  # the unjudged group's clock starts
+    h, (a, b) = await new_group_of_two(count_delay=2.0)  # the unjudged group's clock starts
     h.reconciler.binding_delay = h.reconciler.starting_delay = 3600.0
     h.reconciler.set_verdict(KEY, Verdict(placed=True))
-    await asyncio.sleep(0.05)  # the count delay is over: an unplaced group would be written now
+    h.clock.advance(5.0)  # the count delay is over: an unplaced group would be written now
     bound = bind(h, a, b)
     await h.reconcile()
     assert h.reconciler.writes == 0
@@ -981,36 +988,42 @@ def bind(h: Harness, *pods: Body) -> list[Body]:
     return h.pods(*({**p, "spec": {**p["spec"], "nodeName": "n"}} for p in pods))
 
 
-async def written_by_the_timer(h: Harness) -> Body:
-    """Run the workers until the one write a delay's timer brings; the status written."""
+async def written_by_the_timer(h: Harness, after: float) -> Body:
+    """Run the workers, move the clock `after` seconds on, and wait for the one write the hold's
+    timer brings then (none comes a moment before); the status written."""
     h.reconciler.start()
     try:
-        await until(lambda: h.reconciler.writes == 1, "the delayed write", timeout=2.0)
+        await settle()  # what is queued is reconciled (and held) before time moves
+        h.clock.advance(after - 0.01)
+        await settle()
+        assert h.reconciler.writes == 0, "written before its hold ended"
+        h.clock.advance(0.01)
+        await until(lambda: h.reconciler.writes == 1, "the delayed write")
     finally:
         await h.reconciler.stop()
     return h.status()
 
 
 async def test_a_placed_group_whose_binds_never_come_gets_pending_after_the_binding_delay() -> None:
-    h, _ = await new_group_of_two(count_delay=0.01)
-    h.reconciler.binding_delay, h.reconciler.starting_delay = 0.1, 3600.0
+    h, _ = await new_group_of_two(count_delay=2.0)
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 60.0, 3600.0
     h.reconciler.set_verdict(KEY, Verdict(placed=True))
-    status = await written_by_the_timer(h)
+    status = await written_by_the_timer(h, after=60.0)  # from the placement
     assert status["phase"] == c.Phase.PENDING
     assert status.get("scheduled", 0) == 0
 
 
 async def test_a_bound_group_that_does_not_start_gets_pending_after_the_starting_delay() -> None:
     """An image pull or a slow kubelet: the status still comes, counted from the binds."""
-    h, (a, b) = await new_group_of_two(count_delay=0.01)
-    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.05
+    h, (a, b) = await new_group_of_two(count_delay=2.0)
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 10.0
     h.reconciler.set_verdict(KEY, Verdict(placed=True))
     await h.reconcile()  # placed, binding: the binding clock runs
-    await asyncio.sleep(0.1)  # longer than the starting delay, counted from the placement
+    h.clock.advance(12.0)  # longer than the starting delay, counted from the placement
     bind(h, a, b)
     await h.reconcile()
     assert h.reconciler.writes == 0  # the starting delay counts from the binds
-    status = await written_by_the_timer(h)
+    status = await written_by_the_timer(h, after=10.0)
     assert status["phase"] == c.Phase.PENDING
     assert status["scheduled"] == 2
     assert condition({"status": status}, c.ConditionType.SCHEDULED)["status"] == "True"
@@ -1040,65 +1053,67 @@ async def test_gangs_starting_slowly_lengthen_the_next_bound_gangs_wait_for_its_
     took long (counted from its binds, though its own `Pending` went out when its wait ran out)
     makes the next bound gang's first status wait twice as long, at most `starting_longest`."""
     h = Harness()
-    h.reconciler.count_delay = 0.01
-    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.05
-    assert h.reconciler.starting_wait == 0.05  # nothing started yet: the fixed delay
-    loop = asyncio.get_running_loop()
+    h.reconciler.count_delay = 2.0
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 4.0
+    assert h.reconciler.starting_wait == 4.0  # nothing started yet: the fixed delay
     slow = placed_and_bound(h, "slow")
     await h.reconcile((NS, "slow"))
-    bound_at = loop.time()
     h.reconciler.start()
     try:
-        await until(lambda: h.reconciler.writes == 1, "the slow gang's Pending", timeout=2.0)
+        h.clock.advance(4.0)
+        await until(lambda: h.reconciler.writes == 1, "the slow gang's Pending")
         assert h.status("slow")["phase"] == c.Phase.PENDING
-        await asyncio.sleep(0.3)
-        start_members(h, slow, "slow")
-        took = loop.time() - bound_at
+        h.clock.advance(6.0)
+        start_members(h, slow, "slow")  # 10 s after its binds
         h.reconciler.touch((NS, "slow"), urgent=True)
-        await until(lambda: h.reconciler.writes == 2, "the slow gang's Running", timeout=2.0)
+        await until(lambda: h.reconciler.writes == 2, "the slow gang's Running")
     finally:
         await h.reconciler.stop()
     assert h.status("slow")["phase"] == c.Phase.RUNNING
-    assert h.reconciler.starting_wait >= 2 * took  # from the binds, not from its Pending write
-    h.reconciler.starting_longest = 0.2
-    assert h.reconciler.starting_wait == 0.2
+    assert h.reconciler.starting_wait == 2 * 10.0  # from the binds, not from its Pending write
+    h.reconciler.starting_longest = 15.0
+    assert h.reconciler.starting_wait == 15.0
 
 
 async def test_a_bound_gangs_first_status_waits_longer_when_others_start_slowly_meanwhile() -> None:
     """The wait grows after the gang's own timer was set: the timer that runs out first finds
     it still waiting and sets another, and the `Pending` status comes when the longer wait ends."""
     h = Harness()
-    h.reconciler.count_delay = 0.01
-    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.1
-    loop = asyncio.get_running_loop()
+    h.reconciler.count_delay = 2.0
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 10.0
     slow = placed_and_bound(h, "slow")
     await h.reconcile((NS, "slow"))
     placed_and_bound(h, "next")
-    await h.reconcile((NS, "next"))  # held: its timer runs out 0.1 s from now
-    next_bound = loop.time()
-    await asyncio.sleep(0.08)
+    await h.reconcile((NS, "next"))  # held: its timer runs out 10 s from now
+    next_bound = h.clock.monotonic.now()
+    h.clock.advance(8.0)
     start_members(h, slow, "slow")
     await h.reconcile((NS, "slow"))  # Running: a phase change is written at once
     assert h.status("slow")["phase"] == c.Phase.RUNNING
-    wait = h.reconciler.starting_wait
-    assert wait >= 0.16
+    assert h.reconciler.starting_wait == 16.0  # twice the 8 s the slow gang took
     h.reconciler.start()
     try:
-        await until(lambda: h.reconciler.writes == 2, "the next gang's Pending", timeout=2.0)
+        h.clock.advance(2.0)  # the first timer: still held, a later one is set
+        await settle()
+        h.clock.advance(5.99)
+        await settle()
+        assert h.reconciler.writes == 1  # the slow gang's Running only
+        h.clock.advance(0.01)
+        await until(lambda: h.reconciler.writes == 2, "the next gang's Pending")
     finally:
         await h.reconciler.stop()
     assert h.status("next")["phase"] == c.Phase.PENDING
-    assert loop.time() - next_bound >= wait - 0.01
+    assert h.clock.monotonic.now() - next_bound == pytest.approx(16.0)
 
 
 async def pending_group_placed(h: Harness) -> list[Body]:
     """A group of two whose `Pending` status was written while it queued, then placed; the
-    count delay is 0.01 s from here on."""
+    count delay is 2 s from here on."""
     h.group(min_member=2)
     pods = h.pods(pending("a"), pending("b"))
     await h.reconcile()  # written at once (the harness's count delay is 0)
     assert h.status()["phase"] == c.Phase.PENDING
-    h.reconciler.count_delay = 0.01
+    h.reconciler.count_delay = 2.0
     h.reconciler.set_verdict(KEY, Verdict(placed=True))
     return pods
 
@@ -1112,7 +1127,7 @@ async def test_a_placed_pending_gangs_binds_and_starts_wait_for_its_running_writ
     writes = h.reconciler.writes
     bound = bind(h, a, b)
     await h.reconcile()
-    await asyncio.sleep(0.05)  # past the count delay: an unplaced group's counts go out now
+    h.clock.advance(3.0)  # past the count delay: an unplaced group's counts go out now
     await h.reconcile()  # awaited: whether it writes is decided here, not by a later timer
     assert h.reconciler.writes == writes
     h.pods({**bound[0], "status": {"phase": c.PodPhase.RUNNING}})
@@ -1129,13 +1144,13 @@ async def test_a_placed_pending_gang_not_starting_gets_its_counts_after_the_star
     None
 ):
     h = Harness()
-    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 0.05
+    h.reconciler.binding_delay, h.reconciler.starting_delay = 3600.0, 10.0
     a, b = await pending_group_placed(h)
     bind(h, a, b)
     await h.reconcile()
     assert h.reconciler.writes == 1  # the first Pending only: the starting delay runs
     h.reconciler.writes = 0
-    status = await written_by_the_timer(h)
+    status = await written_by_the_timer(h, after=10.0)
     assert (status["phase"], status["scheduled"]) == (c.Phase.PENDING, 2)
 
 
@@ -1146,25 +1161,21 @@ async def test_an_unplaced_pending_groups_counts_still_wait_only_the_count_delay
     h.group(min_member=2)
     a, b = h.pods(pending("a"), pending("b"))
     await h.reconcile()
-    h.reconciler.count_delay = 0.01
+    h.reconciler.count_delay = 2.0
     h.reconciler.writes = 0
     bind(h, a, b)
     await h.reconcile()
     assert h.reconciler.writes == 0
-    status = await written_by_the_timer(h)
+    status = await written_by_the_timer(h, after=2.0)
     assert (status["phase"], status["scheduled"]) == (c.Phase.PENDING, 2)
 
 
 async def test_a_group_nobody_judges_gets_its_pending_status_after_the_delay() -> None:
     """Pods of another scheduler, or too few pods: no verdict ever comes, the status still does."""
-    h, _ = await new_group_of_two(count_delay=0.05)
+    h, _ = await new_group_of_two(count_delay=2.0)
     assert h.reconciler.writes == 0
-    h.reconciler.start()
-    try:
-        await until(lambda: h.reconciler.writes == 1, "the delayed write", timeout=1.0)
-    finally:
-        await h.reconciler.stop()
-    assert h.status()["phase"] == c.Phase.PENDING
+    status = await written_by_the_timer(h, after=2.0)
+    assert status["phase"] == c.Phase.PENDING
 
 
 async def test_invalid_gang_labels_get_one_warning_per_pod_and_no_podgroup() -> None:
@@ -1269,7 +1280,7 @@ async def test_a_status_another_writer_keeps_changing_is_written_less_and_less_o
         await other.patch_status(PODGROUPS, "gang", NS, {"phase": "Scheduling"})
         h.index_catches_up()
 
-    for _ in range(status_module.CONTESTED_AFTER + 1):
+    for _ in range(CONTESTED_AFTER + 1):
         await round_()
     writes = h.reconciler.writes
     (warning,) = h.fake.events(involved="gang", reason=c.Reason.STATUS_CONTESTED)
@@ -1278,13 +1289,13 @@ async def test_a_status_another_writer_keeps_changing_is_written_less_and_less_o
     # Each write now waits twice as long as the one before: 2 s, then 4 s...
     await round_()
     assert h.reconciler.writes == writes
-    h.clock.advance(status_module.CONTESTED_FIRST_SECONDS)
+    h.clock.advance(CONTESTED_FIRST_SECONDS)
     await round_()
     assert h.reconciler.writes == writes + 1
-    h.clock.advance(status_module.CONTESTED_FIRST_SECONDS)
+    h.clock.advance(CONTESTED_FIRST_SECONDS)
     await round_()
     assert h.reconciler.writes == writes + 1
-    h.clock.advance(status_module.CONTESTED_FIRST_SECONDS)
+    h.clock.advance(CONTESTED_FIRST_SECONDS)
     await h.reconcile()  # the other writer stopped: ours is written and stays
     h.index_catches_up()
     assert h.status()["phase"] == c.Phase.PENDING

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from hypothesis import given
@@ -22,7 +21,7 @@ from podgroup_operator.domain.leadership import (
     decide,
     released,
 )
-from tests.clock import T0
+from tests.clock import T0, Clock
 from tests.fakes import FakeApiServer, Fault, FaultyTransport
 
 NS, NAME = "kube-system", "podgroup-operator-leader"
@@ -117,6 +116,8 @@ def test_the_record_round_trips_through_the_lease_spec() -> None:
 
 
 # --- the elector over the fake API server ---------------------------------------------------------
+# Its waits (retries, deadlines, each attempt's budget) run on the test's clock: `run_until`
+# moves it on a retry period at a time and lets the electors run between steps.
 FAST = Timing(lease_seconds=1, renew_deadline_seconds=0.6, retry_seconds=0.05)
 
 
@@ -132,90 +133,137 @@ class Recorder:
         self.stopped += 1
 
 
+def elector(
+    transport: Transport, identity: str, clock: Clock, timing: Timing = FAST
+) -> LeaderElector:
+    return LeaderElector(
+        KubeClient(transport),
+        namespace=NS,
+        name=NAME,
+        identity=identity,
+        timing=timing,
+        clock=clock,
+        monotonic=clock.monotonic,
+    )
+
+
+async def turns(rounds: int = 100) -> None:
+    """Let the electors run: yield to the loop (never sleep)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+async def run_until(
+    clock: Clock, check: Callable[[], object], what: str, *, within: float
+) -> float:
+    """Let the electors run, moving the clock on a retry period at a time, until `check()`
+    holds; fail if it does not within `within` seconds of the clock. The seconds it took."""
+    start = clock.monotonic.now()
+    while True:
+        await turns()
+        took = clock.monotonic.now() - start
+        if check():
+            return took
+        if took >= within:
+            raise AssertionError(f"{what}: not within {within}s")
+        clock.advance(FAST.retry_seconds)
+
+
+def lease_holder(api: FakeApiServer) -> str:
+    stored = api.get_object(LEASES, NAME, NS)
+    assert stored is not None
+    return str(stored["spec"]["holderIdentity"])
+
+
+def running(elector: LeaderElector, record: Recorder) -> asyncio.Task[None]:
+    return asyncio.create_task(elector.run(record.on_started, record.on_stopped))
+
+
+async def stopped(*tasks: asyncio.Task[None]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def test_of_two_electors_exactly_one_leads_and_a_release_hands_over_at_once() -> None:
-    api = FakeApiServer()
-    a = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=FAST)
-    b = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="b", timing=FAST)
+    clock, api = Clock(), FakeApiServer()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
     ra, rb = Recorder(), Recorder()
-    tasks = [
-        asyncio.create_task(a.run(ra.on_started, ra.on_stopped)),
-        asyncio.create_task(b.run(rb.on_started, rb.on_stopped)),
-    ]
+    tasks = [running(a, ra), running(b, rb)]
     try:
-        await asyncio.wait_for(
-            asyncio.wait(
-                [asyncio.create_task(a.leading.wait()), asyncio.create_task(b.leading.wait())],
-                return_when=asyncio.FIRST_COMPLETED,
-            ),
-            2,
+        await run_until(
+            clock, lambda: a.leading.is_set() or b.leading.is_set(), "a leader", within=0
         )
         leader, follower = (a, b) if a.leading.is_set() else (b, a)
         assert not follower.leading.is_set()
-        # The follower keeps reading a live lease: wait for a few of its reads, then check.
+        # The follower keeps reading a live lease: a few of its reads, then check.
         reads = api.count("GET", f"/leases/{NAME}")
-        while api.count("GET", f"/leases/{NAME}") < reads + 6:
-            await asyncio.sleep(0.01)
+        await run_until(
+            clock,
+            lambda: api.count("GET", f"/leases/{NAME}") >= reads + 6,
+            "the follower's reads",
+            within=FAST.lease_seconds,
+        )
         assert leader.leading.is_set() and not follower.leading.is_set()
-        stored = api.get_object(LEASES, NAME, NS)
-        assert stored is not None and stored["spec"]["holderIdentity"] == leader.identity
+        assert lease_holder(api) == leader.identity
 
         await leader.release()
-        # Released: the follower takes over at its next retry, long before the lease would end.
-        await asyncio.wait_for(follower.leading.wait(), FAST.lease_seconds * 0.9)
+        # Released: the follower takes over long before the lease would end.
+        await run_until(
+            clock, follower.leading.is_set, "the follower to lead", within=FAST.lease_seconds * 0.9
+        )
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stopped(*tasks)
 
 
 async def test_a_candidate_sees_a_release_without_waiting_for_its_next_read() -> None:
     """Its reads every retry period took the lease over 1.6 s after a release under a bind
     burst (`bench scale --failover term`); the candidate's watch wakes it at the release."""
     slow = Timing(lease_seconds=60, renew_deadline_seconds=40, retry_seconds=30)
-    api = FakeApiServer()
-    a = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="a", timing=slow)
-    b = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="b", timing=slow)
+    clock, api = Clock(), FakeApiServer()
+    a, b = elector(api, "a", clock, slow), elector(api, "b", clock, slow)
     ra, rb = Recorder(), Recorder()
-    started = asyncio.create_task(a.run(ra.on_started, ra.on_stopped))
-    await asyncio.wait_for(a.leading.wait(), 1)
-    following = asyncio.create_task(b.run(rb.on_started, rb.on_stopped))
+    started = running(a, ra)
+    await run_until(clock, a.leading.is_set, "a to lead", within=0)
+    following = running(b, rb)
     try:
         # b has read the live lease and watches it (a's watch ended when a began to lead).
-        while api.open_watches < 1 or api.count("GET", f"/leases/{NAME}") < 2:
-            await asyncio.sleep(0.01)
+        await run_until(
+            clock,
+            lambda: api.open_watches >= 1 and api.count("GET", f"/leases/{NAME}") >= 2,
+            "b reading and watching",
+            within=0,
+        )
         assert not b.leading.is_set()
         reads = api.count("GET", f"/leases/{NAME}")
         await a.release()
-        await asyncio.wait_for(b.leading.wait(), 1)  # its next read was 30 s away
+        await run_until(clock, b.leading.is_set, "b to lead", within=0)  # its next read: 30 s
         # One round trip each: a writes what it last wrote, freed; b takes what it watched.
         assert api.count("GET", f"/leases/{NAME}") == reads
         await b.release()
     finally:
-        for task in (started, following):
-            task.cancel()
-        await asyncio.gather(started, following, return_exceptions=True)
+        await stopped(started, following)
 
 
 async def test_a_release_after_another_write_reads_the_lease_again_and_frees_it() -> None:
     """The release writes the Lease as this replica last saw it; anything written since (a
     renewal in flight, another client) makes that a conflict, and the release reads again."""
-    api = FakeApiServer()
-    async with campaign(api) as (elector, _, _):
-        await asyncio.wait_for(elector.leading.wait(), 2)
+    clock, api = Clock(), FakeApiServer()
+    async with campaign(api, clock) as (leader, _, _):
+        await run_until(clock, leader.leading.is_set, "leading", within=0)
         other = KubeClient(api)
         await other.patch(LEASES, NAME, {"metadata": {"labels": {"touched": "yes"}}}, NS)
         reads = api.count("GET", f"/leases/{NAME}")
-        await elector.release()
+        await leader.release()
         assert api.count("GET", f"/leases/{NAME}") == reads + 1
-        stored = api.get_object(LEASES, NAME, NS)
-        assert stored is not None and stored["spec"]["holderIdentity"] == ""
+        assert lease_holder(api) == ""
 
 
 async def test_a_candidate_that_watched_a_stale_release_reads_and_still_leads() -> None:
     """The Lease a candidate watched freed may be taken by another before it writes: its write
     is refused as a conflict, and its next attempt reads."""
-    api = FakeApiServer()
-    elector = LeaderElector(KubeClient(api), namespace=NS, name=NAME, identity="b", timing=FAST)
+    clock, api = Clock(), FakeApiServer()
+    candidate = elector(api, "b", clock)
     stale = {
         "metadata": {"name": NAME, "namespace": NS, "resourceVersion": "1"},
         "spec": released(held_by("a"), T0).to_spec(),
@@ -226,30 +274,14 @@ async def test_a_candidate_that_watched_a_stale_release_reads_and_still_leads() 
         NS,
     )
     await KubeClient(api).patch(LEASES, NAME, {"metadata": {"labels": {"later": "yes"}}}, NS)
-    elector._freed_lease = stale  # as the watch would have left it, one write ago
-    record = Recorder()
-    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
+    candidate._freed_lease = stale  # as the watch would have left it, one write ago
+    task = running(candidate, Recorder())
     try:
-        await asyncio.wait_for(elector.leading.wait(), 2)
+        await run_until(clock, candidate.leading.is_set, "b to lead", within=FAST.retry_seconds)
         assert api.count("PUT", f"/leases/{NAME}") >= 2  # the refused write, then the one read
-        stored = api.get_object(LEASES, NAME, NS)
-        assert stored is not None and stored["spec"]["holderIdentity"] == "b"
+        assert lease_holder(api) == "b"
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-
-async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_ends() -> None:
-    api = FakeApiServer()
-    async with campaign(api) as (a, record, _):
-        await asyncio.wait_for(a.leading.wait(), 2)
-        api.inject_error("*", f"/leases/{NAME}", 500, times=10**6)  # the API server is gone
-        loop = asyncio.get_running_loop()
-        lost_from = loop.time()
-        while a.leading.is_set():
-            await asyncio.sleep(0.01)
-        assert loop.time() - lost_from < FAST.lease_seconds
-        assert (record.started, record.stopped) == (1, 1)
+        await stopped(task)
 
 
 def lease_faults() -> FaultyTransport:
@@ -259,33 +291,44 @@ def lease_faults() -> FaultyTransport:
 
 @contextlib.asynccontextmanager
 async def campaign(
-    transport: Transport,
+    transport: Transport, clock: Clock
 ) -> AsyncIterator[tuple[LeaderElector, Recorder, asyncio.Task[None]]]:
     """One elector campaigning through `transport` (the fake API server, or one whose Lease
-    requests fail on demand), stopped at the end of the block."""
-    elector = LeaderElector(
-        KubeClient(transport), namespace=NS, name=NAME, identity="a", timing=FAST
-    )
+    requests fail on demand) on `clock`, stopped at the end of the block."""
+    candidate = elector(transport, "a", clock)
     record = Recorder()
-    task = asyncio.create_task(elector.run(record.on_started, record.on_stopped))
+    task = running(candidate, record)
     try:
-        yield elector, record, task
+        yield candidate, record, task
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stopped(task)
+
+
+async def test_a_leader_that_cannot_renew_stops_leading_at_the_renew_deadline() -> None:
+    clock, api = Clock(), FakeApiServer()
+    async with campaign(api, clock) as (leader, record, _):
+        await run_until(clock, leader.leading.is_set, "leading", within=0)
+        api.inject_error("*", f"/leases/{NAME}", 500, times=10**6)  # the API server is gone
+        took = await run_until(
+            clock, lambda: not leader.leading.is_set(), "to stop leading", within=FAST.lease_seconds
+        )
+        # From its last renewal, at most a retry period before the errors began.
+        assert FAST.renew_deadline_seconds - FAST.retry_seconds - 1e-6 <= took
+        assert took < FAST.lease_seconds
+        assert (record.started, record.stopped) == (1, 1)
 
 
 async def test_a_leader_whose_renewal_hangs_stops_leading_before_the_lease_ends() -> None:
     """The client's own timeout is 60 s: without a deadline per attempt, a hung renewal kept
     the replica leading long after another could take the lease (two schedulers)."""
-    faulty = lease_faults()
-    async with campaign(faulty) as (elector, record, _):
-        await asyncio.wait_for(elector.leading.wait(), 2)
+    clock, faulty = Clock(), lease_faults()
+    async with campaign(faulty, clock) as (leader, record, _):
+        await run_until(clock, leader.leading.is_set, "leading", within=0)
         faulty.fault = Fault.HANG
-        loop = asyncio.get_running_loop()
-        lost_from = loop.time()
-        await asyncio.wait_for(_cleared(elector.leading), FAST.lease_seconds)
-        assert loop.time() - lost_from < FAST.lease_seconds
+        took = await run_until(
+            clock, lambda: not leader.leading.is_set(), "to stop leading", within=FAST.lease_seconds
+        )
+        assert took < FAST.lease_seconds
         assert faulty.hung >= 1
         assert (record.started, record.stopped) == (1, 1)
 
@@ -293,30 +336,29 @@ async def test_a_leader_whose_renewal_hangs_stops_leading_before_the_lease_ends(
 async def test_transport_errors_while_campaigning_do_not_end_the_election() -> None:
     """A connection refused (the API server restarting) once escaped `run`: the replica's one
     campaign ended and it never led again."""
-    faulty = lease_faults()
+    clock, faulty = Clock(), lease_faults()
     faulty.fault = Fault.REFUSE
-    async with campaign(faulty) as (elector, record, task):
-        while faulty.refused < 3:  # the barrier: three attempts refused and survived
-            await asyncio.sleep(0.005)
+    async with campaign(faulty, clock) as (candidate, record, task):
+        await run_until(clock, lambda: faulty.refused >= 3, "three refused attempts", within=1)
         assert not task.done()
-        assert not elector.leading.is_set()
+        assert not candidate.leading.is_set()
         faulty.fault = None  # the API server is back
-        await asyncio.wait_for(elector.leading.wait(), 2)
+        await run_until(clock, candidate.leading.is_set, "leading", within=FAST.retry_seconds)
         assert record.started == 1
 
 
 async def test_a_release_that_gets_no_answer_returns_and_leaves_the_lease_to_expire() -> None:
-    faulty = lease_faults()
-    async with campaign(faulty) as (elector, _, _):
-        await asyncio.wait_for(elector.leading.wait(), 2)
+    clock, faulty = Clock(), lease_faults()
+    async with campaign(faulty, clock) as (leader, _, _):
+        await run_until(clock, leader.leading.is_set, "leading", within=0)
         faulty.fault = Fault.HANG
-        await asyncio.wait_for(elector.release(), FAST.renew_deadline_seconds * 3)
-        assert not elector.leading.is_set()
-
-
-async def _cleared(flag: asyncio.Event) -> None:
-    while flag.is_set():
-        await asyncio.sleep(0.005)
+        releasing = asyncio.create_task(leader.release())
+        took = await run_until(
+            clock, releasing.done, "the release to return", within=FAST.renew_deadline_seconds * 3
+        )
+        await releasing
+        assert took >= FAST.renew_deadline_seconds - 1e-6  # it waited for its deadline
+        assert not leader.leading.is_set()
 
 
 async def test_after_a_pause_longer_than_the_renew_deadline_the_leader_holds_nothing_at_once() -> (
@@ -325,27 +367,28 @@ async def test_after_a_pause_longer_than_the_renew_deadline_the_leader_holds_not
     """A process that stood still (SIGSTOP, a paused VM) wakes up leading, and the elector
     notices only when it next tries to renew: `holds` says so at once, before anything else
     runs, so the leader's writes can be refused from the first turn of the loop."""
-    async with campaign(FakeApiServer()) as (elector, record, _):
-        await asyncio.wait_for(elector.leading.wait(), 2)
-        assert elector.holds()
-        time.sleep(FAST.renew_deadline_seconds * 1.5)  # the whole event loop stands still
-        assert elector.leading.is_set(), "the elector has not run yet"
-        assert not elector.holds()
-        while not record.stopped:  # alone, it leads again at once (its own lease)
-            await asyncio.sleep(0.005)
-        assert record.stopped == 1
+    clock = Clock()
+    async with campaign(FakeApiServer(), clock) as (leader, record, _):
+        await run_until(clock, leader.leading.is_set, "leading", within=0)
+        assert leader.holds()
+        clock.advance(FAST.renew_deadline_seconds * 1.5)  # time passes; the loop does not run
+        assert leader.leading.is_set(), "the elector has not run yet"
+        assert not leader.holds()
+        await run_until(clock, lambda: record.stopped, "to stop leading", within=0)
+        assert record.stopped == 1  # alone, it leads again at once (its own lease)
 
 
 async def test_a_leader_that_renews_holds_throughout() -> None:
     """`holds` counts from each renewal, not from the first: past one renew deadline of
     renewals, every write may still go out; once the elector has stopped, none may."""
-    api = FakeApiServer()
-    async with campaign(api) as (elector, record, _):
-        await asyncio.wait_for(elector.leading.wait(), 2)
+    clock, api = Clock(), FakeApiServer()
+    async with campaign(api, clock) as (leader, record, _):
+        await run_until(clock, leader.leading.is_set, "leading", within=0)
         renewals = api.count("PUT", f"/leases/{NAME}")
         past_a_deadline = renewals + int(FAST.renew_deadline_seconds / FAST.retry_seconds) + 2
         while api.count("PUT", f"/leases/{NAME}") < past_a_deadline:
-            assert elector.holds()
-            await asyncio.sleep(0.005)
+            assert leader.holds()
+            clock.advance(FAST.retry_seconds)
+            await turns()
         assert record.stopped == 0
-    assert not elector.holds()
+    assert not leader.holds()
