@@ -16,7 +16,7 @@ What is held:
 * any write to a status another writer keeps changing (`contest_hold`), with growing waits.
 A phase change, any other condition change, and a status rewrite are never held.
 
-The tuning constants below and why each holds what it does: docs/decisions/015-status-write-holds.md.
+Why each tuning constant below holds what it does: docs/decisions/015-status-write-holds.md.
 """
 
 from __future__ import annotations
