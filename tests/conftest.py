@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -174,14 +174,35 @@ def operator(
 
 PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
 
+ClusterScopedFactory = Callable[[Kind, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""`await cluster_scoped(kind, body)`: the object created, deleted after the test."""
 PriorityClassFactory = Callable[..., Any]
 """`await priority_class(value, never=False)`: the name of a new PriorityClass."""
 
 
 @pytest.fixture
-async def priority_class(kube: KubeClient) -> AsyncIterator[PriorityClassFactory]:
-    """Create uniquely named PriorityClasses (cluster-scoped), deleted after the test."""
-    created: list[str] = []
+async def cluster_scoped(kube: KubeClient) -> AsyncIterator[ClusterScopedFactory]:
+    """Create cluster-scoped objects (no test namespace takes them along); each is deleted after
+    the test."""
+    made: list[tuple[Kind, str]] = []
+
+    async def create(kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
+        created = await kube.create(kind, body)
+        made.append((kind, body["metadata"]["name"]))
+        return dict(created)
+
+    yield create
+    for kind, name in reversed(made):
+        try:
+            await kube.delete(kind, name)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+
+@pytest.fixture
+def priority_class(cluster_scoped: ClusterScopedFactory) -> PriorityClassFactory:
+    """Uniquely named PriorityClasses, deleted after the test."""
 
     async def make(value: int, *, never: bool = False) -> str:
         name = f"p{value}-{uuid.uuid4().hex[:6]}"
@@ -193,14 +214,7 @@ async def priority_class(kube: KubeClient) -> AsyncIterator[PriorityClassFactory
         }
         if never:
             body["preemptionPolicy"] = "Never"
-        await kube.create(PRIORITY_CLASSES, body)
-        created.append(name)
+        await cluster_scoped(PRIORITY_CLASSES, body)
         return name
 
-    yield make
-    for name in created:
-        try:
-            await kube.delete(PRIORITY_CLASSES, name)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+    return make

@@ -9,45 +9,20 @@ test of the session.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-import yaml
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import NAMESPACES, PODS, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
-from tests.kube_helpers import apply_crd, create_group, gang_pods, unique_prefix, wait_group
+from tests.kube_helpers import create_group, gang_pods, unique_prefix, wait_group
 from tests.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
 START_DELAY = 3.0
 """Seconds the sim kubelet waits before it reports a bound pod Running: the crash lands
 between the binds and these writes."""
-
-
-@pytest.fixture(scope="module")
-def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.ClusterState]:
-    state_dir = tmp_path_factory.mktemp("podgroup-crash-cluster")
-    state = devcluster.up(state_dir)
-    try:
-        yield state
-    finally:
-        devcluster.down(state_dir)
-
-
-@pytest.fixture(scope="module")
-async def own_kube(own_cluster: devcluster.ClusterState) -> AsyncIterator[KubeClient]:
-    kube = KubeClient.from_kubeconfig(str(own_cluster.kubeconfig))
-    await apply_crd(
-        kube, yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
-    )
-    yield kube
-    await kube.close()
 
 
 async def test_a_gang_bound_just_before_the_api_server_crashed_runs_once_it_is_back(

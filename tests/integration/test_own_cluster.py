@@ -16,11 +16,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from podgroup_operator import constants as c
@@ -59,26 +58,6 @@ from tests.kube_helpers import (
 from tests.waiting import until, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.ClusterState]:
-    state_dir = tmp_path_factory.mktemp("podgroup-own-cluster")  # kept as conftest's `cluster`
-    state = devcluster.up(state_dir)
-    try:
-        yield state
-    finally:
-        devcluster.down(state_dir)
-
-
-@pytest.fixture(scope="module")
-async def own_kube(own_cluster: devcluster.ClusterState) -> AsyncIterator[KubeClient]:
-    kube = KubeClient.from_kubeconfig(str(own_cluster.kubeconfig))
-    await apply_crd(
-        kube, yaml.safe_load((REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml").read_text())
-    )
-    yield kube
-    await kube.close()
 
 
 async def make_namespace(kube: KubeClient, name: str) -> str:

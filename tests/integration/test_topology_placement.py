@@ -20,14 +20,13 @@ from podgroup_operator.adapters.kube import (
     EVENTS,
     PODS,
     TOPOLOGIES,
-    ApiError,
     Kind,
     KubeClient,
 )
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import replicaset
-from tests.conftest import PriorityClassFactory
+from tests.conftest import ClusterScopedFactory, PriorityClassFactory
 from tests.kube_helpers import (
     create_bound,
     create_group,
@@ -36,6 +35,7 @@ from tests.kube_helpers import (
     group_status,
     refusal,
     unique_prefix,
+    wait_group,
 )
 from tests.waiting import wait_for
 
@@ -67,9 +67,8 @@ async def fabric(
 
 
 @pytest.fixture
-async def topology(kube: KubeClient) -> AsyncIterator[Callable[..., Any]]:
-    """Create uniquely named Topologies, deleted after the test."""
-    created: list[str] = []
+def topology(cluster_scoped: ClusterScopedFactory) -> Callable[..., Any]:
+    """Uniquely named Topologies of the given levels, deleted after the test."""
 
     async def make(*levels: str) -> str:
         name = f"fabric-{uuid.uuid4().hex[:6]}"
@@ -79,17 +78,10 @@ async def topology(kube: KubeClient) -> AsyncIterator[Callable[..., Any]]:
             "metadata": {"name": name},
             "spec": {"levels": [{"nodeLabel": level} for level in levels]},
         }
-        await kube.create(TOPOLOGIES, body)
-        created.append(name)
+        await cluster_scoped(TOPOLOGIES, body)
         return name
 
-    yield make
-    for name in created:
-        try:
-            await kube.delete(TOPOLOGIES, name)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+    return make
 
 
 def rack_of(node: str) -> str:
@@ -194,7 +186,7 @@ async def test_required_block_preferred_rack_falls_back_to_the_block(
 async def test_preferred_rack_without_a_required_level_falls_back_to_the_cluster(
     kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:
-    async with fabric(kube, 2, 1, 1) as pool:
+    async with fabric(kube, 1, 2, 1) as pool:
         constraint = {"preferredTopologyLevel": RACK}
         await create_group(kube, namespace, "wide", min_member=4, topologyConstraint=constraint)
         await gang_pods(kube, namespace, "wide", 4, pool, group="wide", requests={"cpu": "2"})
@@ -205,7 +197,8 @@ async def test_preferred_rack_without_a_required_level_falls_back_to_the_cluster
 
         nodes = await wait_for(all_bound, 30, "the gang placed across racks")
         assert len({rack_of(n) for n in nodes}) == 2, nodes
-        status = await group_status(kube, namespace, "wide")
+        # Its status, written once the gang runs, names no domain: none held it.
+        status = await wait_group(kube, namespace, "wide", phase=c.Phase.RUNNING)
         assert "placement" not in status, status
 
 
