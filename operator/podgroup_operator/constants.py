@@ -70,6 +70,8 @@ MAX_BIND_CONCURRENCY = 1024
 # --- Membership keys -----------------------------------------------------------------------------
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 """Pod label naming its PodGroup (scheduler-plugins coscheduling)."""
+LABEL_SUB_GROUP = "scheduling.x-k8s.io/sub-group"
+"""Pod label naming the leaf of its PodGroup's `spec.subGroups` the pod joins."""
 ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
 """Pod annotation naming its PodGroup (kube-batch and Volcano)."""
 LABEL_LIGHTWEIGHT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
@@ -182,6 +184,8 @@ class Reason(StrEnum):
     """Event reason for every phase transition."""
     MISSING_POD_GROUP = "MissingPodGroup"
     """Warning Event on a pod naming a PodGroup that does not exist."""
+    MISSING_SUB_GROUP = "MissingSubGroup"
+    """Warning Event on a pod whose sub-group label names no leaf of its PodGroup's subGroups."""
     CONFLICTING_MEMBERSHIP = "ConflictingMembership"
     """Warning Event on a pod whose membership keys name different PodGroups."""
     SCHEDULING_FAILED = "SchedulingFailed"
