@@ -40,10 +40,13 @@ from podgroup_operator.scheduling.topology import (
 
 __all__ = [
     "GENERATORS",
+    "MEMBER_STEPS",
     "Candidate",
     "GangView",
+    "MemberStep",
     "PlacementGenerator",
     "Round",
+    "SubGroupStep",
     "TopologyDomains",
     "WholeCluster",
     "best_fit",
@@ -170,6 +173,40 @@ def generator_for(gang: GangRequest) -> PlacementGenerator:
     return next(g for g in GENERATORS if g.applies(gang))
 
 
+ViewOf = Callable[[GangRequest, Snapshot], GangView]
+
+
+class MemberStep(Protocol):
+    """How a gang's members are placed in one candidate (step 2 of the module docstring),
+    for gangs whose members are not one flat set."""
+
+    def applies(self, gang: GangRequest) -> bool: ...
+
+    def members(self, place_members: PlaceMembers, view_of: ViewOf) -> PlaceMembers: ...
+
+
+class SubGroupStep:
+    """`spec.subGroups`: each sub-group in one domain of its level inside its parent's, by a
+    bounded backtracking search (scheduling/subgroups.py)."""
+
+    def applies(self, gang: GangRequest) -> bool:
+        return gang.sub_groups is not None
+
+    def members(self, place_members: PlaceMembers, view_of: ViewOf) -> PlaceMembers:
+        # Imported here: the search ranks domains with this module's scorer.
+        from podgroup_operator.scheduling.subgroups import place_sub_groups
+
+        def step(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
+            return place_sub_groups(gang, snapshot, place_members, view_of)
+
+        return step
+
+
+MEMBER_STEPS: tuple[MemberStep, ...] = (SubGroupStep(),)
+"""The member steps: the first that applies to a gang places its members in each candidate;
+with none, the filters place them as one set."""
+
+
 def best_fit(
     view: GangView, snapshot: Snapshot, candidates: Sequence[Candidate]
 ) -> tuple[list[Candidate], list[Candidate]]:
@@ -275,11 +312,20 @@ class _Search:
         return f"{view.gang.label}{where}: " + "; ".join(parts)
 
 
-def place(view: GangView, snapshot: Snapshot, place_members: PlaceMembers) -> Placement | Refusal:
+def place(
+    view: GangView,
+    snapshot: Snapshot,
+    place_members: PlaceMembers,
+    view_of: ViewOf | None = None,
+) -> Placement | Refusal:
     """Run the generator's rounds until one places the gang (left assumed), else refuse.
 
-    Without a topology constraint this is one call of `place_members` on the whole snapshot,
-    its answer unchanged."""
+    Without a topology constraint or a member step this is one call of `place_members` on the
+    whole snapshot, its answer unchanged. `view_of` gives member steps the view of a part."""
+    step = next((s for s in MEMBER_STEPS if s.applies(view.gang)), None)
+    if step is not None:
+        assert view_of is not None, "a member step needs view_of"
+        place_members = step.members(place_members, view_of)
     search = _Search(view, snapshot, place_members)
     last: Refusal | None = None
     for round_ in generator_for(view.gang).rounds(view, snapshot):

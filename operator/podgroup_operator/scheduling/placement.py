@@ -1026,6 +1026,8 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
       fit, with no barrier and no PreFilter.
     - With `topology`, the members go into one domain of a level the placement generator offers
       (`framework.place`); `Placement.domain` names it.
+    - With `sub_groups`, each sub-group goes into a domain of its own (`framework.SubGroupStep`);
+      `Placement.sub_domains` names them.
 
     Returns a `Placement` (its members left assumed) or a `Refusal` whose message names what
     is short.
@@ -1033,11 +1035,11 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
     refusal = _prefilter(gang, snapshot)
     if refusal is not None:
         return refusal
-    if gang.topology is None or gang.within is not None:
+    if (gang.topology is None and gang.sub_groups is None) or gang.within is not None:
         return place_members(gang, snapshot)
-    if gang.topology.problem is not None:
+    if gang.topology is not None and gang.topology.problem is not None:
         return Refusal(gang.key, Reason.INVALID_TOPOLOGY, f"{gang.label}: {gang.topology.problem}")
-    return place(gang_view(gang, snapshot), snapshot, place_members)
+    return place(gang_view(gang, snapshot), snapshot, place_members, gang_view)
 
 
 def place_members(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
