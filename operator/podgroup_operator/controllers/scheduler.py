@@ -83,6 +83,7 @@ from podgroup_operator.scheduling.podinfo import pod_priority
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import decide_wait, order_gangs
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
+from podgroup_operator.scheduling.subgroups import sub_group_tree
 from podgroup_operator.scheduling.topology import placed_in, topology_of
 
 logger = logging.getLogger(__name__)
@@ -1064,6 +1065,12 @@ class GangScheduler:
             last_failure=queued.last_failure,
             claims=self.volumes.claims_for(waiting),
             topology=topology_of(group.spec.topology_constraint, self.topology_levels),
+            sub_groups=sub_group_tree(
+                group.spec,
+                waiting,
+                [m for m in self.members.get(key, []) if pod_uid(m) in bound],
+                self.topology_levels,
+            ),
         )
 
     def _joined(self, group: PodGroup | None) -> list[str]:
@@ -1228,7 +1235,10 @@ class GangScheduler:
         self.waiting.pop(placement.gang, None)
         self.pod_dependent.discard(placement.gang)
         self.preemption.forget(placement.gang)
-        self.publish(placement.gang, Verdict(placed=True, placement=placed_in(placement.domain)))
+        self.publish(
+            placement.gang,
+            Verdict(placed=True, placement=placed_in(placement.domain, placement.sub_domains)),
+        )
         self.signals.placed(placement.gang)
         bucket = self.pending.get(placement.gang, {})
         for binding in placement.bindings:
