@@ -1,0 +1,57 @@
+"""The members of each sub-group, for `status.subGroups[]` (counted by domain/lifecycle.py).
+
+A leaf holds the members that belong to it (`api.subgroups.sub_group_of`); a template leaf
+has one entry per instance its members form; a parent holds its subtree's. Each entry carries
+the sub-group's minimum (a parent without minMember: what its counted children need).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from podgroup_operator.api.models import PodGroupSpec, SubGroup, least_members
+from podgroup_operator.api.subgroups import sub_group_of
+
+__all__ = ["sub_group_members"]
+
+Pod = Mapping[str, Any]
+
+
+def sub_group_members(
+    spec: PodGroupSpec, members: Iterable[Pod]
+) -> list[tuple[str, int, list[Pod]]]:
+    """(name, minimum, members) of each sub-group, in spec order (a template's instances by
+    name); empty without sub-groups."""
+    subs = spec.sub_groups or []
+    if not subs:
+        return []
+    by_name: dict[str, list[Pod]] = {}
+    instances: dict[str, dict[str, None]] = {}
+    for pod in members:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        member = sub_group_of(labels, subs)
+        if member.leaf is None or member.name is None:
+            continue
+        by_name.setdefault(member.name, []).append(pod)
+        if member.leaf.match_label_keys:
+            instances.setdefault(member.leaf.name, {})[member.name] = None
+    children: dict[str | None, list[SubGroup]] = {}
+    for sub in subs:
+        children.setdefault(sub.parent, []).append(sub)
+
+    def names(sub: SubGroup) -> list[str]:
+        return sorted(instances.get(sub.name, {})) if sub.match_label_keys else [sub.name]
+
+    def pods_of(sub: SubGroup) -> list[Pod]:
+        own = [pod for name in names(sub) for pod in by_name.get(name, [])]
+        return own + [pod for kid in children.get(sub.name, []) for pod in pods_of(kid)]
+
+    out: list[tuple[str, int, list[Pod]]] = []
+    for sub in subs:
+        least = least_members(sub, children)
+        for name in names(sub):
+            out.append(
+                (name, least, by_name.get(name, []) if sub.match_label_keys else pods_of(sub))
+            )
+    return out
