@@ -676,8 +676,8 @@ class TopologyPlacement(_Model):
         default=None,
         description="The label value of the domain the gang was bound in, e.g. z0-b3-r5.",
     )
-    sub_groups: list[SubGroupPlacement] = Field(
-        default_factory=list,
+    sub_groups: list[SubGroupPlacement] | None = Field(
+        default=None,
         description="The domain of each sub-group placed under a topology constraint.",
     )
 
@@ -760,8 +760,8 @@ class PodGroupStatus(_Model):
         description="The level actually used and the label value of the domain the gang was "
         "bound in, once bound under a topology constraint.",
     )
-    sub_groups: list[SubGroupStatus] = Field(
-        default_factory=list,
+    sub_groups: list[SubGroupStatus] | None = Field(
+        default=None,
         description="Each sub-group's members: leaves' own, a parent's summed over its subtree.",
     )
     sub_groups_satisfied: str | None = Field(

@@ -388,7 +388,7 @@ def _sub_groups(group: PodGroup, members: list[Pod]) -> dict[str, Any]:
     many sub-groups have running and succeeded members reaching their minimum, of all."""
     parts = sub_group_members(group.spec, members)
     if not parts:
-        return {"sub_groups": [], "sub_groups_satisfied": None}
+        return {"sub_groups": None, "sub_groups_satisfied": None}
     entries = []
     satisfied = 0
     for name, least, pods in parts:

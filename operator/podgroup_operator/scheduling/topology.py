@@ -165,7 +165,8 @@ def placed_in(
         sub_groups=[
             SubGroupPlacement(name=name, level=where.level, domain=where.value)
             for name, where in sub_domains
-        ],
+        ]
+        or None,
     )
 
 

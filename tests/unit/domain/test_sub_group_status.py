@@ -37,6 +37,7 @@ def test_each_sub_group_counts_its_members_and_a_parent_its_subtree() -> None:
         member("x-0", None, PodPhase.RUNNING),
     ]
     status = compute_status(group, pods, PodGroupStatus(), T0).status
+    assert status.sub_groups is not None
     rows = {s.name: (s.min_member, s.running, s.succeeded, s.failed) for s in status.sub_groups}
     assert rows == {"stage": (1, 1, 1, 1), "a": (2, 1, 0, 1), "b": (1, 0, 1, 0)}
     assert status.sub_groups_satisfied == "2/3"
@@ -65,6 +66,7 @@ def test_a_template_has_one_entry_per_label_value() -> None:
         for i in range(r + 1)
     ]
     status = compute_status(group, pods, PodGroupStatus(), T0).status
+    assert status.sub_groups is not None
     assert [(s.name, s.running) for s in status.sub_groups] == [("replica-0", 1), ("replica-1", 2)]
     assert status.sub_groups_satisfied == "1/2"
 
@@ -72,4 +74,5 @@ def test_a_template_has_one_entry_per_label_value() -> None:
 def test_a_group_without_sub_groups_has_no_entries() -> None:
     group = PodGroup.model_validate(podgroup("g", min_member=1))
     status = compute_status(group, [member("p", None, PodPhase.RUNNING)], PodGroupStatus(), T0)
-    assert status.status.sub_groups == [] and status.status.sub_groups_satisfied is None
+    assert status.status.sub_groups is None and status.status.sub_groups_satisfied is None
+    assert "subGroups" not in status.status.to_api()
