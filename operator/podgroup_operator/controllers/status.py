@@ -69,6 +69,7 @@ from podgroup_operator.domain.scheduling_status import (
     preempted_since,
     timed_out_since,
 )
+from podgroup_operator.domain.subgroups import unknown_sub_group_message
 from podgroup_operator.logs import truncate
 
 logger = logging.getLogger(__name__)
@@ -239,6 +240,7 @@ class StatusReconciler:
         self._warned_pods: set[str] = set()
         self._warned_conflicts: set[str] = set()
         self._warned_labels: set[str] = set()
+        self._warned_sub_groups: set[str] = set()
         self.verdicts: dict[GroupKey, Verdict] = {}
         """The gang scheduler's latest verdict per group, folded into the status we write."""
         self.quota_views: dict[GroupKey, QuotaView] = {}
@@ -480,6 +482,8 @@ class StatusReconciler:
             # the worst out. Said in its status until it is fixed (the fix is a watch event).
             await self._write_invalid(key, body, stored_podgroup_errors(body, exc))
             return
+        if group.spec.sub_groups:
+            self._warn_unknown_sub_groups(group, pods)
         now = self.clock()
         if await self._restart_step(key, group, body, pods, now):
             # The restart wrote status; the rest is computed over what it wrote, in the next
@@ -924,7 +928,12 @@ class StatusReconciler:
     def pod_gone(self, uid: str) -> None:
         """A pod was deleted: forget that it was warned (a set of every pod ever warned would
         only grow)."""
-        for warned in (self._warned_pods, self._warned_conflicts, self._warned_labels):
+        for warned in (
+            self._warned_pods,
+            self._warned_conflicts,
+            self._warned_labels,
+            self._warned_sub_groups,
+        ):
             warned.discard(uid)
 
     def member_seen(self, pod: dict[str, Any]) -> None:
@@ -985,6 +994,17 @@ class StatusReconciler:
         A group still missing after the delay is warned about as before, once per pod.
         """
         return bool(self.count_delay) and self._delayed(self._missing_since, key, self.count_delay)
+
+    def _warn_unknown_sub_groups(self, group: PodGroup, pods: list[dict[str, Any]]) -> None:
+        """One Warning Event per pod whose sub-group label names no leaf of its group."""
+        for pod in pods:
+            uid = pod["metadata"].get("uid", "")
+            if uid in self._warned_sub_groups:
+                continue
+            message = unknown_sub_group_message(pod, group.spec)
+            if message is not None:
+                self._warned_sub_groups.add(uid)
+                self._narrate(pod, c.EventType.WARNING, c.Reason.MISSING_SUB_GROUP, message)
 
     async def _warn_missing_group(self, key: GroupKey, pods: list[dict[str, Any]]) -> None:
         """One Warning Event per pod that names a PodGroup that does not exist."""

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from podgroup_operator.api.models import PodGroupSpec, SubGroup, least_members
-from podgroup_operator.api.subgroups import sub_group_of
+from podgroup_operator.api.subgroups import leaves, sub_group_of
+from podgroup_operator.constants import LABEL_SUB_GROUP
 
-__all__ = ["sub_group_members"]
+__all__ = ["sub_group_members", "unknown_sub_group_message"]
 
 Pod = Mapping[str, Any]
 
@@ -55,3 +56,18 @@ def sub_group_members(
                 (name, least, by_name.get(name, []) if sub.match_label_keys else pods_of(sub))
             )
     return out
+
+
+def unknown_sub_group_message(pod: Pod, spec: PodGroupSpec) -> str | None:
+    """The Warning for a pod whose sub-group label names no leaf of its group's subGroups,
+    naming the leaves there are and the fix; None for any other pod."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    member = sub_group_of(labels, spec.sub_groups or [])
+    if member.unknown is None:
+        return None
+    names = ", ".join(leaves(spec.sub_groups or [])) or "none"
+    return (
+        f"label {LABEL_SUB_GROUP}: {member.unknown!r} is not a leaf sub-group of this pod's "
+        f"PodGroup (leaves: {names}); fix the label or add the sub-group to spec.subGroups. "
+        "The pod counts toward the group, in no sub-group."
+    )

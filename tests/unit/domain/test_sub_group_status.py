@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from podgroup_operator.api.models import PodGroup, PodGroupStatus
 from podgroup_operator.constants import LABEL_SUB_GROUP, PodPhase
 from podgroup_operator.domain.lifecycle import compute_status
+from podgroup_operator.domain.subgroups import unknown_sub_group_message
 from tests.builders import pod, podgroup
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -76,3 +77,17 @@ def test_a_group_without_sub_groups_has_no_entries() -> None:
     status = compute_status(group, [member("p", None, PodPhase.RUNNING)], PodGroupStatus(), T0)
     assert status.status.sub_groups is None and status.status.sub_groups_satisfied is None
     assert "subGroups" not in status.status.to_api()
+
+
+def test_a_pod_naming_no_leaf_gets_a_warning_with_the_fix() -> None:
+    group = PodGroup.model_validate(
+        podgroup("g", min_member=1, subGroups=[{"name": "a", "minMember": 1}])
+    )
+    stray = member("s", "nope", PodPhase.PENDING)
+    assert unknown_sub_group_message(stray, group.spec) == (
+        f"label {LABEL_SUB_GROUP}: 'nope' is not a leaf sub-group of this pod's PodGroup "
+        "(leaves: a); fix the label or add the sub-group to spec.subGroups. The pod counts "
+        "toward the group, in no sub-group."
+    )
+    assert unknown_sub_group_message(member("a", "a", PodPhase.PENDING), group.spec) is None
+    assert unknown_sub_group_message(member("x", None, PodPhase.PENDING), group.spec) is None
