@@ -140,12 +140,12 @@ CRD_FILE = REPO / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 
 @pytest.fixture(scope="session")
 async def crds(kube: KubeClient) -> None:
-    """The PodGroup CRD, applied from crds/ and Established."""
-    import yaml
-
+    """The project's CRDs (PodGroup, Topology), applied from crds/ and Established."""
+    from tests.crd_schema import project_crds
     from tests.kube_helpers import apply_crd
 
-    await apply_crd(kube, yaml.safe_load(CRD_FILE.read_text()))
+    for body in project_crds():
+        await apply_crd(kube, body)
 
 
 @pytest.fixture(scope="session")

@@ -306,6 +306,11 @@ class _Search:
                 step()
 
         bindings = tuple(b for p in parts for b in p.bindings)
+        if not bindings and gang.pending and gang.satisfied_before:
+            # Replacements of a gang that ran whole: none fits, so there is nothing to bind.
+            undo()
+            self.problems.setdefault("", "none of its pending members fits now")
+            return self.refusal()
         bound = {b.pod for b in bindings}
         names = (str((pod.get("metadata") or {}).get("name", "")) for pod in gang.pending)
         return Placement(
