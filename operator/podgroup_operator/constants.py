@@ -180,6 +180,8 @@ class Reason(StrEnum):
     QUOTA_RELEASED = "QuotaReleased"
     RESTART_LIMIT_EXCEEDED = "RestartLimitExceeded"
     GANG_RESTARTED = "GangRestarted"
+    SUB_GROUP_RESTARTED = "SubGroupRestarted"
+    """Warning Event: one sub-group was restarted alone (`spec.policy.scope: SubGroup`)."""
     PHASE_CHANGED = "PhaseChanged"
     """Event reason for every phase transition."""
     MISSING_POD_GROUP = "MissingPodGroup"
@@ -240,6 +242,15 @@ class PolicyAction(StrEnum):
     RESTART_GANG = "RestartGang"
     FAIL_GANG = "FailGang"
     NONE = "None"
+
+
+class RestartScope(StrEnum):
+    """What a RestartGang policy restarts when a sub-group breaks (`spec.policy.scope`)."""
+
+    GROUP = "Group"
+    """Every member (the default)."""
+    SUB_GROUP = "SubGroup"
+    """The broken sub-group alone, while the group's minMember and minSubGroup hold."""
 
 
 class EventType(StrEnum):

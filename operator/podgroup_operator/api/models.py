@@ -75,6 +75,7 @@ from podgroup_operator.constants import (
     GangMode,
     Phase,
     PolicyAction,
+    RestartScope,
 )
 
 _RESOURCE_NAME = rf"({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
@@ -202,6 +203,12 @@ class RestartPolicy(_Model):
         le=MAX_SECONDS,
         description="Cap in seconds of the exponential restart backoff (default 300). At most "
         f"{MAX_SECONDS} (one year).",
+    )
+    scope: RestartScope | None = Field(
+        default=None,
+        description="Group (default) restarts every member; SubGroup restarts a broken "
+        "sub-group (below its minMember after a member failed) alone, charged like a restart, "
+        "while the group's minMember and minSubGroup hold, and the whole group otherwise.",
     )
 
 

@@ -391,11 +391,12 @@ def _sub_groups(group: PodGroup, members: list[Pod]) -> dict[str, Any]:
         return {"sub_groups": None, "sub_groups_satisfied": None}
     entries = []
     satisfied = 0
-    for name, least, pods in parts:
-        counts = count_members(pods).until_gone()
+    for part in parts:
+        least = part.least
+        counts = count_members(part.pods).until_gone()
         entries.append(
             SubGroupStatus(
-                name=name,
+                name=part.name,
                 min_member=least,
                 running=counts.running,
                 succeeded=counts.succeeded,

@@ -108,6 +108,7 @@ from podgroup_operator.constants import (
     Phase,
     PolicyAction,
     Reason,
+    RestartScope,
 )
 from podgroup_operator.domain.conditions import set_condition
 from podgroup_operator.domain.lifecycle import (
@@ -121,6 +122,7 @@ from podgroup_operator.domain.lifecycle import (
     status_patch,
 )
 from podgroup_operator.domain.membership import Pod
+from podgroup_operator.domain.subgroups import sub_group_members
 
 RESTARTING_UIDS = "restartingUIDs"
 """Status field: UIDs of the members of the incarnation being restarted."""
@@ -333,6 +335,19 @@ def plan_restart(
     )
 
     resume = _resume(pods, members, progress)
+    if (
+        triggered
+        and policy is not None
+        and policy.action is PolicyAction.RESTART_GANG
+        and policy.scope is RestartScope.SUB_GROUP
+        and group.spec.sub_groups
+        and not progress.active
+        and status.restarts < policy.max_restarts
+    ):
+        current = [m for m in members if server_uid(m) not in progress.uids]
+        repair = _sub_group_repair(group, pods, current, counts, now)
+        if repair is not None:
+            return repair
     if policy is None or not acting or not (triggered or held):
         if resume is not None:
             return resume
@@ -370,25 +385,100 @@ def plan_restart(
     number = f"restart {status.restarts + 1} of {policy.max_restarts}"
     if held:
         return _restart(group, pods, members, progress, now, f"{number}: {cause}")
-    delay = backoff_delay(policy, status.restarts)
-    failed_at = _failure_since_restart(status)
-    wait: Wait | None = None
-    if failed_at is None and delay:
-        wait = Wait(
-            until=now + delay,
-            message=f"{number} in {_seconds(delay)}s: {cause}",
-            status_patch=status_patch(status, status.model_copy(update={"last_failure_time": now})),
-        )
-    elif failed_at is not None and now < failed_at + delay:
-        wait = Wait(
-            until=failed_at + delay,
-            message=f"{number} at {(failed_at + delay).isoformat()}, "
-            f"{_seconds(delay)}s after the failure at {failed_at.isoformat()}: {cause}",
-        )
+    wait = _backoff(status, policy, now, f"{number}", cause)
     if wait is not None:
         # The chores of an earlier restart go first; the Restart below includes them.
         return resume or wait
     return _restart(group, pods, members, progress, now, f"{number}: {cause}")
+
+
+def _backoff(
+    status: PodGroupStatus, policy: RestartPolicy, now: datetime, number: str, cause: str
+) -> Wait | None:
+    """The Wait before the next restart (see the module docstring), or None when it is due."""
+    delay = backoff_delay(policy, status.restarts)
+    failed_at = _failure_since_restart(status)
+    if failed_at is None and delay:
+        return Wait(
+            until=now + delay,
+            message=f"{number} in {_seconds(delay)}s: {cause}",
+            status_patch=status_patch(status, status.model_copy(update={"last_failure_time": now})),
+        )
+    if failed_at is not None and now < failed_at + delay:
+        return Wait(
+            until=failed_at + delay,
+            message=f"{number} at {(failed_at + delay).isoformat()}, "
+            f"{_seconds(delay)}s after the failure at {failed_at.isoformat()}: {cause}",
+        )
+    return None
+
+
+def _sub_group_repair(
+    group: PodGroup,
+    pods: Sequence[Pod],
+    current: Sequence[Pod],
+    counts: MemberCounts,
+    now: datetime,
+) -> Wait | Restart | Nothing | None:
+    """`spec.policy.scope: SubGroup`: restart the broken leaf sub-groups alone (after the
+    backoff, charged like a restart, the phase left to the lifecycle) while the group's own
+    minMember (over the other sub-groups' members) and minSubGroup hold; None when they do
+    not (the whole group is restarted).
+
+    A leaf is broken when a member of it failed or is being deleted and fewer than its minimum
+    run or succeeded; a failure that breaks no sub-group restarts nothing."""
+    spec, status = group.spec, group.status
+    policy = spec.policy
+    assert policy is not None
+    parts = sub_group_members(spec, current)
+    live = {part.name: count_members(part.pods).live for part in parts}
+    broken = [
+        part
+        for part in parts
+        if part.leaf
+        and live[part.name] < part.least
+        and any(member_state(p) in (MemberState.FAILED, MemberState.DELETING) for p in part.pods)
+    ]
+    top = [part for part in parts if part.top]
+    satisfied = sum(live[part.name] >= part.least for part in top)
+    others = counts.live - sum(live[part.name] for part in broken)
+    if others < spec.min_member or satisfied < (spec.min_sub_group or len(top)):
+        return None
+    if not broken:
+        return Nothing(Idle.NOT_TRIGGERED, f"no sub-group broke; {_live(counts, spec.min_member)}")
+    names = ", ".join(part.name for part in broken)
+    lost = [pod for part in broken for pod in part.pods]
+    cause = f"sub-group {names}: " + _cause(
+        lost, RestartProgress(), count_members(lost), sum(p.least for p in broken)
+    )
+    number = f"restart {status.restarts + 1} of {policy.max_restarts}"
+    wait = _backoff(status, policy, now, number, cause)
+    if wait is not None:
+        return wait
+    bodies = {_name_key(pod): recreation_body(pod) for pod in lost if not has_controller(pod)}
+    record = _pods_record([bodies[key] for key in sorted(bodies)])
+    if record is None:
+        return None  # too many bare members to record: the whole-group rules decide
+    new_status = status.model_copy(
+        update={"restarts": status.restarts + 1, "last_restart_time": now}
+    )
+    patch = status_patch(status, new_status) or {"status": {}}
+    patch["status"][RESTARTING_UIDS] = sorted({uid for pod in lost if (uid := server_uid(pod))})
+    patch["status"].update(record)
+    delete = tuple(_ref(pod) for pod in lost if server_uid(pod) and not _deleting(pod))
+    taken = {_name_key(pod) for pod in pods}
+    event = LifecycleEvent(
+        type=EventType.WARNING,
+        reason=Reason.SUB_GROUP_RESTARTED,
+        message=f"{number}: {cause}; restarting it alone: deleting {len(delete)} members, "
+        f"recreating {len(bodies)} bare pods; the other sub-groups keep running",
+    )
+    return Restart(
+        delete=delete,
+        recreate=tuple(bodies[key] for key in sorted(bodies) if key not in taken),
+        status_patch=patch,
+        event=event,
+    )
 
 
 def recreation_body(pod: Pod) -> dict[str, Any]:

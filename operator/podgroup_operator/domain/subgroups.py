@@ -8,22 +8,33 @@ the sub-group's minimum (a parent without minMember: what its counted children n
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from podgroup_operator.api.models import PodGroupSpec, SubGroup, least_members
 from podgroup_operator.api.subgroups import leaves, sub_group_of
 from podgroup_operator.constants import LABEL_SUB_GROUP
 
-__all__ = ["sub_group_members", "unknown_sub_group_message"]
+__all__ = ["SubGroupMembers", "sub_group_members", "unknown_sub_group_message"]
 
 Pod = Mapping[str, Any]
 
 
-def sub_group_members(
-    spec: PodGroupSpec, members: Iterable[Pod]
-) -> list[tuple[str, int, list[Pod]]]:
-    """(name, minimum, members) of each sub-group, in spec order (a template's instances by
-    name); empty without sub-groups."""
+@dataclass(frozen=True)
+class SubGroupMembers:
+    """One sub-group's members: `least` is its minimum, `top` whether it is a direct part of
+    the group, `leaf` whether it holds pods itself (no children)."""
+
+    name: str
+    least: int
+    pods: list[Pod]
+    top: bool
+    leaf: bool
+
+
+def sub_group_members(spec: PodGroupSpec, members: Iterable[Pod]) -> list[SubGroupMembers]:
+    """Each sub-group's members, in spec order (a template's instances by name); empty
+    without sub-groups."""
     subs = spec.sub_groups or []
     if not subs:
         return []
@@ -48,13 +59,13 @@ def sub_group_members(
         own = [pod for name in names(sub) for pod in by_name.get(name, [])]
         return own + [pod for kid in children.get(sub.name, []) for pod in pods_of(kid)]
 
-    out: list[tuple[str, int, list[Pod]]] = []
+    out: list[SubGroupMembers] = []
     for sub in subs:
         least = least_members(sub, children)
+        leaf = sub.name not in children
         for name in names(sub):
-            out.append(
-                (name, least, by_name.get(name, []) if sub.match_label_keys else pods_of(sub))
-            )
+            pods = by_name.get(name, []) if sub.match_label_keys else pods_of(sub)
+            out.append(SubGroupMembers(name, least, pods, sub.parent is None, leaf))
     return out
 
 
