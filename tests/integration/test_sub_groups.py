@@ -7,6 +7,7 @@ as tests/integration/test_topology_placement.py does.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -26,7 +27,14 @@ from podgroup_operator.adapters.kube import (
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import podgroup
-from tests.kube_helpers import create_group, gang_pods, group_status, unique_prefix, wait_group
+from tests.kube_helpers import (
+    crash,
+    create_group,
+    gang_pods,
+    group_status,
+    unique_prefix,
+    wait_group,
+)
 from tests.waiting import wait_for
 
 BLOCK = "example.com/block"
@@ -414,3 +422,102 @@ async def test_a_pod_naming_no_sub_group_gets_a_warning(
         assert (
             "'nope' is not a leaf sub-group of this pod's PodGroup (leaves: a)" in event["message"]
         )
+
+
+async def repairable(
+    kube: KubeClient, namespace: str, name: str, pool: str, fabric: str, backoff: int
+) -> dict[str, dict[str, str]]:
+    """A running gang of three sub-groups of two bare members, one per rack, two of three
+    enough, repaired by sub-group; returns sub-group -> member name -> uid."""
+    await create_group(
+        kube,
+        namespace,
+        name,
+        min_member=4,
+        minSubGroup=2,
+        policy={"action": "RestartGang", "scope": "SubGroup", "backoffSeconds": backoff},
+        subGroups=[
+            {"name": s, "minMember": 2, "topologyConstraint": within(fabric, RACK)}
+            for s in ("s0", "s1", "s2")
+        ],
+    )
+    for sub in ("s0", "s1", "s2"):
+        await sub_group_pods(kube, namespace, name, pool, sub, 2, "2")
+    await wait_group(kube, namespace, name, phase=c.Phase.RUNNING, subGroupsSatisfied="3/3")
+    return await uids_by_sub_group(kube, namespace, name)
+
+
+async def uids_by_sub_group(
+    kube: KubeClient, namespace: str, name: str
+) -> dict[str, dict[str, str]]:
+    items = (await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}={name}"))[
+        "items"
+    ]
+    out: dict[str, dict[str, str]] = {}
+    for pod in items:
+        if pod["status"].get("phase") != c.PodPhase.RUNNING or pod["metadata"].get(
+            "deletionTimestamp"
+        ):
+            continue
+        sub = pod["metadata"]["labels"][c.LABEL_SUB_GROUP]
+        out.setdefault(sub, {})[pod["metadata"]["name"]] = pod["metadata"]["uid"]
+    return out
+
+
+async def test_a_broken_sub_group_is_repaired_alone_back_in_its_rack(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    topology: Callable[..., Any],
+) -> None:
+    fabric = await topology(BLOCK, RACK)
+    async with racks(kube, [("b0", f"r{r}", 1, "4") for r in range(3)]) as pool:
+        before = await repairable(kube, namespace, "rep", pool, fabric, 0)
+        where = await members_where(kube, namespace, "rep")
+        pod = await kube.get(PODS, "rep-s1-0", namespace)
+        await crash(kube, namespace, pod)
+
+        async def repaired() -> dict[str, dict[str, str]] | None:
+            now = await uids_by_sub_group(kube, namespace, "rep")
+            whole = all(len(now.get(s, {})) == 2 for s in ("s0", "s1", "s2"))
+            return now if whole and now["s1"] != before["s1"] else None
+
+        after = await wait_for(repaired, 45, "sub-group s1 running again with new members")
+        assert after["s0"] == before["s0"] and after["s2"] == before["s2"]
+        assert not set(after["s1"].values()) & set(before["s1"].values())
+        again = await members_where(kube, namespace, "rep")
+        assert {rack_of(n) for n in again["s1"]} == {rack_of(n) for n in where["s1"]}
+        status = await wait_group(kube, namespace, "rep", subGroupsSatisfied="3/3", restarts=1)
+        assert status["phase"] == c.Phase.RUNNING
+
+        async def event() -> dict[str, Any] | None:
+            items = (await kube.list(EVENTS, namespace))["items"]
+            return next((e for e in items if e["reason"] == c.Reason.SUB_GROUP_RESTARTED), None)
+
+        found = await wait_for(event, 30, "a SubGroupRestarted Event")
+        assert "sub-group s1: rep-s1-0 failed" in found["message"], found["message"]
+
+
+async def test_the_whole_group_restarts_when_its_own_minimum_breaks(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    topology: Callable[..., Any],
+) -> None:
+    fabric = await topology(BLOCK, RACK)
+    async with racks(kube, [("b0", f"r{r}", 1, "4") for r in range(3)]) as pool:
+        before = await repairable(kube, namespace, "all", pool, fabric, 3)
+        old = {uid for members in before.values() for uid in members.values()}
+        first = await kube.get(PODS, "all-s0-0", namespace)
+        second = await kube.get(PODS, "all-s1-0", namespace)
+        # Two of three sub-groups broken: minSubGroup 2 no longer holds.
+        await asyncio.gather(crash(kube, namespace, first), crash(kube, namespace, second))
+
+        async def restarted() -> dict[str, dict[str, str]] | None:
+            now = await uids_by_sub_group(kube, namespace, "all")
+            fresh = {uid for members in now.values() for uid in members.values()}
+            return now if len(fresh) == 6 and not fresh & old else None
+
+        await wait_for(restarted, 60, "every member replaced by a whole-group restart")
+        status = await wait_group(kube, namespace, "all", restarts=1, phase=c.Phase.RUNNING)
+        assert status["subGroupsSatisfied"] == "3/3"

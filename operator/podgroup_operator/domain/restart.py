@@ -122,7 +122,7 @@ from podgroup_operator.domain.lifecycle import (
     status_patch,
 )
 from podgroup_operator.domain.membership import Pod
-from podgroup_operator.domain.subgroups import sub_group_members
+from podgroup_operator.domain.subgroups import SubGroupMembers, sub_group_members
 
 RESTARTING_UIDS = "restartingUIDs"
 """Status field: UIDs of the members of the incarnation being restarted."""
@@ -336,18 +336,24 @@ def plan_restart(
 
     resume = _resume(pods, members, progress)
     if (
-        triggered
-        and policy is not None
+        policy is not None
         and policy.action is PolicyAction.RESTART_GANG
         and policy.scope is RestartScope.SUB_GROUP
         and group.spec.sub_groups
         and not progress.active
-        and status.restarts < policy.max_restarts
+        and _whole_since_restart(status, phase)
     ):
         current = [m for m in members if server_uid(m) not in progress.uids]
-        repair = _sub_group_repair(group, pods, current, counts, now)
-        if repair is not None:
-            return repair
+        broken = _broken_sub_groups(group, current, counts)
+        if broken is None:
+            triggered = True  # the group's own minimum broke: the whole-group rules below
+        elif broken:
+            if status.restarts < policy.max_restarts:
+                repair = _sub_group_repair(group, pods, broken, now)
+                if repair is not None:
+                    return repair
+            # The limit reached, or too many bare members to record: the whole-group rules.
+            triggered = True
     if policy is None or not acting or not (triggered or held):
         if resume is not None:
             return resume
@@ -413,23 +419,14 @@ def _backoff(
     return None
 
 
-def _sub_group_repair(
-    group: PodGroup,
-    pods: Sequence[Pod],
-    current: Sequence[Pod],
-    counts: MemberCounts,
-    now: datetime,
-) -> Wait | Restart | Nothing | None:
-    """`spec.policy.scope: SubGroup`: restart the broken leaf sub-groups alone (after the
-    backoff, charged like a restart, the phase left to the lifecycle) while the group's own
-    minMember (over the other sub-groups' members) and minSubGroup hold; None when they do
-    not (the whole group is restarted).
-
-    A leaf is broken when a member of it failed or is being deleted and fewer than its minimum
-    run or succeeded; a failure that breaks no sub-group restarts nothing."""
-    spec, status = group.spec, group.status
-    policy = spec.policy
-    assert policy is not None
+def _broken_sub_groups(
+    group: PodGroup, current: Sequence[Pod], counts: MemberCounts
+) -> list[SubGroupMembers] | None:
+    """`spec.policy.scope: SubGroup`: the broken leaf sub-groups (a member failed or is being
+    deleted, and fewer than its minimum run or succeeded), or None when the group's own
+    minimum does not hold without them: its minMember over the other members, or its
+    minSubGroup over the top sub-groups holding none of them."""
+    spec = group.spec
     parts = sub_group_members(spec, current)
     live = {part.name: count_members(part.pods).live for part in parts}
     broken = [
@@ -439,13 +436,24 @@ def _sub_group_repair(
         and live[part.name] < part.least
         and any(member_state(p) in (MemberState.FAILED, MemberState.DELETING) for p in part.pods)
     ]
+    lost = {server_uid(pod) for part in broken for pod in part.pods}
     top = [part for part in parts if part.top]
-    satisfied = sum(live[part.name] >= part.least for part in top)
+    whole = [part for part in top if not any(server_uid(pod) in lost for pod in part.pods)]
     others = counts.live - sum(live[part.name] for part in broken)
-    if others < spec.min_member or satisfied < (spec.min_sub_group or len(top)):
+    if others < spec.min_member or len(whole) < (spec.min_sub_group or len(top)):
         return None
-    if not broken:
-        return Nothing(Idle.NOT_TRIGGERED, f"no sub-group broke; {_live(counts, spec.min_member)}")
+    return broken
+
+
+def _sub_group_repair(
+    group: PodGroup, pods: Sequence[Pod], broken: Sequence[SubGroupMembers], now: datetime
+) -> Wait | Restart | None:
+    """Restart the broken sub-groups alone (after the backoff, charged like a restart, the
+    phase left to the lifecycle): their members deleted, bare ones recreated; None when their
+    bare members are too many to record."""
+    status = group.status
+    policy = group.spec.policy
+    assert policy is not None
     names = ", ".join(part.name for part in broken)
     lost = [pod for part in broken for pod in part.pods]
     cause = f"sub-group {names}: " + _cause(
@@ -458,7 +466,7 @@ def _sub_group_repair(
     bodies = {_name_key(pod): recreation_body(pod) for pod in lost if not has_controller(pod)}
     record = _pods_record([bodies[key] for key in sorted(bodies)])
     if record is None:
-        return None  # too many bare members to record: the whole-group rules decide
+        return None
     new_status = status.model_copy(
         update={"restarts": status.restarts + 1, "last_restart_time": now}
     )

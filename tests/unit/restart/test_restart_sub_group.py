@@ -27,7 +27,6 @@ def group(policy: dict[str, Any], **spec: Any) -> Any:
         "running": 6,
         "scheduled": 6,
         "runningTime": iso(at(0)),
-        "lastFailureTime": iso(at(50)),  # the lifecycle records each loss
     }
     status.update(spec.pop("status", {}))
     return gang(
@@ -43,6 +42,8 @@ SCOPED = {**NO_BACKOFF, "scope": "SubGroup"}
 
 
 def test_a_broken_sub_group_is_restarted_alone() -> None:
+    """The group stays Running (the lifecycle records no break of the group): the sub-group's
+    own break triggers."""
     pods = story("RRRFRR")
     plan = plan_restart(group(SCOPED), pods, at(60))
     assert isinstance(plan, Restart), plan
@@ -72,13 +73,19 @@ def test_the_group_is_restarted_whole_when_its_min_member_breaks() -> None:
     assert plan.event.reason == Reason.GANG_RESTARTED
 
 
-def test_the_default_scope_restarts_the_group() -> None:
-    plan = plan_restart(group(NO_BACKOFF), story("RRRFRR"), at(60))
+def test_the_default_scope_restarts_the_group_once_it_breaks() -> None:
+    assert isinstance(plan_restart(group(NO_BACKOFF), story("RRRFRR"), at(60)), Nothing)
+    broke = group(NO_BACKOFF, status={"lastFailureTime": iso(at(50))})
+    plan = plan_restart(broke, story("RRRFRR"), at(60))
     assert isinstance(plan, Restart) and plan.event.reason == Reason.GANG_RESTARTED
 
 
-def test_a_sub_group_restart_waits_for_the_backoff() -> None:
+def test_a_sub_group_restart_waits_for_the_backoff_and_records_the_failure() -> None:
     scoped = {**POLICY, "scope": "SubGroup"}
+    first = plan_restart(group(scoped), story("RRRFRR"), at(60))
+    assert isinstance(first, Wait), first
+    assert first.until == at(70)
+    assert first.status_patch == {"status": {"lastFailureTime": iso(at(60))}}
     plan = plan_restart(
         group(scoped, status={"lastFailureTime": iso(at(55))}), story("RRRFRR"), at(60)
     )
@@ -92,12 +99,7 @@ def test_a_failure_that_breaks_no_sub_group_restarts_nothing() -> None:
     body = gang(
         3,
         policy=SCOPED,
-        status={
-            "phase": Phase.RUNNING,
-            "running": 4,
-            "runningTime": iso(at(0)),
-            "lastFailureTime": iso(at(50)),
-        },
+        status={"phase": Phase.RUNNING, "running": 4, "runningTime": iso(at(0))},
         subGroups=subs,
     )
     pods = [
