@@ -35,6 +35,7 @@ from podgroup_operator.scheduling.gang import (
 from podgroup_operator.scheduling.snapshot import Snapshot, Undo
 from podgroup_operator.scheduling.topology import (
     Domain,
+    DomainNodes,
     TopologyRequest,
     domain_of,
     domains_at,
@@ -138,6 +139,8 @@ class _Search:
     refusals: dict[str, Refusal] = field(default_factory=dict)
     """The first refusal of each sub-group, for the message."""
     problems: dict[str, str] = field(default_factory=dict)
+    domain_cache: dict[Any, tuple[Any, dict[Domain, DomainNodes]]] = field(default_factory=dict)
+    candidate_cache: dict[Any, list[Candidate]] = field(default_factory=dict)
 
     # --- the tree ---------------------------------------------------------------------------
     def siblings(
@@ -243,12 +246,7 @@ class _Search:
             if within is not None and _covers(within, request, level):
                 out.append(within)  # `within` lies in one domain of this level already
                 continue
-            domains = domains_at(self.snapshot, request, level, view.feasibilities)
-            inside = [
-                Candidate(domain, nodes)
-                for domain, nodes in domains.items()
-                if _inside(domain, within)
-            ]
+            inside = self.domains(request, level, view, within)
             ranked, _ = best_fit(view, self.snapshot, inside)
             out.extend(c.domain for c in ranked[:DOMAINS_PER_SUB_GROUP])
         if request.cluster_wide:
@@ -260,6 +258,32 @@ class _Search:
                 node.name, f"sub-group {node.name}: no {names}{of} has room for {view.wanted}"
             )
         return list(dict.fromkeys(out))
+
+    def domains(
+        self, request: TopologyRequest, level: str, view: GangView, within: Domain | None
+    ) -> list[Candidate]:
+        """The domains of `level` inside `within` holding a node the members may use.
+
+        Kept for the search: which nodes a domain holds does not change while it runs (their
+        free capacity, read by the scorer, does), and siblings share their parent's domain."""
+        shapes = tuple(id(f) for f in view.feasibilities)
+        key = (request.chain, level, shapes, None if within is None else within.path)
+        found = self.candidate_cache.get(key)
+        if found is None:
+            every = (request.chain, level, shapes)
+            kept = self.domain_cache.get(every)
+            if kept is None:
+                # The feasibilities are kept with their domains: alive, their ids stay theirs.
+                domains = domains_at(self.snapshot, request, level, view.feasibilities)
+                kept = self.domain_cache[every] = (view.feasibilities, domains)
+            domains = kept[1]
+            found = [
+                Candidate(domain, nodes)
+                for domain, nodes in domains.items()
+                if _inside(domain, within)
+            ]
+            self.candidate_cache[key] = found
+        return found
 
     # --- the whole gang ---------------------------------------------------------------------
     def run(self) -> Placement | Refusal:
