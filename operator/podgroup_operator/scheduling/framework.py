@@ -100,12 +100,15 @@ class _Tried:
     judged: int = 0
     best: tuple[int, str] | None = None
     """(members that fit, domain) of the domain that came closest; ties go to the first name."""
+    why: str = ""
+    """The refusal of the domain that came closest, when a member step said why."""
 
-    def saw(self, fit: int, domain: Domain) -> None:
+    def saw(self, fit: int, domain: Domain, why: str = "") -> None:
         self.judged += 1
         best = self.best
         if best is None or fit > best[0] or (fit == best[0] and domain.value < best[1]):
             self.best = (fit, domain.value)
+            self.why = why
 
 
 class PlacementGenerator(Protocol):
@@ -194,10 +197,12 @@ class SubGroupStep:
 
     def members(self, place_members: PlaceMembers, view_of: ViewOf) -> PlaceMembers:
         # Imported here: the search ranks domains with this module's scorer.
-        from podgroup_operator.scheduling.subgroups import place_sub_groups
+        from podgroup_operator.scheduling.subgroups import Budget, place_sub_groups
+
+        budget = Budget()  # one gang's, over every candidate the generator offers
 
         def step(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
-            return place_sub_groups(gang, snapshot, place_members, view_of)
+            return place_sub_groups(gang, snapshot, place_members, view_of, budget)
 
         return step
 
@@ -278,12 +283,13 @@ class _Search:
         if round_.first is not None:
             first = [c for c in ordered if c.domain == round_.first]
             ordered = first + [c for c in ordered if c.domain != round_.first]
+        stepped = self.view.gang.sub_groups is not None
         for candidate in ordered:
             outcome = self.attempt(candidate)
             if isinstance(outcome, Placement):
                 return outcome
             assert candidate.domain is not None
-            tried.saw(outcome.fit, candidate.domain)
+            tried.saw(outcome.fit, candidate.domain, outcome.message if stepped else "")
         for candidate in ruled_out:
             assert candidate.domain is not None
             tried.saw(_copies(self.view, self.snapshot, candidate), candidate.domain)
@@ -307,6 +313,7 @@ class _Search:
                 f"{head}: {tried.judged} of {_count_domains(self.snapshot, request, level)} "
                 f"{name}s tried; best {domain} holds "
                 f"{fit}, short {max(view.needed - fit, 0)} pods"
+                + (f" ({tried.why.removeprefix(view.gang.label + ': ')})" if tried.why else "")
             )
         where = f" of Topology {request.topology}" if request.topology else ""
         return f"{view.gang.label}{where}: " + "; ".join(parts)

@@ -8,7 +8,8 @@ The search is bounded but not greedy. For each sub-group it ranks the domains by
 snapshot as the siblings before it left it, keeps the `DOMAINS_PER_SUB_GROUP` best of each
 level, and tries them depth first, undoing a placement (the snapshot's assume/undo) when a later
 sibling finds no room, so that an assignment the first choices miss is still found, within
-`ATTEMPTS` leaf placements per candidate of the whole gang. A parent's `minSubGroup` lets
+`ATTEMPTS` leaf placements for the gang, over every candidate domain of the whole gang. A
+parent's `minSubGroup` lets
 children that do not fit be left out while enough others fit; every other sub-group must reach
 its minimum, and the members placed at all must reach the group's own.
 """
@@ -46,6 +47,7 @@ from podgroup_operator.scheduling.topology import (
 __all__ = [
     "ATTEMPTS",
     "DOMAINS_PER_SUB_GROUP",
+    "Budget",
     "place_sub_groups",
     "sub_group_tree",
 ]
@@ -53,7 +55,17 @@ __all__ = [
 DOMAINS_PER_SUB_GROUP = 4
 """Domains of each level kept per sub-group, best fit first."""
 ATTEMPTS = 512
-"""Leaf placements tried for one candidate of the whole gang before the search gives up."""
+"""Leaf placements tried for one gang (over every candidate of the whole gang) before the
+search gives up."""
+
+
+@dataclass
+class Budget:
+    """The leaf placements one gang's search may still try (`ATTEMPTS`), shared by the
+    searches in each candidate domain of the gang."""
+
+    left: int = field(default_factory=lambda: ATTEMPTS)
+
 
 Pod = Mapping[str, Any]
 PlaceMembers = Callable[[GangRequest, Snapshot], Placement | Refusal]
@@ -132,7 +144,10 @@ class _Search:
     snapshot: Snapshot
     place_members: PlaceMembers
     view_of: ViewOf
+    budget: Budget = field(default_factory=Budget)
     attempts: int = 0
+    most: int = 0
+    """The most members placed at once, for the refusal's `fit`."""
     placed: list[tuple[SubGroupNode, Domain | None, Placement]] = field(default_factory=list)
     parents: list[tuple[SubGroupNode, Domain | None]] = field(default_factory=list)
     """The domain of each parent whose children are placed (or being tried)."""
@@ -179,7 +194,8 @@ class _Search:
             self.parents.pop()
             return False
         self.attempts += 1
-        if self.attempts > ATTEMPTS:
+        self.budget.left -= 1
+        if self.budget.left < 0:
             raise _OutOfAttemptsError
         leaf = self.sub_gang(node, domain)
         outcome = self.place_members(leaf, self.snapshot)
@@ -187,6 +203,7 @@ class _Search:
             self.refusals.setdefault(node.name, outcome)
             return False
         self.placed.append((node, domain, outcome))
+        self.most = max(self.most, sum(len(p.bindings) for _, _, p in self.placed))
         if then():
             return True
         self.placed.pop()
@@ -319,7 +336,9 @@ class _Search:
             for _, _, placement in reversed(self.placed):
                 placement.undo()
             self.placed.clear()
-            self.problems.setdefault("", f"the search stopped after {ATTEMPTS} attempts")
+            self.problems.setdefault(
+                "", f"the search stopped after {ATTEMPTS} placements in all for this gang"
+            )
         if not found:
             return self.refusal()
         parts = [p for _, _, p in self.placed] + loose
@@ -368,18 +387,25 @@ class _Search:
             f"{gang.label}: no assignment of its sub-groups to domains fits{where} "
             f"({self.attempts} placements tried)"
         )
-        fit = max((r.fit for r in self.refusals.values()), default=0)
+        fit = max([self.most, *(r.fit for r in self.refusals.values())])
         return Refusal(gang.key, reason, "; ".join([head, *parts[:4]]), fit=fit)
 
 
 def place_sub_groups(
-    gang: GangRequest, snapshot: Snapshot, place_members: PlaceMembers, view_of: ViewOf
+    gang: GangRequest,
+    snapshot: Snapshot,
+    place_members: PlaceMembers,
+    view_of: ViewOf,
+    budget: Budget | None = None,
 ) -> Placement | Refusal:
     """Place a gang with sub-groups within `gang.within` (the module docstring's search); on
     success every member placed is left assumed, and `Placement.sub_domains` names each
     constrained sub-group's domain; a refusal leaves the snapshot as it was."""
     assert gang.sub_groups is not None
-    return _Search(gang, gang.sub_groups, snapshot, place_members, view_of).run()
+    search = _Search(gang, gang.sub_groups, snapshot, place_members, view_of)
+    if budget is not None:
+        search.budget = budget
+    return search.run()
 
 
 def _inside(domain: Domain | None, within: Domain | None) -> bool:

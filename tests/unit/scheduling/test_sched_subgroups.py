@@ -357,3 +357,38 @@ def test_property_no_split_no_overcommit_no_minimum_broken(
         assert len(blocks) == 1
     # Never a node over capacity.
     assert overcommitted(usage_by_node(outcome.bindings, by_uid), nodes) == []
+
+
+def test_the_search_is_bounded_over_every_domain_of_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gang that fits in no block is refused after ATTEMPTS leaf placements in all, not
+    ATTEMPTS per block."""
+    monkeypatch.setattr(subgroups, "ATTEMPTS", 5)
+    monkeypatch.setattr(
+        subgroups.Budget, "__init__", lambda self, left=5: setattr(self, "left", left)
+    )
+    snapshot = Snapshot.build(fabric(4, 2, 1, cpu=12), [])
+    calls = []
+    original = subgroups._Search.one
+
+    def counting(self: Any, node: Any, domain: Any, then: Any) -> bool:
+        if not node.children:
+            calls.append(node.name)
+        return original(self, node, domain, then)
+
+    monkeypatch.setattr(subgroups._Search, "one", counting)
+    pods = part("a", 1, 7) + part("b", 1, 7) + part("c", 1, 7)  # two racks of 12 hold two
+    spec = {
+        "minMember": 3,
+        "topologyConstraint": within(BLOCK),
+        "subGroups": [
+            {"name": n, "minMember": 1, "topologyConstraint": within(RACK)} for n in "abc"
+        ],
+    }
+    outcome = place_group(request(spec, pods), snapshot)
+    assert isinstance(outcome, Refusal)
+    # Five placements (b0's four, b1's first), then each later block stops at its first.
+    assert len(calls) == 5 + 3
+    assert "best b0 holds 2, short 1 pods" in outcome.message, outcome.message
+    assert "sub-group c: no rack of example.com/block b0 has room" in outcome.message
