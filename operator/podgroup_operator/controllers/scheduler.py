@@ -1070,6 +1070,7 @@ class GangScheduler:
                 waiting,
                 [m for m in self.members.get(key, []) if pod_uid(m) in bound],
                 self.topology_levels,
+                group.status.placement,
             ),
         )
 

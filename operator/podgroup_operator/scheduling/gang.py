@@ -43,6 +43,9 @@ class SubGroupNode:
     children: tuple[SubGroupNode, ...] = ()
     pending: tuple[Mapping[str, Any], ...] = ()
     bound: frozenset[str] = frozenset()
+    placed: tuple[str, str] | None = None
+    """(level, domain value) the sub-group was last placed in (`status.placement`): tried
+    first, so replacements go back where the sub-group was."""
 
     def subtree_pending(self) -> list[Mapping[str, Any]]:
         return [*self.pending, *(p for c in self.children for p in c.subtree_pending())]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator.api.keys import pod_uid
-from podgroup_operator.api.models import PodGroupSpec, SubGroup
+from podgroup_operator.api.models import PodGroupSpec, SubGroup, TopologyPlacement
 from podgroup_operator.api.subgroups import sub_group_of
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.framework import Candidate, GangView, best_fit
@@ -77,10 +77,12 @@ def sub_group_tree(
     pending: Sequence[Pod],
     bound: Sequence[Pod],
     levels_of: Callable[[str], tuple[str, ...] | None],
+    placement: TopologyPlacement | None = None,
 ) -> SubGroupTree | None:
     """The tree of `spec.subGroups` with the group's pending and bound members in their leaves
     (a template leaf: one node per instance its members form), or None without sub-groups.
-    Members whose label names no leaf count as members of no sub-group."""
+    Members whose label names no leaf count as members of no sub-group; `placement` is the
+    group's `status.placement`, whose sub-group domains are tried first again."""
     subs = spec.sub_groups or []
     if not subs:
         return None
@@ -105,6 +107,7 @@ def sub_group_tree(
     children: dict[str | None, list[SubGroup]] = {}
     for sub in subs:
         children.setdefault(sub.parent, []).append(sub)
+    placed = {p.name: (p.level, p.domain) for p in (placement and placement.sub_groups) or ()}
 
     def build(sub: SubGroup) -> list[SubGroupNode]:
         topology = topology_of(sub.topology_constraint, levels_of)
@@ -123,6 +126,7 @@ def sub_group_tree(
                 kids,
                 tuple(pending_of.get(name, ())),
                 frozenset(bound_of.get(name, ())),
+                placed.get(name),
             )
             for name in names
         ]
@@ -268,6 +272,13 @@ class _Search:
             out.extend(c.domain for c in ranked[:DOMAINS_PER_SUB_GROUP])
         if request.cluster_wide:
             out.append(within)
+        if node.placed is not None:
+            # Where the sub-group was last placed goes first (replacements go back there).
+            level, value = node.placed
+            back: list[Domain | None] = [
+                d for d in out if d is not None and (d.level, d.value) == (level, value)
+            ]
+            out = back + [d for d in out if d not in back]
         if not out:
             names = " or ".join(level_name(level) for level in request.levels)
             of = f" of {within.level} {within.value}" if within is not None else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podgroup_operator.api.models import PodGroupSpec
+from podgroup_operator.api.models import PodGroupSpec, SubGroupPlacement, TopologyPlacement
 from podgroup_operator.constants import LABEL_SUB_GROUP
 from podgroup_operator.scheduling import subgroups
 from podgroup_operator.scheduling.framework import MEMBER_STEPS, SubGroupStep
@@ -392,3 +393,27 @@ def test_the_search_is_bounded_over_every_domain_of_the_group(
     assert len(calls) == 5 + 3
     assert "best b0 holds 2, short 1 pods" in outcome.message, outcome.message
     assert "sub-group c: no rack of example.com/block b0 has room" in outcome.message
+
+
+def test_a_restarted_sub_groups_replacements_go_back_to_its_rack_first() -> None:
+    """Best fit alone would take the fuller rack r0; the sub-group was in r1, and goes back."""
+    nodes = [
+        node("b0-r0-h0", cpu=8, labels={BLOCK: "b0", RACK: "r0"}),
+        node("b0-r1-h0", cpu=16, labels={BLOCK: "b0", RACK: "r1"}),
+    ]
+    pods = part("a", 2, 4)
+    spec = PodGroupSpec.model_validate(
+        {
+            "minMember": 2,
+            "subGroups": [{"name": "a", "minMember": 2, "topologyConstraint": within(RACK)}],
+        }
+    )
+    fresh = request(spec.to_api(), pods)
+    outcome = place_group(fresh, Snapshot.build(nodes, []))
+    assert isinstance(outcome, Placement)
+    assert {b.node for b in outcome.bindings} == {"b0-r0-h0"}
+    before = TopologyPlacement(sub_groups=[SubGroupPlacement(name="a", level=RACK, domain="r1")])
+    again = dataclasses.replace(fresh, sub_groups=sub_group_tree(spec, pods, [], levels_of, before))
+    outcome = place_group(again, Snapshot.build(nodes, []))
+    assert isinstance(outcome, Placement)
+    assert {b.node for b in outcome.bindings} == {"b0-r1-h0"}
