@@ -8,9 +8,14 @@ as tests/integration/test_topology_placement.py does.
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,10 +33,12 @@ from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import podgroup
 from tests.kube_helpers import (
+    KUBECTL,
     crash,
     create_group,
     gang_pods,
     group_status,
+    kubectl_ok,
     unique_prefix,
     wait_group,
 )
@@ -152,6 +159,7 @@ async def test_two_levels_sub_groups_in_racks_the_group_in_one_block(
     kube: KubeClient,
     operator: OperatorProcess,
     namespace: str,
+    kubeconfig: Path,
     topology: Callable[..., Any],
 ) -> None:
     fabric = await topology(BLOCK, RACK)
@@ -187,6 +195,24 @@ async def test_two_levels_sub_groups_in_racks_the_group_in_one_block(
             "s0": (4, 4),
             "s1": (4, 4),
         }
+        wide = kubectl_ok(kubeconfig, "get", "podgroups", "train", "-n", namespace, "-o", "wide")
+        header, row = wide.splitlines()
+        assert row[header.index("SUBGROUPS") :].split()[0] == "2/2", wide
+        described = subprocess.run(
+            [str(KUBECTL), "podgroup", "describe", "train", "-n", namespace],
+            env={
+                **os.environ,
+                "KUBECONFIG": str(kubeconfig),
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            },
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        assert "Sub-Groups:         2/2 satisfied" in described, described
+        rack = next(p for p in placement["subGroups"] if p["name"] == "s0")["domain"]
+        assert re.search(rf"\n  s0 +4 +4 +0 +0 +{re.escape(RACK)}={rack}\n", described), described
 
 
 async def test_min_sub_group_k_of_n_runs_with_the_k_that_fit(
