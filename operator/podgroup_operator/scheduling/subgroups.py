@@ -158,7 +158,7 @@ class _Search:
     refusals: dict[str, Refusal] = field(default_factory=dict)
     """The first refusal of each sub-group, for the message."""
     problems: dict[str, str] = field(default_factory=dict)
-    domain_cache: dict[Any, tuple[Any, dict[Domain, DomainNodes]]] = field(default_factory=dict)
+    domain_cache: dict[Any, dict[Domain, DomainNodes]] = field(default_factory=dict)
     candidate_cache: dict[Any, list[Candidate]] = field(default_factory=dict)
 
     # --- the tree ---------------------------------------------------------------------------
@@ -294,17 +294,15 @@ class _Search:
 
         Kept for the search: which nodes a domain holds does not change while it runs (their
         free capacity, read by the scorer, does), and siblings share their parent's domain."""
-        shapes = tuple(id(f) for f in view.feasibilities)
+        shapes = tuple((tuple(c.id for c in f.classes), f.allowed) for f in view.feasibilities)
         key = (request.chain, level, shapes, None if within is None else within.path)
         found = self.candidate_cache.get(key)
         if found is None:
             every = (request.chain, level, shapes)
-            kept = self.domain_cache.get(every)
-            if kept is None:
-                # The feasibilities are kept with their domains: alive, their ids stay theirs.
+            domains = self.domain_cache.get(every)
+            if domains is None:
                 domains = domains_at(self.snapshot, request, level, view.feasibilities)
-                kept = self.domain_cache[every] = (view.feasibilities, domains)
-            domains = kept[1]
+                self.domain_cache[every] = domains
             found = [
                 Candidate(domain, nodes)
                 for domain, nodes in domains.items()
