@@ -80,6 +80,7 @@ from podgroup_operator.scheduling.scores import (
 )
 from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo
+from podgroup_operator.scheduling.subgroups import place_sub_groups
 from podgroup_operator.scheduling.topology import restrict
 from podgroup_operator.scheduling.volumes import VolumeClaim, pod_disks, volume_kind
 
@@ -929,7 +930,8 @@ def shape_groups(gang: GangRequest) -> list[tuple[MemberShape, int]]:
 
 
 def try_place(gangs: Sequence[GangRequest], snapshot: Snapshot) -> tuple[Binding, ...] | None:
-    """What-if: the bindings if every gang reaches minMember at once now, else None.
+    """What-if: the bindings if every gang reaches minMember at once now, else None (a gang
+    with sub-groups: each sub-group in a domain of its own, within `gang.within`).
 
     Nothing stays assumed and no message is built, so preemption planning can ask this many
     times cheaply. Gangs are placed in the order given, each seeing the previous ones assumed.
@@ -938,6 +940,15 @@ def try_place(gangs: Sequence[GangRequest], snapshot: Snapshot) -> tuple[Binding
     undos: list[Undo] = []
     try:
         for gang in gangs:
+            if gang.sub_groups is not None:
+                # Each sub-group in a domain of its own: the member step's search decides.
+                strict = dataclasses.replace(gang, mode=GangMode.STRICT)
+                outcome = place_sub_groups(strict, snapshot, place_members, gang_view)
+                if isinstance(outcome, Refusal):
+                    return None
+                undos.append(outcome.undo)
+                bindings.extend(outcome.bindings)
+                continue
             attempt = _attempt(_group_by_shape(gang.pending), snapshot, gang)
             undos.append(attempt.undo)
             if not _enough(gang, len(attempt.bindings)):

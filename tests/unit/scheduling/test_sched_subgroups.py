@@ -16,6 +16,7 @@ from podgroup_operator.scheduling import subgroups
 from podgroup_operator.scheduling.framework import MEMBER_STEPS, SubGroupStep
 from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
+from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preemption
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.subgroups import sub_group_tree
 from podgroup_operator.scheduling.topology import topology_of
@@ -417,3 +418,39 @@ def test_a_restarted_sub_groups_replacements_go_back_to_its_rack_first() -> None
     outcome = place_group(again, Snapshot.build(nodes, []))
     assert isinstance(outcome, Placement)
     assert {b.node for b in outcome.bindings} == {"b0-r1-h0"}
+
+
+def _running(name: str, node_name: str, cpu: int) -> dict[str, Any]:
+    return pod(
+        f"{name}-0", group=name, requests={"cpu": cpu}, node=node_name, phase="Running", priority=1
+    )
+
+
+def _gang_of(raw: Any) -> Any:
+    from podgroup_operator.domain.membership import group_key_of
+
+    return group_key_of(raw)
+
+
+def test_preemption_never_evicts_where_a_sub_group_would_still_not_fit() -> None:
+    """Two racks of one 4-cpu node, each half used by a low gang: evicting both frees room
+    for two 3-cpu pods, but not in one rack, where the sub-group must be."""
+    nodes = fabric(1, 2, 1, cpu=4)
+    running = [_running("low0", "b0-r0-h0", 2), _running("low1", "b0-r1-h0", 2)]
+    snapshot = Snapshot.build(nodes, running, gang_of=_gang_of)
+    subs = [{"name": "a", "minMember": 2, "topologyConstraint": within(RACK)}]
+    big = request({"minMember": 2, "subGroups": subs}, part("a", 2, 3), priority=100)
+    outcome = plan_preemption(big, snapshot)
+    assert not isinstance(outcome, PreemptionPlan), outcome
+
+
+def test_preemption_evicts_for_a_sub_group_in_one_rack() -> None:
+    nodes = fabric(1, 2, 1, cpu=8)
+    running = [_running("low0", "b0-r0-h0", 4), _running("low1", "b0-r1-h0", 4)]
+    snapshot = Snapshot.build(nodes, running, gang_of=_gang_of)
+    subs = [{"name": "a", "minMember": 2, "topologyConstraint": within(RACK)}]
+    big = request({"minMember": 2, "subGroups": subs}, part("a", 2, 4), priority=100)
+    plan = plan_preemption(big, snapshot)
+    assert isinstance(plan, PreemptionPlan), plan
+    assert len(plan.victims) == 1
+    assert len({b.node for b in plan.nominations}) == 1
