@@ -378,7 +378,7 @@ BAD_TREES: list[tuple[str, dict[str, Any], str]] = [
             "minMember": 2,
             "subGroups": [{"name": "a", "minMember": 1}, {"name": "a", "minMember": 1}],
         },
-        "spec.subGroups[1].name: 'a' repeats subGroups[0]",
+        "spec.subGroups[1]: Duplicate value",  # the schema's own list-map check
     ),
     (
         "bad-name",

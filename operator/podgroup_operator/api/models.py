@@ -570,6 +570,8 @@ class PodGroupSpec(_Model):
     sub_groups: list[SubGroup] | None = Field(
         default=None,
         max_length=MAX_SUB_GROUPS,
+        # The schema refuses a repeated name itself, for a cluster without our webhook.
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
         description="The gang's parts, a tree at most 4 deep: each placed whole (its minMember) "
         f"in one domain of its own topology level, inside its parent's; at most {MAX_SUB_GROUPS}.",
     )

@@ -274,6 +274,8 @@ def test_sub_groups_in_the_podgroup_schema() -> None:
     spec = openapi_schema()["properties"]["spec"]["properties"]
     sub_groups = spec["subGroups"]
     assert sub_groups["maxItems"] == MAX_SUB_GROUPS
+    assert sub_groups["x-kubernetes-list-type"] == "map"
+    assert sub_groups["x-kubernetes-list-map-keys"] == ["name"]
     item = sub_groups["items"]
     assert item["required"] == ["name"]
     assert item["properties"]["name"]["pattern"] == f"^{DNS_LABEL}$"
