@@ -476,12 +476,13 @@ def _sum_problem(
     children: Mapping[str | None, list[SubGroup]],
 ) -> list[str]:
     """A parent's minSubGroup beyond its children, or its counted children's minimums (the k
-    smallest; templates left out, their number unknown) summing above its minMember."""
+    smallest) summing above its minMember; a template child makes both unknowable (it forms
+    as many sub-groups as its pods' label values), so neither is checked then."""
     if not kids:
         return []
     field = f"{where}.minSubGroup"
     fixed = [kid for kid in kids if not kid.match_label_keys]
-    if k is not None and k > len(kids):
+    if k is not None and k > len(kids) and len(fixed) == len(kids):
         return [
             f"{field}: {k} but only {len(kids)} direct children; lower it to at most {len(kids)}"
         ]

@@ -163,3 +163,9 @@ def test_a_sub_group_level_not_in_the_topology_is_refused() -> None:
         "spec.subGroups[0].topologyConstraint.requiredTopologyLevel: 'example.com/pod' is not "
         "a level of Topology 'fabric'"
     )
+
+
+def test_a_template_child_may_form_more_sub_groups_than_listed() -> None:
+    """minSubGroup 3 over one template: it forms one sub-group per label value."""
+    template = _sub("replica", minMember=2, matchLabelKeys=["app/replica"])
+    assert spec_errors({"minMember": 6, "minSubGroup": 3, "subGroups": [template]}) == []
