@@ -67,6 +67,13 @@ The rules, in the words of the user documentation:
 * Members with a controlling owner (ReplicaSet, Job, StatefulSet, a custom job) are recreated by
   it. Bare pods are recreated by the operator from their own body (`recreation_body`) once the
   old pod, which holds the name, is gone.
+* RestartGang with `scope: SubGroup`, a group that ran whole since its last restart: a leaf
+  sub-group that broke (a member failed or is being deleted, and fewer than its minMember run
+  or succeeded) is restarted alone, after the same backoff and charged the same: its members
+  deleted and bare ones recreated, the phase left to the lifecycle, an Event
+  `SubGroupRestarted`. When the group's own minMember (over the other sub-groups' members) or
+  minSubGroup (over the top sub-groups holding no broken one) does not hold, or the limit is
+  reached, the rules above apply to the whole group.
 * Terminal groups (Finished, Failed) are never touched. A restart in progress is finished even if
   the policy is removed meanwhile, since its bare pods are already deleted.
 
@@ -391,7 +398,7 @@ def plan_restart(
     number = f"restart {status.restarts + 1} of {policy.max_restarts}"
     if held:
         return _restart(group, pods, members, progress, now, f"{number}: {cause}")
-    wait = _backoff(status, policy, now, f"{number}", cause)
+    wait = _backoff(status, policy, now, number, cause)
     if wait is not None:
         # The chores of an earlier restart go first; the Restart below includes them.
         return resume or wait
