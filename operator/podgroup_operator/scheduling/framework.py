@@ -8,7 +8,9 @@ do for a pod group:
    one round per level of the gang's topology constraint, finest first, each of that level's
    domains a candidate;
 2. the **filters** judge each candidate: the members are placed on the snapshot restricted to
-   it (`place_members`, the existing filters and the assume/undo snapshot);
+   it (`place_members`, the existing filters and the assume/undo snapshot), through a **member
+   step** (`MEMBER_STEPS`) when the gang's members are not one flat set: `SubGroupStep` gives
+   each sub-group a domain of its own inside the candidate;
 3. a **scorer** orders a round's candidates (`best_fit`: the domain left with the least free
    capacity first, so whole racks stay free for the big gangs) and drops those that cannot hold
    the gang by capacity alone; the first candidate placed wins, and the first round with one
