@@ -57,6 +57,8 @@ MAX_BIND_CONCURRENCY = 1024
 # --- Membership keys -----------------------------------------------------------------------------
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 """Pod label naming its PodGroup (scheduler-plugins coscheduling)."""
+LABEL_SUB_GROUP = "scheduling.x-k8s.io/sub-group"
+"""Pod label naming the leaf of its PodGroup's `spec.subGroups` the pod joins."""
 ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
 """Pod annotation naming its PodGroup (kube-batch and Volcano)."""
 LABEL_LIGHTWEIGHT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
@@ -175,10 +177,14 @@ class Reason(StrEnum):
     so it is Failed."""
     GANG_RESTARTED = "GangRestarted"
     """Warning Event: a whole-gang restart began (members deleted, bare members recreated)."""
+    SUB_GROUP_RESTARTED = "SubGroupRestarted"
+    """Warning Event: one sub-group was restarted alone (`spec.policy.scope: SubGroup`)."""
     PHASE_CHANGED = "PhaseChanged"
     """Event reason for every phase transition."""
     MISSING_POD_GROUP = "MissingPodGroup"
     """Warning Event on a pod naming a PodGroup that does not exist."""
+    MISSING_SUB_GROUP = "MissingSubGroup"
+    """Warning Event on a pod whose sub-group label names no leaf of its PodGroup's subGroups."""
     CONFLICTING_MEMBERSHIP = "ConflictingMembership"
     """Warning Event on a pod whose membership keys name different PodGroups."""
     SCHEDULING_FAILED = "SchedulingFailed"
@@ -233,6 +239,15 @@ class PolicyAction(StrEnum):
     RESTART_GANG = "RestartGang"
     FAIL_GANG = "FailGang"
     NONE = "None"
+
+
+class RestartScope(StrEnum):
+    """What a RestartGang policy restarts when a sub-group breaks (`spec.policy.scope`)."""
+
+    GROUP = "Group"
+    """Every member (the default)."""
+    SUB_GROUP = "SubGroup"
+    """The broken sub-group alone, while the group's minMember and minSubGroup hold."""
 
 
 class EventType(StrEnum):

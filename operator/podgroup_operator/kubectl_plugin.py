@@ -404,8 +404,8 @@ def _constraint(constraint: Mapping[str, Any] | None) -> str:
 
 def _placement(placement: Mapping[str, Any] | None) -> str:
     """`example.com/rack=r2`: the domain the gang was bound in."""
-    if not placement:
-        return "<none>"
+    if not placement or not placement.get("level"):
+        return "<none>"  # sub-groups' domains are in the tree below
     return f"{placement.get('level')}={placement.get('domain')}"
 
 
@@ -418,6 +418,52 @@ def _pod_status(pod: Mapping[str, Any]) -> str:
 
 def _indented(rows: list[list[str]]) -> list[str]:
     return ["  " + line for line in _table(rows).splitlines()]
+
+
+def sub_group_tree(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[str]:
+    """The `Sub-Groups:` lines of `describe`: the tree of spec.subGroups, each with its
+    minimum and members by state (status.subGroups) and its domain (status.placement); a
+    template's instances under it. Nothing without sub-groups."""
+    subs = [s for s in spec.get("subGroups") or [] if isinstance(s, Mapping)]
+    if not subs:
+        return []
+    counts = {s.get("name"): s for s in status.get("subGroups") or []}
+    placement = status.get("placement") or {}
+    domains = {p.get("name"): p for p in placement.get("subGroups") or []}
+    children: dict[Any, list[Mapping[str, Any]]] = {}
+    for sub in subs:
+        children.setdefault(sub.get("parent"), []).append(sub)
+    rows = [["Name", "Min", "Running", "Succeeded", "Failed", "Domain"]]
+
+    def row(name: str, depth: int) -> None:
+        seen = counts.get(name) or {}
+        where = domains.get(name)
+        domain = f"{where.get('level')}={where.get('domain')}" if where else "-"
+        rows.append(
+            ["  " * depth + name]
+            + [str(seen.get(k, 0)) for k in ("minMember", "running", "succeeded", "failed")]
+            + [domain]
+        )
+
+    def walk(parent: Any, depth: int, seen: set[str]) -> None:
+        for sub in children.get(parent, []):
+            name = str(sub.get("name"))
+            if name in seen:
+                continue  # a cycle the webhook would have refused
+            seen.add(name)
+            if sub.get("matchLabelKeys"):
+                keys = ", ".join(map(str, sub["matchLabelKeys"]))
+                rows.append(["  " * depth + f"{name} (per {keys})", "", "", "", "", ""])
+                for instance in sorted(n for n in counts if str(n).startswith(f"{name}-")):
+                    row(str(instance), depth + 1)
+            else:
+                row(name, depth)
+            walk(name, depth + 1, seen)
+
+    walk(None, 0, set())
+    k = spec.get("minSubGroup")
+    head = f"Sub-Groups:         {status.get('subGroupsSatisfied') or '0/?'} satisfied"
+    return [head + (f" (minSubGroup {k})" if k else ""), *_indented(rows)]
 
 
 def describe(
@@ -451,6 +497,7 @@ def describe(
         f"Restarts:           {status.get('restarts') or 0}",
         f"Waiting For:        {waiting_for(group) or '<nothing>'}",
     ]
+    lines += sub_group_tree(spec, status)
     conditions = status.get("conditions") or []
     if conditions:
         lines.append("Conditions:")

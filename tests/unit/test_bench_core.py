@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from podgroup_operator.bench.core import CONSTRAINED, run_core, run_hostile
+from podgroup_operator.bench.core import CONSTRAINED, run_core, run_hostile, sub_group_scenario
+from podgroup_operator.constants import LABEL_SUB_GROUP
+from podgroup_operator.scheduling.gang import Placement
+from podgroup_operator.scheduling.placement import place_group
+from podgroup_operator.scheduling.snapshot import Snapshot
 
 
 @pytest.mark.parametrize("scenario", CONSTRAINED)
@@ -29,3 +33,29 @@ def test_each_hostile_pod_is_refused_for_what_it_lists_or_placed_if_it_lists_a_s
         "spread constraints": "20 node(s) didn't match pod topology spread constraints "
         "(missing required label) (x-0)",
     }
+
+
+def test_the_sub_group_scenario_places_each_sub_group_in_a_rack_and_each_gang_in_a_block() -> None:
+    nodes, gangs = sub_group_scenario(4)
+    snapshot = Snapshot.build(nodes, [])
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+    for gang in gangs:
+        outcome = place_group(gang, snapshot)
+        assert isinstance(outcome, Placement), outcome
+        assert len(outcome.bindings) == 32
+        assert outcome.domain is not None and outcome.domain.level.endswith("block")
+        by_uid = {p["metadata"]["uid"]: p for p in gang.pending}
+        racks: dict[str, set[tuple[str, ...]]] = {}
+        for binding in outcome.bindings:
+            sub = by_uid[binding.pod_uid]["metadata"]["labels"][LABEL_SUB_GROUP]
+            node = labels[binding.node]
+            racks.setdefault(sub, set()).add(
+                tuple(node[k] for k, _ in outcome.sub_domains[0][1].path)
+            )
+            assert outcome.domain.holds(node)
+        assert len(racks) == 8 and all(len(r) == 1 for r in racks.values())
+
+
+def test_the_sub_group_scenario_runs_in_bench_core() -> None:
+    result = run_core(0, 3, 4, False, 1, None, scenario="subgroups")
+    assert (result["decisions"], result["placed_pods"], result["refused"]) == (3, 96, 0)

@@ -127,6 +127,7 @@ def crd_manifest() -> dict[str, Any]:
         ("Reserved", "string", ".status.reservation.reserved", 1),
         ("Reason", "string", '.status.conditions[?(@.type=="Unschedulable")].reason', 1),
         ("Domain", "string", ".status.placement.domain", 1),
+        ("SubGroups", "string", ".status.subGroupsSatisfied", 1),
     ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

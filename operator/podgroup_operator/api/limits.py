@@ -31,6 +31,12 @@ MAX_GANG_GROUP = 64
 """The most PodGroups a `gangGroup` may name. All of them are placed in one decision on one
 snapshot and named in its refusal message; larger co-scheduled sets are better one PodGroup."""
 
+MAX_SUB_GROUPS = 64
+"""Sub-groups one PodGroup lists (`spec.subGroups`): each is a placement decision of its own."""
+MAX_SUB_GROUP_DEPTH = 4
+"""Levels of the sub-group tree, as native Kubernetes' CompositePodGroup allows."""
+MAX_MATCH_LABEL_KEYS = 8
+"""Pod label keys one sub-group's `matchLabelKeys` lists."""
 MAX_RESOURCE_NAMES = 64
 """The most resource names a `minResources` or `totalResources` may list. A node offers cpu,
 memory, ephemeral-storage, pods and a few extended resources; a real list has a handful. Without

@@ -39,6 +39,8 @@ from podgroup_operator.api.limits import (
     MAX_GANG_GROUP,
     MAX_GANG_GROUP_ENTRY,
     MAX_LABEL_KEY_LENGTH,
+    MAX_LABEL_NAME_LENGTH,
+    MAX_MATCH_LABEL_KEYS,
     MAX_MIN_MEMBER,
     MAX_NAME_LENGTH,
     MAX_QUANTITY,
@@ -46,10 +48,13 @@ from podgroup_operator.api.limits import (
     MAX_RESOURCE_NAMES,
     MAX_RESTARTS,
     MAX_SECONDS,
+    MAX_SUB_GROUP_DEPTH,
+    MAX_SUB_GROUPS,
     MAX_TOPOLOGY_LEVELS,
     summarize,
 )
 from podgroup_operator.api.names import (
+    DNS_LABEL,
     DNS_SUBDOMAIN,
     LABEL_KEY_HINT,
     LABEL_KEY_PATTERN,
@@ -70,6 +75,7 @@ from podgroup_operator.constants import (
     GangMode,
     Phase,
     PolicyAction,
+    RestartScope,
 )
 
 _RESOURCE_NAME = rf"({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
@@ -198,6 +204,12 @@ class RestartPolicy(_Model):
         description="Cap in seconds of the exponential restart backoff (default 300). At most "
         f"{MAX_SECONDS} (one year).",
     )
+    scope: RestartScope | None = Field(
+        default=None,
+        description="Group (default) restarts every member; SubGroup restarts a broken "
+        "sub-group (below its minMember after a member failed) alone, charged like a restart, "
+        "while the group's minMember and minSubGroup hold, and the whole group otherwise.",
+    )
 
 
 SHOWN_VALUE = 80
@@ -295,6 +307,208 @@ class TopologyConstraint(_Model):
         return self
 
 
+SubGroupName = Annotated[
+    str, Field(pattern=f"^{DNS_LABEL}$", min_length=1, max_length=MAX_LABEL_NAME_LENGTH)
+]
+"""A sub-group's name: a DNS label, so that it is also a valid pod label value."""
+
+
+class SubGroup(_Model):
+    """One part of a gang (`spec.subGroups[]`): a leaf holds the pods labelled
+    `scheduling.x-k8s.io/sub-group: NAME`; a parent holds its children (`parent` naming it).
+
+    A leaf with `matchLabelKeys` is a template: the group's pods that carry every key and no
+    sub-group label form one sub-group per distinct tuple of values, named `NAME-VALUES`."""
+
+    name: SubGroupName = Field(
+        description="A DNS label, unique among the group's sub-groups; pods join a leaf with the "
+        "label scheduling.x-k8s.io/sub-group: NAME."
+    )
+    parent: SubGroupName | None = Field(
+        default=None,
+        description="The sub-group this one is part of; absent, a direct part of the group. The "
+        f"tree is at most {MAX_SUB_GROUP_DEPTH} deep.",
+    )
+    min_member: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_MIN_MEMBER,
+        description="Members of this sub-group that must be bound at once; required of a leaf. "
+        "On a parent, at least what its counted children's minimums sum to.",
+    )
+    min_sub_group: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SUB_GROUPS,
+        description="On a parent: how many of its direct children must reach their minimum "
+        "(default: all).",
+    )
+    topology_constraint: TopologyConstraint | None = Field(
+        default=None,
+        description="The one domain this sub-group's members are bound in, inside its parent's "
+        "domain: its levels equal to or finer than its parent's, in the same Topology.",
+    )
+    match_label_keys: (
+        list[
+            Annotated[str, AfterValidator(_check_label_key), Field(max_length=MAX_LABEL_KEY_LENGTH)]
+        ]
+        | None
+    ) = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_MATCH_LABEL_KEYS,
+        description="Pod label keys: the group's pods with equal values for all of them (and no "
+        "sub-group label) form one sub-group each, named NAME-VALUE1-VALUE2.",
+    )
+
+
+SUB_GROUP_ERRORS_JOIN = "; "
+
+
+def sub_group_problems(
+    min_member: int, min_sub_group: int | None, sub_groups: Sequence[SubGroup]
+) -> list[str]:
+    """What is wrong with a sub-group tree, each as `spec.subGroups[i].field: what and the fix`:
+    a repeated name, an unknown parent, a cycle, a tree deeper than MAX_SUB_GROUP_DEPTH, a leaf
+    without minMember, a parent with matchLabelKeys, a minSubGroup above the children there
+    are, children whose counted minimums sum above their parent's minMember (the group's for
+    the top), and a topology differing from the nearest constrained ancestor's."""
+    problems: list[str] = []
+    index: dict[str, int] = {}
+    for i, sub in enumerate(sub_groups):
+        if sub.name in index:
+            problems.append(
+                f"spec.subGroups[{i}].name: {sub.name!r} repeats "
+                f"subGroups[{index[sub.name]}]; give "
+                "each sub-group its own name"
+            )
+        else:
+            index[sub.name] = i
+    children: dict[str | None, list[SubGroup]] = {}
+    for i, sub in enumerate(sub_groups):
+        if sub.parent is not None and sub.parent not in index:
+            problems.append(
+                f"spec.subGroups[{i}].parent: {sub.parent!r} is not a sub-group of this group "
+                f"(names: {summarize(index)}); name one of them or leave parent out"
+            )
+            continue
+        children.setdefault(sub.parent, []).append(sub)
+    if problems:
+        return problems
+    for i, sub in enumerate(sub_groups):
+        seen = [sub.name]
+        current = sub
+        while current.parent is not None:
+            if current.parent in seen:
+                problems.append(
+                    f"spec.subGroups[{i}].parent: "
+                    f"{' -> '.join([*seen, current.parent])} is a cycle; "
+                    "a sub-group cannot be its own ancestor: break it by removing one parent"
+                )
+                break
+            seen.append(current.parent)
+            current = sub_groups[index[current.parent]]
+        else:
+            if len(seen) > MAX_SUB_GROUP_DEPTH:
+                problems.append(
+                    f"spec.subGroups[{i}].parent: {sub.name!r} is {len(seen)} levels deep "
+                    f"({' -> '.join(reversed(seen))}); at most {MAX_SUB_GROUP_DEPTH}: flatten "
+                    "the tree"
+                )
+    if problems:
+        return problems
+    for i, sub in enumerate(sub_groups):
+        kids = children.get(sub.name, [])
+        if not kids and sub.min_member is None:
+            problems.append(
+                f"spec.subGroups[{i}].minMember: is required of a leaf sub-group ({sub.name!r} has "
+                "no children); give how many of its pods must be bound at once"
+            )
+        if kids and sub.match_label_keys:
+            problems.append(
+                f"spec.subGroups[{i}].matchLabelKeys: only a leaf forms sub-groups from pod "
+                f"labels, "
+                f"and {sub.name!r} has children; move matchLabelKeys to a leaf"
+            )
+        if sub.min_sub_group is not None and not kids:
+            problems.append(
+                f"spec.subGroups[{i}].minSubGroup: {sub.name!r} has no children; remove "
+                f"minSubGroup "
+                "or give it children"
+            )
+        problems.extend(
+            _sum_problem(f"spec.subGroups[{i}]", sub.min_member, sub.min_sub_group, kids, children)
+        )
+    top = children.get(None, [])
+    problems.extend(_sum_problem("spec", min_member, min_sub_group, top, children))
+    for i, sub in enumerate(sub_groups):
+        constraint = sub.topology_constraint
+        ancestor = _constrained_ancestor(sub, sub_groups, index)
+        if constraint is None or ancestor is None:
+            continue
+        if constraint.topology != ancestor[1].topology:
+            problems.append(
+                f"spec.subGroups[{i}].topologyConstraint.topology: "
+                f"{constraint.topology!r} differs from "
+                f"{ancestor[0]}'s {ancestor[1].topology!r}; a sub-group's domain lies inside its "
+                "parent's, so both use the same Topology"
+            )
+    return problems
+
+
+def _constrained_ancestor(
+    sub: SubGroup, sub_groups: Sequence[SubGroup], index: Mapping[str, int]
+) -> tuple[str, TopologyConstraint] | None:
+    """The nearest sub-group above `sub` with a topologyConstraint (by name), or None."""
+    current = sub
+    while current.parent is not None:
+        current = sub_groups[index[current.parent]]
+        if current.topology_constraint is not None:
+            return f"parent {current.name!r}", current.topology_constraint
+    return None
+
+
+def _sum_problem(
+    where: str,
+    min_member: int | None,
+    k: int | None,
+    kids: Sequence[SubGroup],
+    children: Mapping[str | None, list[SubGroup]],
+) -> list[str]:
+    """A parent's minSubGroup beyond its children, or its counted children's minimums (the k
+    smallest) summing above its minMember; a template child makes both unknowable (it forms
+    as many sub-groups as its pods' label values), so neither is checked then."""
+    if not kids:
+        return []
+    field = f"{where}.minSubGroup"
+    fixed = [kid for kid in kids if not kid.match_label_keys]
+    if k is not None and k > len(kids) and len(fixed) == len(kids):
+        return [
+            f"{field}: {k} but only {len(kids)} direct children; lower it to at most {len(kids)}"
+        ]
+    if min_member is None or len(fixed) < len(kids):
+        return []
+    counted = sorted(least_members(kid, children) for kid in fixed)[: k or len(fixed)]
+    if sum(counted) > min_member:
+        field = f"{where}.minMember"
+        return [
+            f"{field}: {min_member} is below the {sum(counted)} members its "
+            f"{len(counted)} counted sub-groups need at least; raise it to {sum(counted)} or "
+            "lower the sub-groups' minMember"
+        ]
+    return []
+
+
+def least_members(sub: SubGroup, children: Mapping[str | None, list[SubGroup]]) -> int:
+    """The fewest members that satisfy `sub`: its minMember, else what its counted children
+    need (the `minSubGroup` smallest of them, or all)."""
+    if sub.min_member is not None:
+        return sub.min_member
+    kids = children.get(sub.name, [])
+    needs = sorted(least_members(kid, children) for kid in kids)
+    return sum(needs[: sub.min_sub_group or len(needs)])
+
+
 class PodGroupSpec(_Model):
     """A gang: pods that must run together, at least minMember of them at the same time."""
 
@@ -354,10 +568,28 @@ class PodGroupSpec(_Model):
         description="Bind the members within one domain of a node label (a rack, a block, an "
         "NVLink domain): required, preferred, or both.",
     )
+    sub_groups: list[SubGroup] | None = Field(
+        default=None,
+        max_length=MAX_SUB_GROUPS,
+        # The schema refuses a repeated name itself, for a cluster without our webhook.
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        description="The gang's parts, a tree at most 4 deep: each placed whole (its minMember) "
+        f"in one domain of its own topology level, inside its parent's; at most {MAX_SUB_GROUPS}.",
+    )
+    min_sub_group: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SUB_GROUPS,
+        description="How many of the top-level sub-groups must reach their minimum (default: all).",
+    )
 
     @model_validator(mode="after")
     def _total_covers_minimum(self) -> "PodGroupSpec":
         errors = coverage_errors(self.total_resources, self.min_resources)
+        if self.sub_groups:
+            errors += sub_group_problems(self.min_member, self.min_sub_group, self.sub_groups)
+        elif self.min_sub_group is not None:
+            errors.append("spec.minSubGroup: counts sub-groups, and there are none; remove it")
         if errors:
             raise ValueError(COVERAGE_ERRORS_JOIN.join(errors))
         return self
@@ -429,15 +661,46 @@ def _unpackable(packed: str | None) -> str | None:
     return packed
 
 
+class SubGroupPlacement(_Model):
+    """Where one sub-group was bound (`status.placement.subGroups[]`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(description="The sub-group (a template's one, NAME-VALUES).")
+    level: str = Field(description="The node label key of its domain's level.")
+    domain: str = Field(description="The label value of the domain its members were bound in.")
+
+
 class TopologyPlacement(_Model):
     """Where a gang with a topology constraint was bound (`status.placement`)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    level: str = Field(description="The node label key of the level actually used.")
-    domain: str = Field(
-        description="The label value of the domain the gang was bound in, e.g. z0-b3-r5."
+    level: str | None = Field(
+        default=None,
+        description="The node label key of the level actually used (absent: the group itself "
+        "was placed without a domain).",
     )
+    domain: str | None = Field(
+        default=None,
+        description="The label value of the domain the gang was bound in, e.g. z0-b3-r5.",
+    )
+    sub_groups: list[SubGroupPlacement] | None = Field(
+        default=None,
+        description="The domain of each sub-group placed under a topology constraint.",
+    )
+
+
+class SubGroupStatus(_Model):
+    """One sub-group's members (`status.subGroups[]`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(description="The sub-group (a template's one, NAME-VALUES).")
+    min_member: int = Field(default=0, description="Its minMember (0 for a parent without).")
+    running: int = Field(default=0, description="Its members running.")
+    succeeded: int = Field(default=0, description="Its members that succeeded.")
+    failed: int = Field(default=0, description="Its members that failed.")
 
 
 class PodGroupStatus(_Model):
@@ -505,6 +768,14 @@ class PodGroupStatus(_Model):
         default=None,
         description="The level actually used and the label value of the domain the gang was "
         "bound in, once bound under a topology constraint.",
+    )
+    sub_groups: list[SubGroupStatus] | None = Field(
+        default=None,
+        description="Each sub-group's members: leaves' own, a parent's summed over its subtree.",
+    )
+    sub_groups_satisfied: str | None = Field(
+        default=None,
+        description="Sub-groups whose running members reach their minMember, of all (3/4).",
     )
 
 

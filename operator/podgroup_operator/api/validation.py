@@ -17,15 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from podgroup_operator.api.models import (
     LevelOrderError,
     PodGroupSpec,
     PodGroupStatus,
+    SubGroup,
     TopologyConstraint,
     TopologySpec,
     level_problems,
+    sub_group_problems,
 )
 from podgroup_operator.api.names import is_dns_subdomain
 from podgroup_operator.api.quantity import coverage_errors
@@ -147,9 +149,31 @@ def spec_errors(spec: Any) -> list[str]:
                 loc, message = (field,), rest
             errors.append(f"{_path(loc, 'spec')}: {message}")
         errors.extend(coverage_errors(spec.get("totalResources"), spec.get("minResources")))
+        errors.extend(_sub_group_errors(spec))
         # pydantic may report one field through several union branches; keep each once.
         return _bounded(list(dict.fromkeys(errors)))
     return []
+
+
+_SUB_GROUPS = TypeAdapter(list[SubGroup])
+
+
+def _sub_group_errors(spec: Mapping[str, Any]) -> list[str]:
+    """The tree's problems (`sub_group_problems`) once its entries parse on their own (their
+    fields' own errors are reported by the model)."""
+    raw = spec.get("subGroups")
+    min_member, k = spec.get("minMember"), spec.get("minSubGroup")
+    if not raw:
+        if k is not None:
+            return ["spec.minSubGroup: counts sub-groups, and there are none; remove it"]
+        return []
+    try:
+        sub_groups = _SUB_GROUPS.validate_python(raw)
+    except ValidationError:
+        return []
+    if not isinstance(min_member, int) or not (k is None or isinstance(k, int)):
+        return []
+    return sub_group_problems(min_member, k, sub_groups)
 
 
 MAX_ERRORS = 20
@@ -226,39 +250,110 @@ _CONSTRAINT = "spec.topologyConstraint"
 
 
 def constraint_findings(spec: Any, levels_of: LevelsOf) -> tuple[list[str], list[str]]:
-    """(errors, warnings) of a PodGroup spec's `topologyConstraint` against the Topology it names.
+    """(errors, warnings) of a PodGroup spec's `topologyConstraint`, and of each of its
+    `subGroups[].topologyConstraint`, against the Topology each names.
 
-    An error: a level that is not one of the Topology's, or a preferred level coarser than the
-    required one. A warning: a Topology that does not exist (yet); controllers create objects in
-    any order, so the PodGroup is admitted and its gang waits for it. A constraint that does not
-    parse has neither: `spec_errors` reports it.
+    An error: a level that is not one of the Topology's, a preferred level coarser than the
+    required one, or a sub-group's level coarser than its nearest constrained ancestor's (the
+    group's for the top) required level. A warning: a Topology that does not exist (yet);
+    controllers create objects in any order, so the PodGroup is admitted and its gang waits for
+    it. A constraint that does not parse has neither: `spec_errors` reports it.
     """
-    raw = spec.get("topologyConstraint") if isinstance(spec, Mapping) else None
-    if raw is None:
+    if not isinstance(spec, Mapping):
         return [], []
+    errors: list[str] = []
+    warnings: list[str] = []
+    own = _constraint(spec.get("topologyConstraint"))
+    if own is not None:
+        _one_constraint(_CONSTRAINT, own, levels_of, errors, warnings)
+    raw_subs = spec.get("subGroups")
     try:
-        constraint = TopologyConstraint.model_validate(raw)
+        subs = _SUB_GROUPS.validate_python(raw_subs) if raw_subs else []
     except ValidationError:
-        return [], []
-    name = constraint.topology
-    if name is None:
-        return [], []
-    levels = levels_of(name)
-    if levels is None:
-        return [], [
-            f"{_CONSTRAINT}.topology: Topology {name!r} does not exist; the gang waits until it "
-            f"does: create it, or correct the name (kubectl get {TOPOLOGY_PLURAL} lists them)"
-        ]
-    listed = ", ".join(levels)
-    errors = []
+        subs = []
+    by_name = {sub.name: sub for sub in subs}
+    for i, sub in enumerate(subs):
+        constraint = sub.topology_constraint
+        if constraint is None:
+            continue
+        where = f"spec.subGroups[{i}].topologyConstraint"
+        if not _one_constraint(where, constraint, levels_of, errors, []):
+            continue
+        above, above_name = _ancestor_constraint(sub, by_name, own)
+        if above is None or above.topology != constraint.topology or constraint.topology is None:
+            continue
+        levels = levels_of(constraint.topology) or ()
+        coarsest = above.required_topology_level or above.preferred_topology_level
+        if coarsest not in levels:
+            continue
+        for field, level in _levels(constraint):
+            if level in levels and levels.index(level) < levels.index(coarsest):
+                errors.append(
+                    f"{where}.{field}: {level!r} is coarser than {above_name}'s level "
+                    f"{coarsest!r}; a sub-group lies inside its parent's domain: use "
+                    f"{coarsest!r} or a finer level ({', '.join(levels[levels.index(coarsest) :])})"
+                )
+    return errors, warnings
+
+
+def _constraint(raw: Any) -> TopologyConstraint | None:
+    if raw is None:
+        return None
+    try:
+        return TopologyConstraint.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _levels(constraint: TopologyConstraint) -> list[tuple[str, str]]:
     fields = (
         ("requiredTopologyLevel", constraint.required_topology_level),
         ("preferredTopologyLevel", constraint.preferred_topology_level),
     )
-    for field, level in fields:
-        if level is not None and level not in levels:
+    return [(field, level) for field, level in fields if level is not None]
+
+
+def _ancestor_constraint(
+    sub: SubGroup, by_name: Mapping[str, SubGroup], own: TopologyConstraint | None
+) -> tuple[TopologyConstraint | None, str]:
+    """The nearest constraint above `sub` (a parent's, else the group's), and who holds it."""
+    seen = {sub.name}
+    current = sub
+    while current.parent is not None and current.parent not in seen:
+        seen.add(current.parent)
+        parent = by_name.get(current.parent)
+        if parent is None:
+            break
+        if parent.topology_constraint is not None:
+            return parent.topology_constraint, f"parent sub-group {parent.name!r}"
+        current = parent
+    return own, "the group"
+
+
+def _one_constraint(
+    where: str,
+    constraint: TopologyConstraint,
+    levels_of: LevelsOf,
+    errors: list[str],
+    warnings: list[str],
+) -> bool:
+    """Append what is wrong with one constraint against its Topology; True when it names one
+    that exists."""
+    name = constraint.topology
+    if name is None:
+        return False
+    levels = levels_of(name)
+    if levels is None:
+        warnings.append(
+            f"{where}.topology: Topology {name!r} does not exist; the gang waits until it "
+            f"does: create it, or correct the name (kubectl get {TOPOLOGY_PLURAL} lists them)"
+        )
+        return False
+    listed = ", ".join(levels)
+    for field, level in _levels(constraint):
+        if level not in levels:
             errors.append(
-                f"{_CONSTRAINT}.{field}: {level!r} is not a level of Topology {name!r} (levels, "
+                f"{where}.{field}: {level!r} is not a level of Topology {name!r} (levels, "
                 f"coarse to fine: {listed}); use one of them, or leave out topology to use any "
                 "node label"
             )
@@ -267,11 +362,11 @@ def constraint_findings(spec: Any, levels_of: LevelsOf) -> tuple[list[str], list
         coarsest = levels.index(required)
         if levels.index(preferred) < coarsest:
             errors.append(
-                f"{_CONSTRAINT}.preferredTopologyLevel: {preferred!r} is coarser than "
+                f"{where}.preferredTopologyLevel: {preferred!r} is coarser than "
                 f"requiredTopologyLevel {required!r} in Topology {name!r}; prefer the required "
                 f"level or a finer one ({', '.join(levels[coarsest:])}), or require a coarser one"
             )
-    return errors, []
+    return True
 
 
 def topology_errors(body: Mapping[str, Any]) -> list[str]:

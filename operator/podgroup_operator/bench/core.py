@@ -53,11 +53,16 @@ Scenarios:
 - topology-kai: KAI-Scheduler's scale-test layout, fixed: 512 nodes of 8 GPUs in 4 zones x 8
   blocks x 8 racks x 2 nodes, and one job of 512 members of 2 GPUs, required in one zone,
   preferred in one rack (`--nodes`, `--gangs` and `--gang-size` are ignored).
+- subgroups: 1,024 nodes (8 cpu) in 4 zones x 8 blocks x 8 racks x 4 hosts, and `--gangs`
+  gangs (100) of 8 sub-groups x 4 members of 1 cpu, each sub-group required in one rack and
+  each gang in one block (`spec.subGroups`; `--nodes` and `--gang-size` are ignored). Compare
+  with topology-rack at `--gang-size 4`.
 
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
        `python -m podgroup_operator.bench.core --scenario spread`
        `python -m podgroup_operator.bench.core --scenario preemption --nodes 1000 --repeats 50`
        `python -m podgroup_operator.bench.core --scenario hostile --nodes 1000 --size 5000`
+       `python -m podgroup_operator.bench.core --scenario subgroups --gangs 100`
 """
 
 from __future__ import annotations
@@ -77,8 +82,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from podgroup_operator.api.models import PodGroupSpec
 from podgroup_operator.bench.stats import percentile
-from podgroup_operator.constants import LABEL_POD_GROUP, PodPhase
+from podgroup_operator.constants import LABEL_POD_GROUP, LABEL_SUB_GROUP, PodPhase
 from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, parse_fabric
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import GangRequest, Placement
@@ -87,7 +93,8 @@ from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preempt
 from podgroup_operator.scheduling.queue import order_gangs
 from podgroup_operator.scheduling.resources import GPU
 from podgroup_operator.scheduling.snapshot import Snapshot
-from podgroup_operator.scheduling.topology import topology_request
+from podgroup_operator.scheduling.subgroups import sub_group_tree
+from podgroup_operator.scheduling.topology import topology_of, topology_request
 from podgroup_operator.scheduling.volumes import VolumeClaim, volume_claim
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -187,6 +194,7 @@ SCENARIOS = (
     "preemption",
     "hostile",
     *TOPOLOGY_SCENARIOS,
+    "subgroups",
 )
 CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred", "images")
 """The scenarios of `constrained_scenario`."""
@@ -743,6 +751,51 @@ def topology_scenario(
     return node_list, gang_list
 
 
+SUB_GROUPS_PER_GANG = 8
+SUB_GROUP_SIZE = 4
+
+
+def sub_group_scenario(gangs: int) -> tuple[list[dict[str, Any]], list[GangRequest]]:
+    """A 4 x 8 x 8 x 4 fabric and gangs of 8 sub-groups of 4, each sub-group in one rack and
+    each gang in one block (see the module docstring)."""
+    fabric = parse_fabric("zone=4,block=8,rack=8,host=4")
+    allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    node_list = [
+        _node(f"node-{i:05d}", allocatable, labels) for i, labels in enumerate(fabric.node_labels())
+    ]
+    levels = fabric.topology_levels()
+
+    def levels_of(name: str) -> tuple[str, ...] | None:
+        return levels if name == "bench" else None
+
+    def within(level: str) -> dict[str, str]:
+        return {"topology": "bench", "requiredTopologyLevel": FABRIC_LABEL_PREFIX + level}
+
+    spec = PodGroupSpec.model_validate(
+        {
+            "minMember": SUB_GROUPS_PER_GANG * SUB_GROUP_SIZE,
+            "topologyConstraint": within("block"),
+            "subGroups": [
+                {"name": f"s{j}", "minMember": SUB_GROUP_SIZE, "topologyConstraint": within("rack")}
+                for j in range(SUB_GROUPS_PER_GANG)
+            ],
+        }
+    )
+    gang_list = []
+    for i in range(gangs):
+        gang = _gang(i, SUB_GROUPS_PER_GANG * SUB_GROUP_SIZE, {"cpu": "1", "memory": "2Gi"})
+        for k, pod in enumerate(gang.pending):
+            pod["metadata"]["labels"][LABEL_SUB_GROUP] = f"s{k // SUB_GROUP_SIZE}"
+        gang_list.append(
+            dataclasses.replace(
+                gang,
+                topology=topology_of(spec.topology_constraint, levels_of),
+                sub_groups=sub_group_tree(spec, gang.pending, [], levels_of),
+            )
+        )
+    return node_list, gang_list
+
+
 def run_core(
     nodes: int,
     gangs: int,
@@ -769,6 +822,9 @@ def run_core(
         node_list, gang_list = homogeneous_scenario(nodes, gangs, gang_size)
     elif scenario in TOPOLOGY_SCENARIOS:
         node_list, gang_list = topology_scenario(scenario, nodes, gangs, gang_size)
+        gang_size = len(gang_list[0].pending)
+    elif scenario == "subgroups":
+        node_list, gang_list = sub_group_scenario(gangs)
         gang_size = len(gang_list[0].pending)
     else:
         raise ValueError(f"unknown placement scenario {scenario!r}; one of {', '.join(SCENARIOS)}")

@@ -1,5 +1,5 @@
-"""Warnings on pods whose group membership cannot work: a group that does not exist, or a label
-and an annotation naming different groups.
+"""Warnings on pods whose group membership cannot work: a group that does not exist, a label
+and an annotation naming different groups, or a sub-group label naming no leaf of the group.
 
 One Warning Event per pod and cause, never repeated while the pod lives (`pod_gone` forgets
 it). Pods naming a missing group are warned only once it has been missing for the delay the
@@ -13,10 +13,12 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.models import PodGroup
 from podgroup_operator.controllers.clock import MonotonicClock
 from podgroup_operator.controllers.narrator import Narrator
 from podgroup_operator.domain.membership import membership_conflict, missing_group_message
 from podgroup_operator.domain.status_hold import HoldClock, held
+from podgroup_operator.domain.subgroups import unknown_sub_group_message
 
 
 class MemberWarnings:
@@ -30,6 +32,7 @@ class MemberWarnings:
         is set to look again."""
         self._warned_missing: set[str] = set()
         self._warned_conflicts: set[str] = set()
+        self._warned_sub_groups: set[str] = set()
 
     def group_missing(
         self,
@@ -75,7 +78,19 @@ class MemberWarnings:
                 pod, c.EventType.WARNING, c.Reason.CONFLICTING_MEMBERSHIP, conflict.message
             )
 
+    def unknown_sub_groups(self, group: PodGroup, pods: list[dict[str, Any]]) -> None:
+        """One Warning Event per pod whose sub-group label names no leaf of its group."""
+        for pod in pods:
+            uid = pod["metadata"].get("uid", "")
+            if uid in self._warned_sub_groups:
+                continue
+            message = unknown_sub_group_message(pod, group.spec)
+            if message is not None:
+                self._warned_sub_groups.add(uid)
+                self.narrator.narrate(pod, c.EventType.WARNING, c.Reason.MISSING_SUB_GROUP, message)
+
     def pod_gone(self, uid: str) -> None:
         """A pod was deleted: forget that it was warned."""
+        self._warned_sub_groups.discard(uid)
         self._warned_missing.discard(uid)
         self._warned_conflicts.discard(uid)

@@ -89,6 +89,7 @@ from podgroup_operator.scheduling.queue import (
 )
 from podgroup_operator.scheduling.registry import depends_on_pods
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
+from podgroup_operator.scheduling.subgroups import sub_group_tree
 from podgroup_operator.scheduling.topology import placed_in, topology_of
 
 logger = logging.getLogger(__name__)
@@ -944,6 +945,13 @@ class GangScheduler:
             last_failure=queued.last_failure,
             claims=self.volumes.claims_for(waiting),
             topology=topology_of(group.spec.topology_constraint, self.topology_levels),
+            sub_groups=sub_group_tree(
+                group.spec,
+                waiting,
+                [m for m in self.members.get(key, []) if pod_uid(m) in bound],
+                self.topology_levels,
+                group.status.placement,
+            ),
         )
 
     def _left_to_restart(
@@ -974,7 +982,10 @@ class GangScheduler:
         self.queue.waiting.pop(placement.gang, None)
         self.queue.pod_dependent.discard(placement.gang)
         self.preemption.forget(placement.gang)
-        self.publish(placement.gang, Verdict(placed=True, placement=placed_in(placement.domain)))
+        self.publish(
+            placement.gang,
+            Verdict(placed=True, placement=placed_in(placement.domain, placement.sub_domains)),
+        )
         self.signals.placed(placement.gang)
         bucket = self.queue.pending.get(placement.gang, {})
         for binding in placement.bindings:

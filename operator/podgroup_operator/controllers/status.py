@@ -490,6 +490,8 @@ class StatusReconciler:
             # the worst out. Said in its status until it is fixed (the fix is a watch event).
             await self._write_invalid(key, body, stored_podgroup_errors(body, exc))
             return
+        if group.spec.sub_groups:
+            self.warnings.unknown_sub_groups(group, pods)
         now = self.clock()
         self._keep_bare(key, group, pods)
         if await self._restart_step(key, group, body, pods, now):

@@ -64,7 +64,7 @@ from enum import Enum
 from typing import Any
 
 from podgroup_operator.api.keys import GroupKey, pod_uid
-from podgroup_operator.api.models import Condition, PodGroup, PodGroupStatus
+from podgroup_operator.api.models import Condition, PodGroup, PodGroupStatus, SubGroupStatus
 from podgroup_operator.constants import (
     ANNOTATION_GROUP_NAME,
     EVENT_MESSAGE_LIMIT,
@@ -79,6 +79,7 @@ from podgroup_operator.constants import (
 )
 from podgroup_operator.domain.conditions import find_condition, set_condition
 from podgroup_operator.domain.membership import Pod, group_key_of
+from podgroup_operator.domain.subgroups import sub_group_members
 
 _LIFECYCLE_REASONS = frozenset(
     {
@@ -350,6 +351,7 @@ def compute_status(
             "scheduled": counts.scheduled,
             "observed_generation": group.metadata.generation,
             "occupied_by": _occupied_by(reckoning.members) or previous.occupied_by,
+            **_sub_groups(group, reckoning.members),
         }
     )
     before = reckoning.before
@@ -380,6 +382,30 @@ def compute_status(
     )
     events = () if phase is before else (_phase_event(before, phase, counts, min_member),)
     return StatusResult(new_status, events)
+
+
+def _sub_groups(group: PodGroup, members: list[Pod]) -> dict[str, Any]:
+    """`status.subGroups` and `subGroupsSatisfied`: each sub-group's members by state, and how
+    many sub-groups have running and succeeded members reaching their minimum, of all."""
+    parts = sub_group_members(group.spec, members)
+    if not parts:
+        return {"sub_groups": None, "sub_groups_satisfied": None}
+    entries = []
+    satisfied = 0
+    for part in parts:
+        least = part.least
+        counts = count_members(part.pods).until_gone()
+        entries.append(
+            SubGroupStatus(
+                name=part.name,
+                min_member=least,
+                running=counts.running,
+                succeeded=counts.succeeded,
+                failed=counts.failed,
+            )
+        )
+        satisfied += counts.live >= least
+    return {"sub_groups": entries, "sub_groups_satisfied": f"{satisfied}/{len(entries)}"}
 
 
 def _next_phase(

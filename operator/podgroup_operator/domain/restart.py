@@ -70,6 +70,13 @@ The rules, in the words of the user documentation:
   that is gone whoever deleted it (a taint manager, an eviction, `kubectl delete`, the pod GC;
   the caller keeps their bodies from when it first saw them: `bare_members`, `lost_members`),
   up to the count of bare members it last ran with.
+* RestartGang with `scope: SubGroup`, a group that ran whole since its last restart: a leaf
+  sub-group that broke (a member failed or is being deleted, and fewer than its minMember run
+  or succeeded) is restarted alone, after the same backoff and charged the same: its members
+  deleted and bare ones recreated, the phase left to the lifecycle, an Event
+  `SubGroupRestarted`. When the group's own minMember (over the other sub-groups' members) or
+  minSubGroup (over the top sub-groups holding no broken one) does not hold, or the limit is
+  reached, the rules above apply to the whole group.
 * Terminal groups (Finished, Failed) are never touched. A restart in progress is finished even if
   the policy is removed meanwhile, since its bare pods are already deleted.
 
@@ -114,6 +121,7 @@ from podgroup_operator.constants import (
     Phase,
     PolicyAction,
     Reason,
+    RestartScope,
 )
 from podgroup_operator.domain.conditions import set_condition
 from podgroup_operator.domain.lifecycle import (
@@ -127,6 +135,7 @@ from podgroup_operator.domain.lifecycle import (
     status_patch,
 )
 from podgroup_operator.domain.membership import Pod
+from podgroup_operator.domain.subgroups import SubGroupMembers, sub_group_members
 
 RESTARTING_UIDS = "restartingUIDs"
 """Status field: UIDs of the members of the incarnation being restarted."""
@@ -341,6 +350,25 @@ def plan_restart(
 
     restart = functools.partial(_restart, lost=lost, ran_with=ran_with)
     resume = _resume(pods, members, progress)
+    if (
+        policy is not None
+        and policy.action is PolicyAction.RESTART_GANG
+        and policy.scope is RestartScope.SUB_GROUP
+        and group.spec.sub_groups
+        and not progress.active
+        and _whole_since_restart(status, phase)
+    ):
+        current = [m for m in members if server_uid(m) not in progress.uids]
+        broken = _broken_sub_groups(group, current, counts)
+        if broken is None:
+            triggered = True  # the group's own minimum broke: the whole-group rules below
+        elif broken:
+            if status.restarts < policy.max_restarts:
+                repair = _sub_group_repair(group, pods, broken, now)
+                if repair is not None:
+                    return repair
+            # The limit reached, or too many bare members to record: the whole-group rules.
+            triggered = True
     if policy is None or not acting or not (triggered or held):
         if resume is not None:
             return resume
@@ -378,25 +406,102 @@ def plan_restart(
     number = f"restart {status.restarts + 1} of {policy.max_restarts}"
     if held:
         return restart(group, pods, members, progress, now, f"{number}: {cause}")
-    delay = backoff_delay(policy, status.restarts)
-    failed_at = _failure_since_restart(status)
-    wait: Wait | None = None
-    if failed_at is None and delay:
-        wait = Wait(
-            until=now + delay,
-            message=f"{number} in {_seconds(delay)}s: {cause}",
-            status_patch=status_patch(status, status.model_copy(update={"last_failure_time": now})),
-        )
-    elif failed_at is not None and now < failed_at + delay:
-        wait = Wait(
-            until=failed_at + delay,
-            message=f"{number} at {(failed_at + delay).isoformat()}, "
-            f"{_seconds(delay)}s after the failure at {failed_at.isoformat()}: {cause}",
-        )
+    wait = _backoff(status, policy, now, number, cause)
     if wait is not None:
         # The chores of an earlier restart go first; the Restart below includes them.
         return resume or wait
     return restart(group, pods, members, progress, now, f"{number}: {cause}")
+
+
+def _backoff(
+    status: PodGroupStatus, policy: RestartPolicy, now: datetime, number: str, cause: str
+) -> Wait | None:
+    """The Wait before the next restart (see the module docstring), or None when it is due."""
+    delay = backoff_delay(policy, status.restarts)
+    failed_at = _failure_since_restart(status)
+    if failed_at is None and delay:
+        return Wait(
+            until=now + delay,
+            message=f"{number} in {_seconds(delay)}s: {cause}",
+            status_patch=status_patch(status, status.model_copy(update={"last_failure_time": now})),
+        )
+    if failed_at is not None and now < failed_at + delay:
+        return Wait(
+            until=failed_at + delay,
+            message=f"{number} at {(failed_at + delay).isoformat()}, "
+            f"{_seconds(delay)}s after the failure at {failed_at.isoformat()}: {cause}",
+        )
+    return None
+
+
+def _broken_sub_groups(
+    group: PodGroup, current: Sequence[Pod], counts: MemberCounts
+) -> list[SubGroupMembers] | None:
+    """`spec.policy.scope: SubGroup`: the broken leaf sub-groups (a member failed or is being
+    deleted, and fewer than its minimum run or succeeded), or None when the group's own
+    minimum does not hold without them: its minMember over the other members, or its
+    minSubGroup over the top sub-groups holding none of them."""
+    spec = group.spec
+    parts = sub_group_members(spec, current)
+    live = {part.name: count_members(part.pods).live for part in parts}
+    broken = [
+        part
+        for part in parts
+        if part.leaf
+        and live[part.name] < part.least
+        and any(member_state(p) in (MemberState.FAILED, MemberState.DELETING) for p in part.pods)
+    ]
+    lost = {server_uid(pod) for part in broken for pod in part.pods}
+    top = [part for part in parts if part.top]
+    whole = [part for part in top if not any(server_uid(pod) in lost for pod in part.pods)]
+    others = counts.live - sum(live[part.name] for part in broken)
+    if others < spec.min_member or len(whole) < (spec.min_sub_group or len(top)):
+        return None
+    return broken
+
+
+def _sub_group_repair(
+    group: PodGroup, pods: Sequence[Pod], broken: Sequence[SubGroupMembers], now: datetime
+) -> Wait | Restart | None:
+    """Restart the broken sub-groups alone (after the backoff, charged like a restart, the
+    phase left to the lifecycle): their members deleted, bare ones recreated; None when their
+    bare members are too many to record."""
+    status = group.status
+    policy = group.spec.policy
+    assert policy is not None
+    names = ", ".join(part.name for part in broken)
+    lost = [pod for part in broken for pod in part.pods]
+    cause = f"sub-group {names}: " + _cause(
+        lost, RestartProgress(), count_members(lost), sum(p.least for p in broken)
+    )
+    number = f"restart {status.restarts + 1} of {policy.max_restarts}"
+    wait = _backoff(status, policy, now, number, cause)
+    if wait is not None:
+        return wait
+    bodies = {_name_key(pod): recreation_body(pod) for pod in lost if not has_controller(pod)}
+    record = _pods_record([bodies[key] for key in sorted(bodies)])
+    if record is None:
+        return None
+    new_status = status.model_copy(
+        update={"restarts": status.restarts + 1, "last_restart_time": now}
+    )
+    patch = status_patch(status, new_status) or {"status": {}}
+    patch["status"][RESTARTING_UIDS] = sorted({uid for pod in lost if (uid := server_uid(pod))})
+    patch["status"].update(record)
+    delete = tuple(_ref(pod) for pod in lost if server_uid(pod) and not _deleting(pod))
+    taken = {_name_key(pod) for pod in pods}
+    event = LifecycleEvent(
+        type=EventType.WARNING,
+        reason=Reason.SUB_GROUP_RESTARTED,
+        message=f"{number}: {cause}; restarting it alone: deleting {len(delete)} members, "
+        f"recreating {len(bodies)} bare pods; the other sub-groups keep running",
+    )
+    return Restart(
+        delete=delete,
+        recreate=tuple(bodies[key] for key in sorted(bodies) if key not in taken),
+        status_patch=patch,
+        event=event,
+    )
 
 
 def recreation_body(pod: Pod) -> dict[str, Any]:

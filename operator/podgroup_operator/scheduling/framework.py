@@ -8,7 +8,9 @@ do for a pod group:
    one round per level of the gang's topology constraint, finest first, each of that level's
    domains a candidate;
 2. the **filters** judge each candidate: the members are placed on the snapshot restricted to
-   it (`place_members`, the existing filters and the assume/undo snapshot);
+   it (`place_members`, the existing filters and the assume/undo snapshot), through a **member
+   step** (`MEMBER_STEPS`) when the gang's members are not one flat set: `SubGroupStep` gives
+   each sub-group a domain of its own inside the candidate;
 3. a **scorer** orders a round's candidates (`best_fit`: the domain left with the least free
    capacity first, so whole racks stay free for the big gangs) and drops those that cannot hold
    the gang by capacity alone; the first candidate placed wins, and the first round with one
@@ -40,10 +42,13 @@ from podgroup_operator.scheduling.topology import (
 
 __all__ = [
     "GENERATORS",
+    "MEMBER_STEPS",
     "Candidate",
     "GangView",
+    "MemberStep",
     "PlacementGenerator",
     "Round",
+    "SubGroupStep",
     "TopologyDomains",
     "WholeCluster",
     "best_fit",
@@ -97,12 +102,15 @@ class _Tried:
     judged: int = 0
     best: tuple[int, str] | None = None
     """(members that fit, domain) of the domain that came closest; ties go to the first name."""
+    why: str = ""
+    """The refusal of the domain that came closest, when a member step said why."""
 
-    def saw(self, fit: int, domain: Domain) -> None:
+    def saw(self, fit: int, domain: Domain, why: str = "") -> None:
         self.judged += 1
         best = self.best
         if best is None or fit > best[0] or (fit == best[0] and domain.value < best[1]):
             self.best = (fit, domain.value)
+            self.why = why
 
 
 class PlacementGenerator(Protocol):
@@ -168,6 +176,42 @@ GENERATORS: tuple[PlacementGenerator, ...] = (TopologyDomains(), WholeCluster())
 
 def generator_for(gang: GangRequest) -> PlacementGenerator:
     return next(g for g in GENERATORS if g.applies(gang))
+
+
+ViewOf = Callable[[GangRequest, Snapshot], GangView]
+
+
+class MemberStep(Protocol):
+    """How a gang's members are placed in one candidate (step 2 of the module docstring),
+    for gangs whose members are not one flat set."""
+
+    def applies(self, gang: GangRequest) -> bool: ...
+
+    def members(self, place_members: PlaceMembers, view_of: ViewOf) -> PlaceMembers: ...
+
+
+class SubGroupStep:
+    """`spec.subGroups`: each sub-group in one domain of its level inside its parent's, by a
+    bounded backtracking search (scheduling/subgroups.py)."""
+
+    def applies(self, gang: GangRequest) -> bool:
+        return gang.sub_groups is not None
+
+    def members(self, place_members: PlaceMembers, view_of: ViewOf) -> PlaceMembers:
+        # Imported here: the search ranks domains with this module's scorer.
+        from podgroup_operator.scheduling.subgroups import Budget, place_sub_groups
+
+        budget = Budget()  # one gang's, over every candidate the generator offers
+
+        def step(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
+            return place_sub_groups(gang, snapshot, place_members, view_of, budget)
+
+        return step
+
+
+MEMBER_STEPS: tuple[MemberStep, ...] = (SubGroupStep(),)
+"""The member steps: the first that applies to a gang places its members in each candidate;
+with none, the filters place them as one set."""
 
 
 def best_fit(
@@ -241,12 +285,13 @@ class _Search:
         if round_.first is not None:
             first = [c for c in ordered if c.domain == round_.first]
             ordered = first + [c for c in ordered if c.domain != round_.first]
+        stepped = self.view.gang.sub_groups is not None
         for candidate in ordered:
             outcome = self.attempt(candidate)
             if isinstance(outcome, Placement):
                 return outcome
             assert candidate.domain is not None
-            tried.saw(outcome.fit, candidate.domain)
+            tried.saw(outcome.fit, candidate.domain, outcome.message if stepped else "")
         for candidate in ruled_out:
             assert candidate.domain is not None
             tried.saw(_copies(self.view, self.snapshot, candidate), candidate.domain)
@@ -270,16 +315,26 @@ class _Search:
                 f"{head}: {tried.judged} of {_count_domains(self.snapshot, request, level)} "
                 f"{name}s tried; best {domain} holds "
                 f"{fit}, short {max(view.needed - fit, 0)} pods"
+                + (f" ({tried.why.removeprefix(view.gang.label + ': ')})" if tried.why else "")
             )
         where = f" of Topology {request.topology}" if request.topology else ""
         return f"{view.gang.label}{where}: " + "; ".join(parts)
 
 
-def place(view: GangView, snapshot: Snapshot, place_members: PlaceMembers) -> Placement | Refusal:
+def place(
+    view: GangView,
+    snapshot: Snapshot,
+    place_members: PlaceMembers,
+    view_of: ViewOf | None = None,
+) -> Placement | Refusal:
     """Run the generator's rounds until one places the gang (left assumed), else refuse.
 
-    Without a topology constraint this is one call of `place_members` on the whole snapshot,
-    its answer unchanged."""
+    Without a topology constraint or a member step this is one call of `place_members` on the
+    whole snapshot, its answer unchanged. `view_of` gives member steps the view of a part."""
+    step = next((s for s in MEMBER_STEPS if s.applies(view.gang)), None)
+    if step is not None:
+        assert view_of is not None, "a member step needs view_of"
+        place_members = step.members(place_members, view_of)
     search = _Search(view, snapshot, place_members)
     last: Refusal | None = None
     for round_ in generator_for(view.gang).rounds(view, snapshot):

@@ -30,6 +30,41 @@ class PreemptionPolicy(StrEnum):
 
 
 @dataclass(frozen=True)
+class SubGroupNode:
+    """One sub-group of the tree: a leaf with its members, or a parent with its children.
+
+    `min_member` is the least that satisfies it (a parent without one: what its counted
+    children need); `min_sub_group` how many children must be satisfied (None: all)."""
+
+    name: str
+    min_member: int
+    min_sub_group: int | None = None
+    topology: TopologyRequest | None = None
+    children: tuple[SubGroupNode, ...] = ()
+    pending: tuple[Mapping[str, Any], ...] = ()
+    bound: frozenset[str] = frozenset()
+    placed: tuple[str, str] | None = None
+    """(level, domain value) the sub-group was last placed in (`status.placement`): tried
+    first, so replacements go back where the sub-group was."""
+
+    def subtree_pending(self) -> list[Mapping[str, Any]]:
+        return [*self.pending, *(p for c in self.children for p in c.subtree_pending())]
+
+    def subtree_bound(self) -> frozenset[str]:
+        return self.bound.union(*(c.subtree_bound() for c in self.children))
+
+
+@dataclass(frozen=True)
+class SubGroupTree:
+    """A gang's sub-groups: the top ones, how many of them must be satisfied, and the members
+    that belong to no sub-group (`loose`, placed within the gang's domain after the tree)."""
+
+    roots: tuple[SubGroupNode, ...]
+    min_sub_group: int | None = None
+    loose: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
 class GangRequest:
     """One PodGroup waiting for placement, with its pending members.
 
@@ -64,6 +99,8 @@ class GangRequest:
     """`spec.topologyConstraint`, resolved: the domains the placement generator searches."""
     within: Domain | None = None
     """The one domain this attempt may use (set by the placement generator), or anywhere."""
+    sub_groups: SubGroupTree | None = None
+    """`spec.subGroups` with the members in their leaves (`subgroups.sub_group_tree`)."""
 
     @property
     def key(self) -> GroupKey:
@@ -211,6 +248,8 @@ class Placement:
     domain: Domain | None = None
     """The topology domain the members were placed in (None: no topology constraint, or
     placed cluster-wide)."""
+    sub_domains: tuple[tuple[str, Domain], ...] = ()
+    """(sub-group, domain) of each sub-group placed under a topology constraint."""
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ from podgroup_operator.scheduling.scores import (
 )
 from podgroup_operator.scheduling.selectors import UnsupportedConstraintError
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeState, Snapshot, Undo
+from podgroup_operator.scheduling.subgroups import place_sub_groups
 from podgroup_operator.scheduling.topology import restrict
 from podgroup_operator.scheduling.volumes import VolumeClaim, pod_disks, volume_kind
 
@@ -922,7 +923,8 @@ def shape_groups(gang: GangRequest) -> list[tuple[MemberShape, int]]:
 
 
 def try_place(gangs: Sequence[GangRequest], snapshot: Snapshot) -> tuple[Binding, ...] | None:
-    """What-if: the bindings if every gang reaches minMember at once now, else None.
+    """What-if: the bindings if every gang reaches minMember at once now, else None (a gang
+    with sub-groups: each sub-group in a domain of its own, within `gang.within`).
 
     Nothing stays assumed and no message is built, so preemption planning can ask this many
     times cheaply. Gangs are placed in the order given, each seeing the previous ones assumed.
@@ -931,6 +933,15 @@ def try_place(gangs: Sequence[GangRequest], snapshot: Snapshot) -> tuple[Binding
     undos: list[Undo] = []
     try:
         for gang in gangs:
+            if gang.sub_groups is not None:
+                # Each sub-group in a domain of its own: the member step's search decides.
+                strict = dataclasses.replace(gang, mode=GangMode.STRICT)
+                outcome = place_sub_groups(strict, snapshot, place_members, gang_view)
+                if isinstance(outcome, Refusal):
+                    return None
+                undos.append(outcome.undo)
+                bindings.extend(outcome.bindings)
+                continue
             attempt = _attempt(_group_by_shape(gang.pending), snapshot, gang)
             undos.append(attempt.undo)
             if not _enough(gang, len(attempt.bindings)):
@@ -1019,6 +1030,8 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
       fit, with no barrier and no PreFilter.
     - With `topology`, the members go into one domain of a level the placement generator offers
       (`framework.place`); `Placement.domain` names it.
+    - With `sub_groups`, each sub-group goes into a domain of its own (`framework.SubGroupStep`);
+      `Placement.sub_domains` names them.
 
     Returns a `Placement` (its members left assumed) or a `Refusal` whose message names what
     is short.
@@ -1026,11 +1039,11 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
     refusal = _prefilter(gang, snapshot)
     if refusal is not None:
         return refusal
-    if gang.topology is None or gang.within is not None:
+    if (gang.topology is None and gang.sub_groups is None) or gang.within is not None:
         return place_members(gang, snapshot)
-    if gang.topology.problem is not None:
+    if gang.topology is not None and gang.topology.problem is not None:
         return Refusal(gang.key, Reason.INVALID_TOPOLOGY, f"{gang.label}: {gang.topology.problem}")
-    return place(gang_view(gang, snapshot), snapshot, place_members)
+    return place(gang_view(gang, snapshot), snapshot, place_members, gang_view)
 
 
 def place_members(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from podgroup_operator.api.models import TopologyConstraint, TopologyPlacement
+from podgroup_operator.api.models import SubGroupPlacement, TopologyConstraint, TopologyPlacement
 from podgroup_operator.scheduling.filters import HOSTNAME_LABEL
 from podgroup_operator.scheduling.snapshot import Feasibility, NodeClass, NodeState, Snapshot
 
@@ -152,9 +152,22 @@ def topology_of(
     )
 
 
-def placed_in(domain: Domain | None) -> TopologyPlacement | None:
-    """`status.placement` of a gang placed in `domain`: its level and value."""
-    return None if domain is None else TopologyPlacement(level=domain.level, domain=domain.value)
+def placed_in(
+    domain: Domain | None, sub_domains: Sequence[tuple[str, Domain]] = ()
+) -> TopologyPlacement | None:
+    """`status.placement` of a gang placed in `domain` (its level and value) with its
+    sub-groups in `sub_domains`; None when neither names a domain."""
+    if domain is None and not sub_domains:
+        return None
+    return TopologyPlacement(
+        level=None if domain is None else domain.level,
+        domain=None if domain is None else domain.value,
+        sub_groups=[
+            SubGroupPlacement(name=name, level=where.level, domain=where.value)
+            for name, where in sub_domains
+        ]
+        or None,
+    )
 
 
 def level_name(level: str) -> str:

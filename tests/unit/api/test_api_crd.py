@@ -20,15 +20,17 @@ from podgroup_operator.api.crd import (
 )
 from podgroup_operator.api.limits import (
     MAX_GANG_GROUP,
+    MAX_MATCH_LABEL_KEYS,
     MAX_MIN_MEMBER,
     MAX_QUANTITY_INT,
     MAX_QUANTITY_SCHEMA,
     MAX_RESOURCE_NAMES,
     MAX_RESTARTS,
     MAX_SECONDS,
+    MAX_SUB_GROUPS,
     MAX_TOPOLOGY_LEVELS,
 )
-from podgroup_operator.api.names import LABEL_KEY_PATTERN
+from podgroup_operator.api.names import DNS_LABEL, LABEL_KEY_PATTERN
 from podgroup_operator.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN
 from podgroup_operator.cli import main as cli_main
 
@@ -273,7 +275,43 @@ def test_topology_constraint_in_the_podgroup_schema() -> None:
         assert fields[level]["pattern"] == LABEL_KEY_PATTERN
     assert fields["topology"]["maxLength"] == 253
     placement = openapi_schema()["properties"]["status"]["properties"]["placement"]
-    assert set(placement["properties"]) == {"level", "domain"}
+    assert set(placement["properties"]) == {"level", "domain", "subGroups"}
+    assert placement["properties"]["subGroups"]["items"]["required"] == ["name", "level", "domain"]
+
+
+def test_sub_groups_in_the_podgroup_schema() -> None:
+    """The schema bounds the tree's size and each name; the tree's shape is the webhook's."""
+    spec = openapi_schema()["properties"]["spec"]["properties"]
+    sub_groups = spec["subGroups"]
+    assert sub_groups["maxItems"] == MAX_SUB_GROUPS
+    assert sub_groups["x-kubernetes-list-type"] == "map"
+    assert sub_groups["x-kubernetes-list-map-keys"] == ["name"]
+    item = sub_groups["items"]
+    assert item["required"] == ["name"]
+    assert item["properties"]["name"]["pattern"] == f"^{DNS_LABEL}$"
+    assert item["properties"]["parent"]["pattern"] == f"^{DNS_LABEL}$"
+    assert item["properties"]["minMember"]["minimum"] == 1
+    assert item["properties"]["matchLabelKeys"]["maxItems"] == MAX_MATCH_LABEL_KEYS
+    assert spec["minSubGroup"]["minimum"] == 1
+    status = openapi_schema()["properties"]["status"]["properties"]
+    assert set(status["subGroups"]["items"]["properties"]) == {
+        "name",
+        "minMember",
+        "running",
+        "succeeded",
+        "failed",
+    }
+
+
+def test_the_wide_podgroup_columns_show_satisfied_sub_groups() -> None:
+    (version,) = crd_manifest()["spec"]["versions"]
+    columns = {col["name"]: col for col in version["additionalPrinterColumns"]}
+    assert columns["SubGroups"] == {
+        "name": "SubGroups",
+        "type": "string",
+        "jsonPath": ".status.subGroupsSatisfied",
+        "priority": 1,
+    }
 
 
 def test_the_wide_podgroup_columns_show_the_placement_domain() -> None:

@@ -25,6 +25,7 @@ from podgroup_operator.kubectl_plugin import (
     human_age,
     main,
     parse,
+    sub_group_tree,
 )
 from tests.builders import pod, podgroup
 from tests.fakes import FakeApiServer
@@ -367,3 +368,34 @@ def test_describe_shows_the_topology_constraint_and_the_placement() -> None:
     )
     assert "Placement:          example.com/rack=r2" in text
     assert "Topology:           <none>" in describe(podgroup("plain", "team"), [], [], NOW)
+    parts_only = podgroup("parts", "team", status={"placement": {"subGroups": []}})
+    assert "Placement:          <none>" in describe(parts_only, [], [], NOW)
+
+
+def test_describe_shows_the_sub_group_tree_with_counts_and_domains() -> None:
+    spec = {
+        "minMember": 3,
+        "subGroups": [
+            {"name": "stage", "minSubGroup": 1},
+            {"name": "a", "parent": "stage", "minMember": 2},
+            {"name": "rep", "parent": "stage", "minMember": 1, "matchLabelKeys": ["x"]},
+        ],
+    }
+    status = {
+        "subGroupsSatisfied": "3/4",
+        "subGroups": [
+            {"name": "stage", "minMember": 1, "running": 3},
+            {"name": "a", "minMember": 2, "running": 2, "failed": 1},
+            {"name": "rep-0", "minMember": 1, "running": 1},
+        ],
+        "placement": {"subGroups": [{"name": "a", "level": "example.com/rack", "domain": "r1"}]},
+    }
+    assert sub_group_tree(spec, status) == [
+        "Sub-Groups:         3/4 satisfied",
+        "  Name            Min   Running   Succeeded   Failed   Domain",
+        "  stage           1     3         0           0        -",
+        "    a             2     2         0           1        example.com/rack=r1",
+        "    rep (per x)",
+        "      rep-0       1     1         0           0        -",
+    ]
+    assert sub_group_tree({"minMember": 1}, {}) == []
