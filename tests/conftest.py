@@ -17,8 +17,9 @@ from typing import Any
 import hypothesis
 import pytest
 
+from podgroup_operator import constants as c
 from podgroup_operator.adapters import heap
-from podgroup_operator.adapters.kube import NAMESPACES, ApiError, Kind, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, TOPOLOGIES, ApiError, Kind, KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.local import is_dev_cluster_kubeconfig
@@ -177,6 +178,8 @@ PRIORITY_CLASSES = Kind("scheduling.k8s.io", "v1", "priorityclasses")
 ClusterScopedFactory = Callable[[Kind, dict[str, Any]], Awaitable[dict[str, Any]]]
 """`await cluster_scoped(kind, body)`: the object created, deleted after the test."""
 PriorityClassFactory = Callable[..., Any]
+TopologyFactory = Callable[..., Awaitable[str]]
+"""`await topology(*levels)`: the name of a new Topology of those node label keys."""
 """`await priority_class(value, never=False)`: the name of a new PriorityClass."""
 
 
@@ -215,6 +218,24 @@ def priority_class(cluster_scoped: ClusterScopedFactory) -> PriorityClassFactory
         if never:
             body["preemptionPolicy"] = "Never"
         await cluster_scoped(PRIORITY_CLASSES, body)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def topology(cluster_scoped: ClusterScopedFactory) -> TopologyFactory:
+    """Uniquely named Topologies of the given levels, deleted after the test."""
+
+    async def make(*levels: str) -> str:
+        name = f"fabric-{uuid.uuid4().hex[:6]}"
+        body = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.TOPOLOGY_KIND,
+            "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": level} for level in levels]},
+        }
+        await cluster_scoped(TOPOLOGIES, body)
         return name
 
     return make

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,7 +24,6 @@ from podgroup_operator.adapters.kube import (
     EVENTS,
     PODGROUPS,
     PODS,
-    TOPOLOGIES,
     ApiError,
     KubeClient,
 )
@@ -46,32 +44,6 @@ from tests.waiting import wait_for
 
 BLOCK = "example.com/block"
 RACK = "example.com/rack"
-
-
-@pytest.fixture
-async def topology(kube: KubeClient) -> AsyncIterator[Callable[..., Any]]:
-    """Create uniquely named Topologies, deleted after the test."""
-    created: list[str] = []
-
-    async def make(*levels: str) -> str:
-        name = f"fabric-{uuid.uuid4().hex[:6]}"
-        body = {
-            "apiVersion": c.API_VERSION,
-            "kind": c.TOPOLOGY_KIND,
-            "metadata": {"name": name},
-            "spec": {"levels": [{"nodeLabel": level} for level in levels]},
-        }
-        await kube.create(TOPOLOGIES, body)
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        try:
-            await kube.delete(TOPOLOGIES, name)
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
 
 
 @asynccontextmanager

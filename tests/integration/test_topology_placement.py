@@ -8,25 +8,21 @@ blocks `b<i>` in every test: domains are only ever drawn from the nodes a gang m
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
-
-import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     EVENTS,
     PODS,
-    TOPOLOGIES,
     Kind,
     KubeClient,
 )
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import replicaset
-from tests.conftest import ClusterScopedFactory, PriorityClassFactory
+from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
     create_bound,
     create_group,
@@ -64,24 +60,6 @@ async def fabric(
     async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(30)
         yield name
-
-
-@pytest.fixture
-def topology(cluster_scoped: ClusterScopedFactory) -> Callable[..., Any]:
-    """Uniquely named Topologies of the given levels, deleted after the test."""
-
-    async def make(*levels: str) -> str:
-        name = f"fabric-{uuid.uuid4().hex[:6]}"
-        body = {
-            "apiVersion": c.API_VERSION,
-            "kind": c.TOPOLOGY_KIND,
-            "metadata": {"name": name},
-            "spec": {"levels": [{"nodeLabel": level} for level in levels]},
-        }
-        await cluster_scoped(TOPOLOGIES, body)
-        return name
-
-    return make
 
 
 def rack_of(node: str) -> str:
