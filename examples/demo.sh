@@ -42,12 +42,13 @@ fi
 echo "==> control plane (etcd, kube-apiserver, kube-controller-manager) on loopback"
 eval "$(podgroup-operator dev-cluster up --state-dir "$state/cluster")"
 kubectl apply -f "$repo/crds/" >/dev/null
-kubectl wait --for=condition=Established crd/podgroups.scheduling.x-k8s.io --timeout=60s >/dev/null
+kubectl wait --for=condition=Established crd/podgroups.scheduling.x-k8s.io crd/topologies.scheduling.x-k8s.io \
+  --timeout=60s >/dev/null
 
-echo "==> sim nodes: 4 x (8 cpu, 32Gi, 2 GPUs), acting as their kubelet"
+echo "==> sim nodes: 4 x (8 cpu, 32Gi, 2 GPUs) in 2 blocks of 2 racks, acting as their kubelet"
 stop_pid "$state/sim-nodes.pid"
-setsid podgroup-operator sim-nodes --count 4 --cpu 8 --memory 32Gi --gpu 2 --name-prefix demo-node \
-  --start-delay 1 >"$state/sim-nodes.log" 2>&1 < /dev/null &
+setsid podgroup-operator sim-nodes --topology block=2,rack=2 --cpu 8 --memory 32Gi --gpu 2 \
+  --name-prefix demo-node --start-delay 1 >"$state/sim-nodes.log" 2>&1 < /dev/null &
 echo $! >"$state/sim-nodes.pid"
 
 echo "==> the operator (podgroup-operator run), webhooks on 127.0.0.1:$webhook_port"
@@ -86,5 +87,6 @@ Try it:
   kubectl get podgroups -o wide          # phase, counters, why a gang waits
   PATH=$repo/.venv/bin:\$PATH kubectl podgroup -A   # every gang and why it waits (plugin)
   kubectl apply -f examples/gang-basic.yaml         # the example; examples/crdjob/ embeds PodGroups
+  kubectl apply -f examples/gang-topology.yaml      # a gang kept in one block of the fabric
 Stop everything with: make demo-down
 MSG

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NAMESPACES, PODGROUPS, KubeClient
+from podgroup_operator.adapters.kube import NAMESPACES, NODES, PODGROUPS, PODS, KubeClient
+from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, parse_fabric
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.conftest import REPO
 from tests.kube_helpers import group_status, kubectl_ok, unique_prefix, wait_group
@@ -104,3 +105,42 @@ async def test_lightweight_example_podgroup_goes_with_its_pods(
         return "lightweight" not in names
 
     await wait_for(gone, 30, "the operator-made PodGroup to be removed")
+
+
+async def test_topology_example_keeps_the_gang_in_one_block(
+    kube: KubeClient, kubeconfig: Path, operator: Any, namespace: str
+) -> None:
+    """The demo's fabric (`sim-nodes --topology block=2,rack=2`): no rack holds the gang, one
+    block does, and its status says which."""
+    fabric = parse_fabric("block=2,rack=2")
+    pool = NodePool(cpu="8", memory="32Gi", name_prefix=unique_prefix()).with_fabric(fabric)
+    async with SimCluster(kube, [pool], start_delay=0.2, lease_interval=2.0) as sim:
+        await sim.wait_ready(30)
+        try:
+            await apply(kubeconfig, namespace, "gang-topology.yaml")
+            await wait_group(kube, namespace, "train-block", timeout=40, phase=c.Phase.RUNNING)
+
+            async def placed() -> dict[str, Any] | None:
+                status = await group_status(kube, namespace, "train-block")
+                return status.get("placement")
+
+            placement = await wait_for(placed, 20, "the gang's placement in status")
+            assert placement["level"] == f"{FABRIC_LABEL_PREFIX}block", placement
+            nodes = {n["metadata"]["name"]: n for n in (await kube.list(NODES))["items"]}
+            pods = (await kube.list(PODS, namespace, label_selector="app=train-block"))["items"]
+            blocks = {
+                nodes[p["spec"]["nodeName"]]["metadata"]["labels"][f"{FABRIC_LABEL_PREFIX}block"]
+                for p in pods
+            }
+            assert blocks == {placement["domain"]}, (blocks, placement)
+        finally:
+            await asyncio.to_thread(
+                kubectl_ok,
+                kubeconfig,
+                "delete",
+                "-n",
+                namespace,
+                "--ignore-not-found",
+                "-f",
+                str(EXAMPLES / "gang-topology.yaml"),
+            )
