@@ -106,11 +106,44 @@ Column = tuple[str, str, str, int]
 """(name, type, jsonPath, priority) of a printer column; priority 1 shows only with -o wide."""
 
 
-def _printer_columns(columns: list[Column]) -> list[dict[str, Any]]:
-    return [
-        {"name": name, "type": kind, "jsonPath": path, **({"priority": p} if p else {})}
-        for name, kind, path, p in columns
-    ]
+def _crd(
+    *,
+    name: str,
+    names: dict[str, Any],
+    scope: str,
+    schema: dict[str, Any],
+    columns: list[Column],
+) -> dict[str, Any]:
+    """One CRD of the project's group: one served and stored version with a status
+    subresource, `schema` as its structural schema, `columns` as its printer columns."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {
+            "group": c.GROUP,
+            "names": names,
+            "scope": scope,
+            "versions": [
+                {
+                    "name": c.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {
+                            "name": title,
+                            "type": kind,
+                            "jsonPath": path,
+                            **({"priority": p} if p else {}),
+                        }
+                        for title, kind, path, p in columns
+                    ],
+                }
+            ],
+        },
+    }
 
 
 def crd_manifest() -> dict[str, Any]:
@@ -129,32 +162,19 @@ def crd_manifest() -> dict[str, Any]:
         ("Domain", "string", ".status.placement.domain", 1),
         ("SubGroups", "string", ".status.subGroupsSatisfied", 1),
     ]
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": c.CRD_NAME},
-        "spec": {
-            "group": c.GROUP,
-            "names": {
-                "kind": c.KIND,
-                "listKind": f"{c.KIND}List",
-                "plural": c.PLURAL,
-                "singular": c.SINGULAR,
-                "shortNames": [c.SHORT_NAME],
-            },
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": c.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": openapi_schema()},
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": _printer_columns(columns),
-                }
-            ],
+    return _crd(
+        name=c.CRD_NAME,
+        names={
+            "kind": c.KIND,
+            "listKind": f"{c.KIND}List",
+            "plural": c.PLURAL,
+            "singular": c.SINGULAR,
+            "shortNames": [c.SHORT_NAME],
         },
-    }
+        scope="Namespaced",
+        schema=openapi_schema(),
+        columns=columns,
+    )
 
 
 def topology_crd_manifest() -> dict[str, Any]:
@@ -166,31 +186,18 @@ def topology_crd_manifest() -> dict[str, Any]:
         ("Finest", "string", ".spec.levels[-1:].nodeLabel", 0),
         ("Age", "date", ".metadata.creationTimestamp", 0),
     ]
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": c.TOPOLOGY_CRD_NAME},
-        "spec": {
-            "group": c.GROUP,
-            "names": {
-                "kind": c.TOPOLOGY_KIND,
-                "listKind": f"{c.TOPOLOGY_KIND}List",
-                "plural": c.TOPOLOGY_PLURAL,
-                "singular": c.TOPOLOGY_SINGULAR,
-            },
-            "scope": "Cluster",
-            "versions": [
-                {
-                    "name": c.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": topology_openapi_schema()},
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": _printer_columns(columns),
-                }
-            ],
+    return _crd(
+        name=c.TOPOLOGY_CRD_NAME,
+        names={
+            "kind": c.TOPOLOGY_KIND,
+            "listKind": f"{c.TOPOLOGY_KIND}List",
+            "plural": c.TOPOLOGY_PLURAL,
+            "singular": c.TOPOLOGY_SINGULAR,
         },
-    }
+        scope="Cluster",
+        schema=topology_openapi_schema(),
+        columns=columns,
+    )
 
 
 CRD_MANIFESTS = {c.PLURAL: crd_manifest, c.TOPOLOGY_PLURAL: topology_crd_manifest}
