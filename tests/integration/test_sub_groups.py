@@ -30,6 +30,7 @@ from podgroup_operator.adapters.kube import (
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import podgroup
+from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
     KUBECTL,
     crash,
@@ -114,6 +115,7 @@ async def sub_group_pods(
     sub: str,
     count: int,
     cpu: str,
+    **pod_args: Any,
 ) -> None:
     await gang_pods(
         kube,
@@ -124,6 +126,7 @@ async def sub_group_pods(
         group=group,
         requests={"cpu": cpu},
         labels={c.LABEL_SUB_GROUP: sub},
+        **pod_args,
     )
 
 
@@ -423,7 +426,13 @@ async def test_a_pod_naming_no_sub_group_gets_a_warning(
 
 
 async def repairable(
-    kube: KubeClient, namespace: str, name: str, pool: str, fabric: str, backoff: int
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    pool: str,
+    fabric: str,
+    backoff: int,
+    **pod_args: Any,
 ) -> dict[str, dict[str, str]]:
     """A running gang of three sub-groups of two bare members, one per rack, two of three
     enough, repaired by sub-group; returns sub-group -> member name -> uid."""
@@ -440,7 +449,7 @@ async def repairable(
         ],
     )
     for sub in ("s0", "s1", "s2"):
-        await sub_group_pods(kube, namespace, name, pool, sub, 2, "2")
+        await sub_group_pods(kube, namespace, name, pool, sub, 2, "2", **pod_args)
     await wait_group(kube, namespace, name, phase=c.Phase.RUNNING, subGroupsSatisfied="3/3")
     return await uids_by_sub_group(kube, namespace, name)
 
@@ -519,3 +528,96 @@ async def test_the_whole_group_restarts_when_its_own_minimum_breaks(
         await wait_for(restarted, 60, "every member replaced by a whole-group restart")
         status = await wait_group(kube, namespace, "all", restarts=1, phase=c.Phase.RUNNING)
         assert status["subGroupsSatisfied"] == "3/3"
+
+
+async def test_preemption_takes_one_sub_group_which_is_repaired_uncounted_back_in_its_rack(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    topology: Callable[..., Any],
+    priority_class: PriorityClassFactory,
+) -> None:
+    """A higher-priority gang needs one rack's node of a gang repaired by sub-group (two of
+    three sub-groups enough): only that sub-group is evicted, the others keep running, and
+    the sub-group is repaired at once (a backoff of 300 s and no restart counted), then
+    placed back in its rack once the room is free again."""
+    fabric = await topology(BLOCK, RACK)
+    low, high = [await priority_class(v) for v in (100, 1000)]
+    async with racks(kube, [("b0", f"r{r}", 1, "4") for r in range(3)]) as pool:
+        before = await repairable(kube, namespace, "vic", pool, fabric, 300, priorityClassName=low)
+        where = await members_where(kube, namespace, "vic")
+        await create_group(kube, namespace, "urgent", min_member=2)
+        await gang_pods(
+            kube,
+            namespace,
+            "urgent",
+            2,
+            pool,
+            group="urgent",
+            requests={"cpu": "2"},
+            priorityClassName=high,
+        )
+        await wait_group(kube, namespace, "urgent", 60, phase=c.Phase.RUNNING)
+        taken_over = {rack_of(n) for n in (await members_where(kube, namespace, "urgent"))["-"]}
+        [taken] = [s for s in before if {rack_of(n) for n in where[s]} == taken_over]
+
+        status = await wait_group(kube, namespace, "vic", 60, subGroupsSatisfied="2/3")
+        assert status["phase"] == c.Phase.RUNNING and not status.get("restarts")
+        now = await uids_by_sub_group(kube, namespace, "vic")
+        assert {s: now[s] for s in before if s != taken} == {
+            s: uids for s, uids in before.items() if s != taken
+        }
+
+        async def event(involved: str, reason: str, text: str) -> dict[str, Any] | None:
+            items = (await kube.list(EVENTS, namespace))["items"]
+            return next(
+                (
+                    e
+                    for e in items
+                    if e["involvedObject"].get("name") == involved
+                    and e["reason"] == reason
+                    and text in e["message"]
+                ),
+                None,
+            )
+
+        preempted = await wait_for(
+            lambda: event("vic", c.Reason.PREEMPTED, f"sub-group {taken} of {namespace}/vic"),
+            30,
+            "a Preempted Event naming the sub-group",
+        )
+        assert f"{namespace}/urgent" in preempted["message"]
+        await wait_for(
+            lambda: event("vic", c.Reason.SUB_GROUP_RESTARTED, "preempted, not counted"),
+            30,
+            "the sub-group's uncounted repair",
+        )
+
+        async def recreated() -> list[dict[str, Any]] | None:
+            items = (
+                await kube.list(PODS, namespace, label_selector=f"{c.LABEL_SUB_GROUP}={taken}")
+            )["items"]
+            fresh = [
+                p
+                for p in items
+                if p["metadata"]["uid"] not in before[taken].values()
+                and not p["metadata"].get("deletionTimestamp")
+            ]
+            return fresh if len(fresh) == 2 else None
+
+        fresh = await wait_for(recreated, 30, f"sub-group {taken}'s bare members recreated")
+        assert not any(p["spec"].get("nodeName") for p in fresh), "no room: they wait"
+
+        # The room comes back: the sub-group returns to its own rack, still uncounted.
+        for name in ("urgent-0", "urgent-1"):
+            await kube.delete(PODS, name, namespace)
+        status = await wait_group(
+            kube, namespace, "vic", 60, phase=c.Phase.RUNNING, subGroupsSatisfied="3/3"
+        )
+        assert not status.get("restarts")
+        again = await members_where(kube, namespace, "vic")
+        assert {rack_of(n) for n in again[taken]} == taken_over
+        after = await uids_by_sub_group(kube, namespace, "vic")
+        assert {s: after[s] for s in before if s != taken} == {
+            s: uids for s, uids in before.items() if s != taken
+        }

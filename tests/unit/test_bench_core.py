@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from podgroup_operator.bench.core import CONSTRAINED, run_core, run_hostile, sub_group_scenario
+from podgroup_operator.bench.core import (
+    CONSTRAINED,
+    run_core,
+    run_hostile,
+    run_preemption,
+    sub_group_scenario,
+)
 from podgroup_operator.constants import LABEL_SUB_GROUP
 from podgroup_operator.scheduling.gang import Placement
 from podgroup_operator.scheduling.placement import place_group
@@ -59,3 +65,15 @@ def test_the_sub_group_scenario_places_each_sub_group_in_a_rack_and_each_gang_in
 def test_the_sub_group_scenario_runs_in_bench_core() -> None:
     result = run_core(0, 3, 4, False, 1, None, scenario="subgroups")
     assert (result["decisions"], result["placed_pods"], result["refused"]) == (3, 96, 0)
+
+
+def test_the_preemption_scenarios_take_whole_gangs_or_whole_sub_groups() -> None:
+    """Same cluster, same preemptor: whole gangs of 8 evicted, or (their policy repairing a
+    sub-group alone) sub-groups of 2, fewer pods in all."""
+    whole = run_preemption(40, 2, 1)
+    parts = run_preemption(40, 2, 1, sub_groups=True)
+    assert whole["victim_sub_groups"] == 0 and whole["victim_pods"] == 8 * whole["victim_gangs"]
+    assert parts["scenario"] == "preemption-subgroups"
+    assert parts["victim_gangs"] == 0
+    assert parts["victim_pods"] == 2 * parts["victim_sub_groups"]
+    assert 0 < parts["victim_pods"] < whole["victim_pods"]

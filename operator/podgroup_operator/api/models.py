@@ -207,8 +207,9 @@ class RestartPolicy(_Model):
     scope: RestartScope | None = Field(
         default=None,
         description="Group (default) restarts every member; SubGroup restarts a broken "
-        "sub-group (below its minMember after a member failed) alone, charged like a restart, "
-        "while the group's minMember and minSubGroup hold, and the whole group otherwise.",
+        "sub-group (below its minMember after a member failed or went) alone, charged like a "
+        "restart (at once and uncharged after a preemption, which then takes whole sub-groups "
+        "only), while the group's minMember and minSubGroup hold, and the whole group otherwise.",
     )
 
 

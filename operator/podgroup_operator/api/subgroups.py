@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from podgroup_operator.api.models import SubGroup
 from podgroup_operator.constants import LABEL_SUB_GROUP
 
-__all__ = ["Membership", "instance_name", "leaves", "sub_group_of"]
+__all__ = [
+    "Membership",
+    "group_minimum_holds",
+    "instance_name",
+    "leaves",
+    "sub_group_of",
+    "top_part",
+]
 
 
 @dataclass(frozen=True)
@@ -63,3 +70,33 @@ def sub_group_of(labels: Mapping[str, str], sub_groups: Sequence[SubGroup]) -> M
             if name is not None:
                 return Membership(leaf, name)
     return OUTSIDE
+
+
+def top_part(labels: Mapping[str, str], sub_groups: Sequence[SubGroup]) -> str | None:
+    """The direct part of the group that a pod with these labels counts in: its leaf's top
+    ancestor, or the leaf's own name (a template's instance) when the leaf is itself a direct
+    part; None outside every sub-group. `minSubGroup` on the group counts these parts."""
+    member = sub_group_of(labels, sub_groups)
+    if member.leaf is None:
+        return None
+    parents = {sub.name: sub.parent for sub in sub_groups}
+    name = member.leaf.name
+    if parents.get(name) is None:
+        return member.name
+    seen: set[str] = set()
+    while (parent := parents.get(name)) is not None and name not in seen:
+        seen.add(name)
+        name = parent
+    return name
+
+
+def group_minimum_holds(
+    min_member: int, min_sub_group: int | None, *, live: int, parts: int, whole: int
+) -> bool:
+    """Whether a group's own minimum holds while some of its sub-groups are being repaired:
+    `live` members count toward minMember, and `whole` of its `parts` direct parts (those
+    holding no broken sub-group) toward minSubGroup, which means every part when unset.
+
+    One rule for the restart policy (a broken sub-group is repaired alone only while this
+    holds) and the preemption planner (a sub-group is taken alone only while it would)."""
+    return live >= min_member and whole >= (min_sub_group or parts)

@@ -34,6 +34,9 @@ Scenarios:
   g running on nodes g..g+7; one high-priority gang of `--gang-size` members of 8 cpu each asks
   for room. The plan (`plan_preemption`, a what-if that leaves the snapshot as it was) is timed
   `--repeats` times; the answer is the same each time, the spread of times is the point.
+- preemption-subgroups: the same, each low-priority gang in 4 sub-groups of 2 (members 2k and
+  2k+1, on adjacent nodes), its policy repairing a sub-group alone with 2 of 4 enough: the plan
+  takes whole sub-groups rather than whole gangs.
 
 - hostile: `--nodes` nodes (8 cpu), each with two NoSchedule taints, a label of its own (so no
   two share a verdict) and a running pod that binds host port 9100 and mounts an EBS volume of
@@ -192,6 +195,7 @@ SCENARIOS = (
     "preferred",
     "images",
     "preemption",
+    "preemption-subgroups",
     "hostile",
     *TOPOLOGY_SCENARIOS,
     "subgroups",
@@ -522,8 +526,11 @@ def trace_scenario(
 
 
 # --- the run -------------------------------------------------------------------------------------
-def preemption_scenario(nodes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Nodes of 8 cpu, each running one pod of each of 8 low-priority gangs (see docstring)."""
+def preemption_scenario(
+    nodes: int, sub_groups: bool = False
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes of 8 cpu, each running one pod of each of 8 low-priority gangs (see docstring);
+    with `sub_groups`, member j of each in sub-group s<j // 2>."""
     node_list = [
         _node(f"node-{i:05d}", {"cpu": "8", "memory": "32Gi", "pods": "110"}) for i in range(nodes)
     ]
@@ -535,14 +542,34 @@ def preemption_scenario(nodes: int) -> tuple[list[dict[str, Any]], list[dict[str
             raw["spec"]["nodeName"] = f"node-{(g + j) % nodes:05d}"
             raw["spec"]["priority"] = 0
             raw["status"]["phase"] = PodPhase.RUNNING.value
+            if sub_groups:
+                raw["metadata"]["labels"][LABEL_SUB_GROUP] = f"s{j // 2}"
             pods.append(raw)
     return node_list, pods
 
 
-def run_preemption(nodes: int, gang_size: int, repeats: int) -> dict[str, Any]:
+REPAIRED_BY_SUB_GROUP = PodGroupSpec.model_validate(
+    {
+        "minMember": 4,
+        "minSubGroup": 2,
+        "subGroups": [{"name": f"s{k}", "minMember": 2} for k in range(4)],
+        "policy": {"action": "RestartGang", "scope": "SubGroup"},
+    }
+)
+"""preemption-subgroups: every low-priority gang's spec."""
+
+
+def run_preemption(
+    nodes: int, gang_size: int, repeats: int, sub_groups: bool = False
+) -> dict[str, Any]:
     """Time `plan_preemption` for one high-priority gang on a full cluster, `repeats` times."""
-    node_list, pods = preemption_scenario(nodes)
+    node_list, pods = preemption_scenario(nodes, sub_groups)
     snapshot = Snapshot.build(node_list, pods, gang_of=group_key_of)
+    repairs = (
+        {("batch", f"low-{g:05d}"): REPAIRED_BY_SUB_GROUP for g in range(nodes)}
+        if sub_groups
+        else None
+    )
     times_ms: list[float] = []
     plan: PreemptionPlan | None = None
     for attempt in range(repeats):
@@ -550,7 +577,7 @@ def run_preemption(nodes: int, gang_size: int, repeats: int) -> dict[str, Any]:
             attempt, gang_size, {"cpu": "8", "memory": "8Gi"}, priority=1000, prefix="high"
         )
         start = time.perf_counter()
-        outcome = plan_preemption(gang, snapshot)
+        outcome = plan_preemption(gang, snapshot, (), repairs)
         times_ms.append((time.perf_counter() - start) * 1000)
         if not isinstance(outcome, PreemptionPlan):
             raise RuntimeError(f"the preemption scenario found no plan: {outcome.message}")
@@ -559,13 +586,14 @@ def run_preemption(nodes: int, gang_size: int, repeats: int) -> dict[str, Any]:
         raise ValueError("--repeats must be at least 1")
     ordered = sorted(times_ms)
     return {
-        "scenario": "preemption",
+        "scenario": "preemption-subgroups" if sub_groups else "preemption",
         "nodes": nodes,
         "low_priority_gangs": nodes,
         "low_priority_pods": len(pods),
         "gang_size": gang_size,
         "repeats": repeats,
-        "victim_gangs": len(plan.victims),
+        "victim_gangs": sum(1 for v in plan.victims if v.sub_group is None),
+        "victim_sub_groups": sum(1 for v in plan.victims if v.sub_group is not None),
         "victim_pods": len(plan.victim_pods),
         "nominated_nodes": len({b.node for b in plan.nominations}),
         "mean_ms": round(statistics.fmean(times_ms), 4),
@@ -907,8 +935,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.scenario == "preemption":
-        result = run_preemption(args.nodes, args.gang_size, args.repeats or 50)
+    if args.scenario in ("preemption", "preemption-subgroups"):
+        sub_groups = args.scenario == "preemption-subgroups"
+        result = run_preemption(args.nodes, args.gang_size, args.repeats or 50, sub_groups)
     elif args.scenario == "hostile":
         result = run_hostile(args.nodes, args.size, args.repeats or 3)
     else:

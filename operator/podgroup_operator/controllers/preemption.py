@@ -37,6 +37,7 @@ from podgroup_operator import metrics
 from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.keys import GroupKey, pod_uid
+from podgroup_operator.api.models import PodGroupSpec
 from podgroup_operator.domain.scheduling_status import Preempted
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling import (
@@ -109,10 +110,33 @@ def budgets_of(objects: Iterable[Mapping[str, Any]], *, v1beta1: bool) -> list[D
 
 
 def _why(priority: int, victim: VictimGang) -> str:
+    if victim.gang is not None and victim.sub_group is not None:
+        return (
+            f"priority {priority} over {victim.priority}; sub-group {victim.sub_group} of "
+            f"{victim.gang[0]}/{victim.gang[1]} is evicted whole ({len(victim.pods)} pod(s)) "
+            "to make room; the other sub-groups keep running (policy scope SubGroup repairs "
+            "it alone)"
+        )
     return (
         f"priority {priority} over {victim.priority}; {victim.label} is evicted whole "
         f"({len(victim.pods)} pod(s)) to make room"
     )
+
+
+def _facts(
+    preemptor: str, priority: int, victims: Sequence[VictimGang], now: dt.datetime
+) -> dict[GroupKey, Preempted]:
+    """One fact per victim PodGroup, naming the sub-groups taken when only those were."""
+    parts: dict[GroupKey, list[VictimGang]] = {}
+    for victim in victims:
+        if victim.gang is not None:
+            parts.setdefault(victim.gang, []).append(victim)
+    facts = {}
+    for key, taken in parts.items():
+        subs = tuple(sorted(v.sub_group for v in taken if v.sub_group is not None))
+        message = "; ".join(_why(priority, v) for v in taken)
+        facts[key] = Preempted(preemptor, message, now, sub_groups=subs)
+    return facts
 
 
 async def _run_here(requests: Sequence[GangRequest], call: Callable[..., Any], *args: Any) -> Any:
@@ -135,9 +159,12 @@ class Preemptor:
     _: KW_ONLY
     budgets: Callable[[], Sequence[DisruptionBudget]]
     on_preempted: Callable[[GroupKey, Preempted], None]
+    repairs: Callable[[], Mapping[GroupKey, PodGroupSpec]] = field(default=dict)
+    """The specs of the gangs that lose whole sub-groups only as victims (`plan_preemption`),
+    a copy the plan may read in the worker thread."""
     clock: Callable[[], dt.datetime]
     run: Callable[..., Awaitable[Any]] = field(default=_run_here)
-    """How a plan is made: `run(group, plan_preemption, group, snapshot, budgets)`. The
+    """How a plan is made: `run(group, plan_preemption, group, snapshot, budgets, repairs)`. The
     scheduler gives its own, which runs a large or costly gang's plan in its worker thread."""
     nominations: dict[GroupKey, Nomination] = field(default_factory=dict, init=False)
     _writes: asyncio.Semaphore = field(
@@ -180,7 +207,7 @@ class Preemptor:
         # nominates any of their nodes (they plan again when next decided).
         yielded = self._lift_below(priority)
         plan: PreemptionPlan | PreemptionRefusal = await self.run(
-            group, plan_preemption, group, self.snapshot, self.budgets()
+            group, plan_preemption, group, self.snapshot, self.budgets(), self.repairs()
         )
         taken = set() if isinstance(plan, PreemptionRefusal) else {b.node for b in plan.nominations}
         for other in yielded:
@@ -207,10 +234,9 @@ class Preemptor:
             return f"{message}; {plan.message}; the room is held for this gang"
         preemptor = ", ".join(r.label for r in group)
         logger.info("gang %s: %s", preemptor, truncate(plan.message))
-        for victim in plan.victims:
-            if victim.gang is not None:
-                # Before any pod goes: the restart policy must know the break is a preemption.
-                self.on_preempted(victim.gang, Preempted(preemptor, _why(priority, victim), now))
+        for key, fact in _facts(preemptor, priority, plan.victims, now).items():
+            # Before any pod goes: the restart policy must know the break is a preemption.
+            self.on_preempted(key, fact)
         self._spawn(self._execute(group, preemptor, priority, plan))
         return f"{message}; {plan.message}"
 

@@ -49,7 +49,7 @@ from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, pod_uid
-from podgroup_operator.api.models import PodGroup
+from podgroup_operator.api.models import PodGroup, PodGroupSpec
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.binder import Binder, BindOutcomes
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
@@ -67,7 +67,7 @@ from podgroup_operator.controllers.scheduler_queue import (
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError
 from podgroup_operator.domain.lifecycle import count_members
 from podgroup_operator.domain.membership import group_key_of
-from podgroup_operator.domain.restart import held_partly
+from podgroup_operator.domain.restart import held_partly, repairs_sub_groups
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import (
@@ -226,12 +226,16 @@ class GangScheduler:
             bind_concurrency=bind_concurrency,
         )
         """Binds, pacing, volumes first, fencing (controllers/binder.py)."""
+        self.repairs: dict[GroupKey, PodGroupSpec] = {}
+        """Specs of the groups whose restart policy repairs a broken sub-group alone now
+        (`restart.repairs_sub_groups`): as preemption victims they lose whole sub-groups only."""
         self.preemption = Preemptor(
             kube,
             self.snapshot,
             groups,
             budgets=budgets,
             on_preempted=on_preempted,
+            repairs=lambda: dict(self.repairs),
             clock=clock,
             run=self._plan,
         )
@@ -451,9 +455,21 @@ class GangScheduler:
 
     def on_group(self, key: GroupKey) -> None:
         self.parsed.forget(key)
+        self._note_repairs(key)
         self.queue.stale.add(key)
         if key in self.queue.pending:
             self.wake()
+
+    def _note_repairs(self, key: GroupKey) -> None:
+        """Keep `repairs` current for a changed group; only a `scope: SubGroup` policy costs
+        a parse (cached per resourceVersion, `ParsedGroups`)."""
+        body = next(iter(self.parsed.groups.get(key, [])), None) or {}
+        policy = (body.get("spec") or {}).get("policy") or {}
+        group = self._group(key) if policy.get("scope") == c.RestartScope.SUB_GROUP else None
+        if group is not None and repairs_sub_groups(group):
+            self.repairs[key] = group.spec
+        else:
+            self.repairs.pop(key, None)
 
     def _wants_us(self, pod: JSON) -> bool:
         spec = pod.get("spec") or {}

@@ -70,13 +70,16 @@ The rules, in the words of the user documentation:
   that is gone whoever deleted it (a taint manager, an eviction, `kubectl delete`, the pod GC;
   the caller keeps their bodies from when it first saw them: `bare_members`, `lost_members`),
   up to the count of bare members it last ran with.
-* RestartGang with `scope: SubGroup`, a group that ran whole since its last restart: a leaf
-  sub-group that broke (a member failed or is being deleted, and fewer than its minMember run
-  or succeeded) is restarted alone, after the same backoff and charged the same: its members
-  deleted and bare ones recreated, the phase left to the lifecycle, an Event
-  `SubGroupRestarted`. When the group's own minMember (over the other sub-groups' members) or
-  minSubGroup (over the top sub-groups holding no broken one) does not hold, or the limit is
-  reached, the rules above apply to the whole group.
+* RestartGang with `scope: SubGroup`, a group that ran whole since its last restart
+  (`repairs_sub_groups`): a leaf sub-group that broke (a member failed, is being deleted or is
+  gone, and fewer than its minMember run or succeeded) is restarted alone, after the same
+  backoff and charged the same: its members deleted and bare ones recreated, the phase left to
+  the lifecycle, an Event `SubGroupRestarted`. Broken by a preemption, which takes such a
+  victim's sub-groups alone (scheduling/preemption.py), it is restarted at once and not
+  charged, even at the limit. When the group's own minMember (over the other sub-groups'
+  members) or minSubGroup (over the top sub-groups holding no broken one) does not hold
+  (`api.subgroups.group_minimum_holds`), or the limit is reached, the rules above apply to the
+  whole group.
 * Terminal groups (Finished, Failed) are never touched. A restart in progress is finished even if
   the policy is removed meanwhile, since its bare pods are already deleted.
 
@@ -113,6 +116,7 @@ from podgroup_operator.api.models import (
     pack_pods,
     unpack_pods,
 )
+from podgroup_operator.api.subgroups import group_minimum_holds
 from podgroup_operator.constants import (
     ConditionStatus,
     ConditionType,
@@ -350,21 +354,17 @@ def plan_restart(
 
     restart = functools.partial(_restart, lost=lost, ran_with=ran_with)
     resume = _resume(pods, members, progress)
-    if (
-        policy is not None
-        and policy.action is PolicyAction.RESTART_GANG
-        and policy.scope is RestartScope.SUB_GROUP
-        and group.spec.sub_groups
-        and not progress.active
-        and _whole_since_restart(status, phase)
-    ):
+    restarted = status.last_restart_time
+    preempted = preempted_at is not None and (restarted is None or preempted_at > restarted)
+    if repairs_sub_groups(group):
         current = [m for m in members if server_uid(m) not in progress.uids]
-        broken = _broken_sub_groups(group, current, counts)
+        broken = _broken_sub_groups(group, current, counts, lost)
         if broken is None:
             triggered = True  # the group's own minimum broke: the whole-group rules below
         elif broken:
-            if status.restarts < policy.max_restarts:
-                repair = _sub_group_repair(group, pods, broken, now)
+            assert policy is not None
+            if preempted or status.restarts < policy.max_restarts:
+                repair = _sub_group_repair(group, pods, broken, lost, now, charged=not preempted)
                 if repair is not None:
                     return repair
             # The limit reached, or too many bare members to record: the whole-group rules.
@@ -383,12 +383,7 @@ def plan_restart(
         if held
         else _cause(members, progress, counts, min_member, lost)
     )
-    restarted = status.last_restart_time
-    if (
-        policy.action is PolicyAction.RESTART_GANG
-        and preempted_at is not None
-        and (restarted is None or preempted_at > restarted)
-    ):
+    if policy.action is PolicyAction.RESTART_GANG and preempted:
         return restart(
             group, pods, members, progress, now, f"preempted, not counted: {cause}", charged=False
         )
@@ -435,60 +430,104 @@ def _backoff(
 
 
 def _broken_sub_groups(
-    group: PodGroup, current: Sequence[Pod], counts: MemberCounts
+    group: PodGroup, current: Sequence[Pod], counts: MemberCounts, lost: Sequence[Pod]
 ) -> list[SubGroupMembers] | None:
-    """`spec.policy.scope: SubGroup`: the broken leaf sub-groups (a member failed or is being
-    deleted, and fewer than its minimum run or succeeded), or None when the group's own
-    minimum does not hold without them: its minMember over the other members, or its
+    """`spec.policy.scope: SubGroup`: the broken leaf sub-groups (a member failed, is being
+    deleted or is gone (`lost`), and fewer than its minimum run or succeeded), each with its
+    present members and its lost ones; or None when the group's own minimum does not hold
+    without them (`group_minimum_holds`): its minMember over the other members, or its
     minSubGroup over the top sub-groups holding none of them."""
     spec = group.spec
-    parts = sub_group_members(spec, current)
-    live = {part.name: count_members(part.pods).live for part in parts}
+    gone = {id(pod) for pod in lost}
+    parts = sub_group_members(spec, [*current, *lost])
+    live = {
+        part.name: count_members(p for p in part.pods if id(p) not in gone).live for part in parts
+    }
     broken = [
         part
         for part in parts
         if part.leaf
         and live[part.name] < part.least
-        and any(member_state(p) in (MemberState.FAILED, MemberState.DELETING) for p in part.pods)
+        and any(
+            id(p) in gone or member_state(p) in (MemberState.FAILED, MemberState.DELETING)
+            for p in part.pods
+        )
     ]
-    lost = {server_uid(pod) for part in broken for pod in part.pods}
+    names = {part.name for part in broken}
     top = [part for part in parts if part.top]
-    whole = [part for part in top if not any(server_uid(pod) in lost for pod in part.pods)]
-    others = counts.live - sum(live[part.name] for part in broken)
-    if others < spec.min_member or len(whole) < (spec.min_sub_group or len(top)):
+    hit = {id(pod) for part in broken for pod in part.pods}
+    whole = [part for part in top if not any(id(pod) in hit for pod in part.pods)]
+    others = counts.live - sum(live[name] for name in names)
+    if not group_minimum_holds(
+        spec.min_member, spec.min_sub_group, live=others, parts=len(top), whole=len(whole)
+    ):
         return None
     return broken
 
 
+def repairs_sub_groups(group: PodGroup) -> bool:
+    """Whether a break of one leaf sub-group is repaired alone now: a RestartGang policy of
+    `scope: SubGroup` over `spec.subGroups`, no restart in progress, and a group that ran whole
+    since its last restart (as the whole-group trigger asks). The preemption planner takes
+    such a victim's sub-groups alone; any other victim gang goes whole."""
+    policy = group.spec.policy
+    status = group.status
+    phase = Phase(status.phase) if status.phase is not None else None
+    return (
+        policy is not None
+        and policy.action is PolicyAction.RESTART_GANG
+        and policy.scope is RestartScope.SUB_GROUP
+        and bool(group.spec.sub_groups)
+        and not restart_progress(status).active
+        and _whole_since_restart(status, phase)
+    )
+
+
 def _sub_group_repair(
-    group: PodGroup, pods: Sequence[Pod], broken: Sequence[SubGroupMembers], now: datetime
+    group: PodGroup,
+    pods: Sequence[Pod],
+    broken: Sequence[SubGroupMembers],
+    gone: Sequence[Pod],
+    now: datetime,
+    *,
+    charged: bool,
 ) -> Wait | Restart | None:
-    """Restart the broken sub-groups alone (after the backoff, charged like a restart, the
-    phase left to the lifecycle): their members deleted, bare ones recreated; None when their
-    bare members are too many to record."""
+    """Restart the broken sub-groups alone (the phase left to the lifecycle): their present
+    members deleted, bare ones (and bare ones gone) recreated; after the backoff and counted as
+    a restart when `charged`, at once and uncounted after a preemption. None when their bare
+    members are too many to record."""
     status = group.status
     policy = group.spec.policy
     assert policy is not None
     names = ", ".join(part.name for part in broken)
-    lost = [pod for part in broken for pod in part.pods]
+    missing = {id(pod) for pod in gone}
+    members = [pod for part in broken for pod in part.pods]
+    present = [pod for pod in members if id(pod) not in missing]
+    lost = [pod for pod in members if id(pod) in missing]
     cause = f"sub-group {names}: " + _cause(
-        lost, RestartProgress(), count_members(lost), sum(p.least for p in broken)
+        present, RestartProgress(), count_members(present), sum(p.least for p in broken), lost
     )
-    number = f"restart {status.restarts + 1} of {policy.max_restarts}"
-    wait = _backoff(status, policy, now, number, cause)
-    if wait is not None:
-        return wait
-    bodies = {_name_key(pod): recreation_body(pod) for pod in lost if not has_controller(pod)}
+    if charged:
+        number = f"restart {status.restarts + 1} of {policy.max_restarts}"
+        wait = _backoff(status, policy, now, number, cause)
+        if wait is not None:
+            return wait
+    else:
+        number = "preempted, not counted"
+    bodies = {_name_key(pod): recreation_body(pod) for pod in members if not has_controller(pod)}
     record = _pods_record([bodies[key] for key in sorted(bodies)])
     if record is None:
         return None
     new_status = status.model_copy(
-        update={"restarts": status.restarts + 1, "last_restart_time": now}
+        update={
+            "restarts": status.restarts + 1 if charged else status.restarts,
+            "last_restart_time": now,
+        }
     )
     patch = status_patch(status, new_status) or {"status": {}}
-    patch["status"][RESTARTING_UIDS] = sorted({uid for pod in lost if (uid := server_uid(pod))})
+    patch["status"][RESTARTING_UIDS] = sorted({uid for pod in present if (uid := server_uid(pod))})
     patch["status"].update(record)
-    delete = tuple(_ref(pod) for pod in lost if server_uid(pod) and not _deleting(pod))
+    delete = tuple(_ref(pod) for pod in present if server_uid(pod) and not _deleting(pod))
     taken = {_name_key(pod) for pod in pods}
     event = LifecycleEvent(
         type=EventType.WARNING,

@@ -120,6 +120,9 @@ class Preempted:
     at: datetime
     """When the preemption was decided: the restart policy does not charge a restart for a
     break after it (see domain/restart.py)."""
+    sub_groups: tuple[str, ...] = ()
+    """The sub-groups taken, when the gang's policy repairs them alone (`scope: SubGroup`);
+    empty: the whole gang was evicted."""
 
 
 def apply_preempted(

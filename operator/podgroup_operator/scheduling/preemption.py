@@ -3,8 +3,11 @@
 kube-scheduler preempts pod by pod: per node it removes every lower-priority pod, checks the
 preemptor fits, gives back ("reprieves") what it can, and picks the cheapest node. A gang needs
 room on many nodes at once, and its victims are gangs too: evicting part of a running gang
-wastes the rest of it, so a victim gang is always evicted whole (a pod outside any gang is a gang
-of one). `plan_preemption` therefore works on whole gangs, as a what-if on the snapshot: it takes
+wastes the rest of it, so a victim gang is evicted whole (a pod outside any gang is a gang of
+one). The exception is a gang whose restart policy repairs one sub-group alone (`repairs`):
+evicting whole sub-groups is its cheapest repair, so it loses whole sub-groups only, while its
+own minimum holds without them (`_Split`), and goes whole past that.
+`plan_preemption` therefore works on whole gangs, as a what-if on the snapshot: it takes
 victims out with `Snapshot.simulate_removal`, asks `try_place` whether the gang fits, and puts
 everything back before returning. The snapshot is unchanged afterwards.
 
@@ -60,6 +63,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from podgroup_operator.api.keys import GroupKey, pod_uid
+from podgroup_operator.api.models import PodGroupSpec
+from podgroup_operator.api.subgroups import group_minimum_holds, sub_group_of, top_part
 from podgroup_operator.scheduling.filters import UNSCHEDULABLE_TAINT_KEY, Taint, pod_constraints
 from podgroup_operator.scheduling.framework import generator_for
 from podgroup_operator.scheduling.gang import Binding, GangRequest, PreemptionPolicy
@@ -75,8 +80,9 @@ from podgroup_operator.scheduling.selectors import LabelSelector, parse_selector
 from podgroup_operator.scheduling.snapshot import Snapshot, Undo
 from podgroup_operator.scheduling.topology import level_name
 
-Unit = tuple[str, str, str]
-"""("gang", namespace, name) or ("pod", namespace, uid): what is evicted together."""
+Unit = tuple[str, ...]
+"""What is evicted together: ("gang", namespace, name), ("pod", namespace, uid), or
+("sub-group", namespace, name, sub-group) of a gang repaired by sub-group (`_Split`)."""
 
 _MESSAGE_VICTIMS = 10
 """Victim gangs named in a message before "and N more"."""
@@ -133,9 +139,13 @@ class VictimGang:
     pods: tuple[Victim, ...]
     budget_violations: int = 0
     """Its pods that the PodDisruptionBudgets do not allow to be disrupted now."""
+    sub_group: str | None = None
+    """The one sub-group of the gang taken (its policy repairs it alone), or None: all of it."""
 
     @property
     def label(self) -> str:
+        if self.gang is not None and self.sub_group is not None:
+            return f"{self.gang[0]}/{self.gang[1]} sub-group {self.sub_group}"
         if self.gang is not None:
             return f"{self.gang[0]}/{self.gang[1]}"
         pod = self.pods[0]
@@ -195,6 +205,45 @@ class _Candidate:
 _Key = tuple[int, int, float, str]
 
 
+def _gang(unit: Unit) -> tuple[str, str, str]:
+    """The gang unit a gang's or a sub-group's unit belongs to."""
+    return ("gang", unit[1], unit[2])
+
+
+@dataclass
+class _Split:
+    """A victim gang whose restart policy repairs a broken leaf sub-group alone
+    (`domain.restart.repairs_sub_groups`): its sub-groups may be taken one by one, as long as
+    the group's own minimum still holds without them (`group_minimum_holds`, the restart
+    policy's own test); past that, the whole gang is taken, since its restart would end it."""
+
+    spec: PodGroupSpec
+    leaf: dict[str, str]
+    """Pod UID -> the leaf sub-group (instance) it is in; members outside every one absent."""
+    top: dict[str, str]
+    """Leaf sub-group -> the direct part of the group it is in."""
+    parts: int
+    """The group's direct parts, as the restart policy counts them."""
+    members: int
+    """Its pods on nodes when the plan began."""
+    sizes: dict[str, int]
+    """Leaf sub-group -> its pods on nodes."""
+    priority: int
+    """The highest priority among all its pods: a sub-group is a victim only when the gang is."""
+    taken: set[str] = field(default_factory=set)
+
+    def may_take(self, leaf: str) -> bool:
+        """Whether the group's minimum still holds with `leaf` taken too."""
+        taken = self.taken | {leaf}
+        return group_minimum_holds(
+            self.spec.min_member,
+            self.spec.min_sub_group,
+            live=self.members - sum(self.sizes[name] for name in taken),
+            parts=self.parts,
+            whole=self.parts - len({self.top[name] for name in taken}),
+        )
+
+
 def _reprieve_rank(candidate: _Candidate) -> tuple[int, int, int, Unit]:
     """Victims are given back in this order: the highest priority first, then those that
     would spend the most disruption budget, then the biggest (kube-scheduler's reprieve)."""
@@ -218,12 +267,16 @@ class _Planner:
         gangs: Sequence[GangRequest],
         snapshot: Snapshot,
         budgets: Sequence[DisruptionBudget],
+        repairs: Mapping[GroupKey, PodGroupSpec],
     ) -> None:
         self.gangs = gangs
         self.snapshot = snapshot
         self.budgets = budgets
+        self.repairs = repairs
+        """Specs of the gangs whose sub-groups may be taken alone (`_Split`)."""
+        self.splits: dict[Unit, _Split | None] = {}
         self.priority = min(g.priority for g in gangs)
-        self.own = {("gang", *g.key) for g in gangs}
+        self.own: set[Unit] = {("gang", *g.key) for g in gangs}
         self.undos: list[Undo] = []
         self.chosen: dict[Unit, Undo] = {}
         self.order: list[Unit] = []
@@ -324,17 +377,22 @@ class _Planner:
         if unit in self.units:
             return self.units[unit]
         candidate: _Candidate | None = None
-        if unit not in self.own:
+        gang = _gang(unit) if unit[0] == "sub-group" else unit
+        if gang not in self.own:
             snapshot = self.snapshot
             infos = []
             where: dict[str, str] = {}
-            for uid in snapshot.units().get(unit, ()):
+            split = self.splits.get(gang) if unit[0] == "sub-group" else None
+            for uid in snapshot.units().get((gang[0], gang[1], gang[2]), ()):
+                if split is not None and split.leaf.get(uid) != unit[3]:
+                    continue
                 entry = snapshot.pod(uid)
                 if entry is not None:
                     infos.append(entry.info)
                     where[uid] = entry.node
             priority = max((i.priority for i in infos), default=self.priority)
-            if infos and priority < self.priority:
+            eligible = priority if split is None else split.priority
+            if infos and eligible < self.priority:
                 candidate = _Candidate(unit, infos, set(where.values()), priority, where)
                 for index, budget in enumerate(self.budgets):
                     covered = sum(1 for i in infos if budget.covers(i))
@@ -376,8 +434,9 @@ class _Planner:
         state = self.snapshot.nodes[name]
         freed: dict[Unit, dict[str, int]] = {}
         candidates: dict[Unit, _Candidate] = {}
+        split = bool(self.repairs)
         for info in self.snapshot.node_pods(name):
-            unit = info.unit
+            unit = self._unit_of(info) if split else info.unit
             candidate = self.units[unit] if unit in self.units else self._candidate(unit)
             if candidate is None:
                 continue
@@ -412,7 +471,90 @@ class _Planner:
         key = (max(c.priority for c in new), self._violations(new), pods / gain, name)
         return key, new
 
-    def _choose(self, candidate: _Candidate) -> None:
+    def _unit_of(self, info: PodInfo) -> Unit:
+        """What evicting this pod takes with it: its sub-group, when its gang is repaired by
+        sub-group and the group's minimum holds without it too (`_Split`); else `info.unit`."""
+        unit = info.unit
+        if unit[0] != "gang" or (unit[1], unit[2]) not in self.repairs or unit in self.chosen:
+            return unit
+        split = self._split(unit)
+        leaf = None if split is None else split.leaf.get(info.uid)
+        if split is None or leaf is None or not split.may_take(leaf):
+            return unit
+        return ("sub-group", unit[1], unit[2], leaf)
+
+    def _split(self, unit: Unit) -> _Split | None:
+        """The gang's sub-groups as the plan began (cached per run), None when no pod of it is
+        in one."""
+        if unit in self.splits:
+            return self.splits[unit]
+        spec = self.repairs[(unit[1], unit[2])]
+        subs = spec.sub_groups or []
+        leaf: dict[str, str] = {}
+        top: dict[str, str] = {}
+        sizes: dict[str, int] = {}
+        members = 0
+        priority = -(2**31)
+        tops = {sub.name for sub in subs if sub.parent is None and not sub.match_label_keys}
+        for uid in self.snapshot.units().get(_gang(unit), ()):
+            entry = self.snapshot.pod(uid)
+            if entry is None:
+                continue
+            members += 1
+            priority = max(priority, entry.info.priority)
+            name = sub_group_of(entry.info.labels, subs).name
+            part = top_part(entry.info.labels, subs)
+            if name is None or part is None:
+                continue
+            leaf[uid] = name
+            top[name] = part
+            tops.add(part)
+            sizes[name] = sizes.get(name, 0) + 1
+        split = _Split(spec, leaf, top, len(tops), members, sizes, priority) if leaf else None
+        self.splits[unit] = split
+        return split
+
+    def _choose(self, candidate: _Candidate) -> _Candidate | None:
+        """Take the unit out of the what-if; returns what was taken. A sub-group the group's
+        minimum no longer allows with those taken already takes its whole gang instead, its
+        sub-groups taken so far merged in (`_whole`)."""
+        unit = candidate.unit
+        if unit[0] == "sub-group":
+            gang = _gang(unit)
+            split = self.splits[gang]
+            assert split is not None
+            if not split.may_take(unit[3]) or gang in self.chosen:
+                whole = self._whole(gang)
+                if whole is None or whole.unit in self.chosen:
+                    return None
+                candidate = whole
+            else:
+                split.taken.add(unit[3])
+        elif unit in self.splits and self.splits[unit] is not None:
+            whole = self._whole(unit)
+            if whole is None:
+                return None
+            candidate = whole
+        self._remove(candidate)
+        return candidate
+
+    def _whole(self, gang: Unit) -> _Candidate | None:
+        """The whole gang as one victim, after giving back the sub-groups of it taken so far
+        (so its candidate holds every pod)."""
+        split = self.splits[gang]
+        assert split is not None
+        if split.taken:
+            for leaf in sorted(split.taken):
+                unit = ("sub-group", gang[1], gang[2], leaf)
+                self.chosen.pop(unit)()
+                self.order.remove(unit)
+                for index, covered in self._known(unit).budgets.items():
+                    self.remaining[index] += covered
+            split.taken.clear()
+            self.units.pop(gang, None)
+        return self._candidate(gang)
+
+    def _remove(self, candidate: _Candidate) -> None:
         snapshot = self.snapshot
         self.chosen[candidate.unit] = snapshot.simulate_removal(i.uid for i in candidate.pods)
         self.order.append(candidate.unit)
@@ -464,8 +606,8 @@ class _Planner:
                 touched: set[str] = set()
                 for candidate in found[1]:
                     if candidate.unit not in self.chosen:
-                        self._choose(candidate)
-                        touched |= candidate.nodes
+                        taken = self._choose(candidate)
+                        touched |= taken.nodes if taken is not None else set()
                 for other in sorted(touched):
                     if other not in self.version:
                         continue
@@ -524,11 +666,12 @@ class _Planner:
             for info in list(self.snapshot.node_pods(name)):
                 if not (anyone or info.ports or info.anti_affinity or info.claims or info.disks):
                     continue
-                candidate = self._candidate(info.unit)
+                candidate = self._candidate(self._unit_of(info) if self.repairs else info.unit)
                 if candidate is None or candidate.unit in self.chosen:
                     continue
-                self._choose(candidate)
-                self.blocking.add(candidate.unit)
+                taken = self._choose(candidate)
+                if taken is not None:
+                    self.blocking.add(taken.unit)
         if not self.blocking:
             return None
         return try_place(self.gangs, self.snapshot)
@@ -637,8 +780,9 @@ class _Planner:
                     key=lambda v: (v.namespace, v.name, v.uid),
                 )
             )
-            gang = (unit[1], unit[2]) if unit[0] == "gang" else None
-            out.append(VictimGang(gang, candidate.priority, pods, violations))
+            gang = (unit[1], unit[2]) if unit[0] != "pod" else None
+            sub_group = unit[3] if unit[0] == "sub-group" else None
+            out.append(VictimGang(gang, candidate.priority, pods, violations, sub_group))
         return tuple(out)
 
 
@@ -653,8 +797,12 @@ def _message(
     violations = sum(v.budget_violations for v in victims)
     if not victims:
         return f"{_label(gangs)} fits on {nodes} node(s) once terminating pods are gone"
+    parts = sum(1 for v in victims if v.sub_group is not None)
+    kinds = [f"{len(victims) - parts} lower-priority gang(s)"] if len(victims) > parts else []
+    if parts:
+        kinds.append(f"{parts} sub-group(s) of lower-priority gangs")
     text = (
-        f"preempting {len(victims)} lower-priority gang(s) ({pods} pod(s)) to place "
+        f"preempting {' and '.join(kinds)} ({pods} pod(s)) to place "
         f"{_label(gangs)} on {nodes} node(s): {', '.join(names)}"
     )
     if violations:
@@ -697,12 +845,16 @@ def plan_preemption(
     gangs: GangRequest | Sequence[GangRequest],
     snapshot: Snapshot,
     budgets: Sequence[DisruptionBudget] = (),
+    repairs: Mapping[GroupKey, PodGroupSpec] | None = None,
 ) -> PreemptionPlan | PreemptionRefusal:
     """Plan the cheapest whole-gang preemption that lets `gangs` (one gang, or a gang group
     that must fit together) reach minMember; the snapshot is left exactly as it was.
 
     `budgets` are the cluster's PodDisruptionBudgets (`disruption_budget(raw)` each). The
     snapshot must have been built with `gang_of`, or gangs could not be evicted whole.
+    `repairs` holds the specs of the gangs whose restart policy repairs a sub-group alone
+    (`domain.restart.repairs_sub_groups`): such a victim loses whole sub-groups only, while its
+    own minimum holds without them; every other victim gang goes whole.
     Returns a `PreemptionPlan` (empty when the gangs fit without preemption) or a
     `PreemptionRefusal` when preemption is not allowed or cannot make room.
     """
@@ -711,8 +863,9 @@ def plan_preemption(
     if not group:
         raise ValueError("plan_preemption needs at least one gang")
     searching = [g for g in group if g.topology is not None and g.within is None]
+    repairs = repairs or {}
     if searching and len(group) == 1:
-        return _plan_in_domains(group[0], snapshot, budgets)
+        return _plan_in_domains(group[0], snapshot, budgets, repairs)
     if searching:
         return PreemptionRefusal(
             keys,
@@ -743,7 +896,7 @@ def plan_preemption(
         if usable + gang.already_bound < gang.min_member:
             problem = next(s.unsupported for s, _ in shapes if s.unsupported is not None)
             return PreemptionRefusal(keys, f"{gang.label}: preemption cannot help: {problem}")
-    planner = _Planner(group, snapshot, budgets)
+    planner = _Planner(group, snapshot, budgets, repairs)
     try:
         planner.prepare()
         found = planner.search()
@@ -774,7 +927,10 @@ def _cost(plan: PreemptionPlan) -> tuple[int, int, int]:
 
 
 def _plan_in_domains(
-    gang: GangRequest, snapshot: Snapshot, budgets: Sequence[DisruptionBudget]
+    gang: GangRequest,
+    snapshot: Snapshot,
+    budgets: Sequence[DisruptionBudget],
+    repairs: Mapping[GroupKey, PodGroupSpec],
 ) -> PreemptionPlan | PreemptionRefusal:
     """Preemption for a gang with a topology constraint: a plan per domain the placement
     generator offers, level by level, and the cheapest plan of the first level that has one.
@@ -791,7 +947,7 @@ def _plan_in_domains(
     last = ""
     for round_ in generator_for(gang).rounds(view, snapshot):
         if round_.level is None:
-            return plan_preemption(replace(gang, topology=None), snapshot, budgets)
+            return plan_preemption(replace(gang, topology=None), snapshot, budgets, repairs)
         candidates = sorted(
             round_.candidates,
             key=lambda c: (c.domain != round_.first, -len(c.nodes), str(c.domain)),
@@ -801,7 +957,7 @@ def _plan_in_domains(
             judged += 1
             domain = candidate.domain
             assert domain is not None
-            outcome = plan_preemption(replace(gang, within=domain), snapshot, budgets)
+            outcome = plan_preemption(replace(gang, within=domain), snapshot, budgets, repairs)
             if isinstance(outcome, PreemptionRefusal):
                 last = outcome.message
                 continue

@@ -234,3 +234,90 @@ async def test_a_higher_priority_gang_takes_a_lower_preemptors_held_room_never_i
     await h.scheduler.cycle()
     assert sorted(h.bound_pods("high")) == ["high-0", "high-1"]
     assert h.bound_pods("mid") == []
+
+
+async def test_a_sub_group_scoped_victim_loses_one_whole_sub_group_and_is_told_which() -> None:
+    """A running gang whose policy repairs a sub-group alone (scope SubGroup, 2 of 3 enough):
+    the preemptor takes the one sub-group on the node it needs; the others are not touched,
+    and the victim's fact and Event name the sub-group."""
+    h = Harness()
+    for i in range(3):
+        h.add_node(f"n{i}", cpu=4)
+    h.add_group(
+        "low",
+        min_member=4,
+        minSubGroup=2,
+        subGroups=[{"name": f"s{i}", "minMember": 2} for i in range(3)],
+        policy={"action": "RestartGang", "scope": "SubGroup"},
+        status={"phase": c.Phase.RUNNING, "running": 6},
+    )
+    low = [
+        h.add_pod(
+            f"low-s{i}-{j}",
+            group="low",
+            cpu=2,
+            node=f"n{i}",
+            priority=1,
+            labels={c.LABEL_SUB_GROUP: f"s{i}"},
+        )
+        for i in range(3)
+        for j in range(2)
+    ]
+    facts = preempted_facts(h)
+    h.add_group("high", min_member=1)
+    h.add_pods("high", 1, cpu=4, priority=10)
+
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+
+    [(key, fact)] = facts
+    assert key == (NS, "low") and len(fact.sub_groups) == 1
+    [sub] = fact.sub_groups
+    taken = [p for p in low if p["metadata"]["labels"][c.LABEL_SUB_GROUP] == sub]
+    assert sorted(b["preconditions"]["uid"] for b in deletes(h)) == sorted(map(pod_uid, taken))
+    assert f"sub-group {sub} of {NS}/low is evicted whole (2 pod(s))" in fact.message
+    [event] = h.fake.events(involved="low", reason=c.Reason.PREEMPTED)
+    assert f"sub-group {sub}" in event["message"]
+    assert "the other sub-groups keep running" in event["message"]
+
+    deliver_deletions(h, taken)
+    await h.scheduler.cycle()
+    assert h.bound_pods("high") == ["high-0"]
+
+
+async def test_a_victim_not_running_whole_is_evicted_whole_whatever_its_scope() -> None:
+    """The same gang before it ever ran whole (Pending): its restart policy would not repair a
+    sub-group alone, so preemption takes all of it."""
+    h = Harness()
+    h.add_node("n0", cpu=4)
+    h.add_node("n1", cpu=4)
+    h.add_group(
+        "low",
+        min_member=2,
+        minSubGroup=1,
+        subGroups=[{"name": f"s{i}", "minMember": 2} for i in range(2)],
+        policy={"action": "RestartGang", "scope": "SubGroup"},
+        status={"phase": c.Phase.PENDING},
+    )
+    low = [
+        h.add_pod(
+            f"low-s{i}-{j}",
+            group="low",
+            cpu=2,
+            node=f"n{i}",
+            priority=1,
+            labels={c.LABEL_SUB_GROUP: f"s{i}"},
+        )
+        for i in range(2)
+        for j in range(2)
+    ]
+    facts = preempted_facts(h)
+    h.add_group("high", min_member=1)
+    h.add_pods("high", 1, cpu=4, priority=10)
+
+    await h.scheduler.cycle()
+    await h.scheduler.preemption.settled()
+
+    [(_, fact)] = facts
+    assert fact.sub_groups == ()
+    assert sorted(b["preconditions"]["uid"] for b in deletes(h)) == sorted(map(pod_uid, low))

@@ -115,3 +115,41 @@ def test_the_restart_limit_still_fails_the_group() -> None:
     plan = plan_restart(group(SCOPED, status={"restarts": 3}), story("RRRFRR"), at(60))
     assert not isinstance(plan, Restart | Wait | Nothing)
     assert plan.event.reason == Reason.RESTART_LIMIT_EXCEEDED
+
+
+def test_a_preempted_sub_group_is_repaired_at_once_and_not_counted() -> None:
+    """A preemption took sub-group b (its members being deleted): repaired without the backoff
+    and without a restart charged, even with every restart used."""
+    scoped = {**POLICY, "scope": "SubGroup"}
+    pods = story("RRDDRR")
+    body = group(scoped, status={"restarts": 3})
+    plan = plan_restart(body, pods, at(60), preempted_at=at(59))
+    assert isinstance(plan, Restart), plan
+    assert plan.event.reason == Reason.SUB_GROUP_RESTARTED
+    assert plan.event.message.startswith("preempted, not counted: sub-group b:")
+    assert plan.delete == ()  # already being deleted
+    status = plan.status_patch["status"]
+    assert "restarts" not in status and status["lastRestartTime"] == iso(at(60))
+    assert len(status["restartPods"]) == 2
+    # A preemption before the last restart is an old one: the break is charged as usual.
+    stale = group(scoped, status={"restarts": 3, "lastRestartTime": iso(at(59))})
+    again = plan_restart(stale, pods, at(60), preempted_at=at(58))
+    assert not isinstance(again, Restart)
+    assert again.event.reason == Reason.RESTART_LIMIT_EXCEEDED
+
+
+def test_a_sub_group_whose_bare_members_are_gone_is_repaired_and_they_recreated() -> None:
+    """Preempted members may be gone before the reconcile sees them being deleted: the kept
+    bodies of lost bare members break their sub-group and come back with the repair."""
+    pods = story("RRRRRR")
+    present, lost = pods[:2] + pods[4:], pods[2:4]
+    plan = plan_restart(group(SCOPED), present, at(60), preempted_at=at(59), lost=lost)
+    assert isinstance(plan, Restart), plan
+    assert plan.event.reason == Reason.SUB_GROUP_RESTARTED
+    assert "sub-group b: m2 gone; m3 gone" in plan.event.message
+    assert plan.delete == ()
+    assert sorted(b["metadata"]["name"] for b in plan.recreate) == ["m2", "m3"]
+    assert plan.status_patch["status"]["restartingUIDs"] == []
+    # Gone from two sub-groups: minSubGroup 2 of 3 breaks, and the whole group restarts.
+    whole = plan_restart(group(SCOPED), pods[4:], at(60), preempted_at=at(59), lost=pods[:4])
+    assert isinstance(whole, Restart) and whole.event.reason == Reason.GANG_RESTARTED
