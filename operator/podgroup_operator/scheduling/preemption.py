@@ -215,7 +215,8 @@ class _Split:
     """A victim gang whose restart policy repairs a broken leaf sub-group alone
     (`domain.restart.repairs_sub_groups`): its sub-groups may be taken one by one, as long as
     the group's own minimum still holds without them (`group_minimum_holds`, the restart
-    policy's own test); past that, the whole gang is taken, since its restart would end it."""
+    policy's own test); past that, the whole gang is taken, since its restart would end it
+    (docs/decisions/016-preemption-takes-whole-sub-groups.md)."""
 
     spec: PodGroupSpec
     leaf: dict[str, str]
