@@ -22,6 +22,7 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     CRDS,
     LEASES,
+    NODES,
     PODGROUPS,
     PODS,
     ApiError,
@@ -433,3 +434,27 @@ async def gone(kube: KubeClient, kind: Kind, name: str, namespace: str | None = 
             return True
         raise
     return False
+
+
+TOLERATE_5S = [
+    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+]
+"""Members leave a dead node 5 s after it is marked NotReady, not kube's default 300 s."""
+
+
+async def fail_node(kube: KubeClient, sim: SimCluster, namespace: str, node: str) -> None:
+    """The node dies: the node controller marks it, the taint manager evicts its pods, and the
+    Node is removed (as a cloud's node controller removes a dead machine), so the pod GC frees
+    the evicted pods' names."""
+    await sim.kill_node(node)
+
+    async def evicted() -> bool:
+        pods = (await kube.list(PODS, namespace))["items"]
+        return any(
+            p["spec"].get("nodeName") == node and p["metadata"].get("deletionTimestamp")
+            for p in pods
+        )
+
+    await wait_for(evicted, 60, f"the taint manager to evict the members on {node}")
+    await kube.delete(NODES, node)

@@ -10,16 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NODES, PODS, KubeClient
-from tests.kube_helpers import create_group, gang_pods, pool, running_members, wait_group
+from podgroup_operator.adapters.kube import PODS, KubeClient
+from tests.kube_helpers import (
+    TOLERATE_5S,
+    create_group,
+    fail_node,
+    gang_pods,
+    pool,
+    running_members,
+    wait_group,
+)
 from tests.waiting import wait_for
 
 JSON = dict[str, Any]
 POLICY = {"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 1}
-TOLERATE_5S = [
-    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
-    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-]
 
 
 async def whole_again(
@@ -68,17 +72,7 @@ async def test_a_member_on_a_dead_node_is_recreated_once_its_name_is_free(
         members = await running_members(kube, namespace, "bare")
         names = sorted(p["metadata"]["name"] for p in members)
         dead = members[0]["spec"]["nodeName"]
-        await sim.kill_node(dead)
-
-        async def evicted() -> bool:
-            pods = (await kube.list(PODS, namespace))["items"]
-            return any(
-                p["spec"].get("nodeName") == dead and p["metadata"].get("deletionTimestamp")
-                for p in pods
-            )
-
-        await wait_for(evicted, 60, f"the taint manager to evict the member on {dead}")
-        await kube.delete(NODES, dead)
+        await fail_node(kube, sim, namespace, dead)
 
         fresh = await whole_again(
             kube, namespace, names, {p["metadata"]["uid"] for p in members}, 150

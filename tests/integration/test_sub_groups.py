@@ -33,8 +33,10 @@ from tests.builders import podgroup
 from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
     KUBECTL,
+    TOLERATE_5S,
     crash,
     create_group,
+    fail_node,
     gang_pods,
     group_status,
     kubectl_ok,
@@ -53,6 +55,15 @@ async def racks(
 ) -> AsyncIterator[str]:
     """Sim nodes per (block, rack, count, cpu) entry, named `<pool>-<block>-<rack>-<i>`;
     yields the pool value."""
+    async with racks_sim(kube, layout) as (_, name):
+        yield name
+
+
+@asynccontextmanager
+async def racks_sim(
+    kube: KubeClient, layout: Sequence[tuple[str, str, int, str]]
+) -> AsyncIterator[tuple[SimCluster, str]]:
+    """`racks`, yielding the sim nodes too (to kill some)."""
     name = unique_prefix()
     pools = [
         NodePool(
@@ -66,7 +77,7 @@ async def racks(
     ]
     async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(30)
-        yield name
+        yield sim, name
 
 
 def rack_of(node: str) -> str:
@@ -621,3 +632,38 @@ async def test_preemption_takes_one_sub_group_which_is_repaired_uncounted_back_i
         assert {s: after[s] for s in before if s != taken} == {
             s: uids for s, uids in before.items() if s != taken
         }
+
+
+async def test_a_sub_group_whose_rack_fails_is_repaired_alone_in_a_free_rack(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    topology: Callable[..., Any],
+) -> None:
+    """Three sub-groups, one per rack, two enough, and a fourth rack free; the node of one
+    sub-group's rack dies. That sub-group alone is restarted, into the free rack; the other two
+    keep their members and their racks."""
+    fabric = await topology(BLOCK, RACK)
+    async with racks_sim(kube, [("b0", f"r{r}", 1, "4") for r in range(4)]) as (sim, pool):
+        before = await repairable(kube, namespace, "rep", pool, fabric, 1, tolerations=TOLERATE_5S)
+        where = await members_where(kube, namespace, "rep")
+        await fail_node(kube, sim, namespace, where["s1"][0])
+
+        async def repaired() -> dict[str, dict[str, str]] | None:
+            now = await uids_by_sub_group(kube, namespace, "rep")
+            whole = all(len(now.get(s, {})) == 2 for s in ("s0", "s1", "s2"))
+            return now if whole and now["s1"] != before["s1"] else None
+
+        after = await wait_for(repaired, 150, "sub-group s1 running again, elsewhere")
+        assert after["s0"] == before["s0"] and after["s2"] == before["s2"]
+        again = await members_where(kube, namespace, "rep")
+        used = {rack_of(where[s][0]) for s in ("s0", "s1", "s2")}
+        [moved] = {rack_of(n) for n in again["s1"]}
+        assert moved not in used, (moved, used)
+        for s in ("s0", "s2"):
+            assert {rack_of(n) for n in again[s]} == {rack_of(n) for n in where[s]}
+        status = await wait_group(
+            kube, namespace, "rep", phase=c.Phase.RUNNING, subGroupsSatisfied="3/3", restarts=1
+        )
+        placement = {p["name"]: p["domain"] for p in status["placement"]["subGroups"]}
+        assert placement["s1"] == moved.split("-")[1], status["placement"]

@@ -24,9 +24,11 @@ from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import replicaset
 from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
+    TOLERATE_5S,
     create_bound,
     create_group,
     create_pod,
+    fail_node,
     gang_pods,
     group_status,
     refusal,
@@ -45,6 +47,15 @@ async def fabric(
     kube: KubeClient, blocks: int, racks: int, hosts: int, cpu: str = "4"
 ) -> AsyncIterator[str]:
     """blocks x racks x hosts sim nodes named `<pool>-b<i>-r<j>-<k>`; yields the pool value."""
+    async with fabric_sim(kube, blocks, racks, hosts, cpu) as (_, name):
+        yield name
+
+
+@asynccontextmanager
+async def fabric_sim(
+    kube: KubeClient, blocks: int, racks: int, hosts: int, cpu: str = "4"
+) -> AsyncIterator[tuple[SimCluster, str]]:
+    """`fabric`, yielding the sim nodes too (to kill some)."""
     name = unique_prefix()
     pools = [
         NodePool(
@@ -59,7 +70,7 @@ async def fabric(
     ]
     async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as sim:
         await sim.wait_ready(30)
-        yield name
+        yield sim, name
 
 
 def rack_of(node: str) -> str:
@@ -302,3 +313,49 @@ async def test_preemption_frees_one_rack_and_never_evicts_across_racks(
             status = await group_status(kube, namespace, name)
             assert status.get("phase") == c.Phase.RUNNING, (name, status)
             assert not [x for x in status.get("conditions", []) if x["type"] == "Preempted"]
+
+
+async def test_a_gang_whose_rack_fails_is_restarted_whole_in_another_rack(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """A gang that must sit in one rack fills it; one of the rack's nodes dies. Its member is
+    evicted, the gang is restarted whole, and every member lands together in the other rack:
+    the failed rack no longer holds the gang."""
+    async with fabric_sim(kube, 1, 2, 2) as (sim, pool):
+        policy = {"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 1}
+        constraint = {"requiredTopologyLevel": RACK}
+        await create_group(
+            kube, namespace, "train", min_member=4, topologyConstraint=constraint, policy=policy
+        )
+        await gang_pods(
+            kube,
+            namespace,
+            "train",
+            4,
+            pool,
+            group="train",
+            requests={"cpu": "2"},
+            tolerations=TOLERATE_5S,
+        )
+        await wait_group(kube, namespace, "train", phase=c.Phase.RUNNING, running=4)
+        before = await placed(kube, namespace, "train", 4)
+        [rack] = {rack_of(n) for n in before}
+        old = {p["metadata"]["uid"] for p in (await kube.list(PODS, namespace))["items"]}
+        await fail_node(kube, sim, namespace, before[0])
+
+        async def moved() -> list[str] | None:
+            selector = f"{c.LABEL_POD_GROUP}=train"
+            pods = (await kube.list(PODS, namespace, label_selector=selector))["items"]
+            fresh = [
+                p
+                for p in pods
+                if p["metadata"]["uid"] not in old
+                and p["status"].get("phase") == c.PodPhase.RUNNING
+            ]
+            return [p["spec"]["nodeName"] for p in fresh] if len(fresh) == 4 else None
+
+        nodes = await wait_for(moved, 150, "the gang running again, whole, on fresh members")
+        racks = {rack_of(n) for n in nodes}
+        assert len(racks) == 1 and racks != {rack}, (rack, nodes)
+        status = await wait_group(kube, namespace, "train", phase=c.Phase.RUNNING, restarts=1)
+        assert status["placement"]["domain"] == racks.pop().split("-")[1], status["placement"]
