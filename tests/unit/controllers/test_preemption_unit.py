@@ -236,22 +236,19 @@ async def test_a_higher_priority_gang_takes_a_lower_preemptors_held_room_never_i
     assert h.bound_pods("mid") == []
 
 
-async def test_a_sub_group_scoped_victim_loses_one_whole_sub_group_and_is_told_which() -> None:
-    """A running gang whose policy repairs a sub-group alone (scope SubGroup, 2 of 3 enough):
-    the preemptor takes the one sub-group on the node it needs; the others are not touched,
-    and the victim's fact and Event name the sub-group."""
-    h = Harness()
-    for i in range(3):
+def scoped_gang(h: Harness, parts: int, phase: c.Phase, **spec: Any) -> list[Body]:
+    """A low-priority gang repaired by sub-group: `parts` sub-groups of 2 members of 2 cpu,
+    sub-group s<i> bound to node n<i> (4 cpu, added here); the group's phase as given."""
+    for i in range(parts):
         h.add_node(f"n{i}", cpu=4)
     h.add_group(
         "low",
-        min_member=4,
-        minSubGroup=2,
-        subGroups=[{"name": f"s{i}", "minMember": 2} for i in range(3)],
+        subGroups=[{"name": f"s{i}", "minMember": 2} for i in range(parts)],
         policy={"action": "RestartGang", "scope": "SubGroup"},
-        status={"phase": c.Phase.RUNNING, "running": 6},
+        status={"phase": phase},
+        **spec,
     )
-    low = [
+    return [
         h.add_pod(
             f"low-s{i}-{j}",
             group="low",
@@ -260,9 +257,17 @@ async def test_a_sub_group_scoped_victim_loses_one_whole_sub_group_and_is_told_w
             priority=1,
             labels={c.LABEL_SUB_GROUP: f"s{i}"},
         )
-        for i in range(3)
+        for i in range(parts)
         for j in range(2)
     ]
+
+
+async def test_a_sub_group_scoped_victim_loses_one_whole_sub_group_and_is_told_which() -> None:
+    """A running gang whose policy repairs a sub-group alone (scope SubGroup, 2 of 3 enough):
+    the preemptor takes the one sub-group on the node it needs; the others are not touched,
+    and the victim's fact and Event name the sub-group."""
+    h = Harness()
+    low = scoped_gang(h, 3, c.Phase.RUNNING, min_member=4, minSubGroup=2)
     facts = preempted_facts(h)
     h.add_group("high", min_member=1)
     h.add_pods("high", 1, cpu=4, priority=10)
@@ -286,31 +291,10 @@ async def test_a_sub_group_scoped_victim_loses_one_whole_sub_group_and_is_told_w
 
 
 async def test_a_victim_not_running_whole_is_evicted_whole_whatever_its_scope() -> None:
-    """The same gang before it ever ran whole (Pending): its restart policy would not repair a
-    sub-group alone, so preemption takes all of it."""
+    """The same kind of gang before it ever ran whole (Pending): its restart policy would not
+    repair a sub-group alone, so preemption takes all of it."""
     h = Harness()
-    h.add_node("n0", cpu=4)
-    h.add_node("n1", cpu=4)
-    h.add_group(
-        "low",
-        min_member=2,
-        minSubGroup=1,
-        subGroups=[{"name": f"s{i}", "minMember": 2} for i in range(2)],
-        policy={"action": "RestartGang", "scope": "SubGroup"},
-        status={"phase": c.Phase.PENDING},
-    )
-    low = [
-        h.add_pod(
-            f"low-s{i}-{j}",
-            group="low",
-            cpu=2,
-            node=f"n{i}",
-            priority=1,
-            labels={c.LABEL_SUB_GROUP: f"s{i}"},
-        )
-        for i in range(2)
-        for j in range(2)
-    ]
+    low = scoped_gang(h, 2, c.Phase.PENDING, min_member=2, minSubGroup=1)
     facts = preempted_facts(h)
     h.add_group("high", min_member=1)
     h.add_pods("high", 1, cpu=4, priority=10)

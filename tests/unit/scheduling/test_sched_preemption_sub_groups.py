@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -91,20 +92,22 @@ def test_without_the_scope_the_same_victim_goes_whole() -> None:
     assert victim.sub_group is None and len(victim.pods) == 6
 
 
-def test_the_whole_gang_goes_when_its_min_sub_group_would_break() -> None:
+@pytest.mark.parametrize(
+    ("least", "fields"),
+    [
+        # Sub-groups of minMember 1 holding 2 each: minMember 3 would hold without one (4
+        # left), but minSubGroup unset means all three are needed.
+        pytest.param(1, {"minMember": 3}, id="min-sub-group-unset"),
+        # minSubGroup 1 would hold, but minMember 5 not over the 4 members left.
+        pytest.param(2, {"minMember": 5, "minSubGroup": 1}, id="min-member"),
+    ],
+)
+def test_the_whole_gang_goes_when_its_own_minimum_would_break(
+    least: int, fields: dict[str, int]
+) -> None:
     nodes, pods = one_per_node(3, 2)
     snapshot = Snapshot.build(nodes, pods, gang_of=group_key_of)
-    # Sub-groups of minMember 1 holding 2 each: minMember 3 would hold without one (4 left),
-    # but minSubGroup unset means all three are needed, so none may be taken alone.
-    repairs = {LOW: spec(3, 1, minMember=3)}
-    [victim] = plan(plan_preemption(high(1), snapshot, (), repairs)).victims
-    assert victim.sub_group is None and len(victim.pods) == 6
-
-
-def test_the_whole_gang_goes_when_its_min_member_would_break() -> None:
-    nodes, pods = one_per_node(3, 2)
-    snapshot = Snapshot.build(nodes, pods, gang_of=group_key_of)
-    repairs = {LOW: spec(3, 2, minMember=5, minSubGroup=1)}
+    repairs = {LOW: spec(3, least, **fields)}
     [victim] = plan(plan_preemption(high(1), snapshot, (), repairs)).victims
     assert victim.sub_group is None and len(victim.pods) == 6
 
