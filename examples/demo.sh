@@ -88,5 +88,6 @@ Try it:
   PATH=$repo/.venv/bin:\$PATH kubectl podgroup -A   # every gang and why it waits (plugin)
   kubectl apply -f examples/gang-basic.yaml         # the example; examples/crdjob/ embeds PodGroups
   kubectl apply -f examples/gang-topology.yaml      # a gang kept in one block of the fabric
+  kubectl apply -f examples/gang-subgroups.yaml     # replicas, each whole in its own rack
 Stop everything with: make demo-down
 MSG
