@@ -374,12 +374,13 @@ def _quantities(resources: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(resources.items()))
 
 
-def _policy(policy: Mapping[str, Any] | None) -> str:
+def policy_summary(policy: Mapping[str, Any] | None) -> str:
+    """`RestartGang (scope SubGroup, maxRestarts 3)`: the action, then the fields set."""
     if not policy:
         return "<none> (the owning controller handles failures)"
     details = [
         f"{key} {policy[key]}"
-        for key in ("maxRestarts", "backoffSeconds", "maxBackoffSeconds")
+        for key in ("scope", "maxRestarts", "backoffSeconds", "maxBackoffSeconds")
         if policy.get(key) is not None
     ]
     action = str(policy.get("action", ""))
@@ -487,7 +488,7 @@ def describe(
         f"Min Resources:      {_quantities(spec.get('minResources'))}",
         f"Total Resources:    {_quantities(spec.get('totalResources'))}",
         f"Gang Group:         {', '.join(spec.get('gangGroup') or []) or '<none>'}",
-        f"Policy:             {_policy(spec.get('policy'))}",
+        f"Policy:             {policy_summary(spec.get('policy'))}",
         f"Topology:           {_constraint(spec.get('topologyConstraint'))}",
         f"Placement:          {_placement(status.get('placement'))}",
         "Members:            "

@@ -25,6 +25,7 @@ from podgroup_operator.kubectl_plugin import (
     human_age,
     main,
     parse,
+    policy_summary,
     sub_group_tree,
 )
 from tests.builders import pod, podgroup
@@ -399,3 +400,10 @@ def test_describe_shows_the_sub_group_tree_with_counts_and_domains() -> None:
         "      rep-0       1     1         0           0        -",
     ]
     assert sub_group_tree({"minMember": 1}, {}) == []
+
+
+def test_describe_shows_the_restart_policy_with_its_scope() -> None:
+    policy = {"action": "RestartGang", "scope": "SubGroup", "backoffSeconds": 5}
+    assert policy_summary(policy) == "RestartGang (scope SubGroup, backoffSeconds 5)"
+    assert policy_summary({"action": "FailGang"}) == "FailGang"
+    assert policy_summary(None) == "<none> (the owning controller handles failures)"
