@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,32 +108,22 @@ async def test_lightweight_example_podgroup_goes_with_its_pods(
     await wait_for(gone, 30, "the operator-made PodGroup to be removed")
 
 
-async def test_topology_example_keeps_the_gang_in_one_block(
-    kube: KubeClient, kubeconfig: Path, operator: Any, namespace: str
-) -> None:
-    """The demo's fabric (`sim-nodes --topology block=2,rack=2`): no rack holds the gang, one
-    block does, and its status says which."""
+@asynccontextmanager
+async def on_demo_fabric(
+    kube: KubeClient, kubeconfig: Path, namespace: str, example: str
+) -> AsyncIterator[dict[str, dict[str, str]]]:
+    """The example applied on the demo's fabric (`sim-nodes --topology block=2,rack=2`), and
+    deleted after; yields node name -> its labels."""
     fabric = parse_fabric("block=2,rack=2")
     pool = NodePool(cpu="8", memory="32Gi", name_prefix=unique_prefix()).with_fabric(fabric)
     async with SimCluster(kube, [pool], start_delay=0.2, lease_interval=2.0) as sim:
         await sim.wait_ready(30)
         try:
-            await apply(kubeconfig, namespace, "gang-topology.yaml")
-            await wait_group(kube, namespace, "train-block", timeout=40, phase=c.Phase.RUNNING)
-
-            async def placed() -> dict[str, Any] | None:
-                status = await group_status(kube, namespace, "train-block")
-                return status.get("placement")
-
-            placement = await wait_for(placed, 20, "the gang's placement in status")
-            assert placement["level"] == f"{FABRIC_LABEL_PREFIX}block", placement
-            nodes = {n["metadata"]["name"]: n for n in (await kube.list(NODES))["items"]}
-            pods = (await kube.list(PODS, namespace, label_selector="app=train-block"))["items"]
-            blocks = {
-                nodes[p["spec"]["nodeName"]]["metadata"]["labels"][f"{FABRIC_LABEL_PREFIX}block"]
-                for p in pods
+            await apply(kubeconfig, namespace, example)
+            yield {
+                n["metadata"]["name"]: n["metadata"].get("labels") or {}
+                for n in (await kube.list(NODES))["items"]
             }
-            assert blocks == {placement["domain"]}, (blocks, placement)
         finally:
             await asyncio.to_thread(
                 kubectl_ok,
@@ -142,8 +133,26 @@ async def test_topology_example_keeps_the_gang_in_one_block(
                 namespace,
                 "--ignore-not-found",
                 "-f",
-                str(EXAMPLES / "gang-topology.yaml"),
+                str(EXAMPLES / example),
             )
+
+
+async def test_topology_example_keeps_the_gang_in_one_block(
+    kube: KubeClient, kubeconfig: Path, operator: Any, namespace: str
+) -> None:
+    """The demo's fabric: no rack holds the gang, one block does, and its status says which."""
+    async with on_demo_fabric(kube, kubeconfig, namespace, "gang-topology.yaml") as labels:
+        await wait_group(kube, namespace, "train-block", timeout=40, phase=c.Phase.RUNNING)
+
+        async def placed() -> dict[str, Any] | None:
+            status = await group_status(kube, namespace, "train-block")
+            return status.get("placement")
+
+        placement = await wait_for(placed, 20, "the gang's placement in status")
+        assert placement["level"] == f"{FABRIC_LABEL_PREFIX}block", placement
+        pods = (await kube.list(PODS, namespace, label_selector="app=train-block"))["items"]
+        blocks = {labels[p["spec"]["nodeName"]][f"{FABRIC_LABEL_PREFIX}block"] for p in pods}
+        assert blocks == {placement["domain"]}, (blocks, placement)
 
 
 async def test_sub_groups_example_puts_each_replica_in_a_rack_of_one_block(
@@ -151,49 +160,30 @@ async def test_sub_groups_example_puts_each_replica_in_a_rack_of_one_block(
 ) -> None:
     """The demo's fabric: each replica whole in one rack (more than half its node, so one each),
     both in one block, and the status says where each went."""
-    fabric = parse_fabric("block=2,rack=2")
-    pool = NodePool(cpu="8", memory="32Gi", name_prefix=unique_prefix()).with_fabric(fabric)
-    async with SimCluster(kube, [pool], start_delay=0.2, lease_interval=2.0) as sim:
-        await sim.wait_ready(30)
-        try:
-            await apply(kubeconfig, namespace, "gang-subgroups.yaml")
-            status = await wait_group(
-                kube,
-                namespace,
-                "serving",
-                timeout=40,
-                phase=c.Phase.RUNNING,
-                subGroupsSatisfied="2/2",
-            )
+    async with on_demo_fabric(kube, kubeconfig, namespace, "gang-subgroups.yaml") as labels:
+        status = await wait_group(
+            kube,
+            namespace,
+            "serving",
+            timeout=40,
+            phase=c.Phase.RUNNING,
+            subGroupsSatisfied="2/2",
+        )
 
-            async def placed() -> dict[str, Any] | None:
-                found = (await group_status(kube, namespace, "serving")).get("placement")
-                return found if found and len(found.get("subGroups") or []) == 2 else None
+        async def placed() -> dict[str, Any] | None:
+            found = (await group_status(kube, namespace, "serving")).get("placement")
+            return found if found and len(found.get("subGroups") or []) == 2 else None
 
-            placement = await wait_for(placed, 20, "each replica's placement in status")
-            assert placement["level"] == f"{FABRIC_LABEL_PREFIX}block", placement
-            nodes = {n["metadata"]["name"]: n for n in (await kube.list(NODES))["items"]}
-            pods = (await kube.list(PODS, namespace, label_selector="app=serving"))["items"]
-            racks: dict[str, set[str]] = {}
-            for pod in pods:
-                node = nodes[pod["spec"]["nodeName"]]["metadata"]["labels"]
-                replica = pod["metadata"]["labels"]["example.com/replica"]
-                racks.setdefault(f"replica-{replica}", set()).add(
-                    node[f"{FABRIC_LABEL_PREFIX}rack"]
-                )
-                assert node[f"{FABRIC_LABEL_PREFIX}block"] == placement["domain"], placement
-            assert all(len(r) == 1 for r in racks.values()), racks
-            assert len(set.union(*racks.values())) == 2, racks
-            assert {s["name"]: {s["domain"]} for s in placement["subGroups"]} == racks
-            assert status["running"] == 4, status
-        finally:
-            await asyncio.to_thread(
-                kubectl_ok,
-                kubeconfig,
-                "delete",
-                "-n",
-                namespace,
-                "--ignore-not-found",
-                "-f",
-                str(EXAMPLES / "gang-subgroups.yaml"),
-            )
+        placement = await wait_for(placed, 20, "each replica's placement in status")
+        assert placement["level"] == f"{FABRIC_LABEL_PREFIX}block", placement
+        pods = (await kube.list(PODS, namespace, label_selector="app=serving"))["items"]
+        racks: dict[str, set[str]] = {}
+        for pod in pods:
+            node = labels[pod["spec"]["nodeName"]]
+            replica = pod["metadata"]["labels"]["example.com/replica"]
+            racks.setdefault(f"replica-{replica}", set()).add(node[f"{FABRIC_LABEL_PREFIX}rack"])
+            assert node[f"{FABRIC_LABEL_PREFIX}block"] == placement["domain"], placement
+        assert all(len(r) == 1 for r in racks.values()), racks
+        assert len(set.union(*racks.values())) == 2, racks
+        assert {s["name"]: {s["domain"]} for s in placement["subGroups"]} == racks
+        assert status["running"] == 4, status

@@ -12,8 +12,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.devcluster.process import OperatorProcess
-from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import podgroup
 from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
@@ -40,50 +38,10 @@ from tests.kube_helpers import (
     gang_pods,
     group_status,
     kubectl_ok,
-    unique_prefix,
     wait_group,
 )
+from tests.racks import BLOCK, RACK, rack_of, racks, racks_sim
 from tests.waiting import wait_for
-
-BLOCK = "example.com/block"
-RACK = "example.com/rack"
-
-
-@asynccontextmanager
-async def racks(
-    kube: KubeClient, layout: Sequence[tuple[str, str, int, str]]
-) -> AsyncIterator[str]:
-    """Sim nodes per (block, rack, count, cpu) entry, named `<pool>-<block>-<rack>-<i>`;
-    yields the pool value."""
-    async with racks_sim(kube, layout) as (_, name):
-        yield name
-
-
-@asynccontextmanager
-async def racks_sim(
-    kube: KubeClient, layout: Sequence[tuple[str, str, int, str]]
-) -> AsyncIterator[tuple[SimCluster, str]]:
-    """`racks`, yielding the sim nodes too (to kill some)."""
-    name = unique_prefix()
-    pools = [
-        NodePool(
-            count=count,
-            cpu=cpu,
-            memory="16Gi",
-            name_prefix=f"{name}-{block}-{rack}",
-            labels={"pool": name, BLOCK: block, RACK: rack},
-        )
-        for block, rack, count, cpu in layout
-    ]
-    async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as sim:
-        await sim.wait_ready(30)
-        yield sim, name
-
-
-def rack_of(node: str) -> str:
-    """`<pool>-b0-r1-2` -> `b0-r1`."""
-    parts = node.split("-")
-    return f"{parts[-3]}-{parts[-2]}"
 
 
 def within(topology_name: str, level: str) -> dict[str, str]:

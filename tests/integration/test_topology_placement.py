@@ -20,7 +20,6 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.devcluster.process import OperatorProcess
-from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import replicaset
 from tests.conftest import PriorityClassFactory
 from tests.kube_helpers import (
@@ -32,13 +31,11 @@ from tests.kube_helpers import (
     gang_pods,
     group_status,
     refusal,
-    unique_prefix,
     wait_group,
 )
+from tests.racks import BLOCK, RACK, rack_of, racks_sim, uniform
 from tests.waiting import wait_for
 
-BLOCK = "example.com/block"
-RACK = "example.com/rack"
 REPLICASETS = Kind("apps", "v1", "replicasets")
 
 
@@ -47,36 +44,8 @@ async def fabric(
     kube: KubeClient, blocks: int, racks: int, hosts: int, cpu: str = "4"
 ) -> AsyncIterator[str]:
     """blocks x racks x hosts sim nodes named `<pool>-b<i>-r<j>-<k>`; yields the pool value."""
-    async with fabric_sim(kube, blocks, racks, hosts, cpu) as (_, name):
+    async with racks_sim(kube, uniform(blocks, racks, hosts, cpu)) as (_, name):
         yield name
-
-
-@asynccontextmanager
-async def fabric_sim(
-    kube: KubeClient, blocks: int, racks: int, hosts: int, cpu: str = "4"
-) -> AsyncIterator[tuple[SimCluster, str]]:
-    """`fabric`, yielding the sim nodes too (to kill some)."""
-    name = unique_prefix()
-    pools = [
-        NodePool(
-            count=hosts,
-            cpu=cpu,
-            memory="16Gi",
-            name_prefix=f"{name}-b{b}-r{r}",
-            labels={"pool": name, BLOCK: f"b{b}", RACK: f"r{r}"},
-        )
-        for b in range(blocks)
-        for r in range(racks)
-    ]
-    async with SimCluster(kube, pools, start_delay=0.1, lease_interval=2.0) as sim:
-        await sim.wait_ready(30)
-        yield sim, name
-
-
-def rack_of(node: str) -> str:
-    """`<pool>-b0-r1-2` -> `b0-r1`."""
-    parts = node.split("-")
-    return f"{parts[-3]}-{parts[-2]}"
 
 
 async def bound_nodes(kube: KubeClient, namespace: str, group: str) -> list[str]:
@@ -321,7 +290,7 @@ async def test_a_gang_whose_rack_fails_is_restarted_whole_in_another_rack(
     """A gang that must sit in one rack fills it; one of the rack's nodes dies. Its member is
     evicted, the gang is restarted whole, and every member lands together in the other rack:
     the failed rack no longer holds the gang."""
-    async with fabric_sim(kube, 1, 2, 2) as (sim, pool):
+    async with racks_sim(kube, uniform(1, 2, 2, "4")) as (sim, pool):
         policy = {"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 1}
         constraint = {"requiredTopologyLevel": RACK}
         await create_group(
