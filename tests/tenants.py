@@ -49,6 +49,11 @@ async def _create(kube: KubeClient, kind: Kind, body: dict[str, Any], namespace:
             raise
 
 
+def tenant_kubeconfig(workdir: Path, namespace: str, name: str = "tenant") -> Path:
+    """Where `tenant` writes the tenant's kubeconfig (for kubectl as that tenant)."""
+    return workdir / f"tenant-{namespace}-{name}.kubeconfig"
+
+
 @asynccontextmanager
 async def tenant(
     kube: KubeClient,
@@ -74,7 +79,9 @@ async def tenant(
         namespace,
     )
     if rules:
-        await _create(kube, ROLES, {"metadata": {"name": f"{name}-extra"}, "rules": rules}, namespace)
+        await _create(
+            kube, ROLES, {"metadata": {"name": f"{name}-extra"}, "rules": rules}, namespace
+        )
         await _create(
             kube,
             ROLE_BINDINGS,
@@ -92,7 +99,7 @@ async def tenant(
     )
     admin = yaml.safe_load(kubeconfig.read_text())
     cluster = admin["clusters"][0]["cluster"]
-    path = workdir / f"tenant-{namespace}-{name}.kubeconfig"
+    path = tenant_kubeconfig(workdir, namespace, name)
     path.write_text(
         yaml.safe_dump(
             {

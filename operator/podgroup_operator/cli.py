@@ -159,6 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         scheduler_names=args.scheduler_name,
         write_process=args.write_process,
         bind_concurrency=args.bind_concurrency,
+        gang_group_trust=args.gang_group_trust,
     )
 
 
@@ -202,6 +203,19 @@ _namespace = _api_name(
     "at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit "
     "(e.g. team-a)",
 )
+
+
+def _namespace_set(value: str) -> str:
+    """A `--gang-group-trust`: two or more namespace names, comma-separated."""
+    names = [name.strip() for name in value.split(",")]
+    for name in names:
+        _namespace(name)
+    if len(set(names)) < 2:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} names fewer than two namespaces: list the namespaces that trust one "
+            "another, comma-separated (e.g. team-a,team-a-eval)"
+        )
+    return ",".join(names)
 
 
 def _sim_nodes(args: argparse.Namespace) -> int:
@@ -390,6 +404,16 @@ def build_parser() -> argparse.ArgumentParser:
         f"{c.MAX_BIND_CONCURRENCY}) fixes it. More bind faster and delay status writes on a "
         "busy control plane; above about 64 the operator's own thread limits the rate unless "
         "--write-process is on",
+    )
+    run.add_argument(
+        "--gang-group-trust",
+        action="append",
+        default=[],
+        type=_namespace_set,
+        metavar="NS,NS[,NS...]",
+        help="namespaces whose PodGroups may name one another in spec.gangGroup without being "
+        "listed back (repeatable, one set each); by default a gangGroup entry of another "
+        "namespace counts only when that PodGroup lists this one back",
     )
     run.set_defaults(func=_run)
 

@@ -213,8 +213,9 @@ class Reason(StrEnum):
     is fixed, and each waiting member says so (`PodScheduled=False`, `FailedScheduling`)."""
     INVALID_GANG_GROUP = "InvalidGangGroup"
     """Unschedulable=True: the gang's `gangGroup` cannot be honoured: a PodGroup it names (or
-    one their lists name) has a spec that does not validate (reason InvalidSpec on it), or the
-    lists joined name more than 64 PodGroups. The gang group waits for the fix."""
+    one their lists name) has a spec that does not validate (reason InvalidSpec on it), the
+    lists joined name more than 64 PodGroups, or a list names a PodGroup of another namespace
+    that does not list it back (domain/gang_groups.py). The gang group waits for the fix."""
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""

@@ -69,6 +69,7 @@ def run(
     scheduler_names: list[str] | None = None,
     write_process: bool = True,
     bind_concurrency: int | None = None,
+    gang_group_trust: list[str] | None = None,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -81,6 +82,7 @@ def run(
         webhook_host=webhook_host,
         webhook_port=webhook_port,
         webhook_certs=WebhookCerts(webhook_certs),
+        gang_group_trust=gang_group_trust or [],
     )
     try:
         settings.max_pd_volumes = max_pd_volumes_from_env(os.environ.get(c.MAX_PD_VOLUMES_ENV))

@@ -79,6 +79,10 @@ class OperatorSettings:
     """Where the Lease lives: the operator's own namespace in a cluster (deploy/ sets
     POD_NAMESPACE), else kube-system, which every cluster has (as kube-scheduler's)."""
 
+    gang_group_trust: list[str] = field(default_factory=list)
+    """Sets of namespaces, each comma-separated, whose PodGroups may name one another in
+    `gangGroup` without being listed back (`run --gang-group-trust`; domain/gang_groups.py)."""
+
     max_pd_volumes: int | None = None
     """Every node's limit of in-tree disks where its allocatable sets none (`KUBE_MAX_PD_VOLS`,
     as kube-scheduler reads it: `max_pd_volumes_from_env`); None keeps upstream's defaults."""

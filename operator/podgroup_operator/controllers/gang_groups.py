@@ -9,6 +9,10 @@ resourceVersion, for these and for the scheduler.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from pydantic import ValidationError
 
 from podgroup_operator import constants as c
@@ -18,6 +22,12 @@ from podgroup_operator.api.limits import MAX_GANG_GROUP, summarize
 from podgroup_operator.api.models import PodGroup
 from podgroup_operator.api.validation import stored_podgroup_errors
 from podgroup_operator.controllers.scheduler_queue import GangQueue, RequestOf
+from podgroup_operator.domain.gang_groups import (
+    NO_TRUST,
+    GangGroupTrust,
+    consents,
+    entry_of,
+)
 from podgroup_operator.domain.lifecycle import invalid_spec_message
 from podgroup_operator.scheduling.gang import GangRequest
 
@@ -62,35 +72,69 @@ class ParsedGroups:
         self._parsed.pop(key, None)
 
 
+class Joined(NamedTuple):
+    """A gang's joined lists (`GangGroups.joined`)."""
+
+    listed: list[str]
+    """The entries followed, in the order first named."""
+    lacking: tuple[GroupKey, str] | None
+    """The first entry not followed for want of consent: (the group listing it, the entry)."""
+
+
 class GangGroups:
     """The gang groups of a cycle: which PodGroups are decided together, and when they wait."""
 
-    def __init__(self, parsed: ParsedGroups, queue: GangQueue) -> None:
+    def __init__(
+        self, parsed: ParsedGroups, queue: GangQueue, trust: GangGroupTrust = NO_TRUST
+    ) -> None:
         self._parsed = parsed
         self._queue = queue
+        self.trust = trust
+        """Namespaces whose PodGroups join one another's gang groups without listing back."""
         self.placed_now: set[GroupKey] = set()
         """Groups placed in the current cycle (see `partner_not_placed`)."""
 
-    def joined(self, group: PodGroup | None) -> list[str]:
+    def joined(self, key: GroupKey, group: PodGroup | None) -> Joined:
         """The group's gangGroup, joined with the lists of the PodGroups it names, and theirs in
         turn, in the order first named; at most MAX_GANG_GROUP entries (see `too_joined`).
 
         Lists that disagree (x lists [x, w], z lists [z, x]) still start x with w; Koordinator's
         gangs likewise wait for every gang their partners wait for
-        (docs/decisions/011-scheduler-queue-under-a-backlog.md)."""
+        (docs/decisions/011-scheduler-queue-under-a-backlog.md). An entry naming another
+        namespace is followed only with consent (`domain.gang_groups.consents`); the first one
+        without it is `lacking`, and the gang waits for it."""
         if group is None or not group.spec.gang_group:
-            return []
-        listed = list(group.spec.gang_group)
-        seen = set(listed)
-        index = 0
-        while index < len(listed) and len(listed) <= MAX_GANG_GROUP:
-            partner = self._parsed.get(gang_group_key(listed[index]))
-            index += 1
-            for entry in (partner.spec.gang_group or ()) if partner is not None else ():
-                if entry not in seen:
-                    seen.add(entry)
-                    listed.append(entry)
-        return listed
+            return Joined([], None)
+        listed: list[str] = []
+        seen: set[str] = set()
+        lacking: tuple[GroupKey, str] | None = None
+        todo: deque[tuple[GroupKey, list[str]]] = deque([(key, list(group.spec.gang_group))])
+        while todo and len(listed) <= MAX_GANG_GROUP:
+            lister, entries = todo.popleft()
+            for entry in entries:
+                if entry in seen:
+                    continue
+                named = gang_group_key(entry)
+                partner = group if named == key else self._parsed.get(named)
+                their_list = None if partner is None else (partner.spec.gang_group or [])
+                if not consents(lister, named, their_list, self.trust):
+                    lacking = lacking or (lister, entry)
+                    continue
+                seen.add(entry)
+                listed.append(entry)
+                if their_list and named != lister:
+                    todo.append((named, list(their_list)))
+        return Joined(listed, lacking)
+
+    def held_with(self, key: GroupKey, gang_group: Sequence[GangRequest]) -> set[GroupKey]:
+        """The groups of `gang_group` (assembled for `key`) that a refusal of it holds back: `key`
+        and those whose own joined lists name `key`. The others were pulled in by a list that is
+        not theirs; refused, they are decided on their own, and the refusal says nothing to them.
+        """
+        entry = entry_of(key)
+        return {key} | {
+            r.key for r in gang_group if entry in self.joined(r.key, self._parsed.get(r.key)).listed
+        }
 
     @staticmethod
     def too_joined(listed: list[str]) -> str | None:

@@ -76,6 +76,7 @@ from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
 from podgroup_operator.controllers.topology import TopologyLevels, TopologyStatusController
 from podgroup_operator.controllers.volumes import VolumeBinder
+from podgroup_operator.domain.gang_groups import GangGroupTrust
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.settings import OperatorSettings
@@ -396,6 +397,7 @@ class Leading:
             bind_concurrency=settings.bind_concurrency,
             max_pd_volumes=settings.max_pd_volumes,
             topology_levels=informers.levels_of,
+            gang_group_trust=GangGroupTrust.of(settings.gang_group_trust),
         )
         self.topology = TopologyStatusController(
             kube, informers.topologies.store, informers.nodes.store

@@ -65,6 +65,11 @@ from podgroup_operator.controllers.scheduler_queue import (
     WaitState,
 )
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError
+from podgroup_operator.domain.gang_groups import (
+    NO_TRUST,
+    GangGroupTrust,
+    lacking_consent_message,
+)
 from podgroup_operator.domain.lifecycle import count_members
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly, repairs_sub_groups
@@ -177,6 +182,7 @@ class GangScheduler:
         plan_thread_pods: int = PLAN_IN_THREAD_PODS,
         topology_levels: Callable[[str], tuple[str, ...] | None] = lambda name: None,
         monotonic: MonotonicClock = LOOP_CLOCK,
+        gang_group_trust: GangGroupTrust = NO_TRUST,
     ) -> None:
         self.monotonic = monotonic
         """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
@@ -203,7 +209,7 @@ class GangScheduler:
         """The worker thread for large or costly decisions (controllers/offload.py)."""
         self.parsed = ParsedGroups(groups)
         """PodGroup models, parsed once per resourceVersion (controllers/gang_groups.py)."""
-        self.gang_groups = GangGroups(self.parsed, self.queue)
+        self.gang_groups = GangGroups(self.parsed, self.queue, gang_group_trust)
         """Which PodGroups are decided together (`spec.gangGroup`; controllers/gang_groups.py)."""
         self.snapshot = Snapshot(gang_of=group_key_of, max_pd_volumes=max_pd_volumes)
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
@@ -718,9 +724,11 @@ class GangScheduler:
         """Decide one group (or its gang group): assume its placement or record the refusal.
         Returns "placed" or "refused", or None when the decision waits for a partner."""
         gang_groups = self.gang_groups
-        listed = gang_groups.joined(self._group(request.key))
+        listed, lacking = gang_groups.joined(request.key, self._group(request.key))
         if (
-            invalid := gang_groups.invalid_partner(listed) or gang_groups.too_joined(listed)
+            invalid := gang_groups.invalid_partner(listed)
+            or gang_groups.too_joined(listed)
+            or (lacking and lacking_consent_message(*lacking))
         ) is not None:
             decided.add(request.key)
             self._refused(request.key, c.Reason.INVALID_GANG_GROUP, invalid, now)
@@ -733,15 +741,19 @@ class GangScheduler:
         if gang_group is None:
             return None  # a partner is not up for a decision: the gang group waits with it
         decided.update(r.key for r in gang_group)
+        held = gang_groups.held_with(request.key, gang_group) if len(gang_group) > 1 else set()
         priority = min(r.priority for r in gang_group)
         lower: list[str] = []
         if any(count and below < priority for below, count in self._nominated_priorities.items()):
             lower = [uid for uid, (_, p, _) in self.nominated.items() if p < priority]
         restore = self.snapshot.simulate_removal(lower) if lower else NO_UNDO
         try:
-            result = await self._decide_now(request, gang_group, binds, now)
+            result = await self._decide_now(request, gang_group, held, binds, now)
             if result == PLACED:
                 gang_groups.placed_now.update(r.key for r in gang_group)
+            elif held:
+                # Pulled in by a list not their own: decided on their own later in the cycle.
+                decided.difference_update(r.key for r in gang_group if r.key not in held)
             for partner in gang_group:
                 # Built and decided without raising: a partner's failure is behind it too, and
                 # its refusals' backoff is skipped again when the gang group is next due.
@@ -757,10 +769,12 @@ class GangScheduler:
         self,
         request: GangRequest,
         gang_group: Sequence[GangRequest],
+        held: set[GroupKey],
         binds: list[Binding],
         now: dt.datetime,
     ) -> str:
-        """`_decide` with the nominated pods of lower priority out of the snapshot."""
+        """`_decide` with the nominated pods of lower priority out of the snapshot; a refused
+        gang group's verdict goes to the groups it `held` (`GangGroups.held_with`) only."""
         if len(gang_group) > 1:
             for member in gang_group:
                 self.preemption.release(member.key)
@@ -770,7 +784,8 @@ class GangScheduler:
                 if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
                     message = await self.preemption.refused(gang_group, message, now)
                 for member in gang_group:
-                    self._refused(member.key, outcome.reason, message, now)
+                    if member.key in held:
+                        self._refused(member.key, outcome.reason, message, now)
                 return REFUSED
             for placement in outcome.placements:
                 self._placed(placement)

@@ -7,6 +7,7 @@ from typing import Any
 import kopf
 
 from podgroup_operator.api.validation import podgroup_findings, topology_update_errors
+from podgroup_operator.domain.gang_groups import GangGroupTrust, unconsented_warnings
 from podgroup_operator.handlers.webhooks import WebhookId, serve
 
 TOPOLOGY_SYNC_SECONDS = 5.0
@@ -19,7 +20,8 @@ async def validate_podgroup(
 ) -> None:
     """Refuse a PodGroup with every problem listed, each naming its field and the fix; an
     update that leaves the spec as stored passes. A topologyConstraint naming a Topology that
-    does not exist is admitted with a warning (`podgroup_findings`).
+    does not exist is admitted with a warning (`podgroup_findings`), and so is a gangGroup entry
+    of another namespace (`unconsented_warnings`).
 
     `async`: the Topology store belongs to the event loop (Kopf runs sync handlers in threads)."""
     informers = memo.runtime.informers
@@ -28,6 +30,8 @@ async def validate_podgroup(
         None if old is None else dict(old), dict(body), informers.levels_of
     )
     warnings.extend(warned)
+    trust = GangGroupTrust.of(memo.settings.gang_group_trust)
+    warnings.extend(unconsented_warnings(None if old is None else dict(old), dict(body), trust))
     if errors:
         raise kopf.AdmissionError("; ".join(errors), code=422)
 

@@ -24,6 +24,7 @@ from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.controllers import binder as binder_module
 from podgroup_operator.controllers import scheduler as scheduler_module
 from podgroup_operator.controllers.scheduler import GangScheduler
+from podgroup_operator.domain.gang_groups import NO_TRUST, GangGroupTrust
 from podgroup_operator.domain.scheduling_status import Verdict
 from podgroup_operator.scheduling.pacing import BindPacer
 from tests.builders import node, pod, podgroup
@@ -45,9 +46,15 @@ class Harness:
     thread_members = scheduler_module.DECIDE_IN_THREAD_MEMBERS
     """What its scheduler decides in the worker thread from (see `decisions_in`)."""
 
-    def __init__(self, default_timeout_seconds: int = 60, *, fake_timers: bool = False) -> None:
+    def __init__(
+        self,
+        default_timeout_seconds: int = 60,
+        *,
+        fake_timers: bool = False,
+        trust: GangGroupTrust = NO_TRUST,
+    ) -> None:
         """`fake_timers`: the scheduler's loop waits on the test's clock (`advance` it), not on
-        the event loop's."""
+        the event loop's. `trust`: the scheduler's `gang_group_trust`."""
         self.clock = Clock()
         self.fake = FakeApiServer(clock=self.clock)
         self.kube = KubeClient(self.fake)
@@ -62,6 +69,7 @@ class Harness:
             default_timeout_seconds=default_timeout_seconds,
             clock=self.clock,
             thread_members=self.thread_members,
+            gang_group_trust=trust,
             **({"monotonic": self.clock.monotonic} if fake_timers else {}),
         )
 
@@ -71,11 +79,11 @@ class Harness:
         self.scheduler.on_node("ADDED", stored)
         return stored
 
-    def add_group(self, name: str, min_member: int = 2, **spec: Any) -> Body:
+    def add_group(self, name: str, min_member: int = 2, ns: str = NS, **spec: Any) -> Body:
         """A PodGroup that exists in the API, seen by the index and announced to the scheduler."""
-        (stored,) = self.fake.seed(podgroup(name, NS, min_member=min_member, **spec))
-        self.groups.put((NS, name), stored)
-        self.scheduler.on_group((NS, name))
+        (stored,) = self.fake.seed(podgroup(name, ns, min_member=min_member, **spec))
+        self.groups.put((ns, name), stored)
+        self.scheduler.on_group((ns, name))
         return stored
 
     def add_pods(self, group: str, count: int, cpu: int | str = 1, **kwargs: Any) -> list[Body]:
@@ -89,12 +97,13 @@ class Harness:
         group: str | None = None,
         cpu: int | str = 1,
         scheduler: str | None = c.SCHEDULER_NAME,
+        ns: str = NS,
         **kwargs: Any,
     ) -> Body:
-        body = pod(name, NS, group=group, requests={"cpu": cpu}, scheduler=scheduler, **kwargs)
+        body = pod(name, ns, group=group, requests={"cpu": cpu}, scheduler=scheduler, **kwargs)
         (stored,) = self.fake.seed(body)
         if group is not None:
-            self.members.put((NS, group), stored)
+            self.members.put((ns, group), stored)
         self.scheduler.on_pod("ADDED", stored)
         return stored
 
@@ -112,10 +121,10 @@ class Harness:
         assert stored is not None
         return (stored.get("spec") or {}).get("nodeName")
 
-    def bound_pods(self, prefix: str = "") -> list[str]:
+    def bound_pods(self, prefix: str = "", ns: str = NS) -> list[str]:
         return [
             p["metadata"]["name"]
-            for p in self.fake.objects(PODS, NS)
+            for p in self.fake.objects(PODS, ns)
             if p["metadata"]["name"].startswith(prefix) and (p.get("spec") or {}).get("nodeName")
         ]
 
@@ -123,8 +132,8 @@ class Harness:
         """Binding POSTs sent, for one pod or for all."""
         return self.fake.count("POST", f"/pods/{name}/binding" if name else "/binding")
 
-    def verdicts_for(self, group: str) -> list[Verdict]:
-        return [v for k, v in self.verdicts if k == (NS, group)]
+    def verdicts_for(self, group: str, ns: str = NS) -> list[Verdict]:
+        return [v for k, v in self.verdicts if k == (ns, group)]
 
     def cpu_free(self, node_name: str) -> int:
         return self.scheduler.snapshot.free(node_name)["cpu"]
@@ -997,6 +1006,88 @@ async def test_a_gang_decided_first_waits_for_what_its_partners_lists_name_too()
     assert h.binds() == 0
     (verdict,) = h.verdicts_for("z")
     assert not verdict.placed and "default/w has 0 member pod(s)" in verdict.message
+
+
+async def test_a_gang_group_entry_of_another_namespace_without_consent_holds_nobody() -> None:
+    """Tenant a's group lists tenant b's and is short of pods, and comes first in the queue: b's
+    gang fits on its own and is placed, with no word of a's; a waits, naming the entry that
+    lacks b's consent."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("hold", min_member=2, ns="a", gangGroup=["a/hold", "b/fits"])
+    h.add_pods("hold", 1, ns="a", priority=10)  # first in the queue
+    h.add_group("fits", min_member=2, ns="b")
+    h.add_pods("fits", 2, ns="b")
+
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods(ns="b")) == ["fits-0", "fits-1"]
+    assert all(v.placed for v in h.verdicts_for("fits", ns="b"))
+    (verdict,) = h.verdicts_for("hold", ns="a")
+    assert not verdict.placed
+    assert verdict.reason == c.Reason.INVALID_GANG_GROUP
+    assert verdict.message.startswith(
+        "gangGroup of PodGroup a/hold names b/fits, a PodGroup of another namespace that does "
+        "not list a/hold back"
+    )
+
+
+async def test_gang_groups_of_two_namespaces_that_list_each_other_start_together() -> None:
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    members = ["a/x", "b/y"]
+    h.add_group("x", min_member=2, ns="a", gangGroup=members)
+    h.add_pods("x", 2, ns="a")
+    h.add_group("y", min_member=1, ns="b", gangGroup=members)
+
+    await h.scheduler.cycle()
+
+    assert h.binds() == 0  # y has no pods yet: both wait
+    assert "b/y has 0 member pod(s)" in h.verdicts_for("x", ns="a")[-1].message
+
+    h.add_pods("y", 1, ns="b")
+    h.clock.advance(60)  # past the backoff
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods(ns="a")) == ["x-0", "x-1"]
+    assert h.bound_pods(ns="b") == ["y-0"]
+
+
+async def test_an_admin_trust_lets_one_namespace_name_another_without_consent() -> None:
+    """Trusted, a's entry counts: a waits for b's gang as a partner (not for its consent), and
+    b, which does not list a, is still decided on its own."""
+    h = Harness(trust=GangGroupTrust.of(["a,b"]))
+    h.add_node("n1", cpu=8)
+    h.add_group("hold", min_member=2, ns="a", gangGroup=["a/hold", "b/fits"])
+    h.add_pods("hold", 1, ns="a", priority=10)
+    h.add_group("fits", min_member=2, ns="b")
+    h.add_pods("fits", 2, ns="b")
+
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods(ns="b")) == ["fits-0", "fits-1"]
+    (verdict,) = h.verdicts_for("hold", ns="a")
+    assert verdict.reason != c.Reason.INVALID_GANG_GROUP
+    assert "a/hold has 1 member pod(s)" in verdict.message
+
+
+async def test_a_group_pulled_in_by_a_list_not_its_own_is_decided_alone_when_refused() -> None:
+    """x lists [x, w] and is short of pods; w lists nothing and fits. x comes first and pulls w
+    in; refused, w is decided alone in the same cycle and placed, and x's refusal is not w's."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("x", min_member=2, gangGroup=["default/x", "default/w"])
+    h.add_pods("x", 1, priority=10)
+    h.add_group("w", min_member=2)
+    h.add_pods("w", 2)
+
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods("w")) == ["w-0", "w-1"]
+    assert h.bound_pods("x") == []
+    assert [v.placed for v in h.verdicts_for("w")] == [True]
+    (verdict,) = h.verdicts_for("x")
+    assert not verdict.placed and "default/x has 1 member pod(s)" in verdict.message
 
 
 async def test_gang_group_lists_joining_more_than_64_groups_are_refused_naming_them() -> None:
