@@ -63,21 +63,24 @@ async def tenant(
     *,
     name: str = "tenant",
     rules: list[dict[str, Any]] | None = None,
+    cluster_roles: tuple[str, ...] = ("edit",),
 ) -> AsyncIterator[KubeClient]:
-    """A client acting as ServiceAccount `namespace/name`: `edit` in `namespace`, plus `rules`
-    there (for example PODGROUP_WRITER). `kube` is the admin client that sets the tenant up."""
+    """A client acting as ServiceAccount `namespace/name`: the `cluster_roles` in `namespace`
+    (`edit` by default), plus `rules` there (for example PODGROUP_WRITER). `kube` is the admin
+    client that sets the tenant up."""
     await _create(kube, SERVICE_ACCOUNTS, {"metadata": {"name": name}}, namespace)
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    await _create(
-        kube,
-        ROLE_BINDINGS,
-        {
-            "metadata": {"name": f"{name}-edit"},
-            "roleRef": {"apiGroup": ROLES.group, "kind": "ClusterRole", "name": "edit"},
-            "subjects": subject,
-        },
-        namespace,
-    )
+    for role in cluster_roles:
+        await _create(
+            kube,
+            ROLE_BINDINGS,
+            {
+                "metadata": {"name": f"{name}-{role}"},
+                "roleRef": {"apiGroup": ROLES.group, "kind": "ClusterRole", "name": role},
+                "subjects": subject,
+            },
+            namespace,
+        )
     if rules:
         await _create(
             kube, ROLES, {"metadata": {"name": f"{name}-extra"}, "rules": rules}, namespace

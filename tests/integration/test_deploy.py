@@ -102,6 +102,8 @@ def test_the_base_holds_the_whole_install() -> None:
             "Namespace",
             "ServiceAccount",
             "ClusterRole",
+            "ClusterRole",  # podgroup-operator-tenant-edit, to give tenants
+            "ClusterRole",  # podgroup-operator-tenant-view
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
@@ -203,7 +205,10 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
             "name": account["metadata"]["name"],
             "namespace": OPERATOR_NAMESPACE,
         }
-    cluster_role, role = find(documents, "ClusterRole"), find(documents, "Role")
+    cluster_role, role = (
+        find(documents, "ClusterRole", "podgroup-operator"),
+        find(documents, "Role"),
+    )
     assert verbs(cluster_role, "podgroups") == {"get", "list", "watch", "create", "delete"}
     assert verbs(cluster_role, "podgroups/status") == {"patch"}
     # Topologies: every replica's webhook reads them; the leader keeps their status.

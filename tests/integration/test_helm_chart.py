@@ -21,6 +21,8 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
+import tempfile
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +58,26 @@ CHART = DEPLOY / "helm" / "podgroup-operator"
 RELEASE = "podgroup-operator"
 SELF_MANAGED = DEPLOY / "overlays" / "self-managed"
 CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
+AGGREGATE = DEPLOY / "components" / "aggregate-tenant-roles"
+
+
+def render_aggregated() -> list[dict[str, Any]]:
+    """The self-managed install with the aggregation component, added as its comment says."""
+    with tempfile.TemporaryDirectory() as tmp:
+        overlay = Path(tmp)
+        (overlay / "kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                    "kind": "Kustomization",
+                    "resources": [os.path.relpath(SELF_MANAGED, overlay)],
+                    "components": [os.path.relpath(AGGREGATE, overlay)],
+                }
+            )
+        )
+        return render(overlay)
+
+
 ACCOUNT = "podgroup-operator"
 DEPLOYMENTS = Kind("apps", "v1", "deployments")
 CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
@@ -194,6 +216,27 @@ def _namespaces(documents: list[dict[str, Any]]) -> None:
     assert run_settings(container(documents)["args"])["namespace"] == ["team-a", "team-b"]
 
 
+def _gang_group_trust(documents: list[dict[str, Any]]) -> None:
+    settings = run_settings(container(documents)["args"])
+    assert settings["gang_group_trust"] == ["team-a,team-a-eval", "x,y,z"]
+
+
+def _tenant_roles_aggregated(documents: list[dict[str, Any]]) -> None:
+    edit = find(documents, "ClusterRole", "podgroup-operator-tenant-edit")["metadata"]["labels"]
+    view = find(documents, "ClusterRole", "podgroup-operator-tenant-view")["metadata"]["labels"]
+    aggregate = "rbac.authorization.k8s.io/aggregate-to-"
+    assert edit[f"{aggregate}edit"] == edit[f"{aggregate}admin"] == "true"
+    assert view[f"{aggregate}view"] == "true" and f"{aggregate}edit" not in view
+    kustomized = by_name(render_aggregated())
+    for name in ("podgroup-operator-tenant-edit", "podgroup-operator-tenant-view"):
+        charted = find(documents, "ClusterRole", name)
+        labels = kustomized["ClusterRole", name]["metadata"]["labels"]
+        assert labels.items() <= charted["metadata"]["labels"].items()
+        assert without_labels_and_args(charted) == without_labels_and_args(
+            kustomized["ClusterRole", name]
+        )
+
+
 def _logging(documents: list[dict[str, Any]]) -> None:
     settings = run_settings(container(documents)["args"])
     assert (settings["log_level"], settings["log_format"]) == ("debug", "json")
@@ -302,6 +345,10 @@ OPTIONS = [
         {"schedulerNames": ["podgroup-scheduler", "volcano"]}, _scheduler_names, id="schedulers"
     ),
     pytest.param({"watchNamespaces": ["team-a", "team-b"]}, _namespaces, id="namespaces"),
+    pytest.param(
+        {"gangGroupTrust": ["team-a,team-a-eval", "x,y,z"]}, _gang_group_trust, id="trust"
+    ),
+    pytest.param({"tenantRoles": {"aggregate": True}}, _tenant_roles_aggregated, id="aggregate"),
     pytest.param({"logLevel": "debug", "logFormat": "json"}, _logging, id="logging"),
     pytest.param({"certificates": {"mode": "cert-manager"}}, _cert_manager, id="cert-manager"),
     pytest.param({"metrics": {"port": 9090}}, _metrics, id="metrics-port"),
@@ -385,6 +432,8 @@ def test_helm_package_makes_the_archive_of_the_same_chart(tmp_path: Path) -> Non
         ({"resources": {"limits": {"memory": "2 GB"}}}, "at '/resources/limits/memory'"),
         ({"schedulerNames": ["Volcano"]}, "at '/schedulerNames/0'"),
         ({"watchNamespaces": ["team_a"]}, "at '/watchNamespaces/0'"),
+        ({"gangGroupTrust": ["team-a"]}, "at '/gangGroupTrust/0'"),
+        ({"tenantRoles": {"aggregate": "yes"}}, "at '/tenantRoles/aggregate'"),
         ({"logLevel": "verbose"}, "at '/logLevel': value must be one of"),
         ({"logFormat": "xml"}, "at '/logFormat'"),
         ({"certificates": {"mode": "vault"}}, "at '/certificates/mode'"),

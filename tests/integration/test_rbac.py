@@ -203,7 +203,7 @@ async def test_operator_leads_under_an_older_cluster_role_without_csinodes(
     """A new release run under the ClusterRole of the release before (no csinodes): it still
     leads, schedules and reports, and its log says attach limits wait for the permission."""
     documents = render(DEPLOY)
-    role = find(documents, "ClusterRole")
+    role = find(documents, "ClusterRole", "podgroup-operator")
     for rule in role["rules"]:
         rule["resources"] = [r for r in rule["resources"] if r != "csinodes"]
     role["rules"] = [rule for rule in role["rules"] if rule["resources"]]

@@ -21,15 +21,20 @@ from podgroup_operator.adapters.kube import (
     PODGROUPS,
     PODS,
     ApiError,
+    Kind,
     KubeClient,
 )
 from tests.builders import podgroup
 from tests.conftest import ClusterUnderTest
+from tests.deploy_helpers import DEPLOY, render
 from tests.kube_helpers import create_group, create_pod, gang_pods, group_status, kubectl, pool
 from tests.tenants import PODGROUP_WRITER, tenant, tenant_kubeconfig
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("operator")
+
+TENANT_ROLES = "podgroup-operator-tenant-"
+"""The ClusterRoles deploy/ gives tenants (deploy/base/tenant-roles.yaml)."""
 
 
 @contextlib.asynccontextmanager
@@ -258,3 +263,38 @@ async def test_gang_groups_of_two_tenants_that_list_each_other_start_together(
         await gang_pods(tenant_b, b, "r", 1, node_pool, group="right")
         await placed_whole(kube, a, "left", 2)
         await placed_whole(kube, b, "right", 1)
+
+
+CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
+
+
+async def test_the_tenant_roles_allow_podgroups_and_never_their_status(
+    kube: KubeClient, cluster: ClusterUnderTest, tmp_path: Path
+) -> None:
+    """deploy/'s tenant-edit role, bound alone in a namespace: PodGroups may be written there,
+    never their status and never in another namespace; tenant-view reads only."""
+    for role in render(DEPLOY / "base"):
+        if role["kind"] == "ClusterRole" and role["metadata"]["name"].startswith(TENANT_ROLES):
+            await kube.apply_json(CLUSTER_ROLES, role)
+    async with (
+        namespaces(kube, 2) as (a, b),
+        tenant(
+            kube, cluster.kubeconfig, a, tmp_path, cluster_roles=(f"{TENANT_ROLES}edit",)
+        ) as editor,
+        tenant(
+            kube, cluster.kubeconfig, b, tmp_path, cluster_roles=(f"{TENANT_ROLES}view",)
+        ) as viewer,
+    ):
+        created = await create_group(editor, a, "mine", min_member=1)
+        await editor.patch(PODGROUPS, "mine", {"spec": {"minMember": 2}}, namespace=a)
+        with pytest.raises(ApiError) as status:
+            await editor.patch_status(PODGROUPS, "mine", a, {"phase": "Running"})
+        assert status.value.forbidden
+        with pytest.raises(ApiError) as elsewhere:
+            await create_group(editor, b, "theirs", min_member=1)
+        assert elsewhere.value.forbidden
+        assert [g["metadata"]["name"] for g in (await viewer.list(PODGROUPS, b))["items"]] == []
+        with pytest.raises(ApiError) as read_only:
+            await create_group(viewer, b, "theirs", min_member=1)
+        assert read_only.value.forbidden
+        assert created["metadata"]["namespace"] == a
