@@ -159,6 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         scheduler_names=args.scheduler_name,
         write_process=args.write_process,
         bind_concurrency=args.bind_concurrency,
+        nonstrict_hold_seconds=args.nonstrict_hold_seconds,
     )
 
 
@@ -175,6 +176,20 @@ def _bind_concurrency(value: str) -> int | None:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a bind concurrency: use {c.BIND_CONCURRENCY_AUTO} (the default) "
             f"or a whole number from 1 to {c.MAX_BIND_CONCURRENCY} (e.g. {c.BIND_CONCURRENCY})"
+        )
+    return number
+
+
+def _hold_seconds(value: str) -> float:
+    """A `--nonstrict-hold-seconds`: a number of seconds from 1 to c.MAX_NONSTRICT_HOLD_SECONDS."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 1 <= number <= c.MAX_NONSTRICT_HOLD_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a NonStrict hold: use a number of seconds from 1 to "
+            f"{c.MAX_NONSTRICT_HOLD_SECONDS} (default {c.NONSTRICT_HOLD_SECONDS})"
         )
     return number
 
@@ -390,6 +405,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"{c.MAX_BIND_CONCURRENCY}) fixes it. More bind faster and delay status writes on a "
         "busy control plane; above about 64 the operator's own thread limits the rate unless "
         "--write-process is on",
+    )
+    run.add_argument(
+        "--nonstrict-hold-seconds",
+        type=_hold_seconds,
+        default=c.NONSTRICT_HOLD_SECONDS,
+        metavar="SECONDS",
+        help="the longest a NonStrict gang holds room for members it cannot bind yet; then the "
+        "room is released for the other gangs waiting, and the gang holds again once they "
+        "have been decided",
     )
     run.set_defaults(func=_run)
 

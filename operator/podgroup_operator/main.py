@@ -69,6 +69,7 @@ def run(
     scheduler_names: list[str] | None = None,
     write_process: bool = True,
     bind_concurrency: int | None = None,
+    nonstrict_hold_seconds: float = c.NONSTRICT_HOLD_SECONDS,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -76,6 +77,7 @@ def run(
         leader_election=leader_election,
         write_process=write_process,
         bind_concurrency=bind_concurrency,
+        nonstrict_hold_seconds=nonstrict_hold_seconds,
         metrics_address=metrics_address,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,
