@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pytest
-
 from podgroup_operator import constants as c
 from podgroup_operator.domain.scheduling_status import Verdict
 from tests.clock import T0
@@ -171,9 +169,3 @@ async def test_two_nonstrict_gangs_holding_each_other_off_end_with_one_placed() 
     assert len(placed) == 1, placed
     assert at <= CAP, at  # by a's cap at the latest
     assert len(h.bound_pods(f"{placed[0]}-")) == 2
-
-
-@pytest.mark.parametrize("seconds", [0, -1])
-def test_a_cap_that_is_not_positive_is_refused(seconds: float) -> None:
-    with pytest.raises(ValueError, match="must be positive seconds"):
-        Harness().scheduler.holds.__class__(seconds)
