@@ -18,7 +18,7 @@ from tests.kube_helpers import create_group, gang_pods, group_status, pool, wait
 from tests.tenants import PODGROUP_WRITER, tenant
 from tests.waiting import wait_for
 
-CAP_SECONDS = 10
+CAP_SECONDS = 15
 """The operator's hold cap here: long enough for the small gang to be refused while the room is
 held on a busy machine, short enough for the test."""
 YEAR_SECONDS = 365 * 24 * 3600
