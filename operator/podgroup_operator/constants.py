@@ -239,7 +239,8 @@ class GangMode(StrEnum):
     STRICT = "Strict"
     """A failed attempt releases everything held for the group in this cycle (default)."""
     NON_STRICT = "NonStrict"
-    """Members placed in earlier cycles stay placed; risks deadlock between partial gangs."""
+    """Members that fitted stay held across cycles (never bound), for at most the hold cap
+    (scheduling/holds.py): two partial gangs cannot hold each other off for ever."""
 
 
 class PolicyAction(StrEnum):
