@@ -160,6 +160,7 @@ def _run(args: argparse.Namespace) -> int:
         write_process=args.write_process,
         bind_concurrency=args.bind_concurrency,
         gang_group_trust=args.gang_group_trust,
+        nonstrict_hold_seconds=args.nonstrict_hold_seconds,
     )
 
 
@@ -176,6 +177,20 @@ def _bind_concurrency(value: str) -> int | None:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a bind concurrency: use {c.BIND_CONCURRENCY_AUTO} (the default) "
             f"or a whole number from 1 to {c.MAX_BIND_CONCURRENCY} (e.g. {c.BIND_CONCURRENCY})"
+        )
+    return number
+
+
+def _hold_seconds(value: str) -> float:
+    """A `--nonstrict-hold-seconds`: a number of seconds from 1 to c.MAX_NONSTRICT_HOLD_SECONDS."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 1 <= number <= c.MAX_NONSTRICT_HOLD_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a NonStrict hold: use a number of seconds from 1 to "
+            f"{c.MAX_NONSTRICT_HOLD_SECONDS} (default {c.NONSTRICT_HOLD_SECONDS})"
         )
     return number
 
@@ -414,6 +429,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="namespaces whose PodGroups may name one another in spec.gangGroup without being "
         "listed back (repeatable, one set each); by default a gangGroup entry of another "
         "namespace counts only when that PodGroup lists this one back",
+    )
+    run.add_argument(
+        "--nonstrict-hold-seconds",
+        type=_hold_seconds,
+        default=c.NONSTRICT_HOLD_SECONDS,
+        metavar="SECONDS",
+        help="the longest a NonStrict gang holds room for members it cannot bind yet; then the "
+        "room is released for the other gangs waiting, and the gang holds again once they "
+        "have been decided",
     )
     run.set_defaults(func=_run)
 

@@ -53,6 +53,13 @@ BIND_CONCURRENCY_AUTO = "auto"
 """`run --bind-concurrency auto`: the pacer chooses (the default)."""
 MAX_BIND_CONCURRENCY = 1024
 """The most `run --bind-concurrency` accepts: each bind in flight holds a connection."""
+NONSTRICT_HOLD_SECONDS = 30
+"""How long a NonStrict gang's members are held in the scheduler's memory, never bound, before
+the hold is released so that other gangs may use the room (`run --nonstrict-hold-seconds`;
+scheduling/holds.py, docs/decisions/018-nonstrict-hold-cap.md)."""
+MAX_NONSTRICT_HOLD_SECONDS = 3600
+"""The most `run --nonstrict-hold-seconds` accepts: longer holds keep others off room for
+longer than any gang should wait unseen."""
 
 # --- Membership keys -----------------------------------------------------------------------------
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
@@ -233,7 +240,8 @@ class GangMode(StrEnum):
     STRICT = "Strict"
     """A failed attempt releases everything held for the group in this cycle (default)."""
     NON_STRICT = "NonStrict"
-    """Members placed in earlier cycles stay placed; risks deadlock between partial gangs."""
+    """Members that fitted stay held across cycles (never bound), for at most the hold cap
+    (scheduling/holds.py): two partial gangs cannot hold each other off for ever."""
 
 
 class PolicyAction(StrEnum):

@@ -70,6 +70,7 @@ def run(
     write_process: bool = True,
     bind_concurrency: int | None = None,
     gang_group_trust: list[str] | None = None,
+    nonstrict_hold_seconds: float = c.NONSTRICT_HOLD_SECONDS,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -77,6 +78,7 @@ def run(
         leader_election=leader_election,
         write_process=write_process,
         bind_concurrency=bind_concurrency,
+        nonstrict_hold_seconds=nonstrict_hold_seconds,
         metrics_address=metrics_address,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,

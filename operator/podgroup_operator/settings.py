@@ -66,6 +66,9 @@ class OperatorSettings:
     bind_concurrency: int | None = None
     """Binds in flight at once (`run --bind-concurrency N`); None paces them by their latency,
     from c.BIND_CONCURRENCY to c.BIND_CONCURRENCY_CEILING (scheduling/pacing.py)."""
+    nonstrict_hold_seconds: float = c.NONSTRICT_HOLD_SECONDS
+    """The longest a NonStrict gang holds room it is not bound on (`run
+    --nonstrict-hold-seconds`; scheduling/holds.py)."""
     metrics_address: str = "0.0.0.0:8081"
     """host:port of /metrics, /readyz and /livez; empty to serve none."""
     scheduler_names: list[str] = field(default_factory=lambda: [c.SCHEDULER_NAME])

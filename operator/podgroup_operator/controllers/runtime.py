@@ -396,6 +396,7 @@ class Leading:
             scheduler_names=frozenset(settings.scheduler_names),
             bind_concurrency=settings.bind_concurrency,
             max_pd_volumes=settings.max_pd_volumes,
+            nonstrict_hold_seconds=settings.nonstrict_hold_seconds,
             topology_levels=informers.levels_of,
             gang_group_trust=GangGroupTrust.of(settings.gang_group_trust),
         )

@@ -25,6 +25,10 @@ each:
   change the snapshot from the event loop meanwhile is queued in arrival order and applied once the
   decision is booked.
 
+A NonStrict gang's members that fit are held in the snapshot while it waits, for at most
+`run --nonstrict-hold-seconds` (scheduling/holds.py): the holder's refusal names the nodes it
+holds, and another gang's refusal names the holder when the held room is what stopped it.
+
 The scheduler never writes PodGroup status: its verdicts go to the status reconciler (see
 domain/scheduling_status.py). It knows nothing of Kopf: the informers feed it node, pod and
 group events (controllers/runtime.py), for every namespace, so the snapshot holds every bound pod
@@ -36,6 +40,7 @@ with the others.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -82,6 +87,7 @@ from podgroup_operator.scheduling.gang import (
     Refusal,
     decision_cost,
 )
+from podgroup_operator.scheduling.holds import Hold, Holds, stopped_by
 from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.podinfo import pod_priority
@@ -93,6 +99,7 @@ from podgroup_operator.scheduling.queue import (
     pod_created,
 )
 from podgroup_operator.scheduling.registry import depends_on_pods
+from podgroup_operator.scheduling.resources import Resources, add_resources
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
 from podgroup_operator.scheduling.subgroups import sub_group_tree
 from podgroup_operator.scheduling.topology import placed_in, topology_of
@@ -183,6 +190,7 @@ class GangScheduler:
         topology_levels: Callable[[str], tuple[str, ...] | None] = lambda name: None,
         monotonic: MonotonicClock = LOOP_CLOCK,
         gang_group_trust: GangGroupTrust = NO_TRUST,
+        nonstrict_hold_seconds: float = c.NONSTRICT_HOLD_SECONDS,
     ) -> None:
         self.monotonic = monotonic
         """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
@@ -245,8 +253,9 @@ class GangScheduler:
             clock=clock,
             run=self._plan,
         )
-        self.held: dict[GroupKey, Callable[[], None]] = {}
-        """NonStrict gangs' partial placements, held in the snapshot until placed or timed out."""
+        self.holds = Holds(nonstrict_hold_seconds)
+        """NonStrict gangs' partial placements, held in the snapshot until placed, timed out or
+        past the hold cap (`run --nonstrict-hold-seconds`; scheduling/holds.py)."""
         self.nominated: dict[str, tuple[str, int, Undo]] = {}
         """Pending pods of other schedulers nominated to a node while their victims leave
         (kube-scheduler's preemption): UID -> (node, priority, the undo of its hold). Their room
@@ -500,14 +509,27 @@ class GangScheduler:
         self.failures.forget(key)
         self.signals.forget_gang(key)
         self._release(key)
+        self.holds.forget(key)
         self.preemption.forget(key)
 
-    def _release(self, key: GroupKey) -> None:
-        """Give back what a NonStrict gang held, and the room nominated for it by preemption."""
+    def _release(self, key: GroupKey) -> Hold | None:
+        """Give back what a NonStrict gang held (returned: a hold booked again for the same
+        decision keeps its start), and the room nominated for it by preemption."""
         self.preemption.release(key)
-        undo = self.held.pop(key, None)
-        if undo is not None:
-            undo()
+        return self.holds.take(key)
+
+    def _expire_holds(self, now: dt.datetime) -> None:
+        """Release the NonStrict holds past their cap; the waiting gangs may use the room now."""
+        released = self.holds.expire(now, self.queue.waiting)
+        for hold in released:
+            logger.info(
+                "NonStrict gang %s released its hold of %d member(s) at its %ds cap",
+                hold.label,
+                len(hold.uids),
+                self.holds.cap.total_seconds(),
+            )
+        if released:
+            self._retry_all()
 
     def _moves_pods(self, uid: str, pod: JSON) -> bool:
         """A bound pod the snapshot did not hold (bound by someone else), or whose labels
@@ -562,11 +584,15 @@ class GangScheduler:
                 await sleep(self.monotonic, 1.0)
 
     def _next_due(self) -> float | None:
-        """Seconds until the earliest backoff or timeout expires (None: wait for events)."""
+        """Seconds until the earliest backoff, timeout or hold cap expires (None: wait for
+        events)."""
         if not self.queue.waiting:
             return None
         now = self.clock()
         soonest = None
+        expiry = self.holds.next_expiry()
+        if expiry is not None:
+            soonest = max(0.05, (expiry - now).total_seconds())
         for key, state in self.queue.waiting.items():
             try:
                 seconds = self._due_in(key, state, now)
@@ -627,6 +653,7 @@ class GangScheduler:
         now = self.clock()
         loop = asyncio.get_running_loop()
         last_yield = loop.time()
+        self._expire_holds(now)
         # 1. Refresh the queue.
         queue = self._refresh_queue(now)
         built: dict[tuple[GroupKey, bool], GangRequest | None] = {}
@@ -695,6 +722,7 @@ class GangScheduler:
         finally:
             threaded = self.offload.deciding
             self.offload.decided()
+            self.holds.decided(decided)
         elapsed = time.perf_counter() - started
         if threaded:
             metrics.SCHEDULING_IN_THREAD.inc()
@@ -791,7 +819,12 @@ class GangScheduler:
                 self._placed(placement)
             binds.extend(outcome.bindings)
             return PLACED
-        self._release(request.key)  # decide afresh, with what this group held until now
+        before = self._release(request.key)  # decide afresh, with what this group held
+        resting = request.mode is c.GangMode.NON_STRICT and not self.holds.may_hold(
+            request.key, now
+        )
+        if resting:  # its hold reached the cap: it holds nothing for now (scheduling/holds.py)
+            request = dataclasses.replace(request, mode=c.GangMode.STRICT)
         decision = await self._pure([request], place_group, request, self.snapshot)
         if isinstance(decision, Placement):
             self._placed(decision)
@@ -799,18 +832,50 @@ class GangScheduler:
             return PLACED
         else:
             state = self.waiting.get(request.key)
+            message = decision.message
             if decision.partial and not (state and state.timed_out):
                 # NonStrict: what fitted stays held (in memory, never bound) so the gang
-                # accumulates capacity across cycles; others cannot take it meanwhile.
-                # Two such gangs can hold each other off: the timeout releases them.
-                self.held[request.key] = decision.undo
+                # accumulates capacity across cycles; others cannot take it meanwhile, for
+                # at most the hold cap (scheduling/holds.py).
+                hold = self._hold(request.key, decision, now, before)
+                message = f"{message}; {hold.describe()}"
             else:
                 decision.undo()
-            message = decision.message
+            if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES:
+                message += await self._held_room(request, decision)
+            if resting:
+                message += (
+                    f"; its NonStrict hold was released at the {self._cap_seconds}s cap so "
+                    "that other gangs may use the room: it holds nothing until the gangs "
+                    "waiting then have been decided"
+                )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
                 message = await self.preemption.refused(request, message, now)
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
+
+    @property
+    def _cap_seconds(self) -> int:
+        return int(self.holds.cap.total_seconds())
+
+    def _hold(self, key: GroupKey, refusal: Refusal, now: dt.datetime, before: Hold | None) -> Hold:
+        """Book a NonStrict refusal's partial members as the gang's hold."""
+        nodes: dict[str, Resources] = {}
+        for binding in refusal.partial:
+            taken = self.snapshot.pod_request(binding.pod_uid) or {}
+            nodes[binding.node] = add_resources(nodes.get(binding.node, {}), taken)
+        uids = [binding.pod_uid for binding in refusal.partial]
+        return self.holds.book(key, nodes, uids, refusal.undo, now, before=before)
+
+    async def _held_room(self, request: GangRequest, refusal: Refusal) -> str:
+        """What a refusal adds when other gangs' NonStrict holds are what stopped the gang:
+        `; {cpu: 4} on node-a held by NonStrict gang ns/g until ...` for each (empty if not)."""
+        others = self.holds.others(request.key)
+        if not others:
+            return ""
+        own = [binding.pod_uid for binding in refusal.partial]
+        found = await self._pure([request], stopped_by, request, self.snapshot, others, own)
+        return "".join(f"; {hold.on(nodes)}" for hold, nodes in found)
 
     async def _plan(
         self, requests: Sequence[GangRequest], call: Callable[..., _Outcome], *args: Any
@@ -1011,6 +1076,7 @@ class GangScheduler:
 
     def _placed(self, placement: Placement) -> None:
         self.queue.waiting.pop(placement.gang, None)
+        self.holds.forget(placement.gang)
         self.queue.pod_dependent.discard(placement.gang)
         self.preemption.forget(placement.gang)
         self.publish(

@@ -1023,9 +1023,9 @@ def place_group(gang: GangRequest, snapshot: Snapshot) -> Placement | Refusal:
       nothing is placed. Members beyond that are placed as well when they fit.
     - Strict (default): a refusal leaves the snapshot exactly as it was.
     - NonStrict: a refusal keeps the members that did fit assumed (`Refusal.partial`) so the
-      caller may bind them and count them as bound next cycle. This can deadlock: two NonStrict
-      gangs holding half a cluster each wait for each other forever, which is why the timeout
-      (see `queue.decide_wait`) must eventually release the partial members.
+      caller may hold them and count them next cycle. Two NonStrict gangs holding half a
+      cluster each would wait for each other forever, which is why the caller releases the
+      partial members after a cap or the timeout (scheduling/holds.py, `queue.decide_wait`).
     - Once satisfied (`satisfied_before`): members are replacements, placed one by one as they
       fit, with no barrier and no PreFilter.
     - With `topology`, the members go into one domain of a level the placement generator offers
