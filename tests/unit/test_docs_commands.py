@@ -110,6 +110,15 @@ RUN_BY: dict[str, RunBy] = {
     "kubectl describe pod train-0": RunBy(
         "tests/integration/test_pod_signals.py", ('"describe", "pod", "wait-0"',)
     ),
+    "kubectl create rolebinding team-a-podgroups -n team-a "
+    "--clusterrole=podgroup-operator-tenant-edit --group=team-a": RunBy(
+        "tests/integration/test_tenancy.py",
+        (
+            '"create", "rolebinding", "team-a-podgroups"',
+            "--clusterrole=podgroup-operator-tenant-edit",
+        ),
+        "in the test's namespace, for its tenant's ServiceAccount instead of a group",
+    ),
 }
 
 
