@@ -25,6 +25,7 @@ from podgroup_operator.adapters.kube import (
     FencedTransport,
     KubeClient,
 )
+from podgroup_operator.adapters.record_key import SecretRecordKey
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.models import PodGroup, PodGroupStatus
 from podgroup_operator.constants import Phase
@@ -40,6 +41,7 @@ from tests.kube_helpers import condition
 from tests.waiting import until
 
 NS = "default"
+OPERATOR_NS = "podgroup-operator"
 KEY = (NS, "gang")
 STATUS_PATH = PODGROUPS.path(NS, "gang", "status")
 EVENTS_PATH = "/api/v1/namespaces/default/events"
@@ -60,6 +62,7 @@ class Harness:
             self.kube,
             self.groups,  # type: ignore[arg-type]  # kopf.Index is read as a Mapping
             self.members,  # type: ignore[arg-type]
+            record_key=SecretRecordKey(self.kube, OPERATOR_NS),
             workers=workers,
             routine_workers=routine_workers,
             settle=0,  # no wall-clock wait for a burst to settle: tests drive the loop
