@@ -328,10 +328,23 @@ def _refused(group: PodGroup, record_key: bytes, progress: RestartProgress) -> R
         event=LifecycleEvent(
             type=EventType.WARNING,
             reason=Reason.RESTART_RECORD_REFUSED,
-            message="restart record in the status refused, nothing deleted or created from "
-            "it, and cleared: " + "; ".join(problems),
+            message=f"restart record in the status ({_recorded(progress)}) refused: nothing "
+            "is deleted or created from it, and it is cleared: " + "; ".join(problems),
         ),
     )
+
+
+def _recorded(progress: RestartProgress) -> str:
+    """What a record asks for, for an Event: its pods by namespace/name, and its UIDs' count."""
+    names = []
+    for body in progress.pods[:_NAMED_LOSSES]:
+        metadata = body.get("metadata")
+        metadata = metadata if isinstance(metadata, Mapping) else {}
+        names.append(f"{metadata.get('namespace') or '?'}/{metadata.get('name') or '?'}")
+    if len(progress.pods) > _NAMED_LOSSES:
+        names.append(f"{len(progress.pods) - _NAMED_LOSSES} more")
+    pods = ", ".join(names) or "none"
+    return f"pods to create: {pods}; members to delete: {len(progress.uids)}"
 
 
 def current_incarnation(status: PodGroupStatus, pods: Iterable[Pod]) -> list[Pod]:

@@ -256,3 +256,12 @@ def test_a_sub_group_restart_is_signed_and_resumes() -> None:
     resumed = world.plan(at(61))
     assert isinstance(resumed, Resume), resumed
     assert [body["metadata"]["name"] for body in resumed.recreate] == ["m2", "m3"]
+
+
+@pytest.mark.parametrize("metadata", ["a string", ["a", "list"], None, {"name": 3}])
+def test_a_record_of_garbage_is_refused_not_a_crash(metadata: Any) -> None:
+    """Whatever a status writer puts in a body, the plan names it and refuses it."""
+    group = recorded({RESTART_PODS: [{"metadata": metadata, "spec": {}}]})
+    plan = plan_restart(group, members("RRR"), at(100))
+    assert isinstance(plan, Refuse)
+    assert "pods to create: ?/" in plan.event.message
