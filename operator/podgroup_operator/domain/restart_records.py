@@ -12,8 +12,8 @@ those pods as itself. A status is not only the operator's to write (a cluster ma
   copied from another group or one the operator never wrote does not match.
 
 Pure: the key is passed in (adapters/record_key.py keeps it in a Secret every replica reads).
-Why a MAC over the status rather than the bodies kept elsewhere: docs/decisions/
-017-restart-records-signed.md.
+Why a MAC over the status rather than the bodies kept elsewhere:
+docs/decisions/017-restart-records-signed.md.
 """
 
 from __future__ import annotations
