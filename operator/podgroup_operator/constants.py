@@ -186,6 +186,10 @@ class Reason(StrEnum):
     """Warning Event: a whole-gang restart began (members deleted, bare members recreated)."""
     SUB_GROUP_RESTARTED = "SubGroupRestarted"
     """Warning Event: one sub-group was restarted alone (`spec.policy.scope: SubGroup`)."""
+    RESTART_RECORD_REFUSED = "RestartRecordRefused"
+    """Warning Event: the restart recorded in the status was not written by the operator for
+    this group (unsigned, changed, copied, or naming another namespace): nothing is deleted or
+    created from it, and it is cleared."""
     PHASE_CHANGED = "PhaseChanged"
     """Event reason for every phase transition."""
     MISSING_POD_GROUP = "MissingPodGroup"

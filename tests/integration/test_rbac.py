@@ -29,6 +29,8 @@ from podgroup_operator.adapters.kube import (
     ApiError,
     KubeClient,
 )
+from podgroup_operator.adapters.record_key import RECORD_KEY_FIELD, RECORD_KEY_SECRET
+from podgroup_operator.adapters.webhook_tls import SECRETS
 from podgroup_operator.local import free_port
 from podgroup_operator.manifests import OPERATOR_NAMESPACE, install_local
 from podgroup_operator.settings import OperatorSettings
@@ -43,7 +45,7 @@ from tests.deploy_helpers import (
     roles_bound_to_user,
     webhook_configurations_restored,
 )
-from tests.kube_helpers import gang_pods, pool
+from tests.kube_helpers import crash, gang_pods, pool, wait_group
 from tests.waiting import wait_for
 
 USER = "podgroup-operator"
@@ -114,6 +116,30 @@ async def test_operator_runs_with_the_deploy_cluster_role(
         assert cluster.state is not None
         await _may_count_up_its_events(kube, cluster.state.kubeconfig_for(USER), namespace)
         await _may_watch_its_lease(cluster.state.kubeconfig_for(USER))
+        await _restarts_a_bare_gang_from_a_signed_record(kube, non_admin_operator, namespace)
+
+
+async def _restarts_a_bare_gang_from_a_signed_record(
+    kube: KubeClient, restricted: Restricted, namespace: str
+) -> None:
+    """A restart of bare members makes the record key's Secret in the operator's namespace,
+    signs its record and recreates the members from it (running again, restarted once): the
+    Role allows the Secret's create and get, and nothing is denied."""
+    async with pool(kube, count=1, cpu="4", memory="8Gi") as (_, name):
+        group = podgroup("again", namespace, min_member=2)
+        group["spec"]["policy"] = {"action": "RestartGang", "backoffSeconds": 0}
+        del group["metadata"]["uid"]
+        await kube.create(PODGROUPS, group, namespace)
+        first = await gang_pods(kube, namespace, "a", 2, name, group="again")
+        await wait_group(kube, namespace, "again", phase=c.Phase.RUNNING, running=2)
+        await crash(kube, namespace, await kube.get(PODS, first[0]["metadata"]["name"], namespace))
+        await wait_group(
+            kube, namespace, "again", timeout=60, phase=c.Phase.RUNNING, running=2, restarts=1
+        )
+    secret = await kube.get(SECRETS, RECORD_KEY_SECRET, OPERATOR_NAMESPACE)
+    assert secret["data"][RECORD_KEY_FIELD]
+    log = restricted.process.log_path.read_text()
+    assert f'User "{USER}" cannot' not in log, restricted.process.log_tail()
 
 
 async def _may_watch_its_lease(kubeconfig: Path) -> None:

@@ -762,6 +762,11 @@ class PodGroupStatus(_Model):
         description="The same, as base64 of zlib-compressed JSON, when there are too many to "
         "write plainly (hundreds of bare members).",
     )
+    restart_pods_digest: str | None = Field(
+        default=None,
+        description="The operator's signature (HMAC-SHA256) of restartingUIDs and the recorded "
+        "pods, bound to this PodGroup: a record without a matching one is refused.",
+    )
     reservation: Reservation | None = Field(
         default=None, description="Quota reserved for the group and used by its live members."
     )

@@ -59,6 +59,7 @@ from podgroup_operator.adapters.kube import (
     FencedTransport,
     KubeClient,
 )
+from podgroup_operator.adapters.record_key import SecretRecordKey
 from podgroup_operator.adapters.slim import (
     SharedValues,
     slim_csi_node,
@@ -370,6 +371,8 @@ class Leading:
             kube,
             informers.groups,
             informers.members,
+            # The operator's own namespace (POD_NAMESPACE), where its Lease lives too.
+            record_key=SecretRecordKey(kube, settings.lease_namespace),
             workers=settings.status_worker_count,
             routine_workers=settings.status_workers,
             namespaces=frozenset(settings.namespaces),

@@ -37,6 +37,7 @@ from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.record_key import SecretRecordKey
 from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import (
@@ -64,6 +65,7 @@ from podgroup_operator.domain.quota import QuotaView, apply_quota_view
 from podgroup_operator.domain.restart import (
     Fail,
     Nothing,
+    Refuse,
     Restart,
     Resume,
     Wait,
@@ -71,6 +73,7 @@ from podgroup_operator.domain.restart import (
     current_incarnation,
     lost_members,
     plan_restart,
+    restart_progress,
 )
 from podgroup_operator.domain.scheduling_status import (
     Preempted,
@@ -139,6 +142,7 @@ class StatusReconciler:
         groups: Index,
         members: Index,
         *,
+        record_key: SecretRecordKey,
         workers: int = 16,
         routine_workers: int | None = None,
         settle: float = 0.02,
@@ -151,6 +155,9 @@ class StatusReconciler:
         monotonic: MonotonicClock = LOOP_CLOCK,
     ) -> None:
         self.kube = kube
+        self.record_key = record_key
+        """Signs the restart records this reconciler writes and checks those it reads
+        (domain/restart_records.py); read from its Secret when a restart plan first needs it."""
         self.namespaces = namespaces
         """Namespaces whose groups this reconciler writes; empty means all."""
         self.failures = Failures("status of PodGroup", logger, metric="status", monotonic=monotonic)
@@ -674,14 +681,17 @@ class StatusReconciler:
         """Carry out the restart policy's plan; True when it wrote status (the reconcile ends).
 
         The order makes a crash harmless (see domain/restart.py): status first, with a
-        resourceVersion precondition, then deletes with UID preconditions, then creations.
+        resourceVersion precondition, then deletes with UID preconditions, then creations, all
+        in the group's own namespace. A record the plan refuses is cleared, with its Event, and
+        nothing else is done for it.
         """
-        if group.spec.policy is None and not group.status.restarting_uids:
+        if group.spec.policy is None and not restart_progress(group.status).active:
             return False
         plan = plan_restart(
             group,
             pods,
             now,
+            record_key=await self.record_key.get(),
             preempted_at=preempted_since(group.status, self.preempted.get(key)),
             timed_out_at=timed_out_since(self.verdicts.get(key)),
             lost=lost_members(self._bare.get(key, {}), pods),
@@ -702,20 +712,21 @@ class StatusReconciler:
             updated = written
         if isinstance(plan, Restart):
             metrics.RESTARTS.inc()
-        if isinstance(plan, Restart | Fail) and plan.event is not None:
+        if isinstance(plan, Restart | Fail | Refuse) and plan.event is not None:
             self.narrator.narrate(updated, plan.event.type, plan.event.reason, plan.event.message)
-            logger.info("PodGroup %s/%s: %s", *key, plan.event.message)
-        delete = () if isinstance(plan, Wait) else plan.delete
+            log = logger.warning if isinstance(plan, Refuse) else logger.info
+            log("PodGroup %s/%s: %s", *key, plan.event.message)
+        delete = () if isinstance(plan, Wait | Refuse) else plan.delete
         recreate = plan.recreate if isinstance(plan, Restart | Resume) else ()
         for member in delete:
             try:
-                await self.kube.delete(PODS, member.name, member.namespace, uid=member.uid)
+                await self.kube.delete(PODS, member.name, key[0], uid=member.uid)
             except ApiError as exc:
                 if not (exc.not_found or exc.conflict):
                     raise
         for pod in recreate:
             try:
-                await self.kube.create(PODS, pod, pod["metadata"]["namespace"])
+                await self.kube.create(PODS, pod, key[0])
             except ApiError as exc:
                 if not (exc.conflict or exc.namespace_terminating):
                     raise

@@ -25,6 +25,11 @@ a crash harmless):
   group to Pending with `lastRestartTime = now`, and only a new incarnation that ran again and
   then failed (phase Running/Unknown, or lastFailureTime after lastRestartTime) triggers again.
 * `Fail`: write `status_patch` (phase Failed, terminal), emit `event`, delete `delete`.
+* `Refuse`: the recorded restart is not the operator's own record of this group
+  (domain/restart_records.py: unsigned, changed, copied from another group, or naming a pod of
+  another namespace): write `status_patch` (it clears the record), emit `event`; nothing is
+  deleted or created from it. Every record the plan writes is signed with `record_key`, so a
+  restart resumed after a crash verifies like one never interrupted.
 
 The rules, in the words of the user documentation:
 
@@ -139,6 +144,12 @@ from podgroup_operator.domain.lifecycle import (
     status_patch,
 )
 from podgroup_operator.domain.membership import Pod
+from podgroup_operator.domain.restart_records import (
+    RESTART_PODS_DIGEST,
+    RecordOwner,
+    record_digest,
+    record_problems,
+)
 from podgroup_operator.domain.subgroups import SubGroupMembers, sub_group_members
 
 RESTARTING_UIDS = "restartingUIDs"
@@ -246,7 +257,15 @@ class Fail:
     event: LifecycleEvent
 
 
-RestartPlan = Nothing | Wait | Restart | Resume | Fail
+@dataclass(frozen=True)
+class Refuse:
+    """The restart recorded in the status is not to be acted on: clear it, say why."""
+
+    status_patch: dict[str, Any]
+    event: LifecycleEvent
+
+
+RestartPlan = Nothing | Wait | Restart | Resume | Fail | Refuse
 
 
 @dataclass(frozen=True)
@@ -255,6 +274,8 @@ class RestartProgress:
 
     uids: frozenset[str] = frozenset()
     pods: tuple[Mapping[str, Any], ...] = ()
+    digest: str | None = None
+    """The record's signature (`restartPodsDigest`), checked before the record is acted on."""
 
     @property
     def active(self) -> bool:
@@ -267,18 +288,63 @@ def restart_progress(status: PodGroupStatus) -> RestartProgress:
     pods = list(status.restart_pods)
     if status.restart_pods_packed:
         pods += unpack_pods(status.restart_pods_packed)
-    return RestartProgress(frozenset(status.restarting_uids), tuple(pods))
+    return RestartProgress(
+        frozenset(status.restarting_uids), tuple(pods), status.restart_pods_digest
+    )
 
 
-def _pods_record(bodies: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The status fields recording `bodies` (see PACKED_PODS_MAX_CHARS), or None when even
-    packed they are too large to write."""
+def record_owner(group: PodGroup) -> RecordOwner:
+    """The identity a record of `group` is signed for."""
+    namespace, name = group.key
+    return RecordOwner(namespace, name, group.metadata.uid or "")
+
+
+def _pods_record(
+    group: PodGroup, record_key: bytes, uids: list[str], bodies: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The status fields recording `uids` and `bodies` (see PACKED_PODS_MAX_CHARS), signed
+    (`restartPodsDigest`), or None when even packed the bodies are too large to write."""
+    digest = record_digest(record_key, record_owner(group), uids, bodies)
+    record: dict[str, Any] = {RESTARTING_UIDS: uids, RESTART_PODS_DIGEST: digest}
     if len(json.dumps(bodies, separators=(",", ":"))) <= PLAIN_PODS_MAX_BYTES:
-        return {RESTART_PODS: bodies, RESTART_PODS_PACKED: None}
+        return {**record, RESTART_PODS: bodies, RESTART_PODS_PACKED: None}
     packed = pack_pods(bodies)
     if len(packed) > PACKED_PODS_MAX_CHARS:
         return None
-    return {RESTART_PODS: None, RESTART_PODS_PACKED: packed}
+    return {**record, RESTART_PODS: None, RESTART_PODS_PACKED: packed}
+
+
+def _refused(group: PodGroup, record_key: bytes, progress: RestartProgress) -> Refuse | None:
+    """A `Refuse` when the recorded restart is not the operator's own record of this group."""
+    if not progress.active:
+        return None
+    problems = record_problems(
+        record_key, record_owner(group), progress.uids, progress.pods, progress.digest
+    )
+    if not problems:
+        return None
+    return Refuse(
+        status_patch=_clear_progress(),
+        event=LifecycleEvent(
+            type=EventType.WARNING,
+            reason=Reason.RESTART_RECORD_REFUSED,
+            message=f"restart record in the status ({_recorded(progress)}) refused: nothing "
+            "is deleted or created from it, and it is cleared: " + "; ".join(problems),
+        ),
+    )
+
+
+def _recorded(progress: RestartProgress) -> str:
+    """What a record asks for, for an Event: its pods by namespace/name, and its UIDs' count."""
+    names = []
+    for body in progress.pods[:_NAMED_LOSSES]:
+        metadata = body.get("metadata")
+        metadata = metadata if isinstance(metadata, Mapping) else {}
+        names.append(f"{metadata.get('namespace') or '?'}/{metadata.get('name') or '?'}")
+    if len(progress.pods) > _NAMED_LOSSES:
+        names.append(f"{len(progress.pods) - _NAMED_LOSSES} more")
+    pods = ", ".join(names) or "none"
+    return f"pods to create: {pods}; members to delete: {len(progress.uids)}"
 
 
 def current_incarnation(status: PodGroupStatus, pods: Iterable[Pod]) -> list[Pod]:
@@ -308,6 +374,7 @@ def plan_restart(
     member_pods: Iterable[Pod],
     now: datetime,
     *,
+    record_key: bytes,
     preempted_at: datetime | None = None,
     timed_out_at: datetime | None = None,
     lost: Sequence[Pod] = (),
@@ -324,6 +391,8 @@ def plan_restart(
     while it has not: a Strict gang held partly bound then is restarted (or failed) at once.
     `lost` are bodies of bare members whose pods are gone (`lost_members`): a restart recreates
     them with the rest, up to `ran_with` bare members in all (every one when None).
+    `record_key` signs the records the plan writes and checks the one it reads: a record that
+    fails the check gives `Refuse`, whatever else holds.
     """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware, e.g. datetime.now(UTC)")
@@ -332,8 +401,11 @@ def plan_restart(
     if phase is not None and phase.terminal:
         return Nothing(Idle.TERMINAL, f"the group is {phase.value}; terminal phases latch")
 
-    pods = list(member_pods)
     progress = restart_progress(status)
+    refused = _refused(group, record_key, progress)
+    if refused is not None:
+        return refused
+    pods = list(member_pods)
     members = members_of(group.key, pods)
     counts = count_members(m for m in members if server_uid(m) not in progress.uids)
     min_member = group.spec.min_member
@@ -352,7 +424,7 @@ def plan_restart(
         and _held_past_timeout(group, counts, timed_out_at)
     )
 
-    restart = functools.partial(_restart, lost=lost, ran_with=ran_with)
+    restart = functools.partial(_restart, record_key=record_key, lost=lost, ran_with=ran_with)
     resume = _resume(pods, members, progress)
     restarted = status.last_restart_time
     preempted = preempted_at is not None and (restarted is None or preempted_at > restarted)
@@ -364,7 +436,9 @@ def plan_restart(
         elif broken:
             assert policy is not None
             if preempted or status.restarts < policy.max_restarts:
-                repair = _sub_group_repair(group, pods, broken, lost, now, charged=not preempted)
+                repair = _sub_group_repair(
+                    group, pods, broken, lost, now, record_key, charged=not preempted
+                )
                 if repair is not None:
                     return repair
             # The limit reached, or too many bare members to record: the whole-group rules.
@@ -489,6 +563,7 @@ def _sub_group_repair(
     broken: Sequence[SubGroupMembers],
     gone: Sequence[Pod],
     now: datetime,
+    record_key: bytes,
     *,
     charged: bool,
 ) -> Wait | Restart | None:
@@ -515,7 +590,8 @@ def _sub_group_repair(
     else:
         number = "preempted, not counted"
     bodies = {_name_key(pod): recreation_body(pod) for pod in members if not has_controller(pod)}
-    record = _pods_record([bodies[key] for key in sorted(bodies)])
+    uids = sorted({uid for pod in present if (uid := server_uid(pod))})
+    record = _pods_record(group, record_key, uids, [bodies[key] for key in sorted(bodies)])
     if record is None:
         return None
     new_status = status.model_copy(
@@ -525,7 +601,6 @@ def _sub_group_repair(
         }
     )
     patch = status_patch(status, new_status) or {"status": {}}
-    patch["status"][RESTARTING_UIDS] = sorted({uid for pod in present if (uid := server_uid(pod))})
     patch["status"].update(record)
     delete = tuple(_ref(pod) for pod in present if server_uid(pod) and not _deleting(pod))
     taken = {_name_key(pod) for pod in pods}
@@ -676,6 +751,7 @@ def _restart(
     now: datetime,
     cause: str,
     *,
+    record_key: bytes,
     charged: bool = True,
     lost: Sequence[Pod] = (),
     ran_with: int | None = None,
@@ -701,7 +777,7 @@ def _restart(
             "last_restart_time": now,
         }
     )
-    record = _pods_record([bodies[key] for key in sorted(bodies)])
+    record = _pods_record(group, record_key, uids, [bodies[key] for key in sorted(bodies)])
     if record is None:
         return _fail(
             group,
@@ -715,7 +791,6 @@ def _restart(
             "that recreates them",
         )
     patch = status_patch(status, new_status) or {"status": {}}
-    patch["status"][RESTARTING_UIDS] = uids
     patch["status"].update(record)
     delete = tuple(_ref(pod) for pod in members if server_uid(pod) and not _deleting(pod))
     event = LifecycleEvent(
@@ -765,7 +840,14 @@ def _fail(
 
 
 def _clear_progress() -> dict[str, Any]:
-    return {"status": {RESTARTING_UIDS: None, RESTART_PODS: None, RESTART_PODS_PACKED: None}}
+    return {
+        "status": {
+            RESTARTING_UIDS: None,
+            RESTART_PODS: None,
+            RESTART_PODS_PACKED: None,
+            RESTART_PODS_DIGEST: None,
+        }
+    }
 
 
 def _cause(

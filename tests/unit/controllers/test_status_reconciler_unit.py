@@ -21,16 +21,24 @@ from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     MERGE_PATCH,
     PODGROUPS,
+    PODS,
     ApiError,
     FencedTransport,
     KubeClient,
 )
+from podgroup_operator.adapters.record_key import (
+    RECORD_KEY_SECRET,
+    SecretRecordKey,
+    key_from_secret,
+)
+from podgroup_operator.adapters.webhook_tls import SECRETS
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.models import PodGroup, PodGroupStatus
 from podgroup_operator.constants import Phase
 from podgroup_operator.controllers import status as status_module
 from podgroup_operator.controllers.status import InvalidPodGroupError, StatusReconciler
 from podgroup_operator.domain.lifecycle import compute_status
+from podgroup_operator.domain.restart_records import RecordOwner, record_digest
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict
 from podgroup_operator.domain.status_hold import CONTESTED_AFTER, CONTESTED_FIRST_SECONDS
 from tests.builders import pod, podgroup
@@ -40,6 +48,7 @@ from tests.kube_helpers import condition
 from tests.waiting import until
 
 NS = "default"
+OPERATOR_NS = "podgroup-operator"
 KEY = (NS, "gang")
 STATUS_PATH = PODGROUPS.path(NS, "gang", "status")
 EVENTS_PATH = "/api/v1/namespaces/default/events"
@@ -60,6 +69,7 @@ class Harness:
             self.kube,
             self.groups,  # type: ignore[arg-type]  # kopf.Index is read as a Mapping
             self.members,  # type: ignore[arg-type]
+            record_key=SecretRecordKey(self.kube, OPERATOR_NS),
             workers=workers,
             routine_workers=routine_workers,
             settle=0,  # no wall-clock wait for a burst to settle: tests drive the loop
@@ -1464,3 +1474,70 @@ async def test_a_group_without_restart_gang_keeps_no_bodies() -> None:
     h.pods(running("a"), running("b"))
     await h.reconcile()
     assert KEY not in h.reconciler._bare
+
+
+# --- restart records: signed, and refused when not the operator's own ---------------------------
+
+
+def _privileged(namespace: str) -> Body:
+    body = pod("root", namespace)
+    body["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    return body
+
+
+async def test_a_forged_restart_record_is_refused_cleared_and_nothing_is_created() -> None:
+    """Bodies written into the status by someone else (another namespace, no signature):
+    no pod anywhere, no delete, one Warning Event naming why, the record cleared."""
+    h = Harness()
+    group = h.group(min_member=2, policy=RESTART_GANG)
+    a, b = h.pods(running("a"), running("b"))
+    h.fake.seed(a, b)
+    forged = {
+        "restartingUIDs": [a["metadata"]["uid"]],
+        "restartPods": [_privileged("kube-system"), _privileged(NS)],
+    }
+    group["status"] = forged
+    (stored,) = h.fake.seed(group)
+    h.groups.put(KEY, stored)
+
+    await h.reconcile()
+
+    assert [
+        r for r in h.fake.request_log if r.method in ("POST", "DELETE") and "/pods" in r.path
+    ] == []
+    assert h.fake.get_object(PODS, "root", "kube-system") is None
+    assert h.fake.get_object(PODS, "root", NS) is None
+    (event,) = h.fake.events(involved="gang", reason=c.Reason.RESTART_RECORD_REFUSED)
+    assert event["type"] == c.EventType.WARNING
+    assert "namespace 'kube-system'" in event["message"]
+    assert "restartPodsDigest is missing" in event["message"]
+    status = h.status()
+    assert not status.get("restartPods") and not status.get("restartingUIDs")
+
+    h.index_catches_up()
+    await h.reconcile()  # the group goes on: its status is computed, nothing refused again
+    assert h.status()["phase"] == c.Phase.RUNNING
+    assert len(h.fake.events(involved="gang", reason=c.Reason.RESTART_RECORD_REFUSED)) == 1
+
+
+async def test_the_record_key_is_made_once_in_its_secret_and_signs_every_restart() -> None:
+    h = Harness()
+    h.group(min_member=2, policy=RESTART_GANG)
+    a, b = h.pods(running("a"), pod("b", group="gang", phase=c.PodPhase.FAILED, node="node-a"))
+    h.fake.seed(a, b)
+    for _ in range(3):
+        await h.reconcile()
+        h.index_catches_up()
+        if h.status().get("restarts"):
+            break
+    status = h.status()
+    assert status["restarts"] == 1
+    secret = h.fake.get_object(SECRETS, RECORD_KEY_SECRET, OPERATOR_NS)
+    assert secret is not None
+    key = key_from_secret(secret, OPERATOR_NS, RECORD_KEY_SECRET)
+    group = PodGroup.model_validate(h.fake.get_object(PODGROUPS, "gang", NS))
+    owner = RecordOwner(NS, "gang", group.metadata.uid or "")
+    expected = record_digest(key, owner, status["restartingUIDs"], status["restartPods"])
+    assert status["restartPodsDigest"] == expected
+    secret_writes = [r for r in h.fake.request_log if "/secrets" in r.path and r.method != "GET"]
+    assert len(secret_writes) == 1

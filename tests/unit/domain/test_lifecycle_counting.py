@@ -15,9 +15,10 @@ from podgroup_operator.domain.lifecycle import (
     count_members,
     members_of,
 )
-from podgroup_operator.domain.restart import Restart, plan_restart
+from podgroup_operator.domain.restart import Restart
 from tests.builders import pod, podgroup
 from tests.unit.domain.lifecycle_helpers import T0, at, gang, members, story
+from tests.unit.restart.helpers import plan_restart
 
 
 def _counters(status: PodGroupStatus) -> tuple[int, int, int, int]:

@@ -12,16 +12,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from podgroup_operator.api.models import PodGroup
+from podgroup_operator.api.models import PodGroup, unpack_pods
 from podgroup_operator.constants import SCHEDULER_NAME, Phase, PodPhase
+from podgroup_operator.domain import restart
 from podgroup_operator.domain.restart import (
     Fail,
+    Refuse,
     Restart,
     RestartPlan,
     Resume,
     Wait,
-    plan_restart,
+    record_owner,
 )
+from podgroup_operator.domain.restart_records import RESTART_PODS_DIGEST, record_digest
 from tests import pod_letters
 from tests.builders import podgroup, uid
 from tests.clock import T0
@@ -34,6 +37,26 @@ def at(seconds: float) -> datetime:
 
 def iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
+
+
+RECORD_KEY = bytes(range(32))
+"""The operator's record key in these tests (domain/restart_records.py)."""
+
+
+def plan_restart(group: PodGroup, member_pods: Any, now: datetime, **options: Any) -> RestartPlan:
+    """`domain.restart.plan_restart` with the tests' record key."""
+    return restart.plan_restart(group, member_pods, now, record_key=RECORD_KEY, **options)
+
+
+def signed(group: PodGroup) -> PodGroup:
+    """The group with the restart recorded in its status signed, as the operator signs it:
+    for tests that write a record by hand (an operator's record found after a crash)."""
+    status = group.status
+    bodies = list(status.restart_pods)
+    if status.restart_pods_packed:
+        bodies += unpack_pods(status.restart_pods_packed)
+    digest = record_digest(RECORD_KEY, record_owner(group), status.restarting_uids, bodies)
+    return apply_status_patch(group, {"status": {RESTART_PODS_DIGEST: digest}})
 
 
 POLICY = {"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 10, "maxBackoffSeconds": 300}
@@ -112,7 +135,7 @@ class World:
     def write_status(self, plan: RestartPlan) -> None:
         patch = getattr(plan, "status_patch", None)
         self.group = apply_status_patch(self.group, patch)
-        if isinstance(plan, Restart | Fail):
+        if isinstance(plan, Restart | Fail | Refuse):
             self.events.append(plan.event)
 
     def delete(self, plan: Restart | Resume | Fail) -> None:
@@ -142,6 +165,9 @@ class World:
         """Everything the handler does for the plan, deletions left graceful."""
         if isinstance(plan, Wait):
             self.group = apply_status_patch(self.group, plan.status_patch)
+            return
+        if isinstance(plan, Refuse):
+            self.write_status(plan)
             return
         if isinstance(plan, Restart | Resume | Fail):
             self.write_status(plan)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from podgroup_operator.api.limits import MAX_SECONDS
 from podgroup_operator.api.models import RestartPolicy
 from podgroup_operator.constants import Phase
-from podgroup_operator.domain.restart import Restart, Wait, backoff_delay, plan_restart
+from podgroup_operator.domain.restart import Restart, Wait, backoff_delay
 from tests.unit.restart.helpers import (
     POLICY,
     World,
@@ -21,6 +21,7 @@ from tests.unit.restart.helpers import (
     gang,
     iso,
     members,
+    plan_restart,
     running_status,
 )
 

@@ -13,7 +13,7 @@ from podgroup_operator.constants import (
     Reason,
 )
 from podgroup_operator.domain.conditions import find_condition
-from podgroup_operator.domain.restart import Fail, Idle, Nothing, plan_restart
+from podgroup_operator.domain.restart import Fail, Idle, Nothing
 from tests.unit.restart.helpers import (
     POLICY,
     World,
@@ -22,7 +22,9 @@ from tests.unit.restart.helpers import (
     gang,
     iso,
     members,
+    plan_restart,
     running_status,
+    signed,
 )
 
 
@@ -100,7 +102,7 @@ def test_giving_up_abandons_a_restart_in_progress() -> None:
     status = exhausted()
     status["restartingUIDs"] = [old[0]["metadata"]["uid"]]
     status["restartPods"] = []
-    plan = plan_restart(gang(status=status), members("RRF") + old, at(91))
+    plan = plan_restart(signed(gang(status=status)), members("RRF") + old, at(91))
     assert isinstance(plan, Fail)
     assert "old" in [ref.name for ref in plan.delete]
     assert plan.status_patch["status"]["restartingUIDs"] is None

@@ -72,7 +72,12 @@ def test_a_restart_carried_out_step_by_step_completes_once() -> None:
         delete=(),
         recreate=(),
         status_patch={
-            "status": {"restartingUIDs": None, "restartPods": None, "restartPodsPacked": None}
+            "status": {
+                "restartingUIDs": None,
+                "restartPods": None,
+                "restartPodsPacked": None,
+                "restartPodsDigest": None,
+            }
         },
     )
 
@@ -130,7 +135,12 @@ def test_owned_members_are_deleted_and_left_to_their_owner() -> None:
     complete = world.plan(at(101))
     assert isinstance(complete, Resume)
     assert complete.status_patch == {
-        "status": {"restartingUIDs": None, "restartPods": None, "restartPodsPacked": None}
+        "status": {
+            "restartingUIDs": None,
+            "restartPods": None,
+            "restartPodsPacked": None,
+            "restartPodsDigest": None,
+        }
     }
 
 

@@ -9,7 +9,6 @@ from podgroup_operator.domain.restart import (
     Resume,
     bare_members,
     lost_members,
-    plan_restart,
     recreation_body,
 )
 from tests.unit.restart.helpers import (
@@ -19,6 +18,7 @@ from tests.unit.restart.helpers import (
     gang,
     member,
     owned,
+    plan_restart,
     running_status,
 )
 

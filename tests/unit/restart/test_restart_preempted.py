@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from podgroup_operator.constants import Phase
-from podgroup_operator.domain.restart import Fail, Restart, Wait, plan_restart
-from tests.unit.restart.helpers import POLICY, at, gang, iso, members, running_status
+from podgroup_operator.domain.restart import Fail, Restart, Wait
+from tests.unit.restart.helpers import POLICY, at, gang, iso, members, plan_restart, running_status
 
 
 @pytest.mark.parametrize("restarts", [0, 3], ids=["fresh", "limit-reached"])

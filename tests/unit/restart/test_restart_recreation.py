@@ -18,9 +18,9 @@ from podgroup_operator.domain.restart import (
     Restart,
     Resume,
     has_controller,
-    plan_restart,
     recreation_body,
 )
+from podgroup_operator.domain.restart_records import RESTART_PODS_DIGEST
 from tests.unit.restart.helpers import (
     NO_BACKOFF,
     World,
@@ -28,7 +28,9 @@ from tests.unit.restart.helpers import (
     gang,
     member,
     owned,
+    plan_restart,
     running_status,
+    signed,
 )
 
 
@@ -138,7 +140,7 @@ def test_an_owed_recreation_whose_name_is_free_goes_with_the_next_restart() -> N
     status = running_status(
         restartingUIDs=[straggler["metadata"]["uid"]], restartPods=[owed], restarts=1
     )
-    group = gang(min_member=2, policy=NO_BACKOFF, status=status)
+    group = signed(gang(min_member=2, policy=NO_BACKOFF, status=status))
     pods = [member(0, "R"), member(1, "F"), straggler]
 
     plan = plan_restart(group, pods, at(5))
@@ -154,7 +156,7 @@ def test_an_owed_recreation_whose_name_is_free_goes_with_the_next_restart() -> N
 def test_during_the_backoff_an_owed_recreation_is_made_first() -> None:
     owed = recreation_body(member(7, "R"))
     status = running_status(restartingUIDs=["gone-uid"], restartPods=[owed], restarts=1)
-    group = gang(min_member=2, status=status)  # backoff 20s: not due
+    group = signed(gang(min_member=2, status=status))  # backoff 20s: not due
     plan = plan_restart(group, [member(0, "R"), member(1, "F")], at(5))
     assert plan == Resume(delete=(), recreate=(owed,), status_patch=None)
 
@@ -187,7 +189,12 @@ def test_bodies_too_many_to_write_plainly_are_packed_and_recreated_from_the_reco
     complete = world.plan(at(102))
     assert isinstance(complete, Resume)
     assert complete.status_patch == {
-        "status": {RESTARTING_UIDS: None, RESTART_PODS: None, RESTART_PODS_PACKED: None}
+        "status": {
+            RESTARTING_UIDS: None,
+            RESTART_PODS: None,
+            RESTART_PODS_PACKED: None,
+            RESTART_PODS_DIGEST: None,
+        }
     }
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from podgroup_operator.constants import LABEL_SUB_GROUP, Phase, Reason
-from podgroup_operator.domain.restart import Nothing, Restart, Wait, plan_restart
-from tests.unit.restart.helpers import NO_BACKOFF, POLICY, at, gang, iso, member
+from podgroup_operator.domain.restart import Nothing, Restart, Wait
+from tests.unit.restart.helpers import NO_BACKOFF, POLICY, at, gang, iso, member, plan_restart
 
 SUBS = [{"name": "a", "minMember": 2}, {"name": "b", "minMember": 2}, {"name": "c", "minMember": 2}]
 

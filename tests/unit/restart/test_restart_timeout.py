@@ -9,8 +9,17 @@ from typing import Any
 import pytest
 
 from podgroup_operator.constants import Phase, Reason
-from podgroup_operator.domain.restart import Fail, Idle, Nothing, Restart, Resume, plan_restart
-from tests.unit.restart.helpers import NO_BACKOFF, POLICY, World, at, gang, iso, members
+from podgroup_operator.domain.restart import Fail, Idle, Nothing, Restart, Resume
+from tests.unit.restart.helpers import (
+    NO_BACKOFF,
+    POLICY,
+    World,
+    at,
+    gang,
+    iso,
+    members,
+    plan_restart,
+)
 
 
 @pytest.mark.parametrize("letters", ["BBP", "RBP", "RPP"])

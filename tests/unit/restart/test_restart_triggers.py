@@ -5,15 +5,7 @@ from __future__ import annotations
 import pytest
 
 from podgroup_operator.constants import EventType, Phase, Reason
-from podgroup_operator.domain.restart import (
-    Fail,
-    Idle,
-    MemberRef,
-    Nothing,
-    Restart,
-    Wait,
-    plan_restart,
-)
+from podgroup_operator.domain.restart import Fail, Idle, MemberRef, Nothing, Restart, Wait
 from tests.unit.restart.helpers import (
     NO_BACKOFF,
     POLICY,
@@ -23,6 +15,7 @@ from tests.unit.restart.helpers import (
     iso,
     member,
     members,
+    plan_restart,
     running_status,
 )
 
