@@ -37,7 +37,7 @@ from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
-from podgroup_operator.adapters.record_key import SecretRecordKey
+from podgroup_operator.adapters.record_key import RecordKeyError, SecretRecordKey
 from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import (
@@ -107,6 +107,8 @@ ROUTINE_WORKERS = 16
 `StatusReconciler.touch`."""
 RETRY_MARGIN_SECONDS = 0.05
 """A restart plan's wait is taken up this long after it ends, so the plan finds it over."""
+RECORD_KEY_RETRY_SECONDS = 10.0
+"""How soon a group whose restart step waited for the record key's Secret is tried again."""
 
 _LIVE_PHASES = frozenset({c.PodPhase.RUNNING, c.PodPhase.SUCCEEDED})
 """Pod phases that count toward minMember (`starts_short`)."""
@@ -156,6 +158,8 @@ class StatusReconciler:
     ) -> None:
         self.kube = kube
         self.record_key = record_key
+        self._key_problem: str | None = None
+        """The last reason the record key could not be had, logged once (`_record_key_missing`)."""
         """Signs the restart records this reconciler writes and checks those it reads
         (domain/restart_records.py); read from its Secret when a restart plan first needs it."""
         self.namespaces = namespaces
@@ -687,11 +691,16 @@ class StatusReconciler:
         """
         if group.spec.policy is None and not restart_progress(group.status).active:
             return False
+        try:
+            record_key = await self.record_key.get()
+        except (ApiError, RecordKeyError) as exc:
+            self._record_key_missing(key, exc)
+            return False
         plan = plan_restart(
             group,
             pods,
             now,
-            record_key=await self.record_key.get(),
+            record_key=record_key,
             preempted_at=preempted_since(group.status, self.preempted.get(key)),
             timed_out_at=timed_out_since(self.verdicts.get(key)),
             lost=lost_members(self._bare.get(key, {}), pods),
@@ -731,6 +740,22 @@ class StatusReconciler:
                 if not (exc.conflict or exc.namespace_terminating):
                     raise
         return patch is not None
+
+    def _record_key_missing(self, key: GroupKey, exc: Exception) -> None:
+        """The record key's Secret can be neither read nor made: the group's restart step waits
+        and is tried again in RECORD_KEY_RETRY_SECONDS, while its status goes on being written
+        (a restart cannot be recorded or checked without the key; the rest of the status needs
+        none). Said once per distinct problem, not once per group."""
+        problem = f"{exc}"
+        if problem != self._key_problem:
+            self._key_problem = problem
+            logger.warning(
+                "restart policies wait: the restart records' key cannot be had (%s); give the "
+                "operator get on that Secret and create on Secrets in its namespace "
+                "(deploy/base/rbac.yaml)",
+                problem,
+            )
+        self.monotonic.call_later(RECORD_KEY_RETRY_SECONDS, self.touch, key)
 
     def _retry_at(self, key: GroupKey, until: dt.datetime, now: dt.datetime) -> None:
         """Touch the group when a restart plan's wait (wall-clock `until`) is over."""

@@ -1541,3 +1541,27 @@ async def test_the_record_key_is_made_once_in_its_secret_and_signs_every_restart
     assert status["restartPodsDigest"] == expected
     secret_writes = [r for r in h.fake.request_log if "/secrets" in r.path and r.method != "GET"]
     assert len(secret_writes) == 1
+
+
+async def test_without_the_record_key_the_status_goes_on_and_the_restart_waits_for_it() -> None:
+    """The key's Secret cannot be read (the operator's Role lacks it): the group's status is
+    still written, and its restart is taken up once the Secret can be read."""
+    h = Harness()
+    h.group(min_member=2, policy=RESTART_GANG)
+    a, b = h.pods(running("a"), pod("b", group="gang", phase=c.PodPhase.FAILED, node="node-a"))
+    h.fake.seed(a, b)
+    secret_path = f"/namespaces/{OPERATOR_NS}/secrets/{RECORD_KEY_SECRET}"
+    h.fake.inject_error("GET", secret_path, 403, "Forbidden", "secrets is forbidden")
+
+    await h.reconcile()
+
+    assert h.status()["failed"] == 1  # the status is written without the key
+    assert not h.status().get("restarts")
+    assert h.fake.get_object(SECRETS, RECORD_KEY_SECRET, OPERATOR_NS) is None
+    for _ in range(3):  # readable now: the restart is recorded and signed
+        h.index_catches_up()
+        await h.reconcile()
+        if h.status().get("restarts"):
+            break
+    status = h.status()
+    assert status["restarts"] == 1 and status["restartPodsDigest"]
