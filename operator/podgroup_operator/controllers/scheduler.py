@@ -694,6 +694,7 @@ class GangScheduler:
                 continue  # backing off, or its request failed (reported by `_request_or_none`)
             # 6. Decide.
             await self._decide_timed(request, request_of, decided, binds, now)
+        self.holds.decided(decided)  # resting NonStrict gangs owe these no more (holds.py)
         # 7. Dispatch the binds.
         if pipeline:
             self.binder.dispatch(binds)
@@ -722,7 +723,6 @@ class GangScheduler:
         finally:
             threaded = self.offload.deciding
             self.offload.decided()
-            self.holds.decided(decided)
         elapsed = time.perf_counter() - started
         if threaded:
             metrics.SCHEDULING_IN_THREAD.inc()
