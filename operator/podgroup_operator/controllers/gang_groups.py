@@ -1,10 +1,11 @@
 """Gang groups: the PodGroups a gang is decided together with, and the PodGroup models.
 
 A PodGroup's `spec.gangGroup` names the PodGroups that start together. `GangGroups` joins the
-lists of the PodGroups named (`joined`), says why such a gang group cannot be decided (a partner
-whose spec does not validate, too many joined, a partner decided this cycle and not placed), and
-gathers the requests decided as one (`assemble`). `ParsedGroups` parses each PodGroup once per
-resourceVersion, for these and for the scheduler.
+lists of the PodGroups named (`joined`, following an entry of another namespace only with
+consent: domain/gang_groups.py), says why such a gang group cannot be decided (a partner whose
+spec does not validate, too many joined, a partner decided this cycle and not placed), gathers the
+requests decided as one (`assemble`) and says whom a refusal holds back (`held_with`).
+`ParsedGroups` parses each PodGroup once per resourceVersion, for these and for the scheduler.
 """
 
 from __future__ import annotations
