@@ -74,7 +74,9 @@ async def tenant(
         namespace,
     )
     if rules:
-        await _create(kube, ROLES, {"metadata": {"name": f"{name}-extra"}, "rules": rules}, namespace)
+        await _create(
+            kube, ROLES, {"metadata": {"name": f"{name}-extra"}, "rules": rules}, namespace
+        )
         await _create(
             kube,
             ROLE_BINDINGS,
