@@ -487,6 +487,8 @@ class TopologyInEffect:
 
     name: str | None
     source: str = ""
+    above: str | None = None
+    """The Topology its ancestors use, which it would inherit naming none (None: none)."""
 
     @property
     def inherited(self) -> bool:
@@ -510,7 +512,10 @@ def topology_in_effect(
     ends the walk."""
     constraint = sub.topology_constraint
     if constraint is not None and constraint.topology is not None:
-        return TopologyInEffect(constraint.topology, OWN_TOPOLOGY)
+        above = topology_in_effect(
+            sub.model_copy(update={"topology_constraint": None}), by_name, group
+        )
+        return TopologyInEffect(constraint.topology, OWN_TOPOLOGY, above.name)
     seen = {sub.name}
     current = sub
     while current.parent is not None and current.parent not in seen:
@@ -520,10 +525,10 @@ def topology_in_effect(
             break
         named = parent.topology_constraint and parent.topology_constraint.topology
         if named:
-            return TopologyInEffect(named, f"parent sub-group {parent.name!r}")
+            return TopologyInEffect(named, f"parent sub-group {parent.name!r}", named)
         current = parent
     if group is not None and group.topology is not None:
-        return TopologyInEffect(group.topology, "the group")
+        return TopologyInEffect(group.topology, "the group", group.topology)
     return TopologyInEffect(None)
 
 

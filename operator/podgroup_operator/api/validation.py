@@ -288,7 +288,7 @@ def constraint_findings(spec: Any, levels_of: LevelsOf) -> tuple[list[str], list
         effect = topology_in_effect(sub, by_name, own)
         constraint = constraint_in_effect(sub, by_name, own)
         assert constraint is not None
-        # An inherited Topology that does not exist is warned of where it is named.
+        # A Topology that does not exist is warned of on the group's constraint only.
         if not _one_constraint(where, constraint, levels_of, errors, [], effect):
             continue
         above, above_name = _ancestor_constraint(sub, by_name, own)
@@ -377,10 +377,14 @@ def _one_constraint(
                     f"that Topology's: use one of them, or add {level!r} to Topology {name!r}"
                 )
                 continue
+            fix = (
+                "leave out topology to use any node label"
+                if effect is None or effect.above is None
+                else f"add {level!r} to Topology {name!r}"
+            )
             errors.append(
                 f"{where}.{field}: {level!r} is not a level of Topology {name!r} (levels, "
-                f"coarse to fine: {listed}); use one of them, or leave out topology to use any "
-                "node label"
+                f"coarse to fine: {listed}); use one of them, or {fix}"
             )
     required, preferred = constraint.required_topology_level, constraint.preferred_topology_level
     if required in levels and preferred in levels:

@@ -236,3 +236,28 @@ def test_a_template_child_may_form_more_sub_groups_than_listed() -> None:
     """minSubGroup 3 over one template: it forms one sub-group per label value."""
     template = _sub("replica", minMember=2, matchLabelKeys=["app/replica"])
     assert spec_errors({"minMember": 6, "minSubGroup": 3, "subGroups": [template]}) == []
+
+
+@pytest.mark.parametrize("group_named", [True, False])
+def test_a_named_level_not_in_the_topology_suggests_what_leaving_topology_out_would_do(
+    group_named: bool,
+) -> None:
+    """Leaving out `topology` means any node label only when nothing above names one; else
+    the sub-group would inherit the same Topology, so the fix is its levels."""
+    spec: dict[str, Any] = {
+        "minMember": 4,
+        "subGroups": [_sub("a", minMember=4, topologyConstraint=_rack("example.com/pod"))],
+    }
+    if group_named:
+        spec["topologyConstraint"] = _rack("example.com/block")
+    errors, _ = constraint_findings(spec, _levels_of)
+    fix = (
+        "add 'example.com/pod' to Topology 'fabric'"
+        if group_named
+        else "leave out topology to use any node label"
+    )
+    assert errors == [
+        "spec.subGroups[0].topologyConstraint.requiredTopologyLevel: 'example.com/pod' is not a "
+        "level of Topology 'fabric' (levels, coarse to fine: example.com/block, "
+        f"example.com/rack, kubernetes.io/hostname); use one of them, or {fix}"
+    ]
