@@ -373,6 +373,74 @@ async def test_a_sub_group_level_coarser_than_the_groups_is_refused(
     ) in refused.value.message
 
 
+async def test_sub_groups_naming_no_topology_inherit_the_groups_and_are_placed_in_racks(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    topology: Callable[..., Any],
+) -> None:
+    """The group names the Topology, its sub-groups only `requiredTopologyLevel: rack`: each
+    is placed whole in one rack of the group's block, as with `topology` in each."""
+    fabric = await topology(BLOCK, RACK)
+    layout = [(f"b{b}", f"r{r}", 2, "8") for b in range(2) for r in range(2)]
+    async with racks(kube, layout) as pool:
+        await create_group(
+            kube,
+            namespace,
+            "heir",
+            min_member=8,
+            topologyConstraint=within(fabric, BLOCK),
+            subGroups=[
+                {"name": s, "minMember": 4, "topologyConstraint": {"requiredTopologyLevel": RACK}}
+                for s in ("s0", "s1")
+            ],
+        )
+        for sub in ("s0", "s1"):
+            await sub_group_pods(kube, namespace, "heir", pool, sub, 4, "4")
+        where = await placed(kube, namespace, "heir", 8)
+        racks_used = {sub: {rack_of(n) for n in nodes} for sub, nodes in where.items()}
+        assert sorted(racks_used) == ["s0", "s1"], racks_used
+        assert all(len(r) == 1 for r in racks_used.values()), racks_used
+        assert racks_used["s0"] != racks_used["s1"], racks_used
+        assert len({r.split("-")[0] for used in racks_used.values() for r in used}) == 1
+        status = await wait_group(kube, namespace, "heir", subGroupsSatisfied="2/2")
+        assert {(p["name"], p["level"]) for p in status["placement"]["subGroups"]} == {
+            ("s0", RACK),
+            ("s1", RACK),
+        }
+
+
+async def test_a_sub_group_level_its_inherited_topology_lacks_is_refused(
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    topology: Callable[..., Any],
+) -> None:
+    fabric = await topology(BLOCK, RACK)
+    body = podgroup(
+        "nolevel",
+        namespace,
+        min_member=1,
+        topologyConstraint=within(fabric, BLOCK),
+        subGroups=[
+            {
+                "name": "a",
+                "minMember": 1,
+                "topologyConstraint": {"requiredTopologyLevel": "example.com/row"},
+            }
+        ],
+    )
+    del body["metadata"]["uid"]
+    with pytest.raises(ApiError) as refused:
+        await kube.create(PODGROUPS, body, namespace)
+    assert refused.value.status in (400, 422), refused.value
+    assert (
+        "spec.subGroups[0].topologyConstraint.requiredTopologyLevel: 'example.com/row' is not a "
+        f"level of Topology '{fabric}', which this sub-group inherits from the group"
+    ) in refused.value.message, refused.value.message
+    assert f"add 'example.com/row' to Topology '{fabric}'" in refused.value.message
+
+
 async def test_a_pod_naming_no_sub_group_gets_a_warning(
     kube: KubeClient, operator: OperatorProcess, namespace: str
 ) -> None:

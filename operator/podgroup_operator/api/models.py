@@ -16,6 +16,7 @@ import binascii
 import re
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
@@ -267,7 +268,8 @@ class TopologyConstraint(_Model):
 
     At least one level is given. With `topology`, each level is one of that Topology's levels
     and the preferred one is the required one or finer (checked by the validating webhook, which
-    reads the Topology); without it, each level is any node label key.
+    reads the Topology); a sub-group's constraint without it uses its ancestors' Topology
+    (`topology_in_effect`); with none in effect, each level is any node label key.
     """
 
     model_config = ConfigDict(
@@ -284,7 +286,8 @@ class TopologyConstraint(_Model):
         default=None,
         description="Name of the cluster-scoped Topology whose levels the constraint uses; the "
         "preferred level may then fall back to each coarser level of it, never past the "
-        "required one. Absent, the levels are any node label keys.",
+        "required one. Absent on a sub-group, its nearest ancestor's (the group's for the "
+        "top); absent there too, the levels are any node label keys.",
     )
     required_topology_level: NodeLabelKey | None = Field(
         default=None,
@@ -347,7 +350,8 @@ class SubGroup(_Model):
     topology_constraint: TopologyConstraint | None = Field(
         default=None,
         description="The one domain this sub-group's members are bound in, inside its parent's "
-        "domain: its levels equal to or finer than its parent's, in the same Topology.",
+        "domain: its levels equal to or finer than its parent's, in the same Topology (without "
+        "topology, it uses its nearest ancestor's, the group's for the top).",
     )
     match_label_keys: (
         list[
@@ -367,13 +371,17 @@ SUB_GROUP_ERRORS_JOIN = "; "
 
 
 def sub_group_problems(
-    min_member: int, min_sub_group: int | None, sub_groups: Sequence[SubGroup]
+    min_member: int,
+    min_sub_group: int | None,
+    sub_groups: Sequence[SubGroup],
+    group: TopologyConstraint | None = None,
 ) -> list[str]:
     """What is wrong with a sub-group tree, each as `spec.subGroups[i].field: what and the fix`:
     a repeated name, an unknown parent, a cycle, a tree deeper than MAX_SUB_GROUP_DEPTH, a leaf
     without minMember, a parent with matchLabelKeys, a minSubGroup above the children there
     are, children whose counted minimums sum above their parent's minMember (the group's for
-    the top), and a topology differing from the nearest constrained ancestor's."""
+    the top), and a topology differing from the one the nearest constrained ancestor uses
+    (`topology_in_effect`; `group` is the group's own constraint)."""
     problems: list[str] = []
     index: dict[str, int] = {}
     for i, sub in enumerate(sub_groups):
@@ -442,31 +450,98 @@ def sub_group_problems(
         )
     top = children.get(None, [])
     problems.extend(_sum_problem("spec", min_member, min_sub_group, top, children))
+    by_name = {sub.name: sub for sub in sub_groups}
     for i, sub in enumerate(sub_groups):
         constraint = sub.topology_constraint
         ancestor = _constrained_ancestor(sub, sub_groups, index)
-        if constraint is None or ancestor is None:
-            continue
-        if constraint.topology != ancestor[1].topology:
+        if constraint is None or constraint.topology is None or ancestor is None:
+            continue  # naming no Topology, it inherits its ancestors' (`topology_in_effect`)
+        above = topology_in_effect(ancestor[1], by_name, group).name
+        if constraint.topology != above:
             problems.append(
                 f"spec.subGroups[{i}].topologyConstraint.topology: "
                 f"{constraint.topology!r} differs from "
-                f"{ancestor[0]}'s {ancestor[1].topology!r}; a sub-group's domain lies inside its "
-                "parent's, so both use the same Topology"
+                f"{ancestor[0]}'s {above!r}; a sub-group's domain lies inside its "
+                "parent's, so both use the same Topology: use the same, or leave topology out "
+                "to inherit it"
             )
     return problems
 
 
 def _constrained_ancestor(
     sub: SubGroup, sub_groups: Sequence[SubGroup], index: Mapping[str, int]
-) -> tuple[str, TopologyConstraint] | None:
+) -> tuple[str, SubGroup] | None:
     """The nearest sub-group above `sub` with a topologyConstraint (by name), or None."""
     current = sub
     while current.parent is not None:
         current = sub_groups[index[current.parent]]
         if current.topology_constraint is not None:
-            return f"parent {current.name!r}", current.topology_constraint
+            return f"parent {current.name!r}", current
     return None
+
+
+@dataclass(frozen=True)
+class TopologyInEffect:
+    """The Topology whose levels a sub-group's constraint is read in (`name`, None: any node
+    label keys) and who names it (`source`: `its own`, `parent sub-group 'p'`, `the group`)."""
+
+    name: str | None
+    source: str = ""
+    above: str | None = None
+    """The Topology its ancestors use, which it would inherit naming none (None: none)."""
+
+    @property
+    def inherited(self) -> bool:
+        return self.name is not None and self.source != OWN_TOPOLOGY
+
+
+OWN_TOPOLOGY = "its own"
+"""`TopologyInEffect.source` of a sub-group that names its Topology itself."""
+
+
+def topology_in_effect(
+    sub: SubGroup, by_name: Mapping[str, SubGroup], group: TopologyConstraint | None
+) -> TopologyInEffect:
+    """The Topology of `sub`'s constraint: the one it names, else its nearest ancestor's that
+    names one, else the group's `spec.topologyConstraint.topology`, else none.
+
+    A sub-group lies inside its parent's domain, so its levels are cut by the same Topology (as
+    KAI-Scheduler's sub-groups inherit theirs); the scheduler resolves and the webhook checks
+    a sub-group's levels in this one Topology
+    (docs/decisions/020-sub-groups-inherit-their-topology.md). A cycle or an unknown parent
+    ends the walk."""
+    constraint = sub.topology_constraint
+    if constraint is not None and constraint.topology is not None:
+        above = topology_in_effect(
+            sub.model_copy(update={"topology_constraint": None}), by_name, group
+        )
+        return TopologyInEffect(constraint.topology, OWN_TOPOLOGY, above.name)
+    seen = {sub.name}
+    current = sub
+    while current.parent is not None and current.parent not in seen:
+        seen.add(current.parent)
+        parent = by_name.get(current.parent)
+        if parent is None:
+            break
+        named = parent.topology_constraint and parent.topology_constraint.topology
+        if named:
+            return TopologyInEffect(named, f"parent sub-group {parent.name!r}", named)
+        current = parent
+    if group is not None and group.topology is not None:
+        return TopologyInEffect(group.topology, "the group", group.topology)
+    return TopologyInEffect(None)
+
+
+def constraint_in_effect(
+    sub: SubGroup, by_name: Mapping[str, SubGroup], group: TopologyConstraint | None
+) -> TopologyConstraint | None:
+    """`sub`'s topologyConstraint with the Topology it inherits (`topology_in_effect`) filled
+    in, or None when it has none."""
+    constraint = sub.topology_constraint
+    if constraint is None or constraint.topology is not None:
+        return constraint
+    named = topology_in_effect(sub, by_name, group).name
+    return constraint if named is None else constraint.model_copy(update={"topology": named})
 
 
 def _sum_problem(
@@ -588,7 +663,9 @@ class PodGroupSpec(_Model):
     def _total_covers_minimum(self) -> "PodGroupSpec":
         errors = coverage_errors(self.total_resources, self.min_resources)
         if self.sub_groups:
-            errors += sub_group_problems(self.min_member, self.min_sub_group, self.sub_groups)
+            errors += sub_group_problems(
+                self.min_member, self.min_sub_group, self.sub_groups, self.topology_constraint
+            )
         elif self.min_sub_group is not None:
             errors.append("spec.minSubGroup: counts sub-groups, and there are none; remove it")
         if errors:

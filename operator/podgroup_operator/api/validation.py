@@ -25,9 +25,12 @@ from podgroup_operator.api.models import (
     PodGroupStatus,
     SubGroup,
     TopologyConstraint,
+    TopologyInEffect,
     TopologySpec,
+    constraint_in_effect,
     level_problems,
     sub_group_problems,
+    topology_in_effect,
 )
 from podgroup_operator.api.names import is_dns_subdomain
 from podgroup_operator.api.quantity import coverage_errors
@@ -173,7 +176,9 @@ def _sub_group_errors(spec: Mapping[str, Any]) -> list[str]:
         return []
     if not isinstance(min_member, int) or not (k is None or isinstance(k, int)):
         return []
-    return sub_group_problems(min_member, k, sub_groups)
+    return sub_group_problems(
+        min_member, k, sub_groups, _constraint(spec.get("topologyConstraint"))
+    )
 
 
 MAX_ERRORS = 20
@@ -251,13 +256,17 @@ _CONSTRAINT = "spec.topologyConstraint"
 
 def constraint_findings(spec: Any, levels_of: LevelsOf) -> tuple[list[str], list[str]]:
     """(errors, warnings) of a PodGroup spec's `topologyConstraint`, and of each of its
-    `subGroups[].topologyConstraint`, against the Topology each names.
+    `subGroups[].topologyConstraint`, against the Topology each uses: the one it names, else
+    the one it inherits (`models.topology_in_effect`: the nearest ancestor's, the group's for
+    the top).
 
-    An error: a level that is not one of the Topology's, a preferred level coarser than the
-    required one, or a sub-group's level coarser than its nearest constrained ancestor's (the
-    group's for the top) required level. A warning: a Topology that does not exist (yet);
-    controllers create objects in any order, so the PodGroup is admitted and its gang waits for
-    it. A constraint that does not parse has neither: `spec_errors` reports it.
+    An error: a level that is not one of that Topology's (named or inherited), a preferred
+    level coarser than the required one, or a sub-group's level coarser than its nearest
+    constrained ancestor's (the group's for the top) required level. A warning: a Topology
+    named that does not exist (yet); controllers create objects in any order, so the PodGroup
+    is admitted and its gang waits for it. A constraint in no Topology at all takes any node
+    label keys, unchecked. A constraint that does not parse has neither: `spec_errors`
+    reports it.
     """
     if not isinstance(spec, Mapping):
         return [], []
@@ -273,16 +282,20 @@ def constraint_findings(spec: Any, levels_of: LevelsOf) -> tuple[list[str], list
         subs = []
     by_name = {sub.name: sub for sub in subs}
     for i, sub in enumerate(subs):
-        constraint = sub.topology_constraint
-        if constraint is None:
+        if sub.topology_constraint is None:
             continue
         where = f"spec.subGroups[{i}].topologyConstraint"
-        if not _one_constraint(where, constraint, levels_of, errors, []):
+        effect = topology_in_effect(sub, by_name, own)
+        constraint = constraint_in_effect(sub, by_name, own)
+        assert constraint is not None
+        # A Topology that does not exist is warned of on the group's constraint only.
+        if not _one_constraint(where, constraint, levels_of, errors, [], effect):
             continue
         above, above_name = _ancestor_constraint(sub, by_name, own)
-        if above is None or above.topology != constraint.topology or constraint.topology is None:
+        named = constraint.topology
+        if above is None or named is None or above.topology != named:
             continue
-        levels = levels_of(constraint.topology) or ()
+        levels = levels_of(named) or ()
         coarsest = above.required_topology_level or above.preferred_topology_level
         if coarsest not in levels:
             continue
@@ -316,7 +329,8 @@ def _levels(constraint: TopologyConstraint) -> list[tuple[str, str]]:
 def _ancestor_constraint(
     sub: SubGroup, by_name: Mapping[str, SubGroup], own: TopologyConstraint | None
 ) -> tuple[TopologyConstraint | None, str]:
-    """The nearest constraint above `sub` (a parent's, else the group's), and who holds it."""
+    """The nearest constraint above `sub` (a parent's, else the group's), with the Topology it
+    uses filled in (`constraint_in_effect`), and who holds it."""
     seen = {sub.name}
     current = sub
     while current.parent is not None and current.parent not in seen:
@@ -325,7 +339,7 @@ def _ancestor_constraint(
         if parent is None:
             break
         if parent.topology_constraint is not None:
-            return parent.topology_constraint, f"parent sub-group {parent.name!r}"
+            return constraint_in_effect(parent, by_name, own), f"parent sub-group {parent.name!r}"
         current = parent
     return own, "the group"
 
@@ -336,9 +350,10 @@ def _one_constraint(
     levels_of: LevelsOf,
     errors: list[str],
     warnings: list[str],
+    effect: TopologyInEffect | None = None,
 ) -> bool:
-    """Append what is wrong with one constraint against its Topology; True when it names one
-    that exists."""
+    """Append what is wrong with one constraint against its Topology (named, or inherited as
+    `effect` says); True when it uses one that exists."""
     name = constraint.topology
     if name is None:
         return False
@@ -350,12 +365,26 @@ def _one_constraint(
         )
         return False
     listed = ", ".join(levels)
+    inherited = effect is not None and effect.inherited
     for field, level in _levels(constraint):
         if level not in levels:
+            if inherited:
+                assert effect is not None
+                errors.append(
+                    f"{where}.{field}: {level!r} is not a level of Topology {name!r}, which "
+                    f"this sub-group inherits from {effect.source} (levels, coarse to fine: "
+                    f"{listed}); a sub-group lies inside its parent's domain, so its levels are "
+                    f"that Topology's: use one of them, or add {level!r} to Topology {name!r}"
+                )
+                continue
+            fix = (
+                "leave out topology to use any node label"
+                if effect is None or effect.above is None
+                else f"add {level!r} to Topology {name!r}"
+            )
             errors.append(
                 f"{where}.{field}: {level!r} is not a level of Topology {name!r} (levels, "
-                f"coarse to fine: {listed}); use one of them, or leave out topology to use any "
-                "node label"
+                f"coarse to fine: {listed}); use one of them, or {fix}"
             )
     required, preferred = constraint.required_topology_level, constraint.preferred_topology_level
     if required in levels and preferred in levels:

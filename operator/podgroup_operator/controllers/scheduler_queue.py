@@ -176,14 +176,17 @@ class GangQueue:
                     del self._bound_by_group[key]
 
     def bound_members(self, key: GroupKey) -> set[str]:
-        """UIDs of the group's members holding a node, our own recent binds included (they
-        count before the watch reports them: no false NotEnoughTasks meanwhile)."""
+        """UIDs of the group's members holding a node, our own recent binds and those in flight
+        included (they count before the watch reports them: no false NotEnoughTasks meanwhile,
+        such as a pipelined cycle deciding the members that came after a placement whose binds
+        are not answered yet)."""
         bound = {
             pod_uid(m)
             for m in self.members.get(key, [])
             if holds_node(m) and not (m.get("metadata") or {}).get("deletionTimestamp")
         }
-        return bound | self._bound_by_group.get(key, set())
+        flying = self.pending.get(key, {}).keys() & self.in_flight
+        return bound | self._bound_by_group.get(key, set()) | flying
 
     # --- backoff --------------------------------------------------------------------------------
     def new_member(self, key: GroupKey) -> None:

@@ -80,6 +80,7 @@ from podgroup_operator.domain.scheduling_status import (
     Verdict,
     apply_preempted,
     apply_verdict,
+    next_verdict,
     preempted_since,
     timed_out_since,
 )
@@ -344,7 +345,8 @@ class StatusReconciler:
     def set_verdict(self, key: GroupKey, verdict: Verdict) -> None:
         """The gang scheduler's verdict on the group, folded into its status. A placement
         restarts the group's COUNTS hold clock: a held first status waits `binding_delay` from
-        the placement."""
+        the placement. A refusal keeps the placement before it (`next_verdict`)."""
+        verdict = next_verdict(self.verdicts.get(key), verdict)
         if self.verdicts.get(key) != verdict:
             self.verdicts[key] = verdict
             if verdict.placed:

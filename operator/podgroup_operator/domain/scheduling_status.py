@@ -8,7 +8,7 @@ writer per object means one PATCH per real change, and no two writers fighting o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from podgroup_operator.api.models import PodGroupStatus, TopologyPlacement
@@ -40,7 +40,23 @@ class Verdict:
     """When a ScheduleTimeout verdict was given: the restart policy restarts a Strict gang held
     partly bound past it (domain/restart.py)."""
     placement: TopologyPlacement | None = None
-    """With `placed`: the topology domain the members went to (None: no domain, cluster-wide)."""
+    """With `placed`: the topology domain the members went to (None: no domain, cluster-wide).
+    On a refusal: the placement of the verdict before it, carried by `next_verdict`."""
+
+
+def next_verdict(previous: Verdict | None, verdict: Verdict) -> Verdict:
+    """The verdict the status reconciler keeps when `verdict` follows `previous`.
+
+    A refusal keeps the placement of the verdict before it: the members placed then still lie
+    there. Why: the reconciler keeps one verdict per group, and a refusal that lands before
+    the placement is written (of members that arrived after it, or replacements that do not
+    fit, as the sub-group left out of a k-of-n gang) would otherwise lose `status.placement`
+    for good."""
+    if verdict.placed or verdict.placement is not None or previous is None:
+        return verdict
+    if previous.placement is None:
+        return verdict
+    return replace(verdict, placement=previous.placement)
 
 
 def apply_verdict(
@@ -57,7 +73,8 @@ def apply_verdict(
       message (the actionable shortfall). A placement clears a scheduler-owned reason; the
       lifecycle's own reasons (NotEnoughTasks, PodFailed, ...) are left to the lifecycle.
     - Scheduled: True once at least minMember members are bound to nodes.
-    - `placement`: a placement's topology domain, or none when it was placed without one.
+    - `placement`: a placement's topology domain, or none when it was placed without one; a
+      refusal carrying the placement before it (`next_verdict`) keeps that one.
     Terminal groups are left as they are: a finished gang is never rescheduled.
     """
     phase = Phase(status.phase) if status.phase else None
@@ -105,7 +122,7 @@ def apply_verdict(
             id_seed=id_seed,
         )
     placement = status.placement
-    if verdict is not None and verdict.placed:
+    if verdict is not None and (verdict.placed or verdict.placement is not None):
         placement = verdict.placement
     return status.model_copy(update={"conditions": conditions, "placement": placement})
 

@@ -84,9 +84,9 @@ WEBHOOKS: list[WebhookSpec] = [
         failure_policy=FailurePolicy.FAIL,
         checks="Refuses a PodGroup whose spec does not validate (bounds, quantities, resource "
         "names, totalResources covering minResources, a topologyConstraint's levels among its "
-        "Topology's) with every problem listed, each naming its field and the fix; an update "
-        "that leaves the spec as stored passes. A topologyConstraint naming a Topology that "
-        "does not exist is admitted with a warning.",
+        "Topology's, a sub-group's among the one it inherits) with every problem listed, each "
+        "naming its field and the fix; an update that leaves the spec as stored passes. A "
+        "topologyConstraint naming a Topology that does not exist is admitted with a warning.",
         why="An invalid PodGroup admitted while the operator is down would wedge its gang; "
         "refusing writes for that time is the smaller harm (the CRD schema still covers most).",
     ),

@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podgroup_operator.api.keys import pod_uid
-from podgroup_operator.api.models import PodGroupSpec, SubGroup, TopologyPlacement
+from podgroup_operator.api.models import (
+    PodGroupSpec,
+    SubGroup,
+    TopologyPlacement,
+    constraint_in_effect,
+)
 from podgroup_operator.api.subgroups import sub_group_of
 from podgroup_operator.constants import GangMode, Reason
 from podgroup_operator.scheduling.framework import Candidate, GangView, best_fit
@@ -82,7 +87,11 @@ def sub_group_tree(
     """The tree of `spec.subGroups` with the group's pending and bound members in their leaves
     (a template leaf: one node per instance its members form), or None without sub-groups.
     Members whose label names no leaf count as members of no sub-group; `placement` is the
-    group's `status.placement`, whose sub-group domains are tried first again."""
+    group's `status.placement`, whose sub-group domains are tried first again.
+
+    Each sub-group's constraint is read in the Topology it uses (`models.constraint_in_effect`:
+    its own, else its ancestors', else the group's); one in no Topology has its levels under
+    its ancestors' chain, so that its domains are named inside its parent's."""
     subs = spec.sub_groups or []
     if not subs:
         return None
@@ -108,11 +117,15 @@ def sub_group_tree(
     for sub in subs:
         children.setdefault(sub.parent, []).append(sub)
     placed = {p.name: (p.level, p.domain) for p in (placement and placement.sub_groups) or ()}
+    by_name = {sub.name: sub for sub in subs}
+    group = spec.topology_constraint
 
-    def build(sub: SubGroup) -> list[SubGroupNode]:
-        topology = topology_of(sub.topology_constraint, levels_of)
+    def build(sub: SubGroup, above: tuple[str, ...]) -> list[SubGroupNode]:
+        constraint = constraint_in_effect(sub, by_name, group)
+        topology = topology_of(constraint, levels_of, above)
         names = list(instances.get(sub.name, {})) if sub.match_label_keys else [sub.name]
-        kids = tuple(node for kid in children.get(sub.name, []) for node in build(kid))
+        chain = above if topology is None or topology.problem is not None else topology.chain
+        kids = tuple(node for kid in children.get(sub.name, []) for node in build(kid, chain))
         least = sub.min_member
         if least is None:
             needs = sorted(kid.min_member for kid in kids)
@@ -131,7 +144,9 @@ def sub_group_tree(
             for name in names
         ]
 
-    roots = tuple(node for sub in children.get(None, []) for node in build(sub))
+    top = topology_of(group, levels_of)
+    chain = () if top is None or top.problem is not None else top.chain
+    roots = tuple(node for sub in children.get(None, []) for node in build(sub, chain))
     return SubGroupTree(roots, spec.min_sub_group, tuple(loose))
 
 
@@ -263,12 +278,14 @@ class _Search:
                 return [held]
         view = self.view_of(self.sub_gang(node, None), self.snapshot)
         out: list[Domain | None] = []
+        short = 0  # domains ruled out by capacity: the only ones said to have no room
         for level in request.levels:
             if within is not None and _covers(within, request, level):
                 out.append(within)  # `within` lies in one domain of this level already
                 continue
             inside = self.domains(request, level, view, within)
-            ranked, _ = best_fit(view, self.snapshot, inside)
+            ranked, ruled_out = best_fit(view, self.snapshot, inside)
+            short += len(ruled_out)
             out.extend(c.domain for c in ranked[:DOMAINS_PER_SUB_GROUP])
         if request.cluster_wide:
             out.append(within)
@@ -282,9 +299,8 @@ class _Search:
         if not out:
             names = " or ".join(level_name(level) for level in request.levels)
             of = f" of {within.level} {within.value}" if within is not None else ""
-            self.problems.setdefault(
-                node.name, f"sub-group {node.name}: no {names}{of} has room for {view.wanted}"
-            )
+            said = f"has room for {view.wanted}" if short else "has a node its members may use"
+            self.problems.setdefault(node.name, f"sub-group {node.name}: no {names}{of} {said}")
         return list(dict.fromkeys(out))
 
     def domains(

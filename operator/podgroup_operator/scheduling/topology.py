@@ -81,15 +81,17 @@ def topology_request(
     preferred: str | None,
     topology: str | None = None,
     topology_levels: Sequence[str] | None = None,
+    above: Sequence[str] = (),
 ) -> TopologyRequest:
     """The request of a PodGroup's `spec.topologyConstraint`.
 
     With `topology`, `topology_levels` are that Topology's `spec.levels` (coarse to fine; None
     when it does not exist) and the search walks them from the preferred level up to the
-    required one; without, the two levels given are the whole chain, the required one the
-    coarser. A constraint that cannot be resolved gets a `problem` naming the field and the
-    fix: admission refuses most, so this meets a Topology deleted or changed after its
-    PodGroups were admitted, or one not created yet.
+    required one; without, the two levels given are the chain, the required one the coarser,
+    under `above` (the chain of the domain it lies in: a sub-group's parent's), so that its
+    domains are named by their path inside that one. A constraint that cannot be resolved
+    gets a `problem` naming the field and the fix: admission refuses most, so this meets a
+    Topology deleted or changed after its PodGroups were admitted, or one not created yet.
     """
     finest = preferred or required
     if finest is None:
@@ -99,8 +101,9 @@ def topology_request(
             "spec.topologyConstraint: give requiredTopologyLevel or preferredTopologyLevel",
         )
     if topology is None:
-        chain = tuple(dict.fromkeys(level for level in (required, preferred) if level))
-        return TopologyRequest(chain, tuple(reversed(chain)), required)
+        own = tuple(dict.fromkeys(level for level in (required, preferred) if level))
+        chain = tuple(dict.fromkeys((*above, *own)))
+        return TopologyRequest(chain, tuple(reversed(own)), required)
     if topology_levels is None:
         return _unresolved(
             required,
@@ -137,10 +140,13 @@ def _unresolved(required: str | None, topology: str | None, problem: str) -> Top
 
 
 def topology_of(
-    constraint: TopologyConstraint | None, levels_of: Callable[[str], tuple[str, ...] | None]
+    constraint: TopologyConstraint | None,
+    levels_of: Callable[[str], tuple[str, ...] | None],
+    above: Sequence[str] = (),
 ) -> TopologyRequest | None:
     """A PodGroup's `spec.topologyConstraint` resolved against its Topology (`levels_of`, the
-    levels of a Topology by name, None when there is none such), or None without one."""
+    levels of a Topology by name, None when there is none such), or None without one;
+    `above` is the chain of the domain it lies in (`topology_request`)."""
     if constraint is None:
         return None
     name = constraint.topology
@@ -149,6 +155,7 @@ def topology_of(
         preferred=constraint.preferred_topology_level,
         topology=name,
         topology_levels=levels_of(name) if name is not None else None,
+        above=above,
     )
 
 

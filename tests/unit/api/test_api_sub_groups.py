@@ -143,14 +143,81 @@ def test_a_sub_group_on_another_topology_is_refused() -> None:
                 "a",
                 parent="p",
                 minMember=4,
-                topologyConstraint={"requiredTopologyLevel": "example.com/rack"},
+                topologyConstraint={"topology": "other", "requiredTopologyLevel": "x.io/y"},
             ),
         ],
     }
-    assert any(
-        e.startswith("spec.subGroups[1].topologyConstraint.topology: None differs from parent 'p'")
-        for e in spec_errors(spec)
-    ), spec_errors(spec)
+    assert spec_errors(spec) == [
+        "spec.subGroups[1].topologyConstraint.topology: 'other' differs from parent 'p''s "
+        "'fabric'; a sub-group's domain lies inside its parent's, so both use the same "
+        "Topology: use the same, or leave topology out to inherit it"
+    ]
+
+
+@pytest.mark.parametrize("named_by", ["group", "parent", "grandparent"])
+def test_a_sub_group_naming_no_topology_inherits_its_nearest_ancestors(named_by: str) -> None:
+    """Admitted with no error, and its levels checked in the inherited Topology: a level of
+    it passes, a level not in it is refused naming the field, the Topology and the fix."""
+
+    def spec(level: str) -> dict[str, Any]:
+        block = {"requiredTopologyLevel": "example.com/block"}
+        named = {**block, "topology": "fabric"}
+        return {
+            "minMember": 4,
+            "topologyConstraint": named if named_by == "group" else block,
+            "subGroups": [
+                _sub("g", minMember=4, topologyConstraint=named),
+                _sub(
+                    "p",
+                    parent="g",
+                    minMember=4,
+                    topologyConstraint=named if named_by == "parent" else block,
+                ),
+                _sub(
+                    "a",
+                    parent="p",
+                    minMember=4,
+                    topologyConstraint={"requiredTopologyLevel": level},
+                ),
+            ][(0 if named_by == "grandparent" else 1) :],
+        }
+
+    fine = spec("example.com/rack")
+    if named_by != "grandparent":
+        fine["subGroups"][0].pop("parent")
+    assert spec_errors(fine) == []
+    assert constraint_findings(fine, _levels_of) == ([], [])
+    bad = spec("example.com/pod")
+    if named_by != "grandparent":
+        bad["subGroups"][0].pop("parent")
+    errors, warnings = constraint_findings(bad, _levels_of)
+    source = {
+        "group": "the group",
+        "parent": "parent sub-group 'p'",
+        "grandparent": "parent sub-group 'g'",
+    }[named_by]
+    index = len(bad["subGroups"]) - 1
+    assert errors == [
+        f"spec.subGroups[{index}].topologyConstraint.requiredTopologyLevel: 'example.com/pod' "
+        f"is not a level of Topology 'fabric', which this sub-group inherits from {source} "
+        "(levels, coarse to fine: example.com/block, example.com/rack, "
+        "kubernetes.io/hostname); a sub-group lies inside its parent's domain, so its levels "
+        "are that Topology's: use one of them, or add 'example.com/pod' to Topology 'fabric'"
+    ]
+    assert warnings == []
+
+
+def test_a_level_in_no_topology_at_all_is_any_node_label() -> None:
+    """Neither the sub-group nor an ancestor names a Topology: any node label key passes."""
+    spec = {
+        "minMember": 4,
+        "topologyConstraint": {"requiredTopologyLevel": "x.io/block"},
+        "subGroups": [
+            _sub("a", minMember=4, topologyConstraint={"requiredTopologyLevel": "x.io/rack"})
+        ],
+    }
+    assert spec_errors(spec) == []
+    assert constraint_findings(spec, _levels_of) == ([], [])
 
 
 def test_a_sub_group_level_not_in_the_topology_is_refused() -> None:
@@ -169,3 +236,28 @@ def test_a_template_child_may_form_more_sub_groups_than_listed() -> None:
     """minSubGroup 3 over one template: it forms one sub-group per label value."""
     template = _sub("replica", minMember=2, matchLabelKeys=["app/replica"])
     assert spec_errors({"minMember": 6, "minSubGroup": 3, "subGroups": [template]}) == []
+
+
+@pytest.mark.parametrize("group_named", [True, False])
+def test_a_named_level_not_in_the_topology_suggests_what_leaving_topology_out_would_do(
+    group_named: bool,
+) -> None:
+    """Leaving out `topology` means any node label only when nothing above names one; else
+    the sub-group would inherit the same Topology, so the fix is its levels."""
+    spec: dict[str, Any] = {
+        "minMember": 4,
+        "subGroups": [_sub("a", minMember=4, topologyConstraint=_rack("example.com/pod"))],
+    }
+    if group_named:
+        spec["topologyConstraint"] = _rack("example.com/block")
+    errors, _ = constraint_findings(spec, _levels_of)
+    fix = (
+        "add 'example.com/pod' to Topology 'fabric'"
+        if group_named
+        else "leave out topology to use any node label"
+    )
+    assert errors == [
+        "spec.subGroups[0].topologyConstraint.requiredTopologyLevel: 'example.com/pod' is not a "
+        "level of Topology 'fabric' (levels, coarse to fine: example.com/block, "
+        f"example.com/rack, kubernetes.io/hostname); use one of them, or {fix}"
+    ]

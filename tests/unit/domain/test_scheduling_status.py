@@ -5,10 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from podgroup_operator.api.models import Condition, PodGroupStatus, TopologyPlacement
+from podgroup_operator.api.models import (
+    Condition,
+    PodGroupStatus,
+    SubGroupPlacement,
+    TopologyPlacement,
+)
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, Reason
 from podgroup_operator.domain.conditions import find_condition
-from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict, wait_started
+from podgroup_operator.domain.scheduling_status import (
+    Verdict,
+    apply_verdict,
+    next_verdict,
+    wait_started,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 REFUSED = Verdict(placed=False, reason=Reason.NOT_ENOUGH_RESOURCES, message="short 1 node")
@@ -109,3 +119,34 @@ def test_a_placement_writes_its_topology_domain_and_a_later_one_without_clears_i
     running = status.model_copy(update={"phase": Phase.RUNNING})
     assert apply_verdict(running, REFUSED, 3, NOW, id_seed="g").placement == where
     assert apply_verdict(running, Verdict(placed=True), 3, NOW, id_seed="g").placement is None
+
+
+RACKS = TopologyPlacement(
+    sub_groups=[SubGroupPlacement(name="s0", level="example.com/rack", domain="r0")]
+)
+
+
+def test_a_refusal_after_a_placement_keeps_where_the_members_went() -> None:
+    """The reconciler keeps one verdict: a refusal that follows a placement not yet written
+    (of members that came after it) must not lose `status.placement`."""
+    kept = next_verdict(Verdict(placed=True, placement=RACKS), REFUSED)
+    assert kept.placement == RACKS
+    assert (kept.placed, kept.reason, kept.message) == (False, REFUSED.reason, REFUSED.message)
+    status = apply_verdict(PodGroupStatus(phase=Phase.RUNNING), kept, 2, NOW, id_seed="g")
+    assert status.placement == RACKS
+    # ...and the next refusal keeps it still.
+    assert next_verdict(kept, REFUSED).placement == RACKS
+
+
+def test_a_new_placement_replaces_the_kept_one_and_nothing_invents_one() -> None:
+    elsewhere = TopologyPlacement(level="example.com/rack", domain="r9")
+    assert next_verdict(REFUSED, REFUSED) == REFUSED
+    assert next_verdict(None, REFUSED) == REFUSED
+    assert next_verdict(Verdict(placed=True, placement=RACKS), Verdict(placed=True)) == Verdict(
+        placed=True
+    )
+    placed = Verdict(placed=True, placement=elsewhere)
+    assert next_verdict(REFUSED, placed) == placed
+    stored = PodGroupStatus(phase=Phase.PENDING, placement=RACKS)
+    # A refusal carrying nothing leaves the stored placement as it is.
+    assert apply_verdict(stored, REFUSED, 2, NOW, id_seed="g").placement == RACKS
