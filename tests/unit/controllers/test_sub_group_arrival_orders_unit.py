@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import PODGROUPS, PODS
+from podgroup_operator.adapters.record_key import SecretRecordKey
 from podgroup_operator.api.models import PodGroupStatus
 from podgroup_operator.controllers.status import StatusReconciler
 from podgroup_operator.domain.scheduling_status import Verdict, apply_verdict
@@ -46,6 +47,7 @@ class World:
             self.h.kube,
             FakeIndex(),  # type: ignore[arg-type]  # read as a Mapping; never reconciled here
             FakeIndex(),  # type: ignore[arg-type]
+            record_key=SecretRecordKey(self.h.kube, "podgroup-operator"),  # never asked here
             settle=0,
             count_delay=0,
             clock=self.h.clock,
