@@ -40,6 +40,7 @@ from podgroup_operator.adapters.kube import (
     Kind,
     KubeClient,
 )
+from podgroup_operator.adapters.record_key import RECORD_KEY_SECRET
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
 from podgroup_operator.handlers.webhooks import WEBHOOKS
 from podgroup_operator.manifests import (
@@ -243,7 +244,11 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     assert not any(
         "*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster_role["rules"]
     )
-    assert rules(cluster_role, "secrets") == rules(role, "secrets") == []
+    assert rules(cluster_role, "secrets") == []
+    # The restart records' key (adapters/record_key.py): its one Secret in the operator's
+    # namespace, made once by the first replica that needs it and read by every one.
+    assert verbs(role, "secrets") == {"create"}
+    assert verbs(role, "secrets", named=RECORD_KEY_SECRET) == {"create", "get"}
 
 
 def test_flow_schemas_give_the_service_account_kube_schedulers_priority_levels() -> None:
