@@ -15,7 +15,7 @@ import base64
 import binascii
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -453,7 +453,7 @@ def sub_group_problems(
     by_name = {sub.name: sub for sub in sub_groups}
     for i, sub in enumerate(sub_groups):
         constraint = sub.topology_constraint
-        ancestor = _constrained_ancestor(sub, sub_groups, index)
+        ancestor = _constrained_ancestor(sub, by_name)
         if constraint is None or constraint.topology is None or ancestor is None:
             continue  # naming no Topology, it inherits its ancestors' (`topology_in_effect`)
         above = topology_in_effect(ancestor[1], by_name, group).name
@@ -468,15 +468,27 @@ def sub_group_problems(
     return problems
 
 
+def ancestors(sub: SubGroup, by_name: Mapping[str, SubGroup]) -> Iterator[SubGroup]:
+    """The sub-groups above `sub`, nearest first. A cycle or an unknown parent ends the walk:
+    validation names those, and every reader of a stored tree must still stop."""
+    seen = {sub.name}
+    current = sub
+    while current.parent is not None and current.parent not in seen:
+        seen.add(current.parent)
+        parent = by_name.get(current.parent)
+        if parent is None:
+            return
+        yield parent
+        current = parent
+
+
 def _constrained_ancestor(
-    sub: SubGroup, sub_groups: Sequence[SubGroup], index: Mapping[str, int]
+    sub: SubGroup, by_name: Mapping[str, SubGroup]
 ) -> tuple[str, SubGroup] | None:
     """The nearest sub-group above `sub` with a topologyConstraint (by name), or None."""
-    current = sub
-    while current.parent is not None:
-        current = sub_groups[index[current.parent]]
-        if current.topology_constraint is not None:
-            return f"parent {current.name!r}", current
+    for parent in ancestors(sub, by_name):
+        if parent.topology_constraint is not None:
+            return f"parent {parent.name!r}", parent
     return None
 
 
@@ -516,17 +528,10 @@ def topology_in_effect(
             sub.model_copy(update={"topology_constraint": None}), by_name, group
         )
         return TopologyInEffect(constraint.topology, OWN_TOPOLOGY, above.name)
-    seen = {sub.name}
-    current = sub
-    while current.parent is not None and current.parent not in seen:
-        seen.add(current.parent)
-        parent = by_name.get(current.parent)
-        if parent is None:
-            break
+    for parent in ancestors(sub, by_name):
         named = parent.topology_constraint and parent.topology_constraint.topology
         if named:
             return TopologyInEffect(named, f"parent sub-group {parent.name!r}", named)
-        current = parent
     if group is not None and group.topology is not None:
         return TopologyInEffect(group.topology, "the group", group.topology)
     return TopologyInEffect(None)

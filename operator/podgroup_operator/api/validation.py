@@ -27,6 +27,7 @@ from podgroup_operator.api.models import (
     TopologyConstraint,
     TopologyInEffect,
     TopologySpec,
+    ancestors,
     constraint_in_effect,
     level_problems,
     sub_group_problems,
@@ -331,16 +332,9 @@ def _ancestor_constraint(
 ) -> tuple[TopologyConstraint | None, str]:
     """The nearest constraint above `sub` (a parent's, else the group's), with the Topology it
     uses filled in (`constraint_in_effect`), and who holds it."""
-    seen = {sub.name}
-    current = sub
-    while current.parent is not None and current.parent not in seen:
-        seen.add(current.parent)
-        parent = by_name.get(current.parent)
-        if parent is None:
-            break
+    for parent in ancestors(sub, by_name):
         if parent.topology_constraint is not None:
             return constraint_in_effect(parent, by_name, own), f"parent sub-group {parent.name!r}"
-        current = parent
     return own, "the group"
 
 
