@@ -158,3 +158,16 @@ def replicaset(name: str, replicas: int, template: dict[str, Any]) -> dict[str, 
             "template": {**template, "metadata": {**metadata, "labels": labels}},
         },
     }
+
+
+def privileged_pod(namespace: str = "default", name: str = "root") -> dict[str, Any]:
+    """A pod no tenant should get the operator to create: privileged, in the host's PID space."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "hostPID": True,
+            "containers": [{"name": "x", "image": "evil", "securityContext": {"privileged": True}}],
+        },
+    }

@@ -20,6 +20,7 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, NAMESPACES, PODGROUPS, PODS, KubeClient
+from tests.builders import privileged_pod
 from tests.kube_helpers import (
     crash,
     create_group,
@@ -36,18 +37,6 @@ HOLD = "example.com/hold"
 """A finalizer that keeps a deleted member, so the restart's record stays in the status."""
 FORGED = "forged"
 """The name of every pod the tenant asks for."""
-
-
-def privileged(namespace: str, name: str = FORGED) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "hostPID": True,
-            "containers": [{"name": "x", "image": "evil", "securityContext": {"privileged": True}}],
-        },
-    }
 
 
 @pytest.fixture
@@ -143,14 +132,22 @@ async def test_forged_restart_records_are_refused_and_an_honest_restart_still_re
             team,
             namespace,
             "g",
-            {"restartPods": [privileged("kube-system"), privileged(other_namespace)]},
+            {
+                "restartPods": [
+                    privileged_pod("kube-system", FORGED),
+                    privileged_pod(other_namespace, FORGED),
+                ]
+            },
         )
         await refused(kube, namespace, "g", "is in namespace 'kube-system'")
 
         # (b) A privileged pod in its own namespace: no signature, then a wrong one.
-        await forge(team, namespace, "g", {"restartPods": [privileged(namespace)]})
+        await forge(team, namespace, "g", {"restartPods": [privileged_pod(namespace, FORGED)]})
         await refused(kube, namespace, "g", "restartPodsDigest is missing")
-        wrong = {"restartPods": [privileged(namespace)], "restartPodsDigest": "hmac-sha256:0"}
+        wrong = {
+            "restartPods": [privileged_pod(namespace, FORGED)],
+            "restartPodsDigest": "hmac-sha256:0",
+        }
         await forge(team, namespace, "g", wrong)
         await refused(kube, namespace, "g", "restartPodsDigest does not match")
 

@@ -29,6 +29,7 @@ from podgroup_operator.domain.restart_records import (
     record_digest,
     record_problems,
 )
+from tests.builders import privileged_pod
 from tests.unit.restart.helpers import (
     NO_BACKOFF,
     RECORD_KEY,
@@ -52,18 +53,6 @@ def honest() -> tuple[list[str], list[dict[str, Any]], str]:
     uids = [p["metadata"]["uid"] for p in pods]
     bodies = [recreation_body(p) for p in pods]
     return uids, bodies, record_digest(RECORD_KEY, OWNER, uids, bodies)
-
-
-def privileged(namespace: str = "default", name: str = "root") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "hostPID": True,
-            "containers": [{"name": "x", "image": "evil", "securityContext": {"privileged": True}}],
-        },
-    }
 
 
 # --- the pure check -------------------------------------------------------------------------
@@ -96,7 +85,7 @@ def test_a_changed_image_is_refused() -> None:
 
 def test_a_forged_body_added_is_refused() -> None:
     uids, bodies, digest = honest()
-    (problem,) = record_problems(RECORD_KEY, OWNER, uids, [*bodies, privileged()], digest)
+    (problem,) = record_problems(RECORD_KEY, OWNER, uids, [*bodies, privileged_pod()], digest)
     assert "does not match" in problem
 
 
@@ -109,7 +98,7 @@ def test_a_uid_added_is_refused() -> None:
 
 def test_a_pod_in_another_namespace_is_refused_whatever_the_signature() -> None:
     """Even signed (with the key, as no tenant can): the namespace is checked on its own."""
-    body = privileged("kube-system")
+    body = privileged_pod("kube-system")
     digest = record_digest(RECORD_KEY, OWNER, [], [body])
     (problem,) = record_problems(RECORD_KEY, OWNER, [], [body], digest)
     assert "restartPods[0] (root) is in namespace 'kube-system'" in problem
@@ -117,7 +106,7 @@ def test_a_pod_in_another_namespace_is_refused_whatever_the_signature() -> None:
 
 
 def test_a_missing_signature_is_refused_with_every_problem_named() -> None:
-    problems = record_problems(RECORD_KEY, OWNER, [], [privileged("b"), privileged()], None)
+    problems = record_problems(RECORD_KEY, OWNER, [], [privileged_pod("b"), privileged_pod()], None)
     assert len(problems) == 2
     assert "restartPods[0] (root) is in namespace 'b'" in problems[0]
     assert f"status.{RESTART_PODS_DIGEST} is missing" in problems[1]
@@ -163,7 +152,7 @@ def test_the_plan_refuses_a_forged_record_creating_and_deleting_nothing() -> Non
     group = recorded(
         {
             RESTARTING_UIDS: [pods[0]["metadata"]["uid"]],
-            RESTART_PODS: [privileged("kube-system"), privileged()],
+            RESTART_PODS: [privileged_pod("kube-system"), privileged_pod()],
             RESTART_PODS_DIGEST: "hmac-sha256:" + "0" * 64,
         }
     )
@@ -186,13 +175,13 @@ def test_the_plan_refuses_a_forged_record_creating_and_deleting_nothing() -> Non
 
 
 def test_a_group_without_policy_refuses_a_record_too() -> None:
-    group = gang(policy=None, status={RESTART_PODS: [privileged()]})
+    group = gang(policy=None, status={RESTART_PODS: [privileged_pod()]})
     plan = plan_restart(group, members("RR"), at(100))
     assert isinstance(plan, Refuse)
 
 
 def test_once_refused_and_cleared_the_group_goes_on_without_a_restart() -> None:
-    world = World(recorded({RESTART_PODS: [privileged()]}), members("RRR"))
+    world = World(recorded({RESTART_PODS: [privileged_pod()]}), members("RRR"))
     refusal = world.plan(at(100))
     assert isinstance(refusal, Refuse)
     world.carry_out(refusal)
