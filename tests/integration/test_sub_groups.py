@@ -28,7 +28,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.builders import podgroup
-from tests.conftest import PriorityClassFactory
+from tests.conftest import ClusterUnderTest, PriorityClassFactory
 from tests.kube_helpers import (
     KUBECTL,
     TOLERATE_5S,
@@ -41,6 +41,7 @@ from tests.kube_helpers import (
     wait_group,
 )
 from tests.racks import BLOCK, RACK, rack_of, racks, racks_sim
+from tests.tenants import PODGROUP_WRITER, tenant
 from tests.waiting import wait_for
 
 
@@ -378,14 +379,20 @@ async def test_sub_groups_naming_no_topology_inherit_the_groups_and_are_placed_i
     operator: OperatorProcess,
     namespace: str,
     topology: Callable[..., Any],
+    cluster: ClusterUnderTest,
+    tmp_path: Path,
 ) -> None:
     """The group names the Topology, its sub-groups only `requiredTopologyLevel: rack`: each
-    is placed whole in one rack of the group's block, as with `topology` in each."""
+    is placed whole in one rack of the group's block, as with `topology` in each. The tenant
+    writes the group and its pods; an admin the Topology and the nodes."""
     fabric = await topology(BLOCK, RACK)
     layout = [(f"b{b}", f"r{r}", 2, "8") for b in range(2) for r in range(2)]
-    async with racks(kube, layout) as pool:
+    async with (
+        racks(kube, layout) as pool,
+        tenant(kube, cluster.kubeconfig, namespace, tmp_path, rules=PODGROUP_WRITER) as team,
+    ):
         await create_group(
-            kube,
+            team,
             namespace,
             "heir",
             min_member=8,
@@ -396,7 +403,7 @@ async def test_sub_groups_naming_no_topology_inherit_the_groups_and_are_placed_i
             ],
         )
         for sub in ("s0", "s1"):
-            await sub_group_pods(kube, namespace, "heir", pool, sub, 4, "4")
+            await sub_group_pods(team, namespace, "heir", pool, sub, 4, "4")
         where = await placed(kube, namespace, "heir", 8)
         racks_used = {sub: {rack_of(n) for n in nodes} for sub, nodes in where.items()}
         assert sorted(racks_used) == ["s0", "s1"], racks_used
@@ -415,6 +422,8 @@ async def test_a_sub_group_level_its_inherited_topology_lacks_is_refused(
     operator: OperatorProcess,
     namespace: str,
     topology: Callable[..., Any],
+    cluster: ClusterUnderTest,
+    tmp_path: Path,
 ) -> None:
     fabric = await topology(BLOCK, RACK)
     body = podgroup(
@@ -431,8 +440,9 @@ async def test_a_sub_group_level_its_inherited_topology_lacks_is_refused(
         ],
     )
     del body["metadata"]["uid"]
-    with pytest.raises(ApiError) as refused:
-        await kube.create(PODGROUPS, body, namespace)
+    async with tenant(kube, cluster.kubeconfig, namespace, tmp_path, rules=PODGROUP_WRITER) as team:
+        with pytest.raises(ApiError) as refused:
+            await team.create(PODGROUPS, body, namespace)
     assert refused.value.status in (400, 422), refused.value
     assert (
         "spec.subGroups[0].topologyConstraint.requiredTopologyLevel: 'example.com/row' is not a "
