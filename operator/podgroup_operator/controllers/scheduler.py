@@ -769,19 +769,15 @@ class GangScheduler:
         if gang_group is None:
             return None  # a partner is not up for a decision: the gang group waits with it
         decided.update(r.key for r in gang_group)
-        held = gang_groups.held_with(request.key, gang_group) if len(gang_group) > 1 else set()
         priority = min(r.priority for r in gang_group)
         lower: list[str] = []
         if any(count and below < priority for below, count in self._nominated_priorities.items()):
             lower = [uid for uid, (_, p, _) in self.nominated.items() if p < priority]
         restore = self.snapshot.simulate_removal(lower) if lower else NO_UNDO
         try:
-            result = await self._decide_now(request, gang_group, held, binds, now)
+            result = await self._decide_now(request, gang_group, decided, binds, now)
             if result == PLACED:
                 gang_groups.placed_now.update(r.key for r in gang_group)
-            elif held:
-                # Pulled in by a list not their own: decided on their own later in the cycle.
-                decided.difference_update(r.key for r in gang_group if r.key not in held)
             for partner in gang_group:
                 # Built and decided without raising: a partner's failure is behind it too, and
                 # its refusals' backoff is skipped again when the gang group is next due.
@@ -797,12 +793,13 @@ class GangScheduler:
         self,
         request: GangRequest,
         gang_group: Sequence[GangRequest],
-        held: set[GroupKey],
+        decided: set[GroupKey],
         binds: list[Binding],
         now: dt.datetime,
     ) -> str:
         """`_decide` with the nominated pods of lower priority out of the snapshot; a refused
-        gang group's verdict goes to the groups it `held` (`GangGroups.held_with`) only."""
+        gang group's refusal goes to the groups it holds back (`GangGroups.held_with`) only;
+        the others leave `decided`, to be decided on their own later in the cycle."""
         if len(gang_group) > 1:
             for member in gang_group:
                 self.preemption.release(member.key)
@@ -811,9 +808,12 @@ class GangScheduler:
                 message = outcome.message
                 if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
                     message = await self.preemption.refused(gang_group, message, now)
+                held = self.gang_groups.held_with(request.key, gang_group)
                 for member in gang_group:
                     if member.key in held:
                         self._refused(member.key, outcome.reason, message, now)
+                    else:  # pulled in by a list not its own
+                        decided.discard(member.key)
                 return REFUSED
             for placement in outcome.placements:
                 self._placed(placement)
