@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from podgroup_operator import constants as c
+from podgroup_operator import tuning
 from podgroup_operator.api.names import is_dns_label, is_dns_subdomain
 
 DOCS_REFERENCE_DIR = "docs/reference"
@@ -166,31 +167,33 @@ def _run(args: argparse.Namespace) -> int:
 
 def _bind_concurrency(value: str) -> int | None:
     """A `--bind-concurrency`: `auto` (None: paced by latency), or a whole number from 1 to
-    c.MAX_BIND_CONCURRENCY."""
-    if value == c.BIND_CONCURRENCY_AUTO:
+    tuning.MAX_BIND_CONCURRENCY."""
+    if value == tuning.BIND_CONCURRENCY_AUTO:
         return None
     try:
         number = int(value)
     except ValueError:
         number = 0
-    if not 1 <= number <= c.MAX_BIND_CONCURRENCY:
+    if not 1 <= number <= tuning.MAX_BIND_CONCURRENCY:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is not a bind concurrency: use {c.BIND_CONCURRENCY_AUTO} (the default) "
-            f"or a whole number from 1 to {c.MAX_BIND_CONCURRENCY} (e.g. {c.BIND_CONCURRENCY})"
+            f"{value!r} is not a bind concurrency: use {tuning.BIND_CONCURRENCY_AUTO} (the "
+            f"default) or a whole number from 1 to {tuning.MAX_BIND_CONCURRENCY} "
+            f"(e.g. {tuning.BIND_CONCURRENCY})"
         )
     return number
 
 
 def _hold_seconds(value: str) -> float:
-    """A `--nonstrict-hold-seconds`: a number of seconds from 1 to c.MAX_NONSTRICT_HOLD_SECONDS."""
+    """A `--nonstrict-hold-seconds`: a number of seconds from 1 to
+    `tuning.MAX_NONSTRICT_HOLD_SECONDS`."""
     try:
         number = float(value)
     except ValueError:
         number = 0.0
-    if not 1 <= number <= c.MAX_NONSTRICT_HOLD_SECONDS:
+    if not 1 <= number <= tuning.MAX_NONSTRICT_HOLD_SECONDS:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a NonStrict hold: use a number of seconds from 1 to "
-            f"{c.MAX_NONSTRICT_HOLD_SECONDS} (default {c.NONSTRICT_HOLD_SECONDS})"
+            f"{tuning.MAX_NONSTRICT_HOLD_SECONDS} (default {tuning.NONSTRICT_HOLD_SECONDS})"
         )
     return number
 
@@ -413,10 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=_bind_concurrency,
         default=None,
         metavar="auto|N",
-        help=f"binds in flight at once: {c.BIND_CONCURRENCY_AUTO} (the default) moves the number "
-        f"between {c.BIND_CONCURRENCY} and {c.BIND_CONCURRENCY_CEILING}, holding the median bind "
-        f"of the last two seconds near {c.BIND_LATENCY_TARGET_SECONDS * 1000:.0f} ms; N (1 to "
-        f"{c.MAX_BIND_CONCURRENCY}) fixes it. More bind faster and delay status writes on a "
+        help=f"binds in flight at once: {tuning.BIND_CONCURRENCY_AUTO} (the default) moves the "
+        f"number between {tuning.BIND_CONCURRENCY} and {tuning.BIND_CONCURRENCY_CEILING}, holding "
+        f"the median bind of the last two seconds near "
+        f"{tuning.BIND_LATENCY_TARGET_SECONDS * 1000:.0f} ms; N (1 to "
+        f"{tuning.MAX_BIND_CONCURRENCY}) fixes it. More bind faster and delay status writes on a "
         "busy control plane; above about 64 the operator's own thread limits the rate unless "
         "--write-process is on",
     )
@@ -433,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--nonstrict-hold-seconds",
         type=_hold_seconds,
-        default=c.NONSTRICT_HOLD_SECONDS,
+        default=tuning.NONSTRICT_HOLD_SECONDS,
         metavar="SECONDS",
         help="the longest a NonStrict gang holds room for members it cannot bind yet; then the "
         "room is released for the other gangs waiting, and the gang holds again once they "

@@ -38,28 +38,6 @@ MAX_PD_VOLUMES_ENV = "KUBE_MAX_PD_VOLS"
 """kube-scheduler's environment variable for every node's limit of in-tree disks (EBS, GCE PD,
 Azure Disk) where the node's allocatable sets none; the operator reads the same one."""
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-BIND_CONCURRENCY = 32
-"""Binds in flight when the pacer starts, and the fewest it goes down to (scheduling/pacing.py;
-`run --bind-concurrency N` fixes the number instead). More binds in flight bind faster and delay
-the kubelets' and our own status writes (docs/decisions/007-bind-pacing.md)."""
-BIND_CONCURRENCY_CEILING = 256
-"""The most binds in flight the pacer allows; each holds a connection
-(docs/decisions/007-bind-pacing.md)."""
-BIND_LATENCY_TARGET_SECONDS = 0.4
-"""Where the pacer holds the median bind latency of its window. A status PATCH waits in the same
-queue as a bind, so a higher target binds faster where the API server has room and delays status
-where it has none (docs/decisions/007-bind-pacing.md)."""
-BIND_CONCURRENCY_AUTO = "auto"
-"""`run --bind-concurrency auto`: the pacer chooses (the default)."""
-MAX_BIND_CONCURRENCY = 1024
-"""The most `run --bind-concurrency` accepts: each bind in flight holds a connection."""
-NONSTRICT_HOLD_SECONDS = 30
-"""How long a NonStrict gang's members are held in the scheduler's memory, never bound, before
-the hold is released so that other gangs may use the room (`run --nonstrict-hold-seconds`;
-scheduling/holds.py, docs/decisions/018-nonstrict-hold-cap.md)."""
-MAX_NONSTRICT_HOLD_SECONDS = 3600
-"""The most `run --nonstrict-hold-seconds` accepts: longer holds keep others off room for
-longer than any gang should wait unseen."""
 
 # --- Membership keys -----------------------------------------------------------------------------
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
@@ -94,18 +72,6 @@ NAMESPACE_LABEL_GANG_SCHEDULING = f"{GROUP}/gang-scheduling"
 NAMESPACE_LABEL_QUOTA_RESERVATION = f"{GROUP}/quota-reservation"
 """`enabled` lets the quota webhook reserve `totalResources` for PodGroups."""
 OPT_IN_VALUE = "enabled"
-
-# --- Simulated kubelet annotations (dev cluster and tests only) -----------------------------------
-SIM_ANNOTATION_SUCCEED_AFTER = "sim.podgroup.x-k8s.io/succeed-after-seconds"
-"""A running pod on a sim node succeeds (exit code 0) after this many seconds."""
-SIM_ANNOTATION_FAIL_AFTER = "sim.podgroup.x-k8s.io/fail-after-seconds"
-"""A running pod on a sim node fails after this many seconds."""
-SIM_ANNOTATION_EXIT_CODE = "sim.podgroup.x-k8s.io/exit-code"
-"""Exit code for the failure above (default 1)."""
-SIM_ANNOTATION_START_DELAY = "sim.podgroup.x-k8s.io/start-delay-seconds"
-"""Overrides the sim kubelet's default delay before a bound pod turns Running."""
-SIM_NODE_LABEL = "sim.podgroup.x-k8s.io/node"
-"""Label on Nodes registered by `podgroup-operator sim-nodes`; the value is the pool's prefix."""
 
 
 class Phase(StrEnum):

@@ -34,6 +34,7 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
     KubeconfigError,
 )
+from podgroup_operator.api.times import parse_time
 from podgroup_operator.domain.membership import group_name_of
 
 OUTPUTS = ("wide", "json", "yaml", "name")
@@ -233,15 +234,6 @@ def server_error(exc: ApiError) -> str:
     return f"Error from server ({exc.reason or exc.status}): {exc.message}"
 
 
-def _parse_time(value: Any) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 _LONG_AGO = dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
@@ -254,7 +246,7 @@ def _event_time(event: Mapping[str, Any]) -> dt.datetime:
         event.get("firstTimestamp"),
         created,
     ):
-        parsed = _parse_time(value)
+        parsed = parse_time(value)
         if parsed is not None:
             return parsed
     return _LONG_AGO
@@ -325,7 +317,7 @@ def table(
             status.get("phase") or "-",
             str(spec.get("minMember", "")),
             *(str(status.get(k) or 0) for k in ("running", "succeeded", "failed")),
-            human_age(_parse_time(meta.get("creationTimestamp")), now),
+            human_age(parse_time(meta.get("creationTimestamp")), now),
         ]
         if wide:
             row += [
@@ -480,7 +472,7 @@ def describe(
     lines = [
         f"Name:               {meta['name']}",
         f"Namespace:          {meta.get('namespace', '')}",
-        f"Created:            {human_age(_parse_time(meta.get('creationTimestamp')), now)} ago",
+        f"Created:            {human_age(parse_time(meta.get('creationTimestamp')), now)} ago",
         f"Phase:              {status.get('phase') or '-'}",
         f"Min Member:         {spec.get('minMember', '')}",
         f"Mode:               {spec.get('mode') or c.GangMode.STRICT}",
@@ -509,7 +501,7 @@ def describe(
                     str(condition.get("type", "")),
                     str(condition.get("status", "")),
                     str(condition.get("reason", "")),
-                    human_age(_parse_time(condition.get("lastTransitionTime")), now),
+                    human_age(parse_time(condition.get("lastTransitionTime")), now),
                     str(condition.get("message", "")),
                 ]
             )
@@ -525,7 +517,7 @@ def describe(
                     pod["metadata"]["name"],
                     _pod_status(pod),
                     str((pod.get("spec") or {}).get("nodeName") or "<none>"),
-                    human_age(_parse_time(pod["metadata"].get("creationTimestamp")), now),
+                    human_age(parse_time(pod["metadata"].get("creationTimestamp")), now),
                 ]
             )
         lines += _indented(rows)

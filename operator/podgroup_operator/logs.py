@@ -28,6 +28,17 @@ def truncate(text: str, limit: int = MAX_LINE) -> str:
     return f"{text[:head]} [... {cut} characters cut ...] {text[-tail:]}"
 
 
+CAUSE_LIMIT = 400
+"""Characters of an exception's text kept in reports, Events and log lines."""
+
+
+def describe(exc: BaseException, limit: int = CAUSE_LIMIT) -> str:
+    """`Type: message` on one line (the API server's texts end in newlines), cut to `limit`
+    characters with a count of the rest: a bounded report of any failure."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more chars)"
+
+
 class BoundedFormatter(logging.Formatter):
     """A Formatter whose output never exceeds `limit` characters (plus the cut marker)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import kopf
 
 from podgroup_operator import constants as c
-from podgroup_operator import logs
+from podgroup_operator import logs, tuning
 from podgroup_operator.adapters import heap
 from podgroup_operator.local import is_dev_cluster_kubeconfig
 from podgroup_operator.settings import (
@@ -70,7 +70,7 @@ def run(
     write_process: bool = True,
     bind_concurrency: int | None = None,
     gang_group_trust: list[str] | None = None,
-    nonstrict_hold_seconds: float = c.NONSTRICT_HOLD_SECONDS,
+    nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,

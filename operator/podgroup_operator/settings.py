@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from podgroup_operator import constants as c
+from podgroup_operator import tuning
 
 
 class WebhookMode(StrEnum):
@@ -65,8 +66,8 @@ class OperatorSettings:
     (adapters/writer.py; `run --write-process`)."""
     bind_concurrency: int | None = None
     """Binds in flight at once (`run --bind-concurrency N`); None paces them by their latency,
-    from c.BIND_CONCURRENCY to c.BIND_CONCURRENCY_CEILING (scheduling/pacing.py)."""
-    nonstrict_hold_seconds: float = c.NONSTRICT_HOLD_SECONDS
+    from tuning.BIND_CONCURRENCY to tuning.BIND_CONCURRENCY_CEILING (scheduling/pacing.py)."""
+    nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS
     """The longest a NonStrict gang holds room it is not bound on (`run
     --nonstrict-hold-seconds`; scheduling/holds.py)."""
     metrics_address: str = "0.0.0.0:8081"
@@ -105,7 +106,7 @@ class OperatorSettings:
     @property
     def most_binds_in_flight(self) -> int:
         """The fixed `bind_concurrency`, or the most the pacer may allow."""
-        return self.bind_concurrency or c.BIND_CONCURRENCY_CEILING
+        return self.bind_concurrency or tuning.BIND_CONCURRENCY_CEILING
 
 
 def max_pd_volumes_from_env(raw: str | None) -> int | None:

@@ -19,8 +19,9 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import LEASES, KubeClient
+from podgroup_operator.api.times import parse_time, rfc3339_micro
 from podgroup_operator.controllers.leader import LeaderElector, Timing
-from podgroup_operator.domain.leadership import MAX_TRANSITIONS, MICRO_TIME
+from podgroup_operator.domain.leadership import MAX_TRANSITIONS
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.gang import GangRequest
 from podgroup_operator.scheduling.placement import Placement, place_group
@@ -39,7 +40,7 @@ INT32_MAX = 2**31 - 1
 async def lease_left_by_another_tool(
     kube: KubeClient, namespace: str, *, lease_seconds: int, transitions: int
 ) -> None:
-    now = dt.datetime.now(dt.UTC).strftime(MICRO_TIME)
+    now = rfc3339_micro(dt.datetime.now(dt.UTC))
     spec = {
         "holderIdentity": "stale-tool",
         "leaseDurationSeconds": lease_seconds,
@@ -181,7 +182,7 @@ async def test_a_leader_keeps_its_lease_while_the_worker_thread_decides_past_its
         assert elector.leading.is_set() and not stopped.is_set()
         assert spec["holderIdentity"] == "busy"
         assert decisions >= 2, "the thread must have decided over and over"
-        times = sorted(dt.datetime.strptime(t, MICRO_TIME).replace(tzinfo=dt.UTC) for t in renewals)
+        times = sorted(parse_time(t) for t in renewals)
         last_before = max(t for t in times if t <= started)  # it led, so it renewed before
         moments = [last_before, *[t for t in times if t > started], ended]
         gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(moments)]

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 from podgroup_operator import constants as c
+from podgroup_operator import tuning
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.devcluster.process import OperatorProcess
 from tests.kube_helpers import (
@@ -54,7 +55,7 @@ async def test_a_gang_shows_in_the_metrics_and_the_operator_is_ready_and_alive(
     assert sum(sample(after, "podgroup_gc_pause_seconds_count", generation=g) for g in "012") >= 1
     # The session's operator runs with the defaults: binds paced between the floor and ceiling.
     allowed = sample(after, "podgroup_binds_allowed_in_flight")
-    assert c.BIND_CONCURRENCY <= allowed <= c.BIND_CONCURRENCY_CEILING
+    assert tuning.BIND_CONCURRENCY <= allowed <= tuning.BIND_CONCURRENCY_CEILING
     for kind in ("pods", "nodes", "podgroups", "resourcequotas"):
         assert sample(after, "podgroup_informer_synced", kind=kind) == 1
         assert ("podgroup_informer_objects", (("kind", kind),)) in after

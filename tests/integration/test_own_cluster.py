@@ -33,9 +33,10 @@ from podgroup_operator.adapters.kube import (
     ApiError,
     KubeClient,
 )
+from podgroup_operator.api.times import rfc3339_micro
 from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.devcluster import keys as sim_keys
 from podgroup_operator.devcluster.process import OperatorProcess, leading
-from podgroup_operator.domain.leadership import MICRO_TIME
 from tests.kept import delete_all, kept
 from tests.kube_helpers import (
     HOLD,
@@ -903,7 +904,7 @@ async def test_a_namespace_deleted_with_gangs_waiting_is_said_once_and_the_other
 
 async def hold_lease_elsewhere(kube: KubeClient, holder: str, seconds: int) -> None:
     """The replicas' Lease held by `holder`, renewed now, as another replica would hold it."""
-    now = dt.datetime.now(dt.UTC).strftime(MICRO_TIME)
+    now = rfc3339_micro(dt.datetime.now(dt.UTC))
     spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds, "renewTime": now}
     try:
         await kube.patch(LEASES, c.LEADER_LEASE_NAME, {"spec": spec}, "kube-system")
@@ -1087,7 +1088,7 @@ async def test_a_gangs_first_status_waits_as_long_as_gangs_lately_took_to_start(
                     2,
                     name,
                     group=group,
-                    annotations={c.SIM_ANNOTATION_START_DELAY: delay},
+                    annotations={sim_keys.SIM_ANNOTATION_START_DELAY: delay},
                 )
                 await create_group(own_kube, namespace, group, min_member=2)
                 await wait_group(

@@ -17,6 +17,7 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, PODGROUPS, PODS, KubeClient
+from podgroup_operator.devcluster import keys as sim_keys
 from podgroup_operator.devcluster.simnodes import SimCluster
 from tests.kube_helpers import (
     create_bound,
@@ -63,7 +64,12 @@ async def test_gang_lifecycle_pending_running_unknown_pending(
     await run_members(kube, namespace, sim, ["w0"], group="train")
     # w1 runs for a while, then its container fails, as a crashing worker would.
     await run_members(
-        kube, namespace, sim, ["w1"], group="train", annotations={c.SIM_ANNOTATION_FAIL_AFTER: "5"}
+        kube,
+        namespace,
+        sim,
+        ["w1"],
+        group="train",
+        annotations={sim_keys.SIM_ANNOTATION_FAIL_AFTER: "5"},
     )
     status = await wait_group(kube, namespace, "train", phase=c.Phase.PENDING, running=2)
     assert unschedulable(status)["reason"] == c.Reason.NOT_ENOUGH_TASKS
@@ -138,7 +144,7 @@ async def test_finished_gang_latches(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
     await create_group(kube, namespace, "job", min_member=2)
-    done = {c.SIM_ANNOTATION_SUCCEED_AFTER: "0.3"}
+    done = {sim_keys.SIM_ANNOTATION_SUCCEED_AFTER: "0.3"}
     await run_members(kube, namespace, sim, ["j0", "j1"], group="job", annotations=done)
     status = await wait_group(kube, namespace, "job", phase=c.Phase.FINISHED, succeeded=2)
     assert status.get("completionTime")

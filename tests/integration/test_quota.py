@@ -27,6 +27,7 @@ from podgroup_operator.adapters.kube import (
     Request,
 )
 from podgroup_operator.adapters.quota_record import CONFIG_MAPS, RECORD_KEY
+from podgroup_operator.devcluster import keys as sim_keys
 from podgroup_operator.devcluster.simnodes import SimCluster
 from tests.builders import podgroup
 from tests.kube_helpers import create_bound, create_pod, kubectl_ok, sim_nodes
@@ -298,7 +299,7 @@ async def test_finished_group_releases_once_and_another_group_reserves(
     await make_group(kube, ns, "job", {"cpu": 6}, min_member=2)
     assert "short 2 cpu" in await refused(make_group(kube, ns, "next", {"cpu": 4}))
 
-    done = {c.SIM_ANNOTATION_SUCCEED_AFTER: "0.5"}
+    done = {sim_keys.SIM_ANNOTATION_SUCCEED_AFTER: "0.5"}
     nodes = sim.node_names
     for i in range(2):
         await create_bound(

@@ -13,6 +13,7 @@ from typing import Any
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, PODS, Kind, KubeClient
+from podgroup_operator.devcluster import keys as sim_keys
 from tests.builders import replicaset
 from tests.kube_helpers import (
     crash,
@@ -202,10 +203,10 @@ async def test_a_gang_broken_before_it_ran_whole_is_restarted_then_failed_freein
     was never restarted (the policy waited for a whole gang to break) and held its nodes for
     ever. Now the policy restarts it, and at the limit fails it, deleting the members that run:
     the next gang gets the room."""
-    slow = {c.SIM_ANNOTATION_START_DELAY: "3"}
+    slow = {sim_keys.SIM_ANNOTATION_START_DELAY: "3"}
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, pool_name):
         await make_group(kube, namespace, "early", 4, backoffSeconds=0, maxRestarts=1)
-        fails = {c.SIM_ANNOTATION_FAIL_AFTER: "0"}
+        fails = {sim_keys.SIM_ANNOTATION_FAIL_AFTER: "0"}
         await asyncio.gather(
             gang_pods(kube, namespace, "early", 3, pool_name, group="early", annotations=slow),
             gang_pods(kube, namespace, "early-bad", 1, pool_name, group="early", annotations=fails),

@@ -15,6 +15,7 @@ from podgroup_operator.controllers.scheduler import (
     DECIDE_IN_THREAD_COST_US,
     DECIDE_IN_THREAD_MEMBERS,
 )
+from podgroup_operator.devcluster import keys as sim_keys
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.scheduling.gang import POD_TERM_COST
 from tests.builders import replicaset
@@ -384,7 +385,7 @@ async def test_a_placed_gang_slower_to_start_than_the_count_delay_is_first_writt
     """Its members start 4 s after their binds, past the 2 s count delay: the first status
     waits for them, one write (`Running`) instead of `Pending` and then `Running`."""
     async with pool(kube, count=1, cpu="4", memory="16Gi") as (_, name):
-        slow = {c.SIM_ANNOTATION_START_DELAY: "4"}
+        slow = {sim_keys.SIM_ANNOTATION_START_DELAY: "4"}
         # Pods first: a group seen with one member of two is refused ("short 1 pod"), and a
         # refusal is written at once.
         await gang_pods(kube, namespace, "s", 2, name, group="slow", annotations=slow)
@@ -438,7 +439,7 @@ async def test_a_pending_gang_placed_later_writes_no_count_while_its_members_sta
                         requests={"cpu": "1"},
                         scheduler=c.SCHEDULER_NAME,
                         nodeSelector={"pool": name},
-                        annotations={c.SIM_ANNOTATION_START_DELAY: delay},
+                        annotations={sim_keys.SIM_ANNOTATION_START_DELAY: delay},
                     )
                     for index, delay in enumerate(("1", "5"))
                 )

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import LEASES, NODES, PODS, ApiError, KubeClient
+from podgroup_operator.devcluster import keys as sim_keys
 from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.kube_helpers import (
     condition,
@@ -74,7 +74,7 @@ async def test_nodes_register_with_capacity_and_become_ready(kube: KubeClient) -
             assert node["status"]["allocatable"] == expected
             labels = node["metadata"]["labels"]
             assert labels["kubernetes.io/hostname"] == name
-            assert labels[c.SIM_NODE_LABEL] == prefix
+            assert labels[sim_keys.SIM_NODE_LABEL] == prefix
             assert labels["accelerator"] == "a100"
             taints = {(t["key"], t.get("value"), t["effect"]) for t in node["spec"]["taints"]}
             assert ("dedicated", "gpu", "NoSchedule") in taints
@@ -134,10 +134,10 @@ async def test_annotated_pods_succeed_and_fail(
 ) -> None:
     node = sim.node_names[0]
     cases = {
-        "ok": ({c.SIM_ANNOTATION_SUCCEED_AFTER: "0.3"}, "Succeeded", 0, "Completed"),
-        "crash": ({c.SIM_ANNOTATION_FAIL_AFTER: "0.3"}, "Failed", 1, "Error"),
+        "ok": ({sim_keys.SIM_ANNOTATION_SUCCEED_AFTER: "0.3"}, "Succeeded", 0, "Completed"),
+        "crash": ({sim_keys.SIM_ANNOTATION_FAIL_AFTER: "0.3"}, "Failed", 1, "Error"),
         "oom": (
-            {c.SIM_ANNOTATION_FAIL_AFTER: "0.2", c.SIM_ANNOTATION_EXIT_CODE: "137"},
+            {sim_keys.SIM_ANNOTATION_FAIL_AFTER: "0.2", sim_keys.SIM_ANNOTATION_EXIT_CODE: "137"},
             "Failed",
             137,
             "Error",
@@ -166,7 +166,11 @@ async def test_start_delay_annotation_holds_pod_pending(
     kube: KubeClient, namespace: str, sim: SimCluster
 ) -> None:
     await create_bound(
-        kube, namespace, "slow", sim.node_names[0], annotations={c.SIM_ANNOTATION_START_DELAY: "2"}
+        kube,
+        namespace,
+        "slow",
+        sim.node_names[0],
+        annotations={sim_keys.SIM_ANNOTATION_START_DELAY: "2"},
     )
     await create_bound(kube, namespace, "fast", sim.node_names[0])
     await pod_in_phase(kube, namespace, "fast", "Running")
@@ -306,7 +310,7 @@ async def test_sim_nodes_command_registers_and_removes(kube: KubeClient, kubecon
         names = [f"{prefix}-0", f"{prefix}-big-0", f"{prefix}-big-1"]
 
         async def registered() -> list[dict[str, Any]]:
-            items = (await kube.list(NODES, label_selector=f"{c.SIM_NODE_LABEL}"))["items"]
+            items = (await kube.list(NODES, label_selector=f"{sim_keys.SIM_NODE_LABEL}"))["items"]
             nodes = [n for n in items if n["metadata"]["name"] in names]
             ready = [n for n in nodes if n["status"].get("capacity")]
             return ready if len(ready) == 3 else []
@@ -319,7 +323,7 @@ async def test_sim_nodes_command_registers_and_removes(kube: KubeClient, kubecon
         big = nodes[f"{prefix}-big-1"]
         assert big["status"]["capacity"]["cpu"] == "16"
         assert big["metadata"]["labels"]["size"] == "big"
-        assert big["metadata"]["labels"][c.SIM_NODE_LABEL] == f"{prefix}-big"
+        assert big["metadata"]["labels"][sim_keys.SIM_NODE_LABEL] == f"{prefix}-big"
     finally:
         process.send_signal(signal.SIGTERM)
         stdout, stderr = await asyncio.wait_for(process.communicate(), 30)

@@ -137,3 +137,9 @@ def test_run_refuses_an_unknown_log_level_naming_the_choices(
         cli_main(["run", "--log-level", "loud"])
     assert done.value.code == 2
     assert "--log-level: invalid choice: 'loud'" in capsys.readouterr().err
+
+
+def test_a_failure_is_described_on_one_line_and_cut_with_a_count_of_the_rest() -> None:
+    assert logs.describe(ValueError("bad\n  input\n")) == "ValueError: bad input"
+    long = logs.describe(RuntimeError("x" * 500), limit=20)
+    assert long == "RuntimeError: xxxxxx... (494 more chars)"

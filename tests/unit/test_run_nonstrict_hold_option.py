@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from podgroup_operator import constants as c
+from podgroup_operator import tuning
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.cli import build_parser
 from podgroup_operator.controllers.runtime import Leading, build_runtime
@@ -15,13 +15,17 @@ from tests.fakes import FakeApiServer
 
 
 def test_the_default_is_the_constant_and_a_number_of_seconds_parses() -> None:
-    assert build_parser().parse_args(["run"]).nonstrict_hold_seconds == c.NONSTRICT_HOLD_SECONDS
-    assert OperatorSettings().nonstrict_hold_seconds == c.NONSTRICT_HOLD_SECONDS
+    assert (
+        build_parser().parse_args(["run"]).nonstrict_hold_seconds == tuning.NONSTRICT_HOLD_SECONDS
+    )
+    assert OperatorSettings().nonstrict_hold_seconds == tuning.NONSTRICT_HOLD_SECONDS
     args = build_parser().parse_args(["run", "--nonstrict-hold-seconds", "4.5"])
     assert args.nonstrict_hold_seconds == 4.5
 
 
-@pytest.mark.parametrize("value", ["0", "-3", "0.5", str(c.MAX_NONSTRICT_HOLD_SECONDS + 1), "soon"])
+@pytest.mark.parametrize(
+    "value", ["0", "-3", "0.5", str(tuning.MAX_NONSTRICT_HOLD_SECONDS + 1), "soon"]
+)
 def test_a_hold_out_of_range_is_refused_naming_the_flag_and_the_range(
     value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -31,7 +35,7 @@ def test_a_hold_out_of_range_is_refused_naming_the_flag_and_the_range(
     err = capsys.readouterr().err
     assert "--nonstrict-hold-seconds" in err
     assert f"{value!r} is not a NonStrict hold" in err
-    assert f"a number of seconds from 1 to {c.MAX_NONSTRICT_HOLD_SECONDS}" in err
+    assert f"a number of seconds from 1 to {tuning.MAX_NONSTRICT_HOLD_SECONDS}" in err
 
 
 def test_the_scheduler_holds_for_the_seconds_the_settings_say() -> None:

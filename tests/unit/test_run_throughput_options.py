@@ -7,13 +7,13 @@ import pytest
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.cli import build_parser
-from podgroup_operator.constants import (
+from podgroup_operator.controllers.runtime import LEASE_CONNECTIONS, Leading, build_runtime
+from podgroup_operator.settings import OperatorSettings
+from podgroup_operator.tuning import (
     BIND_CONCURRENCY,
     BIND_CONCURRENCY_CEILING,
     MAX_BIND_CONCURRENCY,
 )
-from podgroup_operator.controllers.runtime import LEASE_CONNECTIONS, Leading, build_runtime
-from podgroup_operator.settings import OperatorSettings
 from tests.fakes import FakeApiServer
 
 

@@ -42,6 +42,7 @@ from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.kube import JSON, ApiError, Kind, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.logs import describe
 
 logger = logging.getLogger(__name__)
 
@@ -337,7 +338,7 @@ class Informer:
                 failures += 1
                 if self.optional and not self.synced.is_set() and _unavailable(exc):
                     logger.warning(
-                        "%s: %s; going on without it: %s", self.name, _short(exc), self.optional
+                        "%s: %s; going on without it: %s", self.name, describe(exc), self.optional
                     )
                     self.synced.set()
                 await self._back_off(failures, exc, "list", "again")
@@ -365,7 +366,7 @@ class Informer:
         what comes `then`, and wait RETRY's delay for it."""
         self.stats.failures += 1
         delay = RETRY.delay(failures).total_seconds()
-        cause = _short(exc)
+        cause = describe(exc)
         if isinstance(exc, ApiError) and exc.not_found:
             cause = "; ".join(
                 filter(None, (f"{self.kind.path()} is not served (404)", self.missing))
@@ -507,7 +508,7 @@ class Informer:
                 getattr(handler, "__qualname__", handler),
                 event_type,
                 object_key(obj),
-                _short(exc),
+                describe(exc),
                 exc_info=self.stats.handler_errors <= 3,  # a traceback for the first few only
             )
 
@@ -516,9 +517,3 @@ def _unavailable(exc: Exception) -> bool:
     """A list that cannot succeed until the cluster changes: refused (403) or not served
     (404)."""
     return isinstance(exc, ApiError) and (exc.forbidden or exc.not_found)
-
-
-def _short(exc: BaseException, limit: int = 300) -> str:
-    """`Type: message` on one line (the API server's texts end in newlines), cut to `limit`."""
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more chars)"

@@ -29,6 +29,7 @@ import orjson
 from podgroup_operator import constants as c
 from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.credentials import Credentials
+from podgroup_operator.api.times import rfc3339
 
 logger = logging.getLogger(__name__)
 
@@ -680,7 +681,7 @@ class KubeClient:
                 event_type=event_type,
                 reason=reason,
                 message=message,
-                timestamp=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                timestamp=rfc3339(now),
             )
         except ApiError as exc:
             logger.log(

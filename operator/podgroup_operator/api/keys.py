@@ -10,6 +10,19 @@ from typing import Any
 GroupKey = tuple[str, str]
 """(namespace, name) of a PodGroup."""
 
+_LONE_POD = "pod:"
+
+
+def lone_pod_key(namespace: str, pod_name: str) -> GroupKey:
+    """The key of a gang of one: a pod in no PodGroup, queued under its own name. The prefix
+    holds a colon, which no PodGroup name may, so it never meets a PodGroup's key."""
+    return namespace, f"{_LONE_POD}{pod_name}"
+
+
+def is_lone_pod(key: GroupKey) -> bool:
+    """Is `key` a gang of one (`lone_pod_key`)?"""
+    return key[1].startswith(_LONE_POD)
+
 
 def gang_group_key(entry: str) -> GroupKey:
     """The key a `gangGroup` entry names. The spec's pattern admits only `namespace/name`,

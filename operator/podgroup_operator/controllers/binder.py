@@ -17,15 +17,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from podgroup_operator import constants as c
-from podgroup_operator import metrics
+from podgroup_operator import metrics, tuning
 from podgroup_operator.adapters.kube import PODS, ApiError, FencedError, KubeClient
 from podgroup_operator.api.keys import GroupKey, pod_uid
-from podgroup_operator.controllers.isolation import describe
 from podgroup_operator.controllers.pacing import Slots
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.volumes import VolumeBinder, VolumeBindingError, with_volumes
-from podgroup_operator.logs import truncate
+from podgroup_operator.logs import describe, truncate
 from podgroup_operator.scheduling.gang import Binding
 from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.snapshot import Snapshot
@@ -76,16 +74,16 @@ class Binder:
         self._outcomes = outcomes
         self.pacer = (
             BindPacer(
-                floor=c.BIND_CONCURRENCY,
-                ceiling=c.BIND_CONCURRENCY_CEILING,
-                target_seconds=c.BIND_LATENCY_TARGET_SECONDS,
+                floor=tuning.BIND_CONCURRENCY,
+                ceiling=tuning.BIND_CONCURRENCY_CEILING,
+                target_seconds=tuning.BIND_LATENCY_TARGET_SECONDS,
             )
             if bind_concurrency is None
             else None
         )
         """Moves the binds in flight with their latency (scheduling/pacing.py); None when
         `bind_concurrency` fixes the number."""
-        self._slots = Slots(bind_concurrency or c.BIND_CONCURRENCY)
+        self._slots = Slots(bind_concurrency or tuning.BIND_CONCURRENCY)
         self.batches: set[asyncio.Task[None]] = set()
         """Bind batches still in flight (pipelined cycles)."""
         self.binds = 0

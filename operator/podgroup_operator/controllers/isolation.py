@@ -24,17 +24,9 @@ from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import FencedError
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock
+from podgroup_operator.logs import describe
 
 K = TypeVar("K", bound=Hashable)
-
-CAUSE_LIMIT = 400
-"""Characters of an exception's text kept in reports and log lines."""
-
-
-def describe(exc: BaseException, limit: int = CAUSE_LIMIT) -> str:
-    """`Type: message`, cut to `limit` characters (a bounded report of any failure)."""
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more chars)"
 
 
 class ExpectedRefusalError(Exception):

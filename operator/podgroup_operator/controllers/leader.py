@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import JSON, LEASES, ApiError, KubeClient
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep, timeout
-from podgroup_operator.controllers.isolation import describe
 from podgroup_operator.domain.leadership import (
     LONGEST_LEASE_SECONDS,
     LeaseRecord,
@@ -30,7 +29,7 @@ from podgroup_operator.domain.leadership import (
     decide,
     released,
 )
-from podgroup_operator.logs import truncate
+from podgroup_operator.logs import describe, truncate
 
 logger = logging.getLogger(__name__)
 

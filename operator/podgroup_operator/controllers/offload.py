@@ -17,8 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from podgroup_operator.controllers.isolation import describe
-from podgroup_operator.logs import truncate
+from podgroup_operator.logs import describe, truncate
 
 logger = logging.getLogger(__name__)
 _Outcome = TypeVar("_Outcome")

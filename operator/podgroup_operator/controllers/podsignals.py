@@ -58,6 +58,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.times import rfc3339
 from podgroup_operator.logs import truncate
 
 logger = logging.getLogger(__name__)
@@ -95,10 +96,6 @@ class Posted:
     count: int
 
 
-def _timestamp(now: dt.datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool) -> JSON:
     """The strategic merge patch setting PodScheduled=False/Unschedulable with `message`.
 
@@ -113,7 +110,7 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
         "lastProbeTime": None,
     }
     if first:
-        condition["lastTransitionTime"] = _timestamp(now)
+        condition["lastTransitionTime"] = rfc3339(now)
     return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
 
 
@@ -296,7 +293,7 @@ class PodSignals:
         the pod still waits when it is answered)."""
         involved = _involved(pod)
         component = _scheduler_of(pod)
-        timestamp = _timestamp(self.clock())
+        timestamp = rfc3339(self.clock())
 
         async def post() -> None:
             try:
@@ -327,7 +324,7 @@ class PodSignals:
         post = self._event_writer(
             pod, c.EventType.WARNING, c.PodReason.FAILED_SCHEDULING, message, uid=uid
         )
-        timestamp = _timestamp(self.clock())
+        timestamp = rfc3339(self.clock())
 
         async def write() -> None:
             last = self._posted.get(uid)

@@ -49,17 +49,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from podgroup_operator import constants as c
-from podgroup_operator import metrics
+from podgroup_operator import metrics, tuning
 from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
-from podgroup_operator.api.keys import GroupKey, pod_uid
+from podgroup_operator.api.keys import GroupKey, is_lone_pod, lone_pod_key, pod_uid
 from podgroup_operator.api.models import PodGroup, PodGroupSpec
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.binder import Binder, BindOutcomes
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.gang_groups import GangGroups, ParsedGroups
-from podgroup_operator.controllers.isolation import Failures, describe
+from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Preemptor
@@ -79,7 +79,7 @@ from podgroup_operator.domain.lifecycle import count_members
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly, repairs_sub_groups
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
-from podgroup_operator.logs import truncate
+from podgroup_operator.logs import describe, truncate
 from podgroup_operator.scheduling.gang import (
     Binding,
     GangRequest,
@@ -190,7 +190,7 @@ class GangScheduler:
         topology_levels: Callable[[str], tuple[str, ...] | None] = lambda name: None,
         monotonic: MonotonicClock = LOOP_CLOCK,
         gang_group_trust: GangGroupTrust = NO_TRUST,
-        nonstrict_hold_seconds: float = c.NONSTRICT_HOLD_SECONDS,
+        nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
     ) -> None:
         self.monotonic = monotonic
         """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
@@ -502,7 +502,9 @@ class GangScheduler:
         """The pod's group, or a gang of one named after the pod when it has no group."""
         key = group_key_of(pod)
         meta = pod["metadata"]
-        return key if key is not None else (meta.get("namespace", "default"), f"pod:{meta['name']}")
+        return (
+            key if key is not None else lone_pod_key(meta.get("namespace", "default"), meta["name"])
+        )
 
     def _gone(self, key: GroupKey) -> None:
         """The group's last pending member went (`GangQueue.drop`): forget the rest of it."""
@@ -611,7 +613,7 @@ class GangScheduler:
         restart_until = self._left_to_restart(key, group, state, now)
         if restart_until is not None:
             return max(0.05, (restart_until - now).total_seconds())
-        if not key[1].startswith("pod:") and (group is None or _terminal(group)):
+        if not is_lone_pod(key) and (group is None or _terminal(group)):
             return None  # waits for an event (the group appearing), not for a time
         decision = decide_wait(
             wait_started=state.since,
@@ -915,7 +917,7 @@ class GangScheduler:
         """The group's place in this cycle's queue, or None while it waits for an event (no
         PodGroup yet, or a finished one). The wait starts here, when the group is first queued,
         whether or not a cycle gets to decide it."""
-        if key[1].startswith("pod:"):
+        if is_lone_pod(key):
             # A gang of one: its pod's priority, age and UID, as a PodGroup's members give theirs.
             self.waiting.setdefault(key, WaitState(since=now))
             return QueueEntry(

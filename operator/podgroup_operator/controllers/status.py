@@ -48,7 +48,7 @@ from podgroup_operator.api.models import (
 from podgroup_operator.api.validation import status_errors, stored_podgroup_errors
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock
 from podgroup_operator.controllers.contest import Contests
-from podgroup_operator.controllers.isolation import ExpectedRefusalError, Failures, describe
+from podgroup_operator.controllers.isolation import ExpectedRefusalError, Failures
 from podgroup_operator.controllers.lightweight import LightweightGangs
 from podgroup_operator.controllers.member_warnings import MemberWarnings
 from podgroup_operator.controllers.narrator import Narrator
@@ -98,6 +98,7 @@ from podgroup_operator.domain.status_hold import (
     first_status_hold,
     starting_wait,
 )
+from podgroup_operator.logs import describe
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,15 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
 )
 from podgroup_operator.api.quantity import to_milli
+from podgroup_operator.api.times import rfc3339, rfc3339_micro
 from podgroup_operator.devcluster.fabric import Fabric, parse_fabric
+from podgroup_operator.devcluster.keys import (
+    SIM_ANNOTATION_EXIT_CODE,
+    SIM_ANNOTATION_FAIL_AFTER,
+    SIM_ANNOTATION_START_DELAY,
+    SIM_ANNOTATION_SUCCEED_AFTER,
+    SIM_NODE_LABEL,
+)
 from podgroup_operator.scheduling.resources import Resources, pod_requests
 
 logger = logging.getLogger(__name__)
@@ -84,16 +92,6 @@ Clock = Callable[[], datetime]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _time(moment: datetime) -> str:
-    """metav1.Time: RFC 3339 with whole seconds, as the apiserver itself writes it."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _micro_time(moment: datetime) -> str:
-    """metav1.MicroTime (Lease renewTime): the apiserver rejects it without the microseconds."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # --- pools ---------------------------------------------------------------------------------------
@@ -525,7 +523,7 @@ class SimCluster:
         pending: list[str] = []
         while True:
             selector = (
-                f"{c.SIM_NODE_LABEL} in ({','.join(sorted({p.name_prefix for p in self.pools}))})"
+                f"{SIM_NODE_LABEL} in ({','.join(sorted({p.name_prefix for p in self.pools}))})"
             )
             items = (await self.kube.list(NODES, label_selector=selector)).get("items") or []
             by_name = {item["metadata"]["name"]: item for item in items}
@@ -548,7 +546,7 @@ class SimCluster:
             "kubernetes.io/arch": "amd64",
             "type": "sim",
             **node.pool.labels_of(node.pool_index),
-            c.SIM_NODE_LABEL: node.pool.name_prefix,
+            SIM_NODE_LABEL: node.pool.name_prefix,
         }
         return {
             "apiVersion": "v1",
@@ -600,7 +598,7 @@ class SimCluster:
     def _conditions(self, node: _SimNode, now: datetime) -> list[JSON]:
         if node.ready_since is None:
             node.ready_since = now
-        heartbeat, since = _time(now), _time(node.ready_since)
+        heartbeat, since = rfc3339(now), rfc3339(node.ready_since)
         healthy = [
             (
                 "MemoryPressure",
@@ -650,7 +648,7 @@ class SimCluster:
                 "nodeInfo": {
                     "machineID": _digest("machine", node.name)[:32],
                     "systemUUID": _digest("system", node.name)[:32],
-                    "bootID": _digest("boot", node.name, _micro_time(now))[:32],
+                    "bootID": _digest("boot", node.name, rfc3339_micro(now))[:32],
                     "kernelVersion": "5.10.0-sim",
                     "osImage": "podgroup-operator simulated node",
                     "containerRuntimeVersion": "sim://0.1.0",
@@ -664,7 +662,7 @@ class SimCluster:
         await self.heartbeat_kube.patch(NODES, node.name, {"status": status}, subresource="status")
 
     async def _renew_lease(self, node: _SimNode) -> None:
-        now = _micro_time(self.clock())
+        now = rfc3339_micro(self.clock())
         try:
             await self.heartbeat_kube.patch(
                 LEASES, node.name, {"spec": {"renewTime": now}}, NODE_LEASE_NAMESPACE
@@ -1037,20 +1035,20 @@ class SimCluster:
             running = [
                 s["state"]["running"] for s in statuses if "running" in (s.get("state") or {})
             ]
-            started_at = running[0]["startedAt"] if running else _time(self.clock())
+            started_at = running[0]["startedAt"] if running else rfc3339(self.clock())
             start_moment = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
         else:
-            accepted = _time(self.clock())
-            delay = _seconds_annotation(pod, c.SIM_ANNOTATION_START_DELAY)
+            accepted = rfc3339(self.clock())
+            delay = _seconds_annotation(pod, SIM_ANNOTATION_START_DELAY)
             await asyncio.sleep(self.start_delay if delay is None else delay)
             start_moment = self.clock()
-            started_at = _time(start_moment)
+            started_at = rfc3339(start_moment)
             if not await self._write_pod_status(
                 pod, self._running_status(node, pod, accepted, started_at)
             ):
                 return
-        succeed_after = _seconds_annotation(pod, c.SIM_ANNOTATION_SUCCEED_AFTER)
-        fail_after = _seconds_annotation(pod, c.SIM_ANNOTATION_FAIL_AFTER)
+        succeed_after = _seconds_annotation(pod, SIM_ANNOTATION_SUCCEED_AFTER)
+        fail_after = _seconds_annotation(pod, SIM_ANNOTATION_FAIL_AFTER)
         ends = [(after, False) for after in (succeed_after,) if after is not None]
         ends += [(after, True) for after in (fail_after,) if after is not None]
         if not ends:
@@ -1061,7 +1059,7 @@ class SimCluster:
         code = 0
         if fails:
             raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(
-                c.SIM_ANNOTATION_EXIT_CODE, "1"
+                SIM_ANNOTATION_EXIT_CODE, "1"
             )
             try:
                 code = int(raw)
@@ -1071,7 +1069,7 @@ class SimCluster:
         await self._terminate(node, pod, code, started_at)
 
     async def _terminate(self, node: _SimNode, pod: JSON, code: int, started_at: str) -> None:
-        finished = _time(self.clock())
+        finished = rfc3339(self.clock())
         spec = pod.get("spec") or {}
         reason = "PodCompleted"
         status: JSON = {

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
-"""The Lease's MicroTime format."""
+from podgroup_operator.api.times import parse_time, rfc3339_micro
 
 MAX_TRANSITIONS = 2**31 - 1
 """`leaseTransitions` is an int32: the count after this one starts again from 0, so a Lease left
@@ -64,8 +63,8 @@ class LeaseRecord:
         return cls(
             holder=str(spec.get("holderIdentity") or ""),
             lease_seconds=int(spec.get("leaseDurationSeconds") or 0),
-            acquire_time=_parse(spec.get("acquireTime")),
-            renew_time=_parse(spec.get("renewTime")),
+            acquire_time=parse_time(spec.get("acquireTime")),
+            renew_time=parse_time(spec.get("renewTime")),
             transitions=int(spec.get("leaseTransitions") or 0),
         )
 
@@ -130,16 +129,5 @@ def released(current: LeaseRecord, now: datetime) -> LeaseRecord:
     return replace(current, holder="", lease_seconds=1, renew_time=now, acquire_time=now)
 
 
-def _parse(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    for pattern in (MICRO_TIME, "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(value, pattern).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
-
-
 def _format(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).strftime(MICRO_TIME)
+    return None if value is None else rfc3339_micro(value)

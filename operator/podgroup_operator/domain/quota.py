@@ -47,7 +47,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from podgroup_operator.api.keys import GroupKey, pod_uid
@@ -59,6 +59,7 @@ from podgroup_operator.api.quantity import (
     parse_quantity,
     to_milli,
 )
+from podgroup_operator.api.times import parse_time, rfc3339
 from podgroup_operator.constants import ConditionStatus, ConditionType, Phase, PodPhase, Reason
 from podgroup_operator.domain.conditions import set_condition
 
@@ -625,15 +626,15 @@ class RecordEntry:
         return {
             "uid": self.uid,
             "total": {name: _q(milli, name) for name, milli in sorted(self.total.items())},
-            "deadline": self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "deadline": rfc3339(self.deadline),
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RecordEntry:
         """Parse one entry; raises ValueError (or QuantityError, a ValueError) when malformed."""
-        deadline = datetime.fromisoformat(str(raw["deadline"]).replace("Z", "+00:00"))
-        if deadline.tzinfo is None:
-            deadline = deadline.replace(tzinfo=UTC)
+        deadline = parse_time(raw["deadline"])
+        if deadline is None:
+            raise ValueError(f"deadline: {raw['deadline']!r} is not an RFC 3339 time")
         uid = raw.get("uid")
         return cls(
             uid=str(uid) if uid else None,

@@ -1,9 +1,10 @@
-"""What the scheduling core is asked (a `GangRequest`) and what it answers (placement or refusal).
+"""What the scheduling core is asked (a `GangRequest` with its sub-group tree), what it answers
+(a `Placement` or a `Refusal`), and what a request costs to decide.
 
-These live in their own module because both the queue (which orders requests) and placement
-(which decides them) need them, and neither should import the other. They hold raw pod dicts,
-not parsed models: the core reads only the few fields kube-scheduler reads, and the adapters
-hand over exactly what the apiserver sent.
+Its own module because the queue (which orders requests), placement (which decides them),
+preemption and the holds all read these types, and none of them should import another for
+them. Requests hold pod dicts as the informers' stores keep them (slim copies with the fields the
+scheduler reads), not parsed models: each decision parses what it reads, once.
 """
 
 from __future__ import annotations

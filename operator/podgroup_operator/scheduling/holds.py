@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from podgroup_operator.api.keys import GroupKey
+from podgroup_operator.api.times import rfc3339
 from podgroup_operator.constants import GangMode
 from podgroup_operator.scheduling.gang import GangRequest, Placement
 from podgroup_operator.scheduling.placement import place_group
@@ -35,11 +36,6 @@ from podgroup_operator.scheduling.snapshot import Snapshot, Undo
 MAX_NAMED_NODES = 8
 """A hold's message names at most this many nodes and counts the rest (a message is published
 on the group and on each of its pods)."""
-
-
-def moment(at: dt.datetime) -> str:
-    """`2026-03-01T12:00:30Z`: a time as the API writes one, for messages."""
-    return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ class Hold:
         shown = ", ".join(names[:MAX_NAMED_NODES])
         if len(names) > MAX_NAMED_NODES:
             shown += f" and {len(names) - MAX_NAMED_NODES} more node(s)"
-        return f"holds {len(self.uids)} member(s) on {shown} until {moment(self.until)}"
+        return f"holds {len(self.uids)} member(s) on {shown} until {rfc3339(self.until)}"
 
     def on(self, nodes: Iterable[str]) -> str:
         """`{cpu: 4} on node-a held by NonStrict gang ns/g until ...`: what another gang's
@@ -78,7 +74,7 @@ class Hold:
         shown = ", ".join(parts[:MAX_NAMED_NODES])
         if len(parts) > MAX_NAMED_NODES:
             shown += f" and {len(parts) - MAX_NAMED_NODES} more node(s)"
-        return f"{shown} held by NonStrict gang {self.label} until {moment(self.until)}"
+        return f"{shown} held by NonStrict gang {self.label} until {rfc3339(self.until)}"
 
 
 @dataclass

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.limits import clamp_seconds
+from podgroup_operator.api.times import parse_time
 from podgroup_operator.scheduling.podinfo import pod_priority
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
@@ -83,13 +84,7 @@ def pod_created(pod: Mapping[str, Any]) -> datetime | None:
     value = (pod.get("metadata") or {}).get("creationTimestamp")
     if isinstance(value, datetime):
         return value
-    if not isinstance(value, str):
-        return None
-    try:
-        created = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return created if created.tzinfo is not None else created.replace(tzinfo=UTC)
+    return parse_time(value)
 
 
 # --- timeout and backoff -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
+from podgroup_operator import tuning
 from podgroup_operator.adapters.kube import PODS, FencedTransport, KubeClient
 from podgroup_operator.api.keys import pod_uid
 from podgroup_operator.controllers import binder as binder_module
@@ -892,9 +893,9 @@ def _pod_scheduled(h: Harness, name: str) -> Body:
 
 
 async def test_members_of_a_group_whose_spec_does_not_validate_are_told_why_they_wait() -> None:
-    """Such a group (stored before the webhook ran, or with it off) used to leave its members
-    Pending with `Events: <none>`: the queue waits for a group it cannot read as for a missing
-    one. They now say why, in kube-scheduler's words, once; the fix places them."""
+    """Such a group (stored before the webhook ran, or with it off): the queue waits for it as
+    for a missing one, and its members say why, in kube-scheduler's words, once, rather than
+    stay Pending with `Events: <none>`; the fix places them."""
     h = Harness()
     h.add_node("n1", cpu=8)
     stored = h.add_group("bad", min_member=0)
@@ -1175,7 +1176,8 @@ async def test_a_scheduler_stopped_as_it_is_woken_stops(turns: int) -> None:
 
 
 async def test_a_gang_short_of_pods_is_tried_again_when_a_member_comes() -> None:
-    """It used to wait out a backoff of up to 60 s after its last pod came."""
+    """A member's arrival wakes the gang at once: it does not wait out its backoff (up to
+    60 s)."""
     h = Harness()
     h.add_node("n1", cpu=8)
     h.add_group("g", min_member=3, scheduleTimeoutSeconds=3600)
@@ -1601,7 +1603,7 @@ async def test_every_bind_answered_is_told_to_the_pacer_and_the_slots_follow_it(
     h.add_group("gang", min_member=40)
     h.add_pods("gang", 40, cpu="100m")
     assert isinstance(h.scheduler.pacer, BindPacer)
-    assert h.scheduler.binds_allowed == c.BIND_CONCURRENCY  # paced by default, from the floor
+    assert h.scheduler.binds_allowed == tuning.BIND_CONCURRENCY  # paced by default, from the floor
     h.scheduler.pacer = pacer = RecordingPacer(answer=77)
 
     await h.scheduler.cycle()

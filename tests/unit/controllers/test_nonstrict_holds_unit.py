@@ -13,6 +13,7 @@ import datetime as dt
 import pytest
 
 from podgroup_operator import constants as c
+from podgroup_operator import tuning
 from podgroup_operator.domain.scheduling_status import Verdict
 from tests.clock import T0
 from tests.unit.controllers.test_gang_scheduler_unit import (  # decisions_in: each test twice
@@ -21,7 +22,7 @@ from tests.unit.controllers.test_gang_scheduler_unit import (  # decisions_in: e
     decisions_in,  # noqa: F401
 )
 
-CAP = c.NONSTRICT_HOLD_SECONDS
+CAP = tuning.NONSTRICT_HOLD_SECONDS
 YEAR = 365 * 24 * 3600
 UNTIL = "2026-03-01T12:00:30Z"
 """T0 plus the default cap, as messages write it."""

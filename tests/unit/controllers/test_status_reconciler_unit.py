@@ -328,8 +328,8 @@ async def test_other_api_errors_reach_the_worker_which_retries() -> None:
 
 
 async def test_an_invalid_group_says_so_in_its_status_once_until_it_is_fixed() -> None:
-    """It used to be left without status, with one Warning that the API server drops after an
-    hour: `kubectl get podgroups` then showed an empty phase and reason for good."""
+    """Its status says so, so that `kubectl get podgroups` shows a phase and reason, not
+    only a Warning Event the API server drops after an hour."""
     h = Harness(workers=1)
     # Within the CRD's schema (a quantity string has no bound there), refused by our rules.
     (stored,) = h.fake.seed(podgroup("gang", NS, min_member=1, minResources={"memory": "1e18"}))
@@ -564,8 +564,8 @@ async def test_after_the_restart_step_writes_the_rest_of_the_status_follows_with
     None
 ):
     """The restart step writes first (here: the break's time, then a long backoff) and the
-    reconcile ends; the phase used to follow from the watch echo of that write, which is now
-    skipped, so the reconciler queues the group itself."""
+    reconcile ends; the watch echo of that write is skipped, so the reconciler queues the group
+    itself for the phase to follow."""
     h = Harness()
     h.group(
         min_member=2, policy={"action": "RestartGang", "maxRestarts": 3, "backoffSeconds": 3600}
@@ -847,8 +847,9 @@ async def new_group_of_two(count_delay: float) -> tuple[Harness, list[Body]]:
 
 
 async def test_a_new_groups_first_pending_waits_for_the_schedulers_word() -> None:
-    """Under a backlog every new group used to get a bare `Pending` (a PATCH and an Event) and,
-    a second later, `Running` (another of each): the first status now waits for the scheduler."""
+    """A new group's first status waits for the scheduler's word, so that under a backlog it
+    is not written twice (a bare `Pending`, then `Running` a second later, each a PATCH and an
+    Event)."""
     h, _ = await new_group_of_two(count_delay=3600.0)  # a delayed write never comes
     assert h.reconciler.writes == 0
     h.reconciler.verdicts[KEY] = Verdict(placed=True)  # placed: its start is moments away

@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from podgroup_operator.constants import (
-    ConditionStatus,
-    ConditionType,
-    EventType,
-    Phase,
-    Reason,
-)
+from podgroup_operator.constants import ConditionStatus, ConditionType, EventType, Phase, Reason
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.restart import Fail, Idle, Nothing
 from tests.unit.restart.helpers import (

@@ -7,9 +7,10 @@ import datetime as dt
 
 import pytest
 
+from podgroup_operator.api.times import rfc3339
 from podgroup_operator.constants import GangMode
 from podgroup_operator.scheduling.gang import Refusal
-from podgroup_operator.scheduling.holds import MAX_NAMED_NODES, Hold, Holds, moment, stopped_by
+from podgroup_operator.scheduling.holds import MAX_NAMED_NODES, Hold, Holds, stopped_by
 from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node
@@ -121,7 +122,7 @@ def test_the_holders_line_and_the_others_line_name_nodes_resources_holder_and_ti
     assert hold.on({"node-a"}) == (
         "{cpu: 4} on node-a held by NonStrict gang team-a/big until 2026-03-01T12:00:30Z"
     )
-    assert moment(at(30)) == "2026-03-01T12:00:30Z"
+    assert rfc3339(at(30)) == "2026-03-01T12:00:30Z"
 
 
 def test_a_hold_on_many_nodes_names_a_few_and_counts_the_rest() -> None:
@@ -134,7 +135,7 @@ def test_a_hold_on_many_nodes_names_a_few_and_counts_the_rest() -> None:
         uids=frozenset(names),
         undo=Undone(),
     )
-    assert hold.describe().endswith(f"n07 and 3 more node(s) until {moment(at(30))}")
+    assert hold.describe().endswith(f"n07 and 3 more node(s) until {rfc3339(at(30))}")
     assert "and 3 more node(s) held by" in hold.on(names)
 
 
