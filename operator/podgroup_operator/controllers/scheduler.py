@@ -134,9 +134,10 @@ LEAVING_RECHECK_SECONDS = 60
 undecided (`GangQueue.leaving`), unless a pod created there says it is back sooner."""
 RESTART_GRACE_SECONDS = 30
 """How long a Strict gang held partly bound past its schedule timeout, with a restart policy,
-is left undecided: the status reconciler restarts it (domain/restart.py), and placing its rest
-meanwhile would have that restart delete a gang just placed. Bounded, so that a restart that
-does not come (the reconciler counts the members otherwise) never leaves the gang undecided."""
+is left undecided: the status reconciler's restart step restarts it (domain/restart.py decides,
+controllers/restarts.py carries it out), and placing its rest meanwhile would have that restart
+delete a gang just placed. Bounded, so that a restart that does not come (the reconciler counts
+the members otherwise) never leaves the gang undecided."""
 
 
 def _holding(group: PodGroup, holding: int) -> str:
@@ -851,8 +852,9 @@ class GangScheduler:
         """Until when a timed-out gang is left to the restart policy (None: decided as usual).
 
         A Strict gang held partly bound past its timeout, with a RestartGang or FailGang
-        policy, is restarted or failed by the status reconciler (domain/restart.py,
-        `timed_out_at`); for RESTART_GRACE_SECONDS after the timeout it is not placed."""
+        policy, is restarted or failed by the status reconciler's restart step
+        (controllers/restarts.py, domain/restart.py's `timed_out_at`); for
+        RESTART_GRACE_SECONDS after the timeout it is not placed."""
         if state.timed_out_at is None or group is None or not policy_acts(group):
             return None
         until = state.timed_out_at + dt.timedelta(seconds=RESTART_GRACE_SECONDS)
