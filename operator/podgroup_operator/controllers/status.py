@@ -209,8 +209,6 @@ class StatusReconciler:
             self.verdicts,
             self.quota_views,
             self.preempted,
-            self.restarts.bare,
-            self.restarts.ran_with,
         )
         """What is kept per group beyond its reconcile, dropped once the group is gone."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -467,6 +465,7 @@ class StatusReconciler:
             for kept in self._per_group:
                 kept.pop(key, None)
             self.contests.forget(key)
+            self.restarts.forget(key)
             pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
             if not pods:
                 self.warnings.group_found(key)
