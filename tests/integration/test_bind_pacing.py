@@ -44,7 +44,7 @@ async def scheduler(kubeconfig: Path, namespace: str, crds: None) -> AsyncIterat
     try:
         await until(lambda: runtime.leading is not None, "the runtime to lead", 30)
         assert runtime.leading is not None
-        assert runtime.leading.scheduler.pacer is not None  # paced unless told a number
+        assert runtime.leading.scheduler.binder.pacer is not None  # paced unless told a number
         yield runtime.leading.scheduler
     finally:
         await runtime.stop()  # closes its client
@@ -84,16 +84,16 @@ async def test_the_slots_follow_the_pacer_up_on_fast_answers_and_down_on_slow_on
     kube: KubeClient, namespace: str, scheduler: GangScheduler
 ) -> None:
     async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, pool_name):
-        fast = scheduler.pacer = BindPacer(floor=FLOOR, ceiling=CEILING, target_seconds=10.0)
+        fast = scheduler.binder.pacer = BindPacer(floor=FLOOR, ceiling=CEILING, target_seconds=10.0)
         await bind_and_decide(kube, namespace, pool_name, "fast")
         # 2 x min(1.5, (10 s / median) ** 0.25): up, since no real bind takes 2 s.
         assert fast.limit == 3, fast
-        assert scheduler.binds_allowed == 3
+        assert scheduler.binder.allowed == 3
 
-        slow = scheduler.pacer = BindPacer(
+        slow = scheduler.binder.pacer = BindPacer(
             floor=FLOOR, ceiling=CEILING, target_seconds=1e-6, limit=40
         )
         await bind_and_decide(kube, namespace, pool_name, "slow")
         # 40 x max(0.75, (1 us / median) ** 0.25): down, since every real bind takes over 4 us.
         assert slow.limit == 30, slow
-        assert scheduler.binds_allowed == 30
+        assert scheduler.binder.allowed == 30

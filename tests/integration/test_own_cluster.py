@@ -1132,11 +1132,11 @@ async def test_a_gang_waiting_for_pod_affinity_runs_as_its_pod_arrives_not_after
             )
 
             async def refused_four_times() -> bool:
-                state = scheduler.waiting.get(key)
+                state = scheduler.queue.waiting.get(key)
                 return state is not None and state.failures >= 4
 
             await wait_for(refused_four_times, 30, "four refusals")
-            state = scheduler.waiting[key]
+            state = scheduler.queue.waiting[key]
             assert state.last_failure is not None
             due = state.last_failure + scheduler.backoff.delay(state.failures)
             assert due - scheduler.clock() > dt.timedelta(seconds=4)  # the backoff still runs

@@ -34,16 +34,16 @@ async def test_paced_binds_start_at_the_floor_and_a_number_fixes_them() -> None:
     kube = KubeClient(FakeApiServer())
     settings = OperatorSettings(leader_election=False, metrics_address="", write_process=False)
     paced = Leading(build_runtime(settings, kube))
-    assert paced.scheduler.pacer is not None
-    assert paced.scheduler.binds_allowed == BIND_CONCURRENCY
-    assert (paced.scheduler.pacer.floor, paced.scheduler.pacer.ceiling) == (
+    assert paced.scheduler.binder.pacer is not None
+    assert paced.scheduler.binder.allowed == BIND_CONCURRENCY
+    assert (paced.scheduler.binder.pacer.floor, paced.scheduler.binder.pacer.ceiling) == (
         BIND_CONCURRENCY,
         BIND_CONCURRENCY_CEILING,
     )
     settings.bind_concurrency = 48
     fixed = Leading(build_runtime(settings, kube))
-    assert fixed.scheduler.pacer is None
-    assert fixed.scheduler.binds_allowed == 48
+    assert fixed.scheduler.binder.pacer is None
+    assert fixed.scheduler.binder.allowed == 48
 
 
 @pytest.mark.parametrize("value", ["0", "-3", str(MAX_BIND_CONCURRENCY + 1), "many", "1.5"])
@@ -73,10 +73,10 @@ async def test_the_writer_process_serves_the_schedulers_writes_only() -> None:
         command = runtime.writer.transport.command
         assert command[command.index("--connections") + 1] == str(writer_connections(100))
         leading = Leading(runtime)
-        assert leading.scheduler.kube is runtime.writer
+        assert leading.scheduler.binder.kube is runtime.writer
         assert leading.status.kube is kube
         assert leading.status.workers == 50  # half the binds in flight
-        assert leading.scheduler.binds_allowed == 100
+        assert leading.scheduler.binder.allowed == 100
         assert runtime.informers.pods.kube is kube and runtime.quota.kube is kube
         assert runtime.writer.transport.pid is None  # started by the first write, not before
     finally:

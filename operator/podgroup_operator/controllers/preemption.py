@@ -1,4 +1,4 @@
-"""Carrying out gang preemption for the scheduler: plan, nominate, evict, hold the room.
+"""Carrying out preemption for the scheduler: plan, nominate, evict, hold the room.
 
 The planning is pure (`scheduling.plan_preemption`); this module does what a plan says, with
 the API writes kube-scheduler makes for the same decision:
@@ -20,6 +20,10 @@ and, if that still fails while victims are terminating, books it again instead o
 nomination ends when the gang is placed, when its pods are gone, or `NOMINATION_SECONDS` after the
 plan (a victim that never goes away must not hold the room for ever); only then may the gang plan
 again.
+
+The nominations of other schedulers are held too (`Nominated`): a pod kube-scheduler nominated
+to a node (`status.nominatedNodeName`) while its victims leave keeps that room from the gangs of
+no higher priority, as kube-scheduler's filters keep it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
@@ -53,7 +58,7 @@ from podgroup_operator.scheduling import (
     disruption_budget,
     plan_preemption,
 )
-from podgroup_operator.scheduling.podinfo import pod_info
+from podgroup_operator.scheduling.podinfo import pod_info, pod_priority
 from podgroup_operator.scheduling.resources import pod_requests
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
 
@@ -374,3 +379,61 @@ class Preemptor:
             message=message,
             now=self.clock(),
         )
+
+
+class Nominated:
+    """Pending pods of other schedulers nominated to a node while their victims leave
+    (kube-scheduler's preemption), their room held in the snapshot.
+
+    The room is held for gangs of no higher priority, as kube-scheduler's filters hold it; a
+    gang of higher priority decides with the lower ones taken out (`taken_out_below`). Without
+    it a gang took the room a preemption had just freed, and the preemptor evicted again. Held
+    for good, not per decision: a burst of preemptions then costs each decision nothing."""
+
+    def __init__(self, snapshot: Snapshot, scheduler_names: frozenset[str]) -> None:
+        self.snapshot = snapshot
+        self.scheduler_names = scheduler_names
+        """Our own `spec.schedulerName`s: their pods' nominations are ours (`Preemptor`)."""
+        self.pods: dict[str, tuple[str, int, Undo]] = {}
+        """UID -> (node, priority, the undo of its hold)."""
+        self._priorities: Counter[int] = Counter()
+        """How many `pods` have each priority (a gang above none skips the lookup)."""
+
+    def track(self, uid: str, event_type: str | None, pod: JSON, node: str | None) -> bool:
+        """Keep `pods` current from a pod event; True when a nomination withdrawn (not bound,
+        not deleted: those retry as capacity does) gave its room back to the waiting gangs."""
+        target = None
+        spec = pod.get("spec") or {}
+        if (
+            event_type != c.WatchEventType.DELETED
+            and not node
+            and spec.get("schedulerName") not in self.scheduler_names
+            and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        ):
+            target = (pod.get("status") or {}).get("nominatedNodeName") or None
+        before = self.pods.pop(uid, None)
+        if before is not None:
+            before[2]()  # the hold ends (a pod bound meanwhile is booked again as bound)
+            self._priorities[before[1]] -= 1
+        if target is not None:
+            priority = pod_priority(pod)
+            hold = self.snapshot.hold([(str(target), pod)])
+            self.pods[uid] = (str(target), priority, hold)
+            self._priorities[priority] += 1
+        return before is not None and not node and before[0] != target
+
+    @contextlib.contextmanager
+    def taken_out_below(self, priority: int) -> Iterator[None]:
+        """The snapshot without the nominated pods of lower priority than `priority`, for one
+        decision; those withdrawn meanwhile (while the decision awaited) are not put back."""
+        lower: list[str] = []
+        if any(count and below < priority for below, count in self._priorities.items()):
+            lower = [uid for uid, (_, p, _) in self.pods.items() if p < priority]
+        restore = self.snapshot.simulate_removal(lower) if lower else NO_UNDO
+        try:
+            yield
+        finally:
+            restore()
+            for uid in lower:
+                if uid not in self.pods and self.snapshot.is_assumed(uid):
+                    self.snapshot.remove_pod(uid)

@@ -658,7 +658,7 @@ class Runtime:
         ]
         waiting: list[str] = []
         if self.leading is not None:
-            for state in self.leading.scheduler.waiting.values():
+            for state in self.leading.scheduler.queue.waiting.values():
                 waiting.append(str(state.reason) if state.reason else "Pending")
         return {
             "phases": phases,
@@ -677,7 +677,7 @@ class Runtime:
             },
             "leader": 1.0 if self.leading is not None else 0.0,
             "binds_allowed": (
-                float(self.leading.scheduler.binds_allowed) if self.leading is not None else 0.0
+                float(self.leading.scheduler.binder.allowed) if self.leading is not None else 0.0
             ),
         }
 
@@ -695,7 +695,7 @@ class Runtime:
         last_cycle = scheduler.last_cycle or started
         last_done = status.last_done or started
         stuck = {
-            "scheduler": bool(scheduler.pending) and now - last_cycle > stuck_after,
+            "scheduler": bool(scheduler.queue.pending) and now - last_cycle > stuck_after,
             "status": status.backlog > 0 and now - last_done > stuck_after,
         }
         return not any(stuck.values()), {"stuck": stuck, "leading": True}

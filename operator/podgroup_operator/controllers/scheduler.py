@@ -1,22 +1,26 @@
-"""The bundled gang scheduler: events feed it, the pure core decides, binds go out at once.
+"""Runs the scheduling cycle: waiting gangs in queue order, each decided by the core, bound.
 
 Pods whose `spec.schedulerName` is one of ours (`podgroup-scheduler`, or the names given to
 `run --scheduler-name`) wait here until their whole gang fits. Every node and every bound pod
-(anyone's) keeps a `scheduling.Snapshot` current. `GangScheduler` wires these parts, one job
-each:
+(anyone's) keeps a `scheduling.Snapshot` current. `GangScheduler` feeds its parts from the watch
+and runs the cycle over them; each part does one job:
 
 - the queue (controllers/scheduler_queue.py): pending members by group, each waiting group's
   entry, kept from cycle to cycle, its wait and backoff, the pods in flight;
-- the cycle (`GangScheduler.cycle`, here): takes the entries in queue order, builds a group's
-  `GangRequest` when it comes to decide it, decides it against the snapshot (placements are
-  assumed into it, refusals leave it untouched) and hands the bindings to the binder;
+- the requests (controllers/requests.py): a waiting group's queue entry and `GangRequest`,
+  built from the store when the cycle comes to decide it;
+- the cycle (`GangScheduler.cycle`, here): takes the entries in queue order, has a group's
+  request built unless it backs off, decides it against the snapshot (placements are assumed
+  into it, refusals leave it untouched) and hands the bindings to the binder;
 - the gang groups (controllers/gang_groups.py): the PodGroups a gang is decided together with
   (`spec.gangGroup`), and each PodGroup's model, parsed once per resourceVersion;
+- preemption (controllers/preemption.py): a gang refused for room plans, evicts and holds the
+  room for itself (`Preemptor`); other schedulers' nominated pods hold theirs (`Nominated`);
 - the binder (controllers/binder.py): sends a decision's bindings concurrently, paced, a gang's
   volumes first, and undoes a pod's assumption when its bind fails. A failed bind puts the pod
   back in its group's queue (the members already bound stay bound and count toward minMember
   next time); the watch then brings the truth. A bind refused because the namespace is being
-  deleted leaves that namespace's gangs undecided for a while instead (`leaving`);
+  deleted leaves that namespace's gangs undecided for a while instead (`GangQueue.leaving`);
 - the offload (controllers/offload.py): a large gang is decided in a worker thread
   (`DECIDE_IN_THREAD_MEMBERS`), and so is one whose constraints make it costly
   (`DECIDE_IN_THREAD_COST_US`), and so is a preemption plan on a large snapshot
@@ -44,7 +48,6 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -55,14 +58,14 @@ from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, is_lone_pod, lone_pod_key, pod_uid
 from podgroup_operator.api.models import PodGroup, PodGroupSpec
-from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.controllers.binder import Binder, BindOutcomes
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.gang_groups import GangGroups, ParsedGroups
 from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
-from podgroup_operator.controllers.preemption import Preemptor
+from podgroup_operator.controllers.preemption import Nominated, Preemptor
+from podgroup_operator.controllers.requests import Requests, policy_acts
 from podgroup_operator.controllers.scheduler_queue import (
     GangQueue,
     QueueEntry,
@@ -88,21 +91,16 @@ from podgroup_operator.scheduling.gang import (
     decision_cost,
 )
 from podgroup_operator.scheduling.holds import Hold, Holds, stopped_by
-from podgroup_operator.scheduling.pacing import BindPacer
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
-from podgroup_operator.scheduling.podinfo import pod_priority
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.scheduling.queue import (
     decide_wait,
-    members_priority,
     order_gangs,
-    pod_created,
 )
 from podgroup_operator.scheduling.registry import depends_on_pods
 from podgroup_operator.scheduling.resources import Resources, add_resources
-from podgroup_operator.scheduling.snapshot import NO_UNDO, Snapshot, Undo, holds_node
-from podgroup_operator.scheduling.subgroups import sub_group_tree
-from podgroup_operator.scheduling.topology import placed_in, topology_of
+from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
+from podgroup_operator.scheduling.topology import placed_in
 
 logger = logging.getLogger(__name__)
 _Outcome = TypeVar("_Outcome")
@@ -133,17 +131,13 @@ SETTLE_SECONDS = 0.02
 """A short pause after the first event of a burst, so a ReplicaSet's pods arrive together."""
 LEAVING_RECHECK_SECONDS = 60
 """How long the gangs of a namespace whose bind was refused because it is being deleted are left
-undecided (`GangScheduler.leaving`), unless a pod created there says it is back sooner."""
+undecided (`GangQueue.leaving`), unless a pod created there says it is back sooner."""
 RESTART_GRACE_SECONDS = 30
 """How long a Strict gang held partly bound past its schedule timeout, with a restart policy,
-is left undecided: the status reconciler restarts it (domain/restart.py), and placing its rest
-meanwhile would have that restart delete a gang just placed. Bounded, so that a restart that
-does not come (the reconciler counts the members otherwise) never leaves the gang undecided."""
-
-
-def _acting(group: PodGroup) -> bool:
-    """Whether the group has a restart policy that acts (RestartGang or FailGang)."""
-    return group.spec.policy is not None and group.spec.policy.action != c.PolicyAction.NONE
+is left undecided: the status reconciler's restart step restarts it (domain/restart.py decides,
+controllers/restarts.py carries it out), and placing its rest meanwhile would have that restart
+delete a gang just placed. Bounded, so that a restart that does not come (the reconciler counts
+the members otherwise) never leaves the gang undecided."""
 
 
 def _holding(group: PodGroup, holding: int) -> str:
@@ -194,8 +188,6 @@ class GangScheduler:
     ) -> None:
         self.monotonic = monotonic
         """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
-        self.topology_levels = topology_levels
-        """A Topology's levels by name, coarse to fine (None: no such Topology)."""
         self.namespaces = namespaces
         """Namespaces whose pending pods this scheduler places; empty means all."""
         self.scheduler_names = scheduler_names
@@ -213,22 +205,24 @@ class GangScheduler:
         self.backoff = Backoff(initial_seconds=1, max_seconds=60)
         self.queue = GangQueue(members, gone=self._gone)
         """Pending members, queue entries, waits and backoff (controllers/scheduler_queue.py)."""
-        self.offload = Offload()
-        """The worker thread for large or costly decisions (controllers/offload.py)."""
         self.parsed = ParsedGroups(groups)
         """PodGroup models, parsed once per resourceVersion (controllers/gang_groups.py)."""
+        self.offload = Offload()
+        """The worker thread for large or costly decisions (controllers/offload.py)."""
         self.gang_groups = GangGroups(self.parsed, self.queue, gang_group_trust)
         """Which PodGroups are decided together (`spec.gangGroup`; controllers/gang_groups.py)."""
         self.snapshot = Snapshot(gang_of=group_key_of, max_pd_volumes=max_pd_volumes)
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
         """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
-        self.volumes.attach(self.snapshot, self.on_volumes_changed, self._exclusive)
+        self.volumes.attach(self.snapshot, self.on_volumes_changed, self.offload.exclusive)
+        self.requests = Requests(members, self.queue, self.volumes, topology_levels)
+        """Queue entries and `GangRequest`s from the store (controllers/requests.py)."""
         self.binder = Binder(
             kube,
             self.snapshot,
             self.volumes,
             self.signals,
-            self._exclusive,
+            self.offload.exclusive,
             BindOutcomes(
                 bound=self._bound,
                 landed=self.queue.land,
@@ -256,16 +250,8 @@ class GangScheduler:
         self.holds = Holds(nonstrict_hold_seconds)
         """NonStrict gangs' partial placements, held in the snapshot until placed, timed out or
         past the hold cap (`run --nonstrict-hold-seconds`; scheduling/holds.py)."""
-        self.nominated: dict[str, tuple[str, int, Undo]] = {}
-        """Pending pods of other schedulers nominated to a node while their victims leave
-        (kube-scheduler's preemption): UID -> (node, priority, the undo of its hold). Their room
-        is held in the snapshot for gangs of no higher priority, as kube-scheduler's filters
-        hold it (a gang of higher priority decides with the lower ones taken out: `_decide`);
-        without it a gang took the room a preemption had just freed, and the preemptor evicted
-        again. Held for good, not per decision: a burst of preemptions then costs each
-        decision nothing."""
-        self._nominated_priorities: Counter[int] = Counter()
-        """How many `nominated` pods have each priority (a gang above none skips the lookup)."""
+        self.nominated = Nominated(self.snapshot, scheduler_names)
+        """Other schedulers' pods nominated to a node, their room held (preemption.py)."""
         self.last_cycle: float | None = None
         """Loop time the last cycle ended (liveness: a scheduler with pending gangs cycles)."""
         self._wake = asyncio.Event()
@@ -279,97 +265,12 @@ class GangScheduler:
         """Snapshot pods from which a preemption plan runs in the worker thread
         (PLAN_IN_THREAD_PODS)."""
 
-    # --- the parts' state, as runtime, benches and tests read it ---------------------------------
-    @property
-    def kube(self) -> KubeClient:
-        """The client binds go through."""
-        return self.binder.kube
-
-    @kube.setter
-    def kube(self, kube: KubeClient) -> None:
-        self.binder.kube = kube
-
-    @property
-    def groups(self) -> Index:
-        """Index view: (namespace, name) -> PodGroup bodies (at most one; `ParsedGroups`)."""
-        return self.parsed.groups
-
-    @groups.setter
-    def groups(self, groups: Index) -> None:
-        self.parsed.groups = groups
-
-    @property
-    def pending(self) -> dict[GroupKey, dict[str, JSON]]:
-        """Pending members by group (`GangQueue.pending`)."""
-        return self.queue.pending
-
-    @property
-    def pending_key(self) -> dict[str, GroupKey]:
-        return self.queue.pending_key
-
-    @property
-    def waiting(self) -> dict[GroupKey, WaitState]:
-        """Each waiting group's wait (`GangQueue.waiting`)."""
-        return self.queue.waiting
-
-    @property
-    def pod_dependent(self) -> set[GroupKey]:
-        return self.queue.pod_dependent
-
-    @property
-    def in_flight(self) -> set[str]:
-        return self.queue.in_flight
-
-    @property
-    def bound(self) -> dict[str, GroupKey]:
-        return self.queue.bound
-
-    @property
-    def leaving(self) -> dict[str, dt.datetime]:
-        return self.queue.leaving
-
-    @property
-    def pacer(self) -> BindPacer | None:
-        """The bind pacer (`Binder.pacer`)."""
-        return self.binder.pacer
-
-    @pacer.setter
-    def pacer(self, pacer: BindPacer | None) -> None:
-        self.binder.pacer = pacer
-
-    @property
-    def binds(self) -> int:
-        """Pods bound so far."""
-        return self.binder.binds
-
-    @property
-    def binds_allowed(self) -> int:
-        """Binds allowed in flight now: the pacer's choice, or the fixed `bind_concurrency`."""
-        return self.binder.allowed
-
-    @property
-    def deciding_in_thread(self) -> bool:
-        """True while a worker thread decides on the snapshot (`Offload.deciding`)."""
-        return self.offload.deciding
-
-    @property
-    def deferred_total(self) -> int:
-        return self.offload.deferred_total
-
-    @property
-    def deferred_errors(self) -> int:
-        return self.offload.deferred_errors
-
     # --- events ---------------------------------------------------------------------------------
     def on_node(self, event_type: str | None, node: JSON, old: JSON | None = None) -> None:
-        self._exclusive(self._on_node, event_type, node, old)
+        self.offload.exclusive(self._on_node, event_type, node, old)
 
     def on_pod(self, event_type: str | None, pod: JSON) -> None:
-        self._exclusive(self._on_pod, event_type, pod)
-
-    def _exclusive(self, call: Callable[..., object], *args: Any) -> None:
-        """Call now, or, while a worker thread decides on the snapshot, once it is done."""
-        self.offload.exclusive(call, *args)
+        self.offload.exclusive(self._on_pod, event_type, pod)
 
     def _on_node(self, event_type: str | None, node: JSON, old: JSON | None = None) -> None:
         """Nodes heartbeat every few seconds; only a change placement reads (labels, taints,
@@ -385,7 +286,7 @@ class GangScheduler:
             self.snapshot.remove_node(node["metadata"]["name"])
         else:
             self.snapshot.add_node(node)
-            self._retry_all()
+            self.queue.retry_all()
         self.wake()
 
     def _on_pod(self, event_type: str | None, pod: JSON) -> None:
@@ -398,7 +299,9 @@ class GangScheduler:
         fit)."""
         uid = pod_uid(pod)
         node = (pod.get("spec") or {}).get("nodeName")
-        self._track_nomination(uid, event_type, pod, node)
+        if self.nominated.track(uid, event_type, pod, node):
+            self.queue.retry_all()
+            self.wake()
         if node or event_type == c.WatchEventType.DELETED:
             self.queue.forget_bound(uid)
         if event_type == c.WatchEventType.ADDED and self.queue.leaving:
@@ -408,7 +311,7 @@ class GangScheduler:
             self.preemption.pod_gone(uid)
             self.queue.drop(uid)
             self.signals.forget(uid)
-            self._retry_all()
+            self.queue.retry_all()
             self.wake()
             return
         if node and self.queue.pod_dependent and holds_node(pod) and self._moves_pods(uid, pod):
@@ -419,7 +322,7 @@ class GangScheduler:
             # as kube-scheduler's cache ignores updates of unassigned pods.
             self.snapshot.add_pod(pod)
         if not holds_node(pod) and node:
-            self._retry_all()  # a bound pod finished: capacity came back
+            self.queue.retry_all()  # a bound pod finished: capacity came back
             self.wake()
         if self._wants_us(pod) and uid not in self.queue.bound:
             key = self._queue_key(pod)
@@ -430,42 +333,15 @@ class GangScheduler:
         else:
             self.queue.drop(uid)
 
-    def _track_nomination(
-        self, uid: str, event_type: str | None, pod: JSON, node: str | None
-    ) -> None:
-        """Keep `nominated` current; a nomination withdrawn (not bound, not deleted: those
-        retry as capacity does) gives its room back to the waiting gangs."""
-        target = None
-        spec = pod.get("spec") or {}
-        if (
-            event_type != c.WatchEventType.DELETED
-            and not node
-            and spec.get("schedulerName") not in self.scheduler_names
-            and not (pod.get("metadata") or {}).get("deletionTimestamp")
-        ):
-            target = (pod.get("status") or {}).get("nominatedNodeName") or None
-        before = self.nominated.pop(uid, None)
-        if before is not None:
-            before[2]()  # the hold ends (a pod bound meanwhile is booked again as bound)
-            self._nominated_priorities[before[1]] -= 1
-        if target is not None:
-            priority = pod_priority(pod)
-            hold = self.snapshot.hold([(str(target), pod)])
-            self.nominated[uid] = (str(target), priority, hold)
-            self._nominated_priorities[priority] += 1
-        if before is not None and not node and before[0] != target:
-            self._retry_all()
-            self.wake()
-
     def on_volumes_changed(self) -> None:
         """A PV, claim or StorageClass changed: a gang waiting on volumes may fit now."""
-        self._retry_all()
+        self.queue.retry_all()
         self.wake()
 
     def on_topology(self, kind: c.WatchEventType, body: JSON, old: JSON | None) -> None:
         """A Topology came, went or changed its levels: a gang whose constraint names it is
         decided again now (requests resolve their Topology at each attempt)."""
-        self._retry_all()
+        self.queue.retry_all()
         self.wake()
 
     def on_group(self, key: GroupKey) -> None:
@@ -480,7 +356,7 @@ class GangScheduler:
         a parse (cached per resourceVersion, `ParsedGroups`)."""
         body = next(iter(self.parsed.groups.get(key, [])), None) or {}
         policy = (body.get("spec") or {}).get("policy") or {}
-        group = self._group(key) if policy.get("scope") == c.RestartScope.SUB_GROUP else None
+        group = self.parsed.get(key) if policy.get("scope") == c.RestartScope.SUB_GROUP else None
         if group is not None and repairs_sub_groups(group):
             self.repairs[key] = group.spec
         else:
@@ -531,7 +407,7 @@ class GangScheduler:
                 self.holds.cap.total_seconds(),
             )
         if released:
-            self._retry_all()
+            self.queue.retry_all()
 
     def _moves_pods(self, uid: str, pod: JSON) -> bool:
         """A bound pod the snapshot did not hold (bound by someone else), or whose labels
@@ -541,10 +417,6 @@ class GangScheduler:
         return entry is None or entry.info.labels != (
             (pod.get("metadata") or {}).get("labels") or {}
         )
-
-    def _retry_all(self) -> None:
-        """Capacity changed: waiting groups may try again now instead of after their backoff."""
-        self.queue.retry_all()
 
     def wake(self) -> None:
         self._wake.set()
@@ -606,10 +478,10 @@ class GangScheduler:
         return soonest
 
     def _due_in(self, key: GroupKey, state: WaitState, now: dt.datetime) -> float | None:
-        leaving_until = self._leaving_until(key[0], now)
+        leaving_until = self.queue.leaving_until(key[0], now)
         if leaving_until is not None:
             return max(0.05, (leaving_until - now).total_seconds())
-        group = self._group(key)
+        group = self.parsed.get(key)
         restart_until = self._left_to_restart(key, group, state, now)
         if restart_until is not None:
             return max(0.05, (restart_until - now).total_seconds())
@@ -627,14 +499,6 @@ class GangScheduler:
         timing_out = group is not None and not (decision.timed_out or state.timed_out)
         due = min(decision.next_attempt, decision.deadline) if timing_out else decision.next_attempt
         return max(0.05, (due - now).total_seconds())
-
-    def _group(self, key: GroupKey) -> PodGroup | None:
-        """The group's model (`ParsedGroups.get`)."""
-        return self.parsed.get(key)
-
-    def _invalid_spec(self, key: GroupKey) -> str | None:
-        """What is wrong with the group's stored spec (`ParsedGroups.problem`)."""
-        return self.parsed.problem(key)
 
     async def cycle(self, budget: float | None = None, *, pipeline: bool = False) -> None:
         """A pass over the waiting groups in queue order, binding what it placed:
@@ -754,7 +618,7 @@ class GangScheduler:
         """Decide one group (or its gang group): assume its placement or record the refusal.
         Returns "placed" or "refused", or None when the decision waits for a partner."""
         gang_groups = self.gang_groups
-        listed, lacking = gang_groups.joined(request.key, self._group(request.key))
+        listed, lacking = gang_groups.joined(request.key, self.parsed.get(request.key))
         if (
             invalid := gang_groups.invalid_partner(listed)
             or gang_groups.too_joined(listed)
@@ -771,25 +635,15 @@ class GangScheduler:
         if gang_group is None:
             return None  # a partner is not up for a decision: the gang group waits with it
         decided.update(r.key for r in gang_group)
-        priority = min(r.priority for r in gang_group)
-        lower: list[str] = []
-        if any(count and below < priority for below, count in self._nominated_priorities.items()):
-            lower = [uid for uid, (_, p, _) in self.nominated.items() if p < priority]
-        restore = self.snapshot.simulate_removal(lower) if lower else NO_UNDO
-        try:
+        with self.nominated.taken_out_below(min(r.priority for r in gang_group)):
             result = await self._decide_now(request, gang_group, decided, binds, now)
-            if result == PLACED:
-                gang_groups.placed_now.update(r.key for r in gang_group)
-            for partner in gang_group:
-                # Built and decided without raising: a partner's failure is behind it too, and
-                # its refusals' backoff is skipped again when the gang group is next due.
-                self.failures.succeeded(partner.key)
-            return result
-        finally:
-            restore()
-            for uid in lower:  # withdrawn while the decision awaited: not to be put back
-                if uid not in self.nominated and self.snapshot.is_assumed(uid):
-                    self.snapshot.remove_pod(uid)
+        if result == PLACED:
+            gang_groups.placed_now.update(r.key for r in gang_group)
+        for partner in gang_group:
+            # Built and decided without raising: a partner's failure is behind it too, and
+            # its refusals' backoff is skipped again when the gang group is next due.
+            self.failures.succeeded(partner.key)
+        return result
 
     async def _decide_now(
         self,
@@ -833,7 +687,7 @@ class GangScheduler:
             binds.extend(decision.bindings)
             return PLACED
         else:
-            state = self.waiting.get(request.key)
+            state = self.queue.waiting.get(request.key)
             message = decision.message
             if decision.partial and not (state and state.timed_out):
                 # NonStrict: what fitted stays held (in memory, never bound) so the gang
@@ -846,19 +700,16 @@ class GangScheduler:
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES:
                 message += await self._held_room(request, decision)
             if resting:
+                cap = int(self.holds.cap.total_seconds())
                 message += (
-                    f"; its NonStrict hold was released at the {self._cap_seconds}s cap so "
-                    "that other gangs may use the room: it holds nothing until the gangs "
-                    "waiting then have been decided"
+                    f"; its NonStrict hold was released at the {cap}s cap so that other gangs "
+                    "may use the room: it holds nothing until the gangs waiting then have been "
+                    "decided"
                 )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
                 message = await self.preemption.refused(request, message, now)
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
-
-    @property
-    def _cap_seconds(self) -> int:
-        return int(self.holds.cap.total_seconds())
 
     def _hold(self, key: GroupKey, refusal: Refusal, now: dt.datetime, before: Hold | None) -> Hold:
         """Book a NonStrict refusal's partial members as the gang's hold."""
@@ -918,18 +769,10 @@ class GangScheduler:
         PodGroup yet, or a finished one). The wait starts here, when the group is first queued,
         whether or not a cycle gets to decide it."""
         if is_lone_pod(key):
-            # A gang of one: its pod's priority, age and UID, as a PodGroup's members give theirs.
-            self.waiting.setdefault(key, WaitState(since=now))
-            return QueueEntry(
-                namespace=key[0],
-                name=key[1],
-                waiting=waiting,
-                priority=members_priority(waiting),
-                created=min(filter(None, map(pod_created, waiting)), default=None),
-                uid=pod_uid(waiting[0]) if waiting else "",
-            )
-        group = self._group(key)
-        if group is None and (problem := self._invalid_spec(key)) is not None:
+            self.queue.waiting.setdefault(key, WaitState(since=now))
+            return self.requests.entry_of_one(key, waiting)
+        group = self.parsed.get(key)
+        if group is None and (problem := self.parsed.problem(key)) is not None:
             # A spec that does not validate: its members say why they wait, as a refused
             # gang's do, and wait for the fix (a watch event).
             self.signals.refused(key, waiting, f"PodGroup {key[1]}: {problem}")
@@ -938,23 +781,13 @@ class GangScheduler:
             # No PodGroup yet (the status reconciler warns the pods), or a finished one: the
             # pods wait for an event, not for a timer.
             return None
-        if key not in self.waiting:
+        if key not in self.queue.waiting:
             # A wait that began under an earlier leader goes on from when it began; later,
             # this leader sees every wait begin (a wait restored then could predate a restart
             # whose status has not come back yet, and time the new gang out at once).
             since = wait_started(group.status, now) if self.queue.resuming else now
-            self.waiting[key] = WaitState(since=since)
-        return QueueEntry(
-            namespace=key[0],
-            name=key[1],
-            waiting=waiting,
-            group=group,
-            priority=members_priority(waiting),
-            created=group.metadata.creation_timestamp,
-            last_failure=group.status.last_failure_time,
-            uid=group.metadata.uid or "",
-            partly_bound=0 < len(self._bound_members(key)) < group.spec.min_member,
-        )
+            self.queue.waiting[key] = WaitState(since=since)
+        return self.requests.entry(key, waiting, group)
 
     def _request_or_none(
         self, queued: QueueEntry, now: dt.datetime, *, partner: bool = False
@@ -969,26 +802,18 @@ class GangScheduler:
     def _request(
         self, queued: QueueEntry, now: dt.datetime, *, partner: bool = False
     ) -> GangRequest | None:
-        """What the core decides for a queued group, or None while it backs off (unless it is
-        the `partner` of a gang group that is due, refused but never failed: `_gang_group`)."""
-        key, waiting, group = queued.key, queued.waiting, queued.group
-        state = self.waiting.setdefault(key, WaitState(since=now))
-        if self._leaving_until(key[0], now) is not None:
+        """What the core decides for a queued group (built by `requests`), or None while it
+        backs off or waits (unless it is the `partner` of a gang group that is due, refused but
+        never failed: `GangGroups.assemble`)."""
+        key, group = queued.key, queued.group
+        state = self.queue.waiting.setdefault(key, WaitState(since=now))
+        if self.queue.leaving_until(key[0], now) is not None:
             return None
         if group is None:  # a pod of no group: a gang of one
             retry = self.backoff.delay(state.failures)
             if state.last_failure is not None and now < state.last_failure + retry:
                 return None
-            return GangRequest(
-                namespace=key[0],
-                name=key[1],
-                uid=queued.uid,
-                min_member=1,
-                pending=waiting,
-                priority=queued.priority,
-                created=queued.created,
-                claims=self.volumes.claims_for(waiting),
-            )
+            return self.requests.of_one(queued)
         decision = decide_wait(
             wait_started=state.since,
             timeout_seconds=group.spec.schedule_timeout_seconds,
@@ -1021,36 +846,7 @@ class GangScheduler:
             key, group, state, now
         ):
             return None
-        bound = self._bound_members(key)
-        satisfied = group.status.phase in (c.Phase.RUNNING, c.Phase.UNKNOWN) and not _acting(group)
-        return GangRequest(
-            namespace=key[0],
-            name=key[1],
-            uid=queued.uid,
-            min_member=group.spec.min_member,
-            pending=waiting,
-            mode=group.spec.mode or c.GangMode.STRICT,
-            already_bound=len(bound),
-            bound_uids=frozenset(bound),
-            satisfied_before=satisfied,
-            min_resources=(
-                {k: to_milli(v) for k, v in group.spec.min_resources.items()}
-                if group.spec.min_resources
-                else None
-            ),
-            priority=queued.priority,
-            created=queued.created,
-            last_failure=queued.last_failure,
-            claims=self.volumes.claims_for(waiting),
-            topology=topology_of(group.spec.topology_constraint, self.topology_levels),
-            sub_groups=sub_group_tree(
-                group.spec,
-                waiting,
-                [m for m in self.members.get(key, []) if pod_uid(m) in bound],
-                self.topology_levels,
-                group.status.placement,
-            ),
-        )
+        return self.requests.of_group(queued, group)
 
     def _left_to_restart(
         self, key: GroupKey, group: PodGroup | None, state: WaitState, now: dt.datetime
@@ -1058,9 +854,10 @@ class GangScheduler:
         """Until when a timed-out gang is left to the restart policy (None: decided as usual).
 
         A Strict gang held partly bound past its timeout, with a RestartGang or FailGang
-        policy, is restarted or failed by the status reconciler (domain/restart.py,
-        `timed_out_at`); for RESTART_GRACE_SECONDS after the timeout it is not placed."""
-        if state.timed_out_at is None or group is None or not _acting(group):
+        policy, is restarted or failed by the status reconciler's restart step
+        (controllers/restarts.py, domain/restart.py's `timed_out_at`); for
+        RESTART_GRACE_SECONDS after the timeout it is not placed."""
+        if state.timed_out_at is None or group is None or not policy_acts(group):
             return None
         until = state.timed_out_at + dt.timedelta(seconds=RESTART_GRACE_SECONDS)
         if now >= until or not self._held_partly(key, group):
@@ -1071,10 +868,6 @@ class GangScheduler:
         """`restart.held_partly` over the members as this scheduler sees them, so that it
         leaves to the restart plan exactly the gangs the plan restarts."""
         return held_partly(group, count_members(self.members.get(key, [])))
-
-    def _bound_members(self, key: GroupKey) -> set[str]:
-        """`GangQueue.bound_members`: the group's members holding a node, ours in flight too."""
-        return self.queue.bound_members(key)
 
     def _placed(self, placement: Placement) -> None:
         self.queue.waiting.pop(placement.gang, None)
@@ -1094,7 +887,7 @@ class GangScheduler:
 
     def _failed(self, key: GroupKey, exc: Exception, now: dt.datetime) -> None:
         """Deciding this group raised: back it off, say so in its status (once), go on."""
-        state = self.waiting.setdefault(key, WaitState(since=now))
+        state = self.queue.waiting.setdefault(key, WaitState(since=now))
         state.failures += 1
         state.last_failure = now
         _, news = self.failures.failed(key, exc)
@@ -1108,7 +901,7 @@ class GangScheduler:
             )
 
     def _refused(self, key: GroupKey, reason: c.Reason, message: str, now: dt.datetime) -> None:
-        state = self.waiting.setdefault(key, WaitState(since=now))
+        state = self.queue.waiting.setdefault(key, WaitState(since=now))
         state.failures += 1
         state.last_failure = now
         if state.message != message:
@@ -1129,7 +922,7 @@ class GangScheduler:
 
     def _namespace_leaving(self, namespace: str) -> None:
         """A bind refused because `namespace` is being deleted: leave its gangs undecided for a
-        while (`leaving`), saying so once."""
+        while (`GangQueue.leaving`), saying so once."""
         until = self.clock() + dt.timedelta(seconds=LEAVING_RECHECK_SECONDS)
         if self.queue.leave(namespace, until):
             logger.info(
@@ -1138,10 +931,6 @@ class GangScheduler:
                 namespace,
                 LEAVING_RECHECK_SECONDS,
             )
-
-    def _leaving_until(self, namespace: str, now: dt.datetime) -> dt.datetime | None:
-        """Until when `namespace`'s gangs are left undecided (None: they are decided)."""
-        return self.queue.leaving_until(namespace, now)
 
     def _volumes_failed(self, key: GroupKey | None, exc: VolumeBindingError) -> None:
         """The gang's volumes were not bound (its pods un-assumed by the binder): say why in

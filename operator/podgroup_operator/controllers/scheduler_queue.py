@@ -5,7 +5,8 @@ Every pending member of ours sits in `pending` by group. Each waiting group has 
 flight or its PodGroup change (`GangQueue.stale`). What the scheduler remembers of a waiting
 group (since when it waits, how often it was refused: `WaitState`) lives here, and goes when the
 group's last pending member goes. Which groups are due when (backoff, timeouts) is decided by
-`scheduling.queue.decide_wait`; the entries are built by the scheduler (`GangScheduler._queued`).
+`scheduling.queue.decide_wait`; the entries are built by controllers/requests.py when the
+scheduler queues a group (`GangScheduler._queued`).
 """
 
 from __future__ import annotations

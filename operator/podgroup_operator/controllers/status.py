@@ -1,11 +1,13 @@
-"""The status reconciler: the one writer of PodGroup status.
+"""Writes PodGroup status: the status reconciler, its one writer.
 
 Every pod or group event marks its group dirty (`touch`); workers read the group and its
 members from the informers' indexes, compute the status with the pure domain
-(`domain.lifecycle.compute_status`), fold in the gang scheduler's verdict, the quota view, the
-preemption fact and the restart policy's plan, and write one status PATCH over the version
-read when, and only when, something changed and `domain.status_hold` does not hold it back.
-A held write is taken up again when its hold ends (a timer of the injected `MonotonicClock`).
+(`domain.lifecycle.compute_status`), fold in the gang scheduler's verdict, the quota view and
+the preemption fact, and write one status PATCH over the version read when, and only when,
+something changed and `domain.status_hold` does not hold it back. A held write is taken up
+again when its hold ends (a timer of the injected `MonotonicClock`). Before that, the restart
+policy's plan is carried out by `Restarts` (controllers/restarts.py), whose status writes go
+through this writer; a reconcile whose restart step wrote ends there.
 
 What holds:
 * never two workers on one group; a group touched while reconciled is reconciled again after;
@@ -36,8 +38,8 @@ from pydantic import ValidationError
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.informers import Index
-from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
-from podgroup_operator.adapters.record_key import RecordKeyError, SecretRecordKey
+from podgroup_operator.adapters.kube import PODGROUPS, ApiError, KubeClient
+from podgroup_operator.adapters.record_key import SecretRecordKey
 from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import (
@@ -52,6 +54,7 @@ from podgroup_operator.controllers.isolation import ExpectedRefusalError, Failur
 from podgroup_operator.controllers.lightweight import LightweightGangs
 from podgroup_operator.controllers.member_warnings import MemberWarnings
 from podgroup_operator.controllers.narrator import Narrator
+from podgroup_operator.controllers.restarts import Restarts
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.lifecycle import (
     compute_status,
@@ -60,29 +63,14 @@ from podgroup_operator.domain.lifecycle import (
     outlook,
     status_patch,
 )
-from podgroup_operator.domain.membership import Pod
 from podgroup_operator.domain.quota import QuotaView, apply_quota_view
-from podgroup_operator.domain.restart import (
-    Fail,
-    Nothing,
-    Refuse,
-    Restart,
-    Resume,
-    Wait,
-    bare_members,
-    current_incarnation,
-    lost_members,
-    plan_restart,
-    restart_progress,
-)
+from podgroup_operator.domain.restart import current_incarnation
 from podgroup_operator.domain.scheduling_status import (
     Preempted,
     Verdict,
     apply_preempted,
     apply_verdict,
     next_verdict,
-    preempted_since,
-    timed_out_since,
 )
 from podgroup_operator.domain.status_hold import (
     BINDING_DELAY_SECONDS,
@@ -107,10 +95,6 @@ URGENT, ROUTINE = 0, 1
 ROUTINE_WORKERS = 16
 """Routine reconciles that may run at once by default, however many urgent ones may: see
 `StatusReconciler.touch`."""
-RETRY_MARGIN_SECONDS = 0.05
-"""A restart plan's wait is taken up this long after it ends, so the plan finds it over."""
-RECORD_KEY_RETRY_SECONDS = 10.0
-"""How soon a group whose restart step waited for the record key's Secret is tried again."""
 
 _LIVE_PHASES = frozenset({c.PodPhase.RUNNING, c.PodPhase.SUCCEEDED})
 """Pod phases that count toward minMember (`starts_short`)."""
@@ -159,11 +143,6 @@ class StatusReconciler:
         monotonic: MonotonicClock = LOOP_CLOCK,
     ) -> None:
         self.kube = kube
-        self.record_key = record_key
-        self._key_problem: str | None = None
-        """The last reason the record key could not be had, logged once (`_record_key_missing`)."""
-        """Signs the restart records this reconciler writes and checks those it reads
-        (domain/restart_records.py); read from its Secret when a restart plan first needs it."""
         self.namespaces = namespaces
         """Namespaces whose groups this reconciler writes; empty means all."""
         self.failures = Failures("status of PodGroup", logger, metric="status", monotonic=monotonic)
@@ -182,6 +161,15 @@ class StatusReconciler:
         self.lightweight = LightweightGangs(kube, self.narrator)
         self.warnings = MemberWarnings(self.narrator, monotonic)
         self.contests = Contests(kube, self.narrator)
+        self.restarts = Restarts(
+            kube,
+            record_key,
+            self.narrator,
+            monotonic,
+            write_status=self._write_status,
+            touch=self.touch,
+        )
+        """Carries out the restart policy's plan (controllers/restarts.py)."""
         self._counts_since: dict[GroupKey, tuple[float, float]] = {}
         """When a group's COUNTS hold clock started, and until when a timer is set to touch the
         group (see `_keep_holding`)."""
@@ -215,13 +203,6 @@ class StatusReconciler:
         self.preempted: dict[GroupKey, Preempted] = {}
         """Gangs a higher-priority gang preempted (the scheduler's fact): their `Preempted`
         condition, and no restart charged for the break (domain/restart.py)."""
-        self._bare: dict[GroupKey, dict[str, Pod]] = {}
-        """The bodies of the bare members of each RestartGang group, by name, from when a
-        reconcile first sees them (`domain.restart.bare_members`): a restart recreates the ones
-        gone, whoever deleted them."""
-        self._ran_with: dict[GroupKey, int] = {}
-        """How many bare members each RestartGang group had when last computed Running (those
-        failed or being deleted included): a restart recreates up to that many."""
         self._per_group: tuple[dict[GroupKey, Any], ...] = (
             self._counts_since,
             self._bound_since,
@@ -229,8 +210,6 @@ class StatusReconciler:
             self.verdicts,
             self.quota_views,
             self.preempted,
-            self._bare,
-            self._ran_with,
         )
         """What is kept per group beyond its reconcile, dropped once the group is gone."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -487,6 +466,7 @@ class StatusReconciler:
             for kept in self._per_group:
                 kept.pop(key, None)
             self.contests.forget(key)
+            self.restarts.forget(key)
             pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
             if not pods:
                 self.warnings.group_found(key)
@@ -507,8 +487,16 @@ class StatusReconciler:
         if group.spec.sub_groups:
             self.warnings.unknown_sub_groups(group, pods)
         now = self.clock()
-        self._keep_bare(key, group, pods)
-        if await self._restart_step(key, group, body, pods, now):
+        self.restarts.keep_bare(key, group, pods)
+        if await self.restarts.step(
+            key,
+            group,
+            body,
+            pods,
+            now,
+            preempted=self.preempted.get(key),
+            verdict=self.verdicts.get(key),
+        ):
             # The restart wrote status; the rest is computed over what it wrote, in the next
             # reconcile (the watch echo of our own write does not bring it: group_changed).
             self.touch(key)
@@ -526,10 +514,8 @@ class StatusReconciler:
         )
         status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
         status = apply_preempted(status, self.preempted.get(key), now, id_seed=id_seed)
-        if key in self._bare and status.phase == c.Phase.RUNNING:
-            # Members being deleted or failed count: a Running gang that loses one still
-            # computes Running until it is gone, and what it lost is what a restart brings back.
-            self._ran_with[key] = len(bare_members(key, members))
+        if status.phase == c.Phase.RUNNING:
+            self.restarts.ran(key, members)
         patch = status_patch(group.status, status, rewrite)
         if patch is None:
             return
@@ -661,109 +647,6 @@ class StatusReconciler:
         before = find_condition(previous.conditions, c.ConditionType.UNSCHEDULABLE)
         if before is None or (before.reason, before.message) != (c.Reason.INVALID_SPEC, message):
             self.narrator.narrate(updated, c.EventType.WARNING, c.Reason.INVALID_SPEC, message)
-
-    def _keep_bare(self, key: GroupKey, group: PodGroup, pods: list[dict[str, Any]]) -> None:
-        """Keep the bodies of a RestartGang group's bare members (see `_bare`); forget them
-        for a group without that policy, or a terminal one."""
-        policy = group.spec.policy
-        phase = group.status.phase
-        if (
-            policy is None
-            or policy.action is not c.PolicyAction.RESTART_GANG
-            or (phase is not None and c.Phase(phase).terminal)
-        ):
-            self._bare.pop(key, None)
-            self._ran_with.pop(key, None)
-            return
-        self._bare.setdefault(key, {}).update(bare_members(key, pods))
-
-    async def _restart_step(
-        self,
-        key: GroupKey,
-        group: PodGroup,
-        body: dict[str, Any],
-        pods: list[dict[str, Any]],
-        now: dt.datetime,
-    ) -> bool:
-        """Carry out the restart policy's plan; True when it wrote status (the reconcile ends).
-
-        The order makes a crash harmless (see domain/restart.py): status first, with a
-        resourceVersion precondition, then deletes with UID preconditions, then creations, all
-        in the group's own namespace. A record the plan refuses is cleared, with its Event, and
-        nothing else is done for it.
-        """
-        if group.spec.policy is None and not restart_progress(group.status).active:
-            return False
-        try:
-            record_key = await self.record_key.get()
-        except (ApiError, RecordKeyError) as exc:
-            self._record_key_missing(key, exc)
-            return False
-        plan = plan_restart(
-            group,
-            pods,
-            now,
-            record_key=record_key,
-            preempted_at=preempted_since(group.status, self.preempted.get(key)),
-            timed_out_at=timed_out_since(self.verdicts.get(key)),
-            lost=lost_members(self._bare.get(key, {}), pods),
-            ran_with=self._ran_with.get(key),
-        )
-        if isinstance(plan, Nothing):
-            return False
-        if isinstance(plan, Wait):
-            self._retry_at(key, plan.until, now)
-            if plan.status_patch is None:
-                return False
-        patch = plan.status_patch  # every plan but Nothing has one (maybe None)
-        updated = body
-        if patch is not None:
-            written = await self._write_status(key, body, patch)
-            if written is None:
-                return True
-            updated = written
-        if isinstance(plan, Restart):
-            metrics.RESTARTS.inc()
-        if isinstance(plan, Restart | Fail | Refuse) and plan.event is not None:
-            self.narrator.narrate(updated, plan.event.type, plan.event.reason, plan.event.message)
-            log = logger.warning if isinstance(plan, Refuse) else logger.info
-            log("PodGroup %s/%s: %s", *key, plan.event.message)
-        delete = () if isinstance(plan, Wait | Refuse) else plan.delete
-        recreate = plan.recreate if isinstance(plan, Restart | Resume) else ()
-        for member in delete:
-            try:
-                await self.kube.delete(PODS, member.name, key[0], uid=member.uid)
-            except ApiError as exc:
-                if not (exc.not_found or exc.conflict):
-                    raise
-        for pod in recreate:
-            try:
-                await self.kube.create(PODS, pod, key[0])
-            except ApiError as exc:
-                if not (exc.conflict or exc.namespace_terminating):
-                    raise
-        return patch is not None
-
-    def _record_key_missing(self, key: GroupKey, exc: Exception) -> None:
-        """The record key's Secret can be neither read nor made: the group's restart step waits
-        and is tried again in RECORD_KEY_RETRY_SECONDS, while its status goes on being written
-        (a restart cannot be recorded or checked without the key; the rest of the status needs
-        none). Said once per distinct problem, not once per group."""
-        problem = f"{exc}"
-        if problem != self._key_problem:
-            self._key_problem = problem
-            logger.warning(
-                "restart policies wait: the restart records' key cannot be had (%s); give the "
-                "operator get on that Secret and create on Secrets in its namespace "
-                "(deploy/base/rbac.yaml)",
-                problem,
-            )
-        self.monotonic.call_later(RECORD_KEY_RETRY_SECONDS, self.touch, key)
-
-    def _retry_at(self, key: GroupKey, until: dt.datetime, now: dt.datetime) -> None:
-        """Touch the group when a restart plan's wait (wall-clock `until`) is over."""
-        delay = max(0.0, (until - now).total_seconds())
-        self.monotonic.call_later(delay + RETRY_MARGIN_SECONDS, self.touch, key)
 
     async def _write_status(
         self, key: GroupKey, body: dict[str, Any], patch: dict[str, Any]

@@ -9,8 +9,8 @@ operator crash at any point, so they are taken here, from the group's status as 
 the pods as they are now, and nothing else: no clock (`now` is an argument), no memory between
 calls, no I/O. The same inputs always give the same plan.
 
-How the status reconciler (controllers/status.py) carries out a plan (the order is what makes
-a crash harmless):
+How the status reconciler's restart step (controllers/restarts.py) carries out a plan (the order
+is what makes a crash harmless):
 
 * `Nothing`: nothing to do.
 * `Wait`: write `status_patch` if there is one (it starts the backoff clock), then come back at

@@ -175,9 +175,9 @@ async def test_a_gang_that_fits_is_bound_whole_with_one_binding_per_member() -> 
     assert {b["metadata"]["uid"] for b in bodies} == {pod_uid(p) for p in pods}
     assert {b["target"]["name"] for b in bodies} == {"n1"}
     assert h.verdicts == [((NS, "gang"), Verdict(placed=True))]
-    assert h.scheduler.pending == {}
-    assert h.scheduler.in_flight == set()
-    assert h.scheduler.binds == 3
+    assert h.scheduler.queue.pending == {}
+    assert h.scheduler.queue.in_flight == set()
+    assert h.scheduler.binder.binds == 3
     assert h.cpu_free("n1") == 2000  # the placement is held (assumed) until the watch confirms
 
 
@@ -221,8 +221,10 @@ async def test_a_gang_that_does_not_fit_binds_nothing_and_names_the_shortfall() 
     assert "short 1" in verdict.message
     assert "Insufficient cpu" in verdict.message
     # Still waiting, with the refusal counted for backoff.
-    assert set(h.scheduler.pending[(NS, "gang")]) == {pod_uid(p) for p in h.fake.objects(PODS, NS)}
-    assert h.scheduler.waiting[(NS, "gang")].failures == 1
+    assert set(h.scheduler.queue.pending[(NS, "gang")]) == {
+        pod_uid(p) for p in h.fake.objects(PODS, NS)
+    }
+    assert h.scheduler.queue.waiting[(NS, "gang")].failures == 1
 
 
 async def test_too_few_members_is_refused_as_not_enough_tasks_without_binding() -> None:
@@ -315,8 +317,8 @@ async def test_a_failed_bind_releases_the_pod_and_it_is_retried_next_cycle(
     held = h.scheduler.snapshot.pod(pod_uid(g0))
     assert held is not None and held.node == "n1"
     assert h.cpu_free("n1") == 6000
-    assert pod_uid(g1) in h.scheduler.pending[(NS, "gang")]
-    assert pod_uid(g1) not in h.scheduler.in_flight
+    assert pod_uid(g1) in h.scheduler.queue.pending[(NS, "gang")]
+    assert pod_uid(g1) not in h.scheduler.queue.in_flight
     assert h.scheduler._wake.is_set()  # the loop would run another cycle without an event
 
     h.watch_catches_up()  # gang-0 arrives bound; the member index counts it
@@ -324,7 +326,7 @@ async def test_a_failed_bind_releases_the_pod_and_it_is_retried_next_cycle(
 
     assert h.node_of("gang-1") == "n1"
     assert (h.binds("gang-0"), h.binds("gang-1")) == (1, 2)
-    assert h.scheduler.pending == {}
+    assert h.scheduler.queue.pending == {}
     assert h.cpu_free("n1") == 4000
 
 
@@ -337,7 +339,7 @@ async def test_a_bind_without_an_answer_releases_the_pod_like_a_failed_one() -> 
     _, g1 = h.add_pods("gang", 2, cpu=2)
     path = binding_path("gang-1")
     faulty = FaultyTransport(h.fake, matching=lambda r: r.path == path, fault=Fault.REFUSE)
-    h.scheduler.kube.transport = faulty
+    h.scheduler.binder.kube.transport = faulty
 
     await h.scheduler.cycle()
 
@@ -345,8 +347,8 @@ async def test_a_bind_without_an_answer_releases_the_pod_like_a_failed_one() -> 
     assert (h.node_of("gang-0"), h.node_of("gang-1")) == ("n1", None)
     assert h.scheduler.snapshot.pod(pod_uid(g1)) is None
     assert h.cpu_free("n1") == 6000
-    assert pod_uid(g1) in h.scheduler.pending[(NS, "gang")]
-    assert pod_uid(g1) not in h.scheduler.in_flight
+    assert pod_uid(g1) in h.scheduler.queue.pending[(NS, "gang")]
+    assert pod_uid(g1) not in h.scheduler.queue.in_flight
     assert h.scheduler._wake.is_set()
 
     faulty.fault = None  # the connection is back
@@ -354,7 +356,7 @@ async def test_a_bind_without_an_answer_releases_the_pod_like_a_failed_one() -> 
     await h.scheduler.cycle()
 
     assert h.node_of("gang-1") == "n1"
-    assert h.scheduler.pending == {}
+    assert h.scheduler.queue.pending == {}
     assert h.cpu_free("n1") == 4000
 
 
@@ -374,8 +376,8 @@ async def test_already_assigned_is_treated_as_placed_and_never_bound_again() -> 
     assert h.binds("gang-1") == 1  # answered 409 "already assigned"
     assert h.node_of("gang-1") == "n2"  # the apiserver's truth is untouched
     assert h.node_of("gang-0") is not None
-    assert pod_uid(g1) in h.scheduler.bound
-    assert h.scheduler.pending == {}
+    assert pod_uid(g1) in h.scheduler.queue.bound
+    assert h.scheduler.queue.pending == {}
 
     h.clock.advance(120)
     await h.scheduler.cycle()
@@ -403,7 +405,7 @@ async def test_a_conflict_on_a_pod_already_on_our_node_keeps_the_assumption() ->
     bound = h.scheduler.snapshot.pod(pod_uid(g1))
     assert bound is not None and bound.node == "n1"
     assert h.cpu_free("n1") == 4000
-    assert h.scheduler.pending == {}
+    assert h.scheduler.queue.pending == {}
 
 
 # --- 5. no double bind ---------------------------------------------------------------------------
@@ -425,14 +427,14 @@ async def test_a_stale_pre_bind_event_does_not_cause_a_second_bind() -> None:
     await h.scheduler.cycle()
 
     assert h.binds() == 2
-    assert h.scheduler.pending == {}
-    assert {pod_uid(p) for p in stale} <= set(h.scheduler.bound)
+    assert h.scheduler.queue.pending == {}
+    assert {pod_uid(p) for p in stale} <= set(h.scheduler.queue.bound)
 
     # The bound versions arrive: the scheduler stops remembering its own binds.
     h.watch_catches_up()
     await h.scheduler.cycle()
     assert h.binds() == 2
-    assert h.scheduler.bound == {}
+    assert h.scheduler.queue.bound == {}
     assert h.cpu_free("n1") == 4000
 
 
@@ -471,7 +473,7 @@ async def test_pods_wait_for_their_podgroup_and_are_bound_once_it_appears() -> N
 
     assert h.binds() == 0
     assert h.verdicts == []  # the status reconciler warns about missing groups, not us
-    assert set(h.scheduler.pending) == {(NS, "late")}
+    assert set(h.scheduler.queue.pending) == {(NS, "late")}
 
     h.add_group("late", min_member=2)  # index + on_group
     await h.scheduler.cycle()
@@ -562,7 +564,7 @@ async def test_schedule_timeout_is_published_once_after_refusals() -> None:
     # After the timeout the refusals are not republished (the timeout stays the verdict).
     assert verdicts[3:] == [timeout]
     assert h.binds() == 0
-    assert h.scheduler.waiting[(NS, "gang")].timed_out
+    assert h.scheduler.queue.waiting[(NS, "gang")].timed_out
 
 
 def _waiting_since(at: dt.datetime, **status: Any) -> dict[str, Any]:
@@ -593,7 +595,7 @@ async def test_a_new_leader_resumes_a_wait_that_began_under_the_last_one(restart
     h.clock.now = T0
     await h.scheduler.cycle()
     began = T0 - dt.timedelta(seconds=2 if restarted else 4)
-    assert h.scheduler.waiting[(NS, "gang")].since == began
+    assert h.scheduler.queue.waiting[(NS, "gang")].since == began
     h.clock.now = T0 + dt.timedelta(seconds=2)
     await h.scheduler.cycle()
     reasons = [v.reason for v in h.verdicts_for("gang")]
@@ -619,7 +621,7 @@ async def test_a_wait_that_begins_under_this_leader_is_timed_from_now_whatever_t
     h.add_pods("gang", 2, cpu=2)
     h.clock.now = T0 + dt.timedelta(seconds=1)
     await h.scheduler.cycle()
-    assert h.scheduler.waiting[(NS, "gang")].since == T0 + dt.timedelta(seconds=1)
+    assert h.scheduler.queue.waiting[(NS, "gang")].since == T0 + dt.timedelta(seconds=1)
     assert [v.reason for v in h.verdicts_for("gang")] == [c.Reason.NOT_ENOUGH_RESOURCES]
 
 
@@ -691,14 +693,14 @@ async def test_a_refused_group_is_not_retried_before_its_backoff() -> None:
     h.clock.advance(0.5)
     await h.scheduler.cycle()  # t=0.5: not due
     assert len(h.verdicts_for("gang")) == 1
-    assert h.scheduler.waiting[(NS, "gang")].failures == 1
+    assert h.scheduler.queue.waiting[(NS, "gang")].failures == 1
 
     h.clock.advance(0.5)
     await h.scheduler.cycle()  # t=1: due, refused again, backoff 2s
     h.clock.advance(1.5)
     await h.scheduler.cycle()  # t=2.5: not due
     assert len(h.verdicts_for("gang")) == 2
-    assert h.scheduler.waiting[(NS, "gang")].failures == 2
+    assert h.scheduler.queue.waiting[(NS, "gang")].failures == 2
     assert h.binds() == 0
 
 
@@ -749,7 +751,7 @@ async def _waiting_for_a_db(h: Harness) -> None:
     h.clock.now = T0 + dt.timedelta(seconds=2)
     await h.scheduler.cycle()
     assert len(h.verdicts_for("gang")) == 2  # not due yet
-    assert h.scheduler.pod_dependent == {(NS, "gang")}
+    assert h.scheduler.queue.pod_dependent == {(NS, "gang")}
 
 
 @pytest.mark.parametrize("change", ["bound elsewhere", "relabelled"])
@@ -772,7 +774,7 @@ async def test_a_pod_it_depends_on_lets_a_refused_group_retry_before_its_backoff
     await h.scheduler.cycle()  # still t=2, before the backoff ends
 
     assert sorted(h.bound_pods("gang-")) == ["gang-0", "gang-1"]
-    assert h.scheduler.pod_dependent == set()
+    assert h.scheduler.queue.pod_dependent == set()
 
 
 async def test_a_flood_of_binds_elsewhere_decides_a_pod_dependent_group_once_a_second() -> None:
@@ -788,7 +790,7 @@ async def test_a_flood_of_binds_elsewhere_decides_a_pod_dependent_group_once_a_s
             await h.scheduler.cycle()
     # Refused at 0 and 1; then at 2 (due again 1 s later) and at 3: never at 2.5.
     assert len(h.verdicts_for("gang")) == 4
-    assert h.scheduler.waiting[(NS, "gang")].last_failure == T0 + dt.timedelta(seconds=3)
+    assert h.scheduler.queue.waiting[(NS, "gang")].last_failure == T0 + dt.timedelta(seconds=3)
 
 
 async def test_our_own_binds_coming_back_do_not_retry_pod_dependent_groups() -> None:
@@ -802,7 +804,7 @@ async def test_our_own_binds_coming_back_do_not_retry_pod_dependent_groups() -> 
     assert h.bound_pods("other-") == ["other-0"]
     h.watch_catches_up()
     await h.scheduler.cycle()
-    assert h.scheduler.waiting[(NS, "gang")].failures == 2
+    assert h.scheduler.queue.waiting[(NS, "gang")].failures == 2
     assert len(h.verdicts_for("gang")) == 2
 
 
@@ -1186,7 +1188,7 @@ async def test_a_gang_short_of_pods_is_tried_again_when_a_member_comes() -> None
         await h.scheduler.cycle()
         h.clock.advance(61)
     await h.scheduler.cycle()
-    assert h.scheduler.waiting[(NS, "g")].failures == 7  # next try 60 s after the last
+    assert h.scheduler.queue.waiting[(NS, "g")].failures == 7  # next try 60 s after the last
 
     h.clock.advance(1)
     h.add_pod("g-2", group="g", cpu=1)
@@ -1211,7 +1213,7 @@ async def test_a_partner_backing_off_is_decided_with_a_gang_group_that_is_due() 
         h.clock.advance(61)
     await h.scheduler.cycle()
     assert h.verdicts_for("left")[-1].reason == c.Reason.NOT_ENOUGH_TASKS
-    assert h.scheduler.waiting[(NS, "left")].failures == 7  # next try 60 s after the last
+    assert h.scheduler.queue.waiting[(NS, "left")].failures == 7  # next try 60 s after the last
 
     h.clock.advance(1)
     h.add_pods("right", 2, cpu=1)
@@ -1247,7 +1249,7 @@ async def test_the_running_scheduler_places_a_gang_group_when_its_last_pods_come
             assert await next_timer() == pytest.approx(backoff)
             if tries < 7:
                 h.clock.advance(backoff)
-        assert h.scheduler.waiting[(NS, "left")].failures == 7
+        assert h.scheduler.queue.waiting[(NS, "left")].failures == 7
 
         h.clock.advance(1.0)
         h.add_pods("right", 2, cpu=1)  # the watch brings them: the loop wakes
@@ -1393,7 +1395,7 @@ class _BrokenFor(FakeIndex[Key, Body]):
 async def test_a_group_that_raises_is_reported_and_backed_off_while_others_are_placed() -> None:
     h = Harness()
     h.groups = _BrokenFor((NS, "poison"))
-    h.scheduler.groups = h.groups
+    h.scheduler.parsed.groups = h.groups
     h.add_node("n1", cpu=8)
     h.add_group("healthy", min_member=2)
     h.add_pods("healthy", 2)
@@ -1517,7 +1519,7 @@ async def test_a_gang_in_flight_leaves_the_queue_and_a_refused_bind_brings_its_p
     h.add_group("gang", min_member=2)
     path = binding_path("gang-1")
     gated = GatedBinds(h.fake, path)
-    h.scheduler.kube.transport = gated
+    h.scheduler.binder.kube.transport = gated
     h.fake.inject_error("POST", path, 404, "NotFound", 'pods "gang-1" not found')
 
     await h.scheduler.cycle(pipeline=True)
@@ -1526,7 +1528,7 @@ async def test_a_gang_in_flight_leaves_the_queue_and_a_refused_bind_brings_its_p
     assert (NS, "gang") not in h.scheduler.queue.entries
     assert len(h.scheduler.binder.batches) == 1  # nothing decided, nothing sent again
 
-    await until(lambda: pod_uid(g0) not in h.scheduler.in_flight, "gang-0's bind answered")
+    await until(lambda: pod_uid(g0) not in h.scheduler.queue.in_flight, "gang-0's bind answered")
     await h.scheduler.cycle(pipeline=True)
     assert (NS, "gang") not in h.scheduler.queue.entries  # gang-1 is still in flight
 
@@ -1536,7 +1538,7 @@ async def test_a_gang_in_flight_leaves_the_queue_and_a_refused_bind_brings_its_p
 
     assert (h.node_of("gang-0"), h.node_of("gang-1")) == ("n1", "n1")
     assert h.binds("gang-1") == 2
-    assert pod_uid(g1) not in h.scheduler.in_flight
+    assert pod_uid(g1) not in h.scheduler.queue.in_flight
 
 
 async def test_the_kept_queue_always_matches_one_entered_afresh() -> None:
@@ -1553,7 +1555,7 @@ async def test_the_kept_queue_always_matches_one_entered_afresh() -> None:
 
     def fresh() -> dict[Key, Any]:
         kept = dict(scheduler._refresh_queue(h.clock()))
-        scheduler.queue.entries, scheduler.queue.stale = {}, set(scheduler.pending)
+        scheduler.queue.entries, scheduler.queue.stale = {}, set(scheduler.queue.pending)
         entered = dict(scheduler._refresh_queue(h.clock()))
         assert entered == kept
         return entered
@@ -1602,16 +1604,16 @@ async def test_every_bind_answered_is_told_to_the_pacer_and_the_slots_follow_it(
     h.add_node("n1", cpu=100)
     h.add_group("gang", min_member=40)
     h.add_pods("gang", 40, cpu="100m")
-    assert isinstance(h.scheduler.pacer, BindPacer)
-    assert h.scheduler.binds_allowed == tuning.BIND_CONCURRENCY  # paced by default, from the floor
-    h.scheduler.pacer = pacer = RecordingPacer(answer=77)
+    assert isinstance(h.scheduler.binder.pacer, BindPacer)
+    assert h.scheduler.binder.allowed == tuning.BIND_CONCURRENCY  # paced by default, from the floor
+    h.scheduler.binder.pacer = pacer = RecordingPacer(answer=77)
 
     await h.scheduler.cycle()
 
     assert h.binds() == 40
     assert len(pacer.told) == 40
     assert all(seconds >= 0 for seconds, _ in pacer.told)
-    assert h.scheduler.binds_allowed == 77
+    assert h.scheduler.binder.allowed == 77
 
 
 async def test_a_fixed_bind_concurrency_is_never_paced() -> None:
@@ -1631,7 +1633,7 @@ async def test_a_fixed_bind_concurrency_is_never_paced() -> None:
     await fixed.cycle()
 
     assert h.binds() == 40
-    assert fixed.pacer is None and fixed.binds_allowed == 4
+    assert fixed.binder.pacer is None and fixed.binder.allowed == 4
 
 
 async def test_failed_binds_are_told_to_the_pacer_too() -> None:
@@ -1644,15 +1646,15 @@ async def test_failed_binds_are_told_to_the_pacer_too() -> None:
     h.fake.inject_error("POST", binding_path("gang-1"), 404, "NotFound", 'pods "gang-1" not found')
     path = binding_path("gang-2")
     faulty = FaultyTransport(h.fake, matching=lambda r: r.path == path, fault=Fault.REFUSE)
-    h.scheduler.kube.transport = faulty
-    h.scheduler.pacer = pacer = RecordingPacer(answer=5)
+    h.scheduler.binder.kube.transport = faulty
+    h.scheduler.binder.pacer = pacer = RecordingPacer(answer=5)
 
     await h.scheduler.cycle()
 
     assert (h.node_of("gang-0"), h.node_of("gang-1"), h.node_of("gang-2")) == ("n1", None, None)
     assert faulty.refused == 1
     assert len(pacer.told) == 3
-    assert h.scheduler.binds_allowed == 5
+    assert h.scheduler.binder.allowed == 5
 
 
 async def test_a_slow_decision_is_logged_with_the_gang_it_held_the_loop_for(
@@ -1691,7 +1693,7 @@ async def test_binds_refused_by_the_lease_fence_are_not_sent_and_the_pods_stay_u
     caplog.set_level(logging.WARNING, logger=binder_module.__name__)
     h = Harness()
     holds = False
-    h.scheduler.kube = KubeClient(FencedTransport(h.fake, lambda: holds, "not leading"))
+    h.scheduler.binder.kube = KubeClient(FencedTransport(h.fake, lambda: holds, "not leading"))
     h.add_node("n1", cpu=8)
     h.add_group("gang", min_member=2)
     pods = h.add_pods("gang", 2, cpu=2)
@@ -1819,6 +1821,6 @@ async def test_a_nomination_moved_bound_or_deleted_moves_or_frees_its_room() -> 
     h.scheduler.on_pod("MODIFIED", bound)
     assert (h.cpu_free("n1"), h.cpu_free("n2")) == (8000, 2000)
     assert not h.scheduler.snapshot.is_assumed(pod_uid(bound))  # held as bound now
-    assert h.scheduler.nominated == {}
+    assert h.scheduler.nominated.pods == {}
     h.scheduler.on_pod("DELETED", bound)
     assert h.cpu_free("n2") == 8000

@@ -155,7 +155,7 @@ async def test_two_nonstrict_gangs_holding_each_other_off_end_with_one_placed() 
     h.add_node("n2", cpu=4)
     h.add_group("b", min_member=2, mode="NonStrict", scheduleTimeoutSeconds=YEAR)
     h.add_pods("b", 2, cpu=4)
-    backoff = h.scheduler.waiting[(NS, "a")]  # a backs off (16 s): b is decided alone
+    backoff = h.scheduler.queue.waiting[(NS, "a")]  # a backs off (16 s): b is decided alone
     backoff.failures, backoff.last_failure = 5, h.clock.now
     await h.scheduler.cycle()  # b holds n2
     assert "holds 1 member(s) on n2" in last_refusal(h, "b").message

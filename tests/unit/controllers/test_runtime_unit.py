@@ -111,8 +111,8 @@ async def test_the_leaders_controllers_start_only_after_every_store_is_replayed(
             await asyncio.sleep(0)
         assert turns > 1  # the replay took several turns of the loop, not one
         # The scheduler started only once every node and pod had been replayed to it.
-        assert set(leading.scheduler.pending) == {("default", "g")}
-        assert len(leading.scheduler.pending[("default", "g")]) == 4
+        assert set(leading.scheduler.queue.pending) == {("default", "g")}
+        assert len(leading.scheduler.queue.pending[("default", "g")]) == 4
         assert set(leading.scheduler.snapshot.nodes) == {"n1", "n2"}
 
 

@@ -95,7 +95,7 @@ def deliver(h: Harness, event: Event, n1: dict[str, Any], other: dict[str, Any])
 def refuse(h: Harness) -> float:
     """The gang refused after five refusals before: seconds until it is due."""
     now = h.clock()
-    state = h.scheduler.waiting[GANG]
+    state = h.scheduler.queue.waiting[GANG]
     state.failures, state.last_failure = 5, now
     h.scheduler._refused(GANG, c.Reason.NOT_ENOUGH_RESOURCES, "refused", now)
     due = h.scheduler._due_in(GANG, state, now)
@@ -128,9 +128,9 @@ async def test_a_gang_refused_by_a_rule_is_due_again_after_an_event_that_lifts_i
     h.members.put(GANG, stored)
     h.scheduler.on_pod(c.WatchEventType.ADDED, stored)
     h.scheduler._refresh_queue(h.clock())
-    assert set(h.scheduler.pending[GANG]) == {pod_uid(stored)}
+    assert set(h.scheduler.queue.pending[GANG]) == {pod_uid(stored)}
 
     assert refuse(h) > STEP
     deliver(h, event, n1, other)
-    due = h.scheduler._due_in(GANG, h.scheduler.waiting[GANG], h.clock())
+    due = h.scheduler._due_in(GANG, h.scheduler.queue.waiting[GANG], h.clock())
     assert due is not None and due <= STEP, (rule.name, event, due)

@@ -92,17 +92,17 @@ async def test_a_node_arriving_while_the_thread_decides_waits_for_it_then_applie
 ) -> None:
     h, decision, cycle = await held_in_thread(monkeypatch)
     # The event loop runs (this test is on it) while the thread decides.
-    assert h.scheduler.deciding_in_thread
+    assert h.scheduler.offload.deciding
     h.add_node("n2", cpu=8)
     h.scheduler.volumes.on_volume(WatchEventType.ADDED, PV, None)
-    assert h.scheduler.deferred_total == 2
+    assert h.scheduler.offload.deferred_total == 2
     # The thread's snapshot is not touched.
     assert "n2" not in h.scheduler.snapshot.nodes
     assert "pv-1" not in h.scheduler.snapshot.volumes
     decision.release()
     await asyncio.wait_for(cycle, WAIT)
 
-    assert not h.scheduler.deciding_in_thread
+    assert not h.scheduler.offload.deciding
     assert "n2" in h.scheduler.snapshot.nodes
     assert "pv-1" in h.scheduler.snapshot.volumes
     assert sorted(h.bound_pods()) == ["gang-0", "gang-1"]
@@ -193,16 +193,18 @@ async def test_bind_answers_during_a_later_decision_are_booked_after_it(
     cycle = asyncio.create_task(h.scheduler.cycle(pipeline=True))
     await decision.wait_started()
     await eventually(lambda: h.binds() == 2, "the first gang's binds to be answered")
-    await eventually(lambda: h.scheduler.deferred_total >= 4, "their answers to be held back")
+    await eventually(
+        lambda: h.scheduler.offload.deferred_total >= 4, "their answers to be held back"
+    )
     assert sorted(h.bound_pods()) == ["first-0", "first-1"]
-    assert ("default", "first") in h.scheduler.pending  # not booked yet
+    assert ("default", "first") in h.scheduler.queue.pending  # not booked yet
     decision.release()
     await asyncio.wait_for(cycle, WAIT)
     await eventually(lambda: h.binds() == 4, "the second gang's binds")
     await eventually(lambda: not h.scheduler.binder.batches, "every bind batch to end")
 
-    assert ("default", "first") not in h.scheduler.pending
-    assert not h.scheduler.in_flight
+    assert ("default", "first") not in h.scheduler.queue.pending
+    assert not h.scheduler.queue.in_flight
     assert sorted(h.bound_pods()) == ["first-0", "first-1", "second-0", "second-1"]
 
 
@@ -213,11 +215,11 @@ async def test_a_cycle_cancelled_mid_decision_leaves_the_snapshot_to_the_thread_
     cycle.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cycle
-    assert h.scheduler.deciding_in_thread  # the thread cannot be stopped: still its snapshot
+    assert h.scheduler.offload.deciding  # the thread cannot be stopped: still its snapshot
     h.add_node("n2", cpu=8)
     assert "n2" not in h.scheduler.snapshot.nodes
     decision.release()
-    await eventually(lambda: not h.scheduler.deciding_in_thread, "the thread to end")
+    await eventually(lambda: not h.scheduler.offload.deciding, "the thread to end")
 
     assert "n2" in h.scheduler.snapshot.nodes
     assert h.binds() == 0  # the cancelled cycle's placement is never sent
@@ -235,7 +237,7 @@ async def test_a_held_back_event_that_raises_is_logged_and_the_rest_still_apply(
         await asyncio.wait_for(cycle, WAIT)
 
     assert "n2" in h.scheduler.snapshot.nodes
-    assert h.scheduler.deferred_errors == 1
+    assert h.scheduler.offload.deferred_errors == 1
     assert any(
         "GangScheduler._on_pod, held back during a decision" in r.getMessage()
         for r in caplog.records
@@ -267,7 +269,7 @@ async def test_a_large_gangs_preemption_plan_is_made_in_the_thread_too(
 
     assert planned_in == ["podgroup-decision_0"]
     assert len([r for r in h.fake.request_log if r.method == "DELETE"]) == 2
-    assert not h.scheduler.deciding_in_thread
+    assert not h.scheduler.offload.deciding
 
 
 @pytest.mark.parametrize(("pods_from", "where"), [(5, "podgroup-decision_0"), (6, "MainThread")])
@@ -311,4 +313,4 @@ async def test_a_small_gangs_plan_on_a_snapshot_of_many_pods_is_made_in_the_thre
     assert decided_in == ["MainThread"]
     assert planned_in == [where]
     assert len([r for r in h.fake.request_log if r.method == "DELETE"]) == 2
-    assert not h.scheduler.deciding_in_thread
+    assert not h.scheduler.offload.deciding

@@ -1474,7 +1474,7 @@ async def test_a_group_without_restart_gang_keeps_no_bodies() -> None:
     h.group(min_member=2)
     h.pods(running("a"), running("b"))
     await h.reconcile()
-    assert KEY not in h.reconciler._bare
+    assert KEY not in h.reconciler.restarts.bare
 
 
 # --- restart records: signed, and refused when not the operator's own ---------------------------

@@ -42,7 +42,7 @@ class World:
 
     def __init__(self) -> None:
         self.h = Harness(default_timeout_seconds=3600)
-        self.h.scheduler.topology_levels = levels_of
+        self.h.scheduler.requests.topology_levels = levels_of
         self.reconciler = StatusReconciler(
             self.h.kube,
             FakeIndex(),  # type: ignore[arg-type]  # read as a Mapping; never reconciled here

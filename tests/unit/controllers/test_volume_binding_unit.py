@@ -263,8 +263,8 @@ async def test_a_pv_changed_since_the_decision_unassumes_the_gang_and_says_so() 
     assert world.scheduler.snapshot.free("n0")["cpu"] == 8000, "the assumption is undone"
     assert world.scheduler.snapshot.free("n1")["cpu"] == 8000
     assert not world.scheduler.snapshot.volume_holders
-    assert not world.scheduler.in_flight
-    assert len(world.scheduler.pending[(NS, "job")]) == 2, "the members wait for another try"
+    assert not world.scheduler.queue.in_flight
+    assert len(world.scheduler.queue.pending[(NS, "job")]) == 2, "the members wait for another try"
 
 
 async def test_dynamic_provisioning_annotates_the_claim_with_the_chosen_node() -> None:
@@ -317,11 +317,11 @@ async def test_a_claim_becoming_bound_lets_a_waiting_gang_retry_at_once() -> Non
     world.add_claim(claim("data", klass="slow"))
     world.add_gang("job", "data")
     await world.scheduler.cycle()
-    assert world.scheduler.waiting[(NS, "job")].failures == 1
+    assert world.scheduler.queue.waiting[(NS, "job")].failures == 1
 
     world.add_pv(local_pv("pv-n0", "n0", klass="slow"))
     world.pv_controller_binds("data", "pv-n0")  # bound by the PV controller (Immediate)
-    assert world.scheduler.waiting[(NS, "job")].failures == 0, "backoff lifted"
+    assert world.scheduler.queue.waiting[(NS, "job")].failures == 0, "backoff lifted"
     await world.scheduler.cycle()
     assert world.node_of("job-0") == "n0", "placed where the bound PV is reachable"
 
