@@ -302,7 +302,8 @@ class TopologyConstraint(_Model):
 
     @model_validator(mode="after")
     def _a_level_is_given(self) -> "TopologyConstraint":
-        """The rule across its levels (`validation.constraint_rule_errors`)."""
+        """The rule across its levels (`validation.constraint_rule_errors`), imported here
+        since validation.py reads these models."""
         from podgroup_operator.api.validation import constraint_rule_errors
 
         errors = constraint_rule_errors(self)
@@ -514,7 +515,8 @@ class PodGroupSpec(_Model):
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "PodGroupSpec":
-        """The rules across fields (`validation.spec_rule_errors`), raised as one error."""
+        """The rules across fields (`validation.spec_rule_errors`), raised as one error;
+        imported here since validation.py reads these models."""
         from podgroup_operator.api.validation import spec_rule_errors
 
         errors = spec_rule_errors(self)
@@ -625,7 +627,11 @@ class SubGroupStatus(_Model):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(description="The sub-group (a template's one, NAME-VALUES).")
-    min_member: int = Field(default=0, description="Its minMember (0 for a parent without).")
+    min_member: int = Field(
+        default=0,
+        description="What it needs: its minMember; for a parent without one, what its counted "
+        "children need, each instance of a template a child of its own.",
+    )
     running: int = Field(default=0, description="Its members running.")
     succeeded: int = Field(default=0, description="Its members that succeeded.")
     failed: int = Field(default=0, description="Its members that failed.")
