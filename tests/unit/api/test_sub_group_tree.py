@@ -14,7 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podgroup_operator.api.models import PodGroupSpec, PodGroupStatus
-from podgroup_operator.api.subgroups import build_tree, group_minimum_holds, pod_labels, spec_tree
+from podgroup_operator.api.subgroups import (
+    TreeNode,
+    build_tree,
+    group_minimum_holds,
+    pod_labels,
+    spec_tree,
+    sub_group_of,
+    top_part,
+)
 from podgroup_operator.api.validation import spec_errors
 from podgroup_operator.constants import LABEL_SUB_GROUP, Phase, Reason
 from podgroup_operator.domain.lifecycle import compute_status
@@ -296,6 +304,34 @@ def test_the_restart_policy_reads_each_lost_members_sub_group_as_the_scheduler_d
         assert isinstance(plan, Restart) and plan.event.reason == Reason.GANG_RESTARTED
     else:
         assert isinstance(plan, Nothing), plan
+
+
+@settings(max_examples=200, deadline=None)
+@given(drawn_trees())
+def test_preemption_reads_each_pods_sub_group_and_part_off_the_same_tree(drawn: Drawn) -> None:
+    """Preemption (`_Split`) asks `sub_group_of` and `top_part` per pod and counts as the
+    group's parts the top entries without a template and each member's part: the tree's
+    leaves and roots."""
+    subs = PodGroupSpec.model_validate(drawn.spec).sub_groups or []
+    tree = build_tree(subs, drawn.pods, pod_labels)
+
+    def below(node: TreeNode[dict[str, Any]]) -> list[TreeNode[dict[str, Any]]]:
+        return [node, *(n for kid in node.children for n in below(kid))]
+
+    seen = 0
+    for root in tree.roots:
+        for node in below(root):
+            for pod in node.members:
+                seen += 1
+                assert sub_group_of(pod_labels(pod), subs).name == node.name
+                assert top_part(pod_labels(pod), subs) == root.name
+    assert seen == sum(home is not None for home in drawn.home)
+    assert all(top_part(pod_labels(pod), subs) is None for pod in tree.loose)
+    parts = {s.name for s in subs if s.parent is None and not s.match_label_keys}
+    parts |= {part for pod in drawn.pods if (part := top_part(pod_labels(pod), subs))}
+    assert parts == {root.name for root in tree.roots}
+    homes = {id(p): home[0] for p, home in zip(drawn.pods, drawn.home, strict=True) if home}
+    assert {id(p): n.name for n in tree.nodes() for p in n.members} == homes
 
 
 def _fields(spec: dict[str, Any]) -> dict[str, Any]:
