@@ -9,7 +9,8 @@ sub-group.
 
 Each template instance is a sub-group of its own (`build_tree`): a parent without minMember
 needs what its counted children need, summed over the instances its members form, and
-minSubGroup counts instances. `least_members` is the one rule for a node's minimum.
+minSubGroup counts instances. `least_members` is the one rule for a node's minimum
+(docs/decisions/022-one-sub-group-tree.md).
 """
 
 from __future__ import annotations
