@@ -24,7 +24,7 @@ from podgroup_operator.constants import LABEL_SUB_GROUP
 
 __all__ = [
     "Membership",
-    "SubGroupTree",
+    "Tree",
     "TreeNode",
     "build_tree",
     "group_minimum_holds",
@@ -116,7 +116,8 @@ def least_members(min_member: int | None, min_sub_group: int | None, needs: Iter
 class TreeNode(Generic[M]):
     """One sub-group: a spec entry (`spec`), or one instance of a template leaf (`name` is
     then NAME-VALUES), with its minimum (`least_members` over `children`), its minSubGroup,
-    and the members that joined it (a leaf's own; a parent's are its subtree's)."""
+    and the members that joined it (a leaf's; a parent has none of its own, and its
+    `subtree_members` are its children's)."""
 
     spec: SubGroup
     name: str
@@ -141,7 +142,7 @@ class TreeNode(Generic[M]):
 
 
 @dataclass(frozen=True)
-class SubGroupTree(Generic[M]):
+class Tree(Generic[M]):
     """A group's sub-groups with its members in them: the direct parts (`roots`), the members
     in no sub-group (`loose`, a label naming no leaf included), and each spec entry's nodes
     (`by_spec`: one, or a template's instances in the order their members came)."""
@@ -168,7 +169,7 @@ def build_tree(
     sub_groups: Sequence[SubGroup],
     members: Iterable[M],
     labels_of: Callable[[M], Mapping[str, str]],
-) -> SubGroupTree[M]:
+) -> Tree[M]:
     """The tree of `sub_groups` with `members` in their leaves (`sub_group_of`): a template
     leaf has one node per instance its members form, in the order they first came; a parent
     one node, whose minimum sums its counted children's over those instances.
@@ -190,10 +191,10 @@ def build_tree(
     return _grow(sub_groups, lambda sub: list(instances.get(sub.name, {})), own, tuple(loose))
 
 
-def spec_tree(sub_groups: Sequence[SubGroup]) -> SubGroupTree[Any]:
-    """The tree the spec alone sets, each template leaf standing for one instance of itself:
-    the least any set of members can need of a tree whose templates form one sub-group each.
-    Admission checks parents' minimums against it."""
+def spec_tree(sub_groups: Sequence[SubGroup]) -> Tree[Any]:
+    """The tree the spec alone sets, each template leaf standing for one instance named as
+    itself: what the tree needs when each template forms one sub-group. Admission checks
+    parents' minMember against it, since it cannot know how many instances will form."""
     return _grow(sub_groups, lambda sub: [sub.name], {}, ())
 
 
@@ -202,7 +203,7 @@ def _grow(
     names_of: Callable[[SubGroup], list[str]],
     own: Mapping[str, list[M]],
     loose: tuple[M, ...],
-) -> SubGroupTree[M]:
+) -> Tree[M]:
     children: dict[str | None, list[SubGroup]] = {}
     for sub in sub_groups:
         children.setdefault(sub.parent, []).append(sub)
@@ -223,7 +224,7 @@ def _grow(
         return nodes
 
     roots = tuple(node for sub in children.get(None, []) for node in grow(sub))
-    return SubGroupTree(roots, loose, by_spec)
+    return Tree(roots, loose, by_spec)
 
 
 def group_minimum_holds(
