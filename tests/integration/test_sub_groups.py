@@ -706,3 +706,107 @@ async def test_a_sub_group_whose_rack_fails_is_repaired_alone_in_a_free_rack(
         )
         placement = {p["name"]: p["domain"] for p in status["placement"]["subGroups"]}
         assert placement["s1"] == moved.split("-")[1], status["placement"]
+
+
+async def test_a_parent_over_a_template_needs_every_instance_in_status_restart_and_scheduler(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """`stage` has no minMember and one template leaf, `replica` (minMember 2), whose members
+    form three instances: it needs 6 members (each instance a sub-group of its own). With room
+    for fewer, the scheduler binds the group by `coord` alone (minSubGroup 1) and none of
+    stage's; the status says stage needs 6; a lost member of one instance is repaired alone
+    (`scope: SubGroup`) while the status counts stage short of its 6, then whole again."""
+    subs = [
+        {"name": "stage"},
+        {"name": "replica", "parent": "stage", "minMember": 2, "matchLabelKeys": ["app/replica"]},
+        {"name": "coord", "minMember": 1},
+    ]
+    async with racks(kube, [("b0", "r0", 4, "4")]) as pool:
+        blockers = await gang_pods(kube, namespace, "blocker", 2, pool, requests={"cpu": "4"})
+
+        async def blocking() -> bool:
+            pods = [await kube.get(PODS, p["metadata"]["name"], namespace) for p in blockers]
+            return all(p["spec"].get("nodeName") for p in pods)
+
+        await wait_for(blocking, 30, "two blockers holding two of the four nodes")
+        # Every member exists before the group: no decision sees fewer instances.
+        for replica in range(3):
+            await gang_pods(
+                kube,
+                namespace,
+                f"tp-r{replica}",
+                2,
+                pool,
+                group="tp",
+                requests={"cpu": "2"},
+                labels={"app/replica": str(replica)},
+            )
+        await sub_group_pods(kube, namespace, "tp", pool, "coord", 1, "2")
+        await create_group(
+            kube,
+            namespace,
+            "tp",
+            min_member=1,
+            minSubGroup=1,
+            policy={"action": "RestartGang", "scope": "SubGroup", "backoffSeconds": 5},
+            subGroups=subs,
+        )
+
+        def needs(status: dict[str, Any]) -> dict[str, tuple[int, int]]:
+            return {s["name"]: (s["minMember"], s["running"]) for s in status["subGroups"]}
+
+        # Room for coord and 3 of stage's 6: the scheduler binds coord alone.
+        status = await wait_group(kube, namespace, "tp", phase=c.Phase.RUNNING)
+        where = await members_where(kube, namespace, "tp")
+        assert sorted(where) == ["coord"], where
+        assert needs(status) == {
+            "stage": (6, 0),
+            "replica-0": (2, 0),
+            "replica-1": (2, 0),
+            "replica-2": (2, 0),
+            "coord": (1, 1),
+        }, status["subGroups"]
+        assert status["subGroupsSatisfied"] == "1/5"
+
+        # Room for all: stage is bound whole.
+        for blocker in blockers:
+            await kube.delete(PODS, blocker["metadata"]["name"], namespace)
+        status = await wait_group(kube, namespace, "tp", 60, subGroupsSatisfied="5/5")
+        assert needs(status)["stage"] == (6, 6), status["subGroups"]
+        before = await members_where(kube, namespace, "tp")
+        assert sorted(before) == ["0", "1", "2", "coord"], before
+        uids = {
+            p["metadata"]["name"]: p["metadata"]["uid"]
+            for p in (await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}=tp"))[
+                "items"
+            ]
+        }
+
+        # One member of replica-1 lost: stage has 5 of its 6 until replica-1 is repaired alone.
+        await crash(kube, namespace, await kube.get(PODS, "tp-r1-0", namespace))
+
+        async def short() -> dict[str, Any] | None:
+            status = await group_status(kube, namespace, "tp")
+            stage = needs(status).get("stage", (0, 0)) if status.get("subGroups") else (0, 0)
+            return status if stage[0] == 6 and stage[1] < 6 else None
+
+        status = await wait_for(short, 30, "stage short of its 6 members")
+        assert status["subGroupsSatisfied"] == "3/5", status["subGroups"]
+
+        async def event() -> dict[str, Any] | None:
+            items = (await kube.list(EVENTS, namespace))["items"]
+            return next((e for e in items if e["reason"] == c.Reason.SUB_GROUP_RESTARTED), None)
+
+        found = await wait_for(event, 30, "a SubGroupRestarted Event")
+        assert "sub-group replica-1: tp-r1-0 failed" in found["message"], found["message"]
+        status = await wait_group(kube, namespace, "tp", 60, subGroupsSatisfied="5/5", restarts=1)
+        assert needs(status)["stage"] == (6, 6), status["subGroups"]
+        after = {
+            p["metadata"]["name"]: p["metadata"]["uid"]
+            for p in (await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}=tp"))[
+                "items"
+            ]
+        }
+        kept = [name for name in uids if not name.startswith("tp-r1-")]
+        assert {n: after[n] for n in kept} == {n: uids[n] for n in kept}
+        assert all(after[n] != uids[n] for n in ("tp-r1-0", "tp-r1-1"))

@@ -67,7 +67,6 @@ from podgroup_operator.api.quantity import (
     NON_NEGATIVE_QUANTITY_PATTERN,
     TOO_LARGE_HINT,
     QuantityError,
-    coverage_errors,
     parse_quantity,
 )
 from podgroup_operator.constants import (
@@ -303,11 +302,13 @@ class TopologyConstraint(_Model):
 
     @model_validator(mode="after")
     def _a_level_is_given(self) -> "TopologyConstraint":
-        if self.required_topology_level is None and self.preferred_topology_level is None:
-            raise ValueError(
-                "names no level: give requiredTopologyLevel (every member in one domain of that "
-                "node label), preferredTopologyLevel (one domain when one fits), or both"
-            )
+        """The rule across its levels (`validation.constraint_rule_errors`), imported here
+        since validation.py reads these models."""
+        from podgroup_operator.api.validation import constraint_rule_errors
+
+        errors = constraint_rule_errors(self)
+        if errors:
+            raise ValueError("; ".join(errors))
         return self
 
 
@@ -367,107 +368,6 @@ class SubGroup(_Model):
     )
 
 
-SUB_GROUP_ERRORS_JOIN = "; "
-
-
-def sub_group_problems(
-    min_member: int,
-    min_sub_group: int | None,
-    sub_groups: Sequence[SubGroup],
-    group: TopologyConstraint | None = None,
-) -> list[str]:
-    """What is wrong with a sub-group tree, each as `spec.subGroups[i].field: what and the fix`:
-    a repeated name, an unknown parent, a cycle, a tree deeper than MAX_SUB_GROUP_DEPTH, a leaf
-    without minMember, a parent with matchLabelKeys, a minSubGroup above the children there
-    are, children whose counted minimums sum above their parent's minMember (the group's for
-    the top), and a topology differing from the one the nearest constrained ancestor uses
-    (`topology_in_effect`; `group` is the group's own constraint)."""
-    problems: list[str] = []
-    index: dict[str, int] = {}
-    for i, sub in enumerate(sub_groups):
-        if sub.name in index:
-            problems.append(
-                f"spec.subGroups[{i}].name: {sub.name!r} repeats "
-                f"subGroups[{index[sub.name]}]; give "
-                "each sub-group its own name"
-            )
-        else:
-            index[sub.name] = i
-    children: dict[str | None, list[SubGroup]] = {}
-    for i, sub in enumerate(sub_groups):
-        if sub.parent is not None and sub.parent not in index:
-            problems.append(
-                f"spec.subGroups[{i}].parent: {sub.parent!r} is not a sub-group of this group "
-                f"(names: {summarize(index)}); name one of them or leave parent out"
-            )
-            continue
-        children.setdefault(sub.parent, []).append(sub)
-    if problems:
-        return problems
-    for i, sub in enumerate(sub_groups):
-        seen = [sub.name]
-        current = sub
-        while current.parent is not None:
-            if current.parent in seen:
-                problems.append(
-                    f"spec.subGroups[{i}].parent: "
-                    f"{' -> '.join([*seen, current.parent])} is a cycle; "
-                    "a sub-group cannot be its own ancestor: break it by removing one parent"
-                )
-                break
-            seen.append(current.parent)
-            current = sub_groups[index[current.parent]]
-        else:
-            if len(seen) > MAX_SUB_GROUP_DEPTH:
-                problems.append(
-                    f"spec.subGroups[{i}].parent: {sub.name!r} is {len(seen)} levels deep "
-                    f"({' -> '.join(reversed(seen))}); at most {MAX_SUB_GROUP_DEPTH}: flatten "
-                    "the tree"
-                )
-    if problems:
-        return problems
-    for i, sub in enumerate(sub_groups):
-        kids = children.get(sub.name, [])
-        if not kids and sub.min_member is None:
-            problems.append(
-                f"spec.subGroups[{i}].minMember: is required of a leaf sub-group ({sub.name!r} has "
-                "no children); give how many of its pods must be bound at once"
-            )
-        if kids and sub.match_label_keys:
-            problems.append(
-                f"spec.subGroups[{i}].matchLabelKeys: only a leaf forms sub-groups from pod "
-                f"labels, "
-                f"and {sub.name!r} has children; move matchLabelKeys to a leaf"
-            )
-        if sub.min_sub_group is not None and not kids:
-            problems.append(
-                f"spec.subGroups[{i}].minSubGroup: {sub.name!r} has no children; remove "
-                f"minSubGroup "
-                "or give it children"
-            )
-        problems.extend(
-            _sum_problem(f"spec.subGroups[{i}]", sub.min_member, sub.min_sub_group, kids, children)
-        )
-    top = children.get(None, [])
-    problems.extend(_sum_problem("spec", min_member, min_sub_group, top, children))
-    by_name = {sub.name: sub for sub in sub_groups}
-    for i, sub in enumerate(sub_groups):
-        constraint = sub.topology_constraint
-        ancestor = _constrained_ancestor(sub, by_name)
-        if constraint is None or constraint.topology is None or ancestor is None:
-            continue  # naming no Topology, it inherits its ancestors' (`topology_in_effect`)
-        above = topology_in_effect(ancestor[1], by_name, group).name
-        if constraint.topology != above:
-            problems.append(
-                f"spec.subGroups[{i}].topologyConstraint.topology: "
-                f"{constraint.topology!r} differs from "
-                f"{ancestor[0]}'s {above!r}; a sub-group's domain lies inside its "
-                "parent's, so both use the same Topology: use the same, or leave topology out "
-                "to inherit it"
-            )
-    return problems
-
-
 def ancestors(sub: SubGroup, by_name: Mapping[str, SubGroup]) -> Iterator[SubGroup]:
     """The sub-groups above `sub`, nearest first. A cycle or an unknown parent ends the walk:
     validation names those, and every reader of a stored tree must still stop."""
@@ -480,16 +380,6 @@ def ancestors(sub: SubGroup, by_name: Mapping[str, SubGroup]) -> Iterator[SubGro
             return
         yield parent
         current = parent
-
-
-def _constrained_ancestor(
-    sub: SubGroup, by_name: Mapping[str, SubGroup]
-) -> tuple[str, SubGroup] | None:
-    """The nearest sub-group above `sub` with a topologyConstraint (by name), or None."""
-    for parent in ancestors(sub, by_name):
-        if parent.topology_constraint is not None:
-            return f"parent {parent.name!r}", parent
-    return None
 
 
 @dataclass(frozen=True)
@@ -547,47 +437,6 @@ def constraint_in_effect(
         return constraint
     named = topology_in_effect(sub, by_name, group).name
     return constraint if named is None else constraint.model_copy(update={"topology": named})
-
-
-def _sum_problem(
-    where: str,
-    min_member: int | None,
-    k: int | None,
-    kids: Sequence[SubGroup],
-    children: Mapping[str | None, list[SubGroup]],
-) -> list[str]:
-    """A parent's minSubGroup beyond its children, or its counted children's minimums (the k
-    smallest) summing above its minMember; a template child makes both unknowable (it forms
-    as many sub-groups as its pods' label values), so neither is checked then."""
-    if not kids:
-        return []
-    field = f"{where}.minSubGroup"
-    fixed = [kid for kid in kids if not kid.match_label_keys]
-    if k is not None and k > len(kids) and len(fixed) == len(kids):
-        return [
-            f"{field}: {k} but only {len(kids)} direct children; lower it to at most {len(kids)}"
-        ]
-    if min_member is None or len(fixed) < len(kids):
-        return []
-    counted = sorted(least_members(kid, children) for kid in fixed)[: k or len(fixed)]
-    if sum(counted) > min_member:
-        field = f"{where}.minMember"
-        return [
-            f"{field}: {min_member} is below the {sum(counted)} members its "
-            f"{len(counted)} counted sub-groups need at least; raise it to {sum(counted)} or "
-            "lower the sub-groups' minMember"
-        ]
-    return []
-
-
-def least_members(sub: SubGroup, children: Mapping[str | None, list[SubGroup]]) -> int:
-    """The fewest members that satisfy `sub`: its minMember, else what its counted children
-    need (the `minSubGroup` smallest of them, or all)."""
-    if sub.min_member is not None:
-        return sub.min_member
-    kids = children.get(sub.name, [])
-    needs = sorted(least_members(kid, children) for kid in kids)
-    return sum(needs[: sub.min_sub_group or len(needs)])
 
 
 class PodGroupSpec(_Model):
@@ -665,14 +514,12 @@ class PodGroupSpec(_Model):
     )
 
     @model_validator(mode="after")
-    def _total_covers_minimum(self) -> "PodGroupSpec":
-        errors = coverage_errors(self.total_resources, self.min_resources)
-        if self.sub_groups:
-            errors += sub_group_problems(
-                self.min_member, self.min_sub_group, self.sub_groups, self.topology_constraint
-            )
-        elif self.min_sub_group is not None:
-            errors.append("spec.minSubGroup: counts sub-groups, and there are none; remove it")
+    def _fields_agree(self) -> "PodGroupSpec":
+        """The rules across fields (`validation.spec_rule_errors`), raised as one error;
+        imported here since validation.py reads these models."""
+        from podgroup_operator.api.validation import spec_rule_errors
+
+        errors = spec_rule_errors(self)
         if errors:
             raise ValueError(COVERAGE_ERRORS_JOIN.join(errors))
         return self
@@ -780,7 +627,11 @@ class SubGroupStatus(_Model):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(description="The sub-group (a template's one, NAME-VALUES).")
-    min_member: int = Field(default=0, description="Its minMember (0 for a parent without).")
+    min_member: int = Field(
+        default=0,
+        description="What it needs: its minMember; for a parent without one, what its counted "
+        "children need, each instance of a template a child of its own.",
+    )
     running: int = Field(default=0, description="Its members running.")
     succeeded: int = Field(default=0, description="Its members that succeeded.")
     failed: int = Field(default=0, description="Its members that failed.")

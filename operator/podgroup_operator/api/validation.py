@@ -14,11 +14,12 @@ cannot know, since it needs another object.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from podgroup_operator.api.limits import MAX_SUB_GROUP_DEPTH, summarize
 from podgroup_operator.api.models import (
     LevelOrderError,
     PodGroupSpec,
@@ -30,11 +31,11 @@ from podgroup_operator.api.models import (
     ancestors,
     constraint_in_effect,
     level_problems,
-    sub_group_problems,
     topology_in_effect,
 )
 from podgroup_operator.api.names import is_dns_subdomain
 from podgroup_operator.api.quantity import coverage_errors
+from podgroup_operator.api.subgroups import TreeNode, spec_tree
 from podgroup_operator.constants import TOPOLOGY_PLURAL
 
 LevelsOf = Callable[[str], tuple[str, ...] | None]
@@ -169,7 +170,7 @@ def _sub_group_errors(spec: Mapping[str, Any]) -> list[str]:
     min_member, k = spec.get("minMember"), spec.get("minSubGroup")
     if not raw:
         if k is not None:
-            return ["spec.minSubGroup: counts sub-groups, and there are none; remove it"]
+            return [NO_SUB_GROUPS]
         return []
     try:
         sub_groups = _SUB_GROUPS.validate_python(raw)
@@ -180,6 +181,157 @@ def _sub_group_errors(spec: Mapping[str, Any]) -> list[str]:
     return sub_group_problems(
         min_member, k, sub_groups, _constraint(spec.get("topologyConstraint"))
     )
+
+
+# --- the rules across fields, which the models' parsing raises too ------------------------------
+
+NO_SUB_GROUPS = "spec.minSubGroup: counts sub-groups, and there are none; remove it"
+
+NO_LEVEL = (
+    "names no level: give requiredTopologyLevel (every member in one domain of that node "
+    "label), preferredTopologyLevel (one domain when one fits), or both"
+)
+
+
+def constraint_rule_errors(constraint: TopologyConstraint) -> list[str]:
+    """What a topologyConstraint's fields break together: it names no level at all.
+    `TopologyConstraint` parsing raises it."""
+    if constraint.required_topology_level is None and constraint.preferred_topology_level is None:
+        return [NO_LEVEL]
+    return []
+
+
+def spec_rule_errors(spec: PodGroupSpec) -> list[str]:
+    """What a parsed spec's fields break together, each as `spec.field: what and the fix`:
+    totalResources below minResources, the sub-group tree's problems (`sub_group_problems`),
+    minSubGroup without sub-groups. `PodGroupSpec` parsing raises them as one error."""
+    errors = coverage_errors(spec.total_resources, spec.min_resources)
+    if spec.sub_groups:
+        errors += sub_group_problems(
+            spec.min_member, spec.min_sub_group, spec.sub_groups, spec.topology_constraint
+        )
+    elif spec.min_sub_group is not None:
+        errors.append(NO_SUB_GROUPS)
+    return errors
+
+
+def sub_group_problems(
+    min_member: int,
+    min_sub_group: int | None,
+    sub_groups: Sequence[SubGroup],
+    group: TopologyConstraint | None = None,
+) -> list[str]:
+    """What is wrong with a sub-group tree, each as `spec.subGroups[i].field: what and the fix`:
+    a repeated name, an unknown parent, a cycle, a tree deeper than MAX_SUB_GROUP_DEPTH, a leaf
+    without minMember, a parent with matchLabelKeys, a minSubGroup above the children there
+    are, children whose counted minimums sum above their parent's minMember (the group's for
+    the top), and a topology differing from the one the nearest constrained ancestor uses
+    (`topology_in_effect`; `group` is the group's own constraint)."""
+    problems: list[str] = []
+    index: dict[str, int] = {}
+    for i, sub in enumerate(sub_groups):
+        if sub.name in index:
+            problems.append(
+                f"spec.subGroups[{i}].name: {sub.name!r} repeats subGroups[{index[sub.name]}]; "
+                "give each sub-group its own name"
+            )
+        else:
+            index[sub.name] = i
+    for i, sub in enumerate(sub_groups):
+        if sub.parent is not None and sub.parent not in index:
+            problems.append(
+                f"spec.subGroups[{i}].parent: {sub.parent!r} is not a sub-group of this group "
+                f"(names: {summarize(index)}); name one of them or leave parent out"
+            )
+    if problems:
+        return problems
+    by_name = {sub.name: sub for sub in sub_groups}
+    for i, sub in enumerate(sub_groups):
+        chain = [sub, *ancestors(sub, by_name)]
+        names = [each.name for each in chain]
+        if chain[-1].parent is not None:  # every parent is known: the walk stopped at a cycle
+            problems.append(
+                f"spec.subGroups[{i}].parent: {' -> '.join([*names, chain[-1].parent])} is a "
+                "cycle; a sub-group cannot be its own ancestor: break it by removing one parent"
+            )
+        elif len(chain) > MAX_SUB_GROUP_DEPTH:
+            problems.append(
+                f"spec.subGroups[{i}].parent: {sub.name!r} is {len(chain)} levels deep "
+                f"({' -> '.join(reversed(names))}); at most {MAX_SUB_GROUP_DEPTH}: flatten "
+                "the tree"
+            )
+    if problems:
+        return problems
+    tree = spec_tree(sub_groups)
+    for i, sub in enumerate(sub_groups):
+        [node] = tree.by_spec[sub.name]
+        if node.leaf and sub.min_member is None:
+            problems.append(
+                f"spec.subGroups[{i}].minMember: is required of a leaf sub-group ({sub.name!r} "
+                "has no children); give how many of its pods must be bound at once"
+            )
+        if not node.leaf and sub.match_label_keys:
+            problems.append(
+                f"spec.subGroups[{i}].matchLabelKeys: only a leaf forms sub-groups from pod "
+                f"labels, and {sub.name!r} has children; move matchLabelKeys to a leaf"
+            )
+        if sub.min_sub_group is not None and node.leaf:
+            problems.append(
+                f"spec.subGroups[{i}].minSubGroup: {sub.name!r} has no children; remove "
+                "minSubGroup or give it children"
+            )
+        problems.extend(
+            _sum_problem(f"spec.subGroups[{i}]", sub.min_member, sub.min_sub_group, node.children)
+        )
+    problems.extend(_sum_problem("spec", min_member, min_sub_group, tree.roots))
+    for i, sub in enumerate(sub_groups):
+        constraint = sub.topology_constraint
+        ancestor = _constrained_ancestor(sub, by_name)
+        if constraint is None or constraint.topology is None or ancestor is None:
+            continue  # naming no Topology, it inherits its ancestors' (`topology_in_effect`)
+        above = topology_in_effect(ancestor, by_name, group).name
+        if constraint.topology != above:
+            problems.append(
+                f"spec.subGroups[{i}].topologyConstraint.topology: {constraint.topology!r} "
+                f"differs from parent {ancestor.name!r}'s {above!r}; a sub-group's domain lies "
+                "inside its parent's, so both use the same Topology: use the same, or leave "
+                "topology out to inherit it"
+            )
+    return problems
+
+
+def _sum_problem(
+    where: str, min_member: int | None, k: int | None, kids: Sequence[TreeNode[Any]]
+) -> list[str]:
+    """A parent's minSubGroup beyond its children, or its counted children's minimums (the k
+    smallest, in the spec's own tree: `spec_tree`) summing above its minMember; a template
+    child makes both unknowable (it forms as many sub-groups as its pods' label values), so
+    neither is checked then."""
+    if not kids:
+        return []
+    field = f"{where}.minSubGroup"
+    fixed = [kid for kid in kids if not kid.spec.match_label_keys]
+    if k is not None and k > len(kids) and len(fixed) == len(kids):
+        return [
+            f"{field}: {k} but only {len(kids)} direct children; lower it to at most {len(kids)}"
+        ]
+    if min_member is None or len(fixed) < len(kids):
+        return []
+    counted = sorted(kid.min_member for kid in fixed)[: k or len(fixed)]
+    if sum(counted) > min_member:
+        field = f"{where}.minMember"
+        return [
+            f"{field}: {min_member} is below the {sum(counted)} members its "
+            f"{len(counted)} counted sub-groups need at least; raise it to {sum(counted)} or "
+            "lower the sub-groups' minMember"
+        ]
+    return []
+
+
+def _constrained_ancestor(sub: SubGroup, by_name: Mapping[str, SubGroup]) -> SubGroup | None:
+    """The nearest sub-group above `sub` with a topologyConstraint (the one walk up the tree,
+    `models.ancestors`, which stops at a cycle), or None."""
+    return next((p for p in ancestors(sub, by_name) if p.topology_constraint is not None), None)
 
 
 MAX_ERRORS = 20
@@ -332,10 +484,10 @@ def _ancestor_constraint(
 ) -> tuple[TopologyConstraint | None, str]:
     """The nearest constraint above `sub` (a parent's, else the group's), with the Topology it
     uses filled in (`constraint_in_effect`), and who holds it."""
-    for parent in ancestors(sub, by_name):
-        if parent.topology_constraint is not None:
-            return constraint_in_effect(parent, by_name, own), f"parent sub-group {parent.name!r}"
-    return own, "the group"
+    parent = _constrained_ancestor(sub, by_name)
+    if parent is None:
+        return own, "the group"
+    return constraint_in_effect(parent, by_name, own), f"parent sub-group {parent.name!r}"
 
 
 def _one_constraint(

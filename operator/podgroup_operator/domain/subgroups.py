@@ -1,8 +1,10 @@
-"""The members of each sub-group, for `status.subGroups[]` (counted by domain/lifecycle.py).
+"""The members of each sub-group, for `status.subGroups[]` (counted by domain/lifecycle.py)
+and the restart policy (domain/restart.py).
 
-A leaf holds the members that belong to it (`api.subgroups.sub_group_of`); a template leaf
-has one entry per instance its members form; a parent holds its subtree's. Each entry carries
-the sub-group's minimum (a parent without minMember: what its counted children need).
+Read off the one tree (`api.subgroups.build_tree`) the scheduler reads too: a leaf holds the
+members that belong to it; a template leaf has one entry per instance its members form; a
+parent holds its subtree's. Each entry carries the sub-group's minimum (a parent without
+minMember: what its counted children need, over those instances).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from podgroup_operator.api.models import PodGroupSpec, SubGroup, least_members
-from podgroup_operator.api.subgroups import leaves, sub_group_of
+from podgroup_operator.api.models import PodGroupSpec
+from podgroup_operator.api.subgroups import build_tree, leaves, pod_labels, sub_group_of
 from podgroup_operator.constants import LABEL_SUB_GROUP
 
 __all__ = ["SubGroupMembers", "sub_group_members", "unknown_sub_group_message"]
@@ -38,34 +40,16 @@ def sub_group_members(spec: PodGroupSpec, members: Iterable[Pod]) -> list[SubGro
     subs = spec.sub_groups or []
     if not subs:
         return []
-    by_name: dict[str, list[Pod]] = {}
-    instances: dict[str, dict[str, None]] = {}
-    for pod in members:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        member = sub_group_of(labels, subs)
-        if member.leaf is None or member.name is None:
-            continue
-        by_name.setdefault(member.name, []).append(pod)
-        if member.leaf.match_label_keys:
-            instances.setdefault(member.leaf.name, {})[member.name] = None
-    children: dict[str | None, list[SubGroup]] = {}
-    for sub in subs:
-        children.setdefault(sub.parent, []).append(sub)
-
-    def names(sub: SubGroup) -> list[str]:
-        return sorted(instances.get(sub.name, {})) if sub.match_label_keys else [sub.name]
-
-    def pods_of(sub: SubGroup) -> list[Pod]:
-        own = [pod for name in names(sub) for pod in by_name.get(name, [])]
-        return own + [pod for kid in children.get(sub.name, []) for pod in pods_of(kid)]
-
+    tree = build_tree(subs, members, pod_labels)
     out: list[SubGroupMembers] = []
     for sub in subs:
-        least = least_members(sub, children)
-        leaf = sub.name not in children
-        for name in names(sub):
-            pods = by_name.get(name, []) if sub.match_label_keys else pods_of(sub)
-            out.append(SubGroupMembers(name, least, pods, sub.parent is None, leaf))
+        nodes = tree.by_spec.get(sub.name, ())
+        if sub.match_label_keys:
+            nodes = tuple(sorted(nodes, key=lambda node: node.name))
+        out.extend(
+            SubGroupMembers(node.name, node.min_member, node.subtree_members(), node.top, node.leaf)
+            for node in nodes
+        )
     return out
 
 
