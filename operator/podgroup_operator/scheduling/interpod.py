@@ -57,6 +57,7 @@ from podgroup_operator.scheduling.podinfo import (
 from podgroup_operator.scheduling.scores import WEIGHT_INTER_POD, WEIGHT_SPREAD
 from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
 from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
+from podgroup_operator.scheduling.snapshot_volumes import VolumeState
 from podgroup_operator.scheduling.volumes import (
     Attachment,
     Disk,
@@ -103,12 +104,14 @@ class PreferredCounts:
         for weighted in self.terms:
             key = weighted.topology_key
             by_value = self.sums.setdefault(key, {})
-            for entry in snapshot.pods_matching(weighted.selector, weighted.term.namespaces):
+            for entry in snapshot.pod_index.pods_matching(
+                weighted.selector, weighted.term.namespaces
+            ):
                 value = nodes[entry.node].facts.labels.get(key)
                 if value is not None:
                     by_value[value] = by_value.get(value, 0) + weighted.weight
-        if snapshot.has_scoring:
-            for weighted, carriers in snapshot.scoring_toward(namespace, labels):
+        if snapshot.pod_index.has_scoring:
+            for weighted, carriers in snapshot.pod_index.scoring_toward(namespace, labels):
                 key = weighted.topology_key
                 by_value = self.sums.setdefault(key, {})
                 for name in carriers:
@@ -255,7 +258,8 @@ class MemberCheck:
     """`ports` by protocol and number, for the same reason."""
     _limit_keys: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
     """`limit_keys`, once asked."""
-    snapshot: Snapshot | None = field(default=None, repr=False)
+    volume_state: VolumeState | None = field(default=None, repr=False)
+    """The snapshot's volumes, which `volumes` reads live."""
     lasting: frozenset[Exclusion] = LASTING
     """The exclusions this member's rejections share with the shape's later members: `_choose`
     drops such nodes from their walks."""
@@ -349,29 +353,29 @@ class MemberCheck:
         class's provisioner, so a static CSI PV of a class without one escaped its limit."""
         if not self.claims and not self.disks:
             return None, ()
-        assert self.snapshot is not None
-        snapshot = self.snapshot
+        assert self.volume_state is not None
+        state = self.volume_state
         inline = self.inline
-        if inline.by_name and snapshot.disk_conflict(node.name, inline.by_name):
+        if inline.by_name and state.disk_conflict(node.name, inline.by_name):
             return Rejection(Exclusion.DISK_CONFLICT), ()
         decisions: tuple[VolumeDecision, ...] = ()
         if self.claims:
             labels = node.facts.labels
-            candidates = snapshot.volume_candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
+            candidates = state.candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
             rejection, decisions = choose_volumes(
                 self.claims,
                 node.name,
                 labels,
                 candidates,
-                snapshot.volumes,
-                snapshot.volume_holders,
-                snapshot.claim_decisions,
+                state.pvs,
+                state.holders,
+                state.claim_decisions,
             )
             if rejection is not None:
                 return rejection, ()
         if not self.limit_keys():
             return None, decisions  # no node limits anything this member mounts
-        limits = snapshot.attach_limits(node)
+        limits = state.attach_limits(node)
         if not any(key in limits for key in self.limit_keys()):
             return None, decisions  # nothing this member mounts is limited here
         claimed = self._attaching(decisions) if self.claims else {}
@@ -386,7 +390,7 @@ class MemberCheck:
                 counts = more + Counter(inline.counts)
             keys = counts if counts is not None else claimed.values()
             if any(key in limits for key in keys) and exceeds_attach_limits(
-                new, snapshot.node_attachments(node.name), limits, counts
+                new, state.node_attachments(node.name), limits, counts
             ):
                 return Rejection(Exclusion.VOLUME_LIMITS), ()
         return None, decisions
@@ -397,28 +401,28 @@ class MemberCheck:
         node limits. Asked first on each node, so that a member whose volumes no node limits
         (most claims are of drivers without limits) costs no count."""
         if self._limit_keys is None:
-            assert self.snapshot is not None
-            snapshot = self.snapshot
+            assert self.volume_state is not None
+            state = self.volume_state
             keys = set(self.inline.counts)
             for claim in self.claims:
-                keys.update(snapshot.class_limit_keys(claim.storage_class))
-                decided = snapshot.claim_decisions.get(claim.key)
+                keys.update(state.class_limit_keys(claim.storage_class))
+                decided = state.claim_decisions.get(claim.key)
                 for name in (claim.volume, decided.volume if decided else None):
-                    pv = snapshot.volumes.get(name) if name else None
+                    pv = state.pvs.get(name) if name else None
                     if pv is not None and (attachment := pv.attachment) is not None:
                         keys.add(attachment[1])
                 for provisioner in (claim.provisioner, decided.provisioner if decided else ""):
                     found = claim_attachment(claim.namespace, claim.name, provisioner)
                     if found is not None:
                         keys.add(found[1])
-            self._limit_keys = frozenset(k for k in keys if snapshot.may_limit(k))
+            self._limit_keys = frozenset(k for k in keys if state.may_limit(k))
         return self._limit_keys
 
     def _attaching(self, decisions: Sequence[VolumeDecision]) -> dict[str, str]:
         """The volumes this member's claims bring to a node where these are its decisions."""
-        assert self.snapshot is not None
-        volumes = self.snapshot.volumes
-        earlier = self.snapshot.claim_decisions
+        assert self.volume_state is not None
+        volumes = self.volume_state.pvs
+        earlier = self.volume_state.claim_decisions
         mine = {d.key: d for d in decisions}
         new: dict[str, str] = {}
         for claim in self.claims:
@@ -515,7 +519,7 @@ def _eligible_nodes(
             return _Eligible(True, frozenset(n.name for n in nodes), tuple(n.facts for n in nodes))
         classes = [
             c
-            for c in snapshot.classes.values()
+            for c in snapshot.classes.by_id.values()
             if len(c) and _eligible(c.facts, constraint, keys, node)
         ]
         return _Eligible(False, frozenset(c.id for c in classes), tuple(c.facts for c in classes))
@@ -569,7 +573,7 @@ class _SpreadCounts:
         self.domains = eligible.domains(constraint.topology_key)
         self.counts: dict[str, int] = {}
         nodes = snapshot.nodes
-        for entry in snapshot.pods_matching(constraint.selector, frozenset({namespace})):
+        for entry in snapshot.pod_index.pods_matching(constraint.selector, frozenset({namespace})):
             if not entry.info.terminating:
                 self._count(nodes[entry.node])
 
@@ -613,7 +617,7 @@ def _matching_every(snapshot: Snapshot, terms: Sequence[AffinityTerm]) -> list[P
     first, rest = terms[0], terms[1:]
     return [
         entry
-        for entry in snapshot.pods_matching(first.selector, first.namespaces)
+        for entry in snapshot.pod_index.pods_matching(first.selector, first.namespaces)
         if all(t.matches(entry.info.namespace, entry.info.labels) for t in rest)
     ]
 
@@ -639,10 +643,10 @@ def _closed_by_others(
     """Placed pods' anti-affinity terms that select a pod with `namespace` and `labels`, each with
     the domains of the nodes of the pods carrying it (possibly none: a node without the key)."""
     closed: dict[AffinityTerm, set[str]] = {}
-    if not snapshot.has_anti_affinity:
+    if not snapshot.pod_index.has_anti_affinity:
         return closed
     nodes = snapshot.nodes
-    for term, holders in snapshot.anti_affinity_against(namespace, labels):
+    for term, holders in snapshot.pod_index.anti_affinity_against(namespace, labels):
         domains = closed.setdefault(term, set())
         for name in holders:
             state = nodes.get(name)
@@ -667,7 +671,7 @@ def _closed_domains(snapshot: Snapshot, term: AffinityTerm) -> frozenset[str]:
     key = term.topology_key
     nodes = snapshot.nodes
     values = set()
-    for entry in snapshot.pods_matching(term.selector, term.namespaces):
+    for entry in snapshot.pod_index.pods_matching(term.selector, term.namespaces):
         value = nodes[entry.node].facts.labels.get(key)
         if value is not None:
             values.add(value)
@@ -695,7 +699,7 @@ def member_check(
     ]
     preferred = (
         PreferredCounts(snapshot, constraints.preferred, namespace, labels).score()
-        if constraints.scoring or snapshot.has_scoring
+        if constraints.scoring or snapshot.pod_index.has_scoring
         else None
     )
     if constraints.empty and not existing and preferred is None:
@@ -732,7 +736,7 @@ def member_check(
         claims=tuple(claims),
         claim_classes=_claim_classes(claims),
         disks=tuple(disks),
-        snapshot=snapshot,
+        volume_state=snapshot.volumes,
         lasting=lasting,
         preferred=preferred,
     )
@@ -827,7 +831,7 @@ class MemberChecks:
                 self.snapshot, self.constraints.spread, self.node_constraints, self.namespace
             )
             # The shape's own scoring terms score its later members once one is assumed.
-            self._scored = bool(self.constraints.scoring) or self.snapshot.has_scoring
+            self._scored = bool(self.constraints.scoring) or self.snapshot.pod_index.has_scoring
         key = tuple(sorted(labels.items()))
         if key != self._existing_for:
             self._existing = _closed_by_others(self.snapshot, self.namespace, labels)
@@ -859,7 +863,7 @@ class MemberChecks:
             claims=tuple(claims),
             claim_classes=_claim_classes(claims),
             disks=tuple(disks),
-            snapshot=self.snapshot,
+            volume_state=self.snapshot.volumes,
             lasting=LASTING_SETTLED if terms and self._any_wanted else LASTING,
             preferred=preferred,
         )
@@ -907,7 +911,7 @@ def claims_problem(
     known: Mapping[tuple[str, str], VolumeClaim],
 ) -> tuple[str | None, tuple[VolumeClaim, ...]]:
     """The pod-level volume refusal (or None) and the pod's resolved claims."""
-    problem = pod_level_problem(names, namespace, known, snapshot.volumes)
+    problem = pod_level_problem(names, namespace, known, snapshot.volumes.pvs)
     if problem is not None:
         return problem, ()
     return None, tuple(known[(namespace, name)] for name in names)
