@@ -15,25 +15,16 @@ The rules follow the upstream plugins:
   a group that matches its own terms may go anywhere the keys exist, when no such pod exists
   yet. An anti-affinity term fails on a node whose domain holds a matching pod. A running pod's
   required anti-affinity that selects the newcomer closes its domain to the newcomer (symmetry).
-- PodTopologySpread: domains are the values of the key on nodes that carry every constraint's
-  key and pass the node inclusion policies (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore by
-  default), whether Ready or not, as upstream; matching pods (same namespace, not terminating)
-  are counted per domain; a node fails `DoNotSchedule` when count + self-match - global minimum
-  exceeds maxSkew, with the minimum taken as 0 while fewer than minDomains domains exist.
-- InterPodAffinity's score: each preferred affinity term adds its weight, and each preferred
-  anti-affinity term takes it away, for every pod it selects, in that pod's domain; so do
-  running pods' preferred terms (and their required affinity, at hardPodAffinityWeight 1) that
-  select the newcomer, in their own domain. A node scores the sum over its domains, scaled to
-  0..100 between the lowest and highest sums a node could have (upstream scales between the
-  lowest and highest node of the cycle: the order of the nodes is the same).
+  Its score: see `interpod_score.py`.
+- PodTopologySpread: see `spread.py` for the domains and counts; a node fails `DoNotSchedule`
+  when count + self-match - global minimum exceeds maxSkew.
 - NodePorts: a wanted host port conflicts with one in use on the node (same protocol and port,
   same IP or either 0.0.0.0).
-- VolumeBinding: see `volumes.py`.
+- VolumeBinding: see `volumes.py`; the PVs and promises are the snapshot's (`snapshot.volumes`).
 """
 
 from __future__ import annotations
 
-import math
 from collections import ChainMap, Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -43,21 +34,20 @@ from podgroup_operator.scheduling.filters import (
     HOSTNAME_LABEL,
     Constraints,
     Exclusion,
-    NodeFacts,
     Parenthesized,
     Rejection,
-    matches_node_selection,
 )
+from podgroup_operator.scheduling.interpod_score import PreferredCounts, PreferredScore
 from podgroup_operator.scheduling.podinfo import (
     HostPort,
     InterPodConstraints,
     PortWants,
-    SpreadConstraint,
 )
-from podgroup_operator.scheduling.scores import WEIGHT_INTER_POD, WEIGHT_SPREAD
-from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
+from podgroup_operator.scheduling.scores import MAX_SCORE, WEIGHT_INTER_POD, WEIGHT_SPREAD
+from podgroup_operator.scheduling.selectors import AffinityTerm
 from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
 from podgroup_operator.scheduling.snapshot_volumes import VolumeState
+from podgroup_operator.scheduling.spread import SpreadCounts, SpreadState, spread_counts
 from podgroup_operator.scheduling.volumes import (
     Attachment,
     Disk,
@@ -69,153 +59,6 @@ from podgroup_operator.scheduling.volumes import (
     exceeds_attach_limits,
     pod_level_problem,
 )
-
-MAX_SCORE = 100.0
-
-
-class PreferredCounts:
-    """InterPodAffinity's sums for one member (`namespace`, `labels`), per topology domain: the
-    member's own preferred terms' signed weights for every pod each selects, and every running
-    pod's scoring terms (`PodInfo.scoring`) that select the member, in that pod's domain (the
-    symmetric part). Counted once for a shape and kept current as members are assumed (`add`),
-    as `_SpreadCounts` is; counted afresh for a member whose labels differ. `score()` is a
-    member's view of them.
-
-    Each key's lowest and highest sums (clamped to 0, as upstream's scaling starts from 0) are
-    kept as sums change, and recounted only when the extreme itself moves back: `score()` is
-    asked for each member, and recounting every domain each time would make a gang's scoring
-    quadratic in its size."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        terms: Sequence[WeightedTerm],
-        namespace: str,
-        labels: Mapping[str, str],
-    ) -> None:
-        self.terms = tuple(terms)
-        self.namespace = namespace
-        self.labels = dict(labels)
-        self.sums: dict[str, dict[str, int]] = {}
-        self._low: dict[str, int] = {}
-        self._high: dict[str, int] = {}
-        self._stale: set[str] = set()
-        nodes = snapshot.nodes
-        for weighted in self.terms:
-            key = weighted.topology_key
-            by_value = self.sums.setdefault(key, {})
-            for entry in snapshot.pod_index.pods_matching(
-                weighted.selector, weighted.term.namespaces
-            ):
-                value = nodes[entry.node].facts.labels.get(key)
-                if value is not None:
-                    by_value[value] = by_value.get(value, 0) + weighted.weight
-        if snapshot.pod_index.has_scoring:
-            for weighted, carriers in snapshot.pod_index.scoring_toward(namespace, labels):
-                key = weighted.topology_key
-                by_value = self.sums.setdefault(key, {})
-                for name in carriers:
-                    state = nodes.get(name)
-                    value = state.facts.labels.get(key) if state is not None else None
-                    if value is not None:
-                        by_value[value] = by_value.get(value, 0) + weighted.weight
-        self._stale.update(self.sums)
-
-    def add(
-        self,
-        node_labels: Mapping[str, str],
-        namespace: str,
-        labels: Mapping[str, str],
-        scoring: Sequence[WeightedTerm],
-    ) -> None:
-        """A pod with `labels` in `namespace`, carrying the `scoring` terms, was assumed on a
-        node with `node_labels`."""
-        for weighted in self.terms:
-            if weighted.matches(namespace, labels):
-                self._bump(weighted, node_labels)
-        for weighted in scoring:
-            if weighted.matches(self.namespace, self.labels):
-                self._bump(weighted, node_labels)
-
-    def _bump(self, weighted: WeightedTerm, node_labels: Mapping[str, str]) -> None:
-        key = weighted.topology_key
-        value = node_labels.get(key)
-        if value is None:
-            return
-        by_value = self.sums.get(key)
-        if by_value is None:
-            by_value = self.sums[key] = {}
-            self._stale.add(key)
-        old = by_value.get(value, 0)
-        new = by_value[value] = old + weighted.weight
-        if key in self._stale:
-            return
-        high, low = self._high[key], self._low[key]
-        if new > high:
-            self._high[key] = new
-        elif old == high > 0 and new < old:
-            self._stale.add(key)  # the highest domain went down: recount
-        if new < low:
-            self._low[key] = new
-        elif old == low < 0 and new > old:
-            self._stale.add(key)
-
-    def score(self) -> PreferredScore | None:
-        """The scores as they are now (valid until the next `add`); None when every node would
-        score alike."""
-        for key in self._stale:
-            values = self.sums[key].values()
-            self._low[key] = min((0, *values))
-            self._high[key] = max((0, *values))
-        self._stale.clear()
-        low, high = sum(self._low.values()), sum(self._high.values())
-        if low == high:
-            return None
-        return PreferredScore(self.sums, low, high, self._high.get(HOSTNAME_LABEL, 0))
-
-
-@dataclass(frozen=True, slots=True)
-class PreferredScore:
-    """One member's preferred pod (anti-)affinity score: see the module docstring."""
-
-    sums: Mapping[str, Mapping[str, int]]
-    low: int
-    """The lowest sum a node could have: every key's most negative domain (or 0)."""
-    high: int
-    host_high: int
-    """The highest sum of a hostname domain (or 0): a class's bound, as classes carry no
-    hostname."""
-
-    def score(self, labels: Mapping[str, str], *, upper: bool = False) -> float:
-        """0..100 for a node with these labels; `upper` bounds a class's nodes from above."""
-        raw = 0
-        for key, by_value in self.sums.items():
-            if upper and key == HOSTNAME_LABEL:
-                raw += self.host_high
-                continue
-            value = labels.get(key)
-            if value is not None:
-                raw += by_value.get(value, 0)
-        return MAX_SCORE * (raw - self.low) / (self.high - self.low)
-
-
-@dataclass(slots=True)
-class SpreadState:
-    """One spread constraint's counts for one member at one moment."""
-
-    constraint: SpreadConstraint
-    counts: dict[str, int]
-    minimum: int
-    self_match: int
-    weight: float
-    """Soft constraints: log(domains + 2), kube-scheduler's normalising weight per topology."""
-
-    def score(self, value: str) -> float:
-        """0..100: 100 in a domain at the minimum count, halving as the skew reaches maxSkew."""
-        skew = max(0, self.counts.get(value, 0) - self.minimum)
-        max_skew = self.constraint.max_skew
-        return MAX_SCORE * max_skew / (max_skew + skew)
-
 
 LASTING = frozenset({Exclusion.PORTS, Exclusion.POD_ANTI_AFFINITY})
 """Rejections that members of one shape placed one after another keep meeting on a node: the
@@ -462,156 +305,6 @@ class MemberCheck:
         return total / weights
 
 
-def _eligible(
-    facts: NodeFacts, constraint: SpreadConstraint, keys: Sequence[str], node: Constraints
-) -> bool:
-    """Does this node's domain count for the constraint (keys present, inclusion policies)?
-
-    A node that fails here adds none of its pods to any domain. kube-scheduler before v1.24
-    counted the pods of every node whose domain existed, even one failing the pod's node
-    affinity or lacking another constraint's key (kubernetes#106971, fixed by #107009); this is
-    the fixed rule, and the only difference the test against v1.20.2 leaves out
-    (tests/integration/test_kube_scheduler_agreement.py)."""
-    labels = facts.labels
-    for key in keys:
-        if key not in labels:
-            return False
-    if constraint.honor_node_affinity and not matches_node_selection(node, facts):
-        return False
-    return not (constraint.honor_taints and node.untolerated(facts.taints) is not None)
-
-
-@dataclass(slots=True, eq=False)
-class _Eligible:
-    """The nodes whose domains count for spread constraints of one set of keys and policy."""
-
-    per_node: bool
-    """Eligibility is the node's own (`members` holds names), not its class's (class ids)."""
-    members: frozenset[object]
-    facts: tuple[NodeFacts, ...]
-    """The eligible nodes' (or classes') facts."""
-    _domains: dict[str, frozenset[str]] = field(default_factory=dict)
-
-    def domains(self, key: str) -> frozenset[str]:
-        """The values of `key` on the eligible nodes: the constraint's domains."""
-        values = self._domains.get(key)
-        if values is None:
-            values = self._domains[key] = frozenset(facts.labels[key] for facts in self.facts)
-        return values
-
-
-def _eligible_nodes(
-    snapshot: Snapshot, constraint: SpreadConstraint, keys: tuple[str, ...], node: Constraints
-) -> _Eligible:
-    """The nodes `_eligible` admits for `keys` and the constraint's policy, per epoch.
-
-    Eligibility depends on the keys and the policy, not on which constraint asks: see
-    `_spread_counts`."""
-
-    def compute() -> _Eligible:
-        per_node = HOSTNAME_LABEL in keys or (
-            constraint.honor_node_affinity and node.uses_node_identity
-        )
-        if per_node:
-            nodes = [
-                n for n in snapshot.nodes.values() if _eligible(n.facts, constraint, keys, node)
-            ]
-            return _Eligible(True, frozenset(n.name for n in nodes), tuple(n.facts for n in nodes))
-        classes = [
-            c
-            for c in snapshot.classes.by_id.values()
-            if len(c) and _eligible(c.facts, constraint, keys, node)
-        ]
-        return _Eligible(False, frozenset(c.id for c in classes), tuple(c.facts for c in classes))
-
-    policy = (
-        node if constraint.honor_node_affinity else None,
-        node.tolerations if constraint.honor_taints else None,
-    )
-    result: _Eligible = snapshot.cached(("spread-eligible", keys, policy), compute)
-    return result
-
-
-def _spread_counts(
-    snapshot: Snapshot,
-    spread: Sequence[SpreadConstraint],
-    node_constraints: Constraints,
-    namespace: str,
-) -> list[_SpreadCounts]:
-    """One `_SpreadCounts` per constraint of a member.
-
-    The constraints of one kind (hard or soft) and policy share their eligible nodes, looked up
-    once here: a pod may carry thousands of constraints, and each would walk every node class
-    for its domains (docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
-    hard_keys, soft_keys = _spread_keys(spread)
-    shared: dict[tuple[bool, bool, bool], _Eligible] = {}
-    counts = []
-    for constraint in spread:
-        kind = (constraint.hard, constraint.honor_node_affinity, constraint.honor_taints)
-        eligible = shared.get(kind)
-        if eligible is None:
-            keys = hard_keys if constraint.hard else soft_keys
-            eligible = shared[kind] = _eligible_nodes(snapshot, constraint, keys, node_constraints)
-        counts.append(_SpreadCounts(snapshot, constraint, eligible, namespace))
-    return counts
-
-
-class _SpreadCounts:
-    """One spread constraint's matching pods per domain, counted once for a namespace and then
-    kept current as pods are assumed (`add`); `state(labels)` is a member's SpreadState."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        constraint: SpreadConstraint,
-        eligible: _Eligible,
-        namespace: str,
-    ) -> None:
-        self.constraint = constraint
-        self.namespace = namespace
-        self.eligible = eligible
-        self.domains = eligible.domains(constraint.topology_key)
-        self.counts: dict[str, int] = {}
-        nodes = snapshot.nodes
-        for entry in snapshot.pod_index.pods_matching(constraint.selector, frozenset({namespace})):
-            if not entry.info.terminating:
-                self._count(nodes[entry.node])
-
-    def _count(self, state: NodeState) -> None:
-        eligible = self.eligible
-        if eligible.per_node:
-            if state.name not in eligible.members:
-                return
-        else:
-            node_class = state.node_class
-            assert node_class is not None
-            if node_class.id not in eligible.members:
-                return
-        value = state.facts.labels[self.constraint.topology_key]
-        self.counts[value] = self.counts.get(value, 0) + 1
-
-    def add(self, node: NodeState, namespace: str, labels: Mapping[str, str]) -> None:
-        """A pod with `labels` in `namespace` was assumed on `node`: count it if it matches."""
-        if namespace == self.namespace and self.constraint.selector.matches(labels):
-            self._count(node)
-
-    def state(self, labels: Mapping[str, str]) -> SpreadState:
-        constraint, counts, domains = self.constraint, self.counts, self.domains
-        if constraint.hard and len(domains) < constraint.min_domains:
-            minimum = 0
-        elif sum(1 for v in counts if v in domains) < len(domains):
-            minimum = 0  # some domain holds no matching pod at all
-        else:
-            minimum = min((counts[v] for v in domains), default=0)
-        return SpreadState(
-            constraint,
-            counts,
-            minimum,
-            1 if constraint.selector.matches(labels) else 0,
-            math.log(len(domains) + 2),
-        )
-
-
 def _matching_every(snapshot: Snapshot, terms: Sequence[AffinityTerm]) -> list[PodEntry]:
     """Pods on nodes that every term selects (required pod affinity wants all of them met)."""
     first, rest = terms[0], terms[1:]
@@ -655,16 +348,6 @@ def _closed_by_others(
                 if value is not None:
                     domains.add(value)
     return closed
-
-
-def _spread_keys(
-    spread: Sequence[SpreadConstraint],
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The topology keys of the hard and of the soft constraints: a node counts for a
-    constraint only if it carries every key of its kind (upstream's rule)."""
-    hard = tuple(sorted({c.topology_key for c in spread if c.hard}))
-    soft = tuple(sorted({c.topology_key for c in spread if not c.hard}))
-    return hard, soft
 
 
 def _closed_domains(snapshot: Snapshot, term: AffinityTerm) -> frozenset[str]:
@@ -723,7 +406,7 @@ def member_check(
     hard: list[SpreadState] = []
     soft: list[SpreadState] = []
     if constraints.spread:
-        for counting in _spread_counts(snapshot, constraints.spread, node_constraints, namespace):
+        for counting in spread_counts(snapshot, constraints.spread, node_constraints, namespace):
             (hard if counting.constraint.hard else soft).append(counting.state(labels))
     return MemberCheck(
         affinity=tuple(affinity),
@@ -779,7 +462,7 @@ class MemberChecks:
         """False checks each member afresh with `member_check`: the plain algorithm, which the
         property tests compare this with."""
         self._own: dict[AffinityTerm, set[str]] | None = None
-        self._spread: list[_SpreadCounts] = []
+        self._spread: list[SpreadCounts] = []
         self._wanted: list[set[str]] = []
         """Per required affinity term, the domains of pods matching every term."""
         self._any_wanted = False
@@ -827,7 +510,7 @@ class MemberChecks:
                 matched = _matching_every(self.snapshot, terms)
                 self._wanted = _wanted_domains(self.snapshot, terms, matched)
                 self._any_wanted = any(self._wanted)
-            self._spread = _spread_counts(
+            self._spread = spread_counts(
                 self.snapshot, self.constraints.spread, self.node_constraints, self.namespace
             )
             # The shape's own scoring terms score its later members once one is assumed.
