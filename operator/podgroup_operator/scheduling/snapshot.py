@@ -352,10 +352,8 @@ class Snapshot:
                 info = replace(info, request=request)
             entry = PodEntry(info, node, tuple(volumes.get(uid, ())))
             by_node.setdefault(node, []).append(entry)
-        booked: list[str] = []
-        for node, entries in by_node.items():
-            self._book_many(node, entries)
-            booked.extend(e.info.uid for e in entries)
+        self._book_many(by_node)
+        booked = [e.info.uid for entries in by_node.values() for e in entries]
         self._assumed.update(booked)
 
         def undo() -> None:
@@ -389,8 +387,7 @@ class Snapshot:
                     self._book(entry)
                 if assumed:
                     self._assumed.add(uid)
-            for node, entries in by_node.items():
-                self._book_many(node, entries)
+            self._book_many(by_node)
             removed.clear()
 
         return undo
@@ -406,14 +403,6 @@ class Snapshot:
                 self.volumes.promise(entry)
         self.pod_index.add(entries)
 
-    def _unregister(self, uid: str) -> PodEntry:
-        entry = self._pods.pop(uid)
-        self._assumed.discard(uid)
-        self.pod_index.remove(entry)
-        if entry.volumes:
-            self.volumes.release(entry)
-        return entry
-
     def _book(self, entry: PodEntry) -> None:
         self._register((entry,))
         state = self._nodes.get(entry.node)
@@ -422,17 +411,28 @@ class Snapshot:
             return
         self._apply(state, [entry.info], +1)
 
-    def _book_many(self, node_name: str, entries: list[PodEntry]) -> None:
-        self._register(entries)
-        self._apply(self._nodes[node_name], [e.info for e in entries], +1)
+    def _book_many(self, by_node: Mapping[str, list[PodEntry]]) -> None:
+        """Book pods on known nodes, each node's in one step (one re-sort per node)."""
+        for entries in by_node.values():
+            self._register(entries)
+        nodes = self._nodes
+        for node_name, entries in by_node.items():
+            self._apply(nodes[node_name], [e.info for e in entries], +1)
 
     def _forget(self, uid: str) -> None:
         self._forget_many([uid])
 
     def _forget_many(self, uids: Sequence[str]) -> None:
+        """Drop held pods from the store and every concern, and release what they held."""
+        pods, assumed = self._pods, self._assumed
+        entries = [pods.pop(uid) for uid in uids]
+        assumed.difference_update(uids)
+        self.pod_index.remove(entries)
         by_node: dict[str, list[PodInfo]] = {}
-        for uid in uids:
-            entry = self._unregister(uid)
+        for entry in entries:
+            if entry.volumes:
+                self.volumes.release(entry)
+            uid = entry.info.uid
             state = self._nodes.get(entry.node)
             if state is None:
                 orphans = self._orphans.get(entry.node)

@@ -152,32 +152,33 @@ class PodIndex:
             else:
                 members.add(uid)
 
-    def remove(self, entry: PodEntry) -> None:
-        """Take out of every index a pod the snapshot has just dropped."""
-        info = entry.info
-        uid = info.uid
-        by_label = self._by_label
-        for key, value in info.labels.items():
-            values = by_label[key]
-            uids = values[value]
-            uids.discard(uid)
-            if not uids:
-                del values[value]
-                if not values:
-                    del by_label[key]
-        spaced = self._by_namespace[info.namespace]
-        spaced.discard(uid)
-        if not spaced:
-            del self._by_namespace[info.namespace]
-        for term in info.anti_affinity:
-            self._anti.remove(term, uid)
-        for weighted in info.scoring:
-            self._scoring.remove(weighted, uid)
-        self._terminating.discard(uid)
-        members = self._units[info.unit]
-        members.discard(uid)
-        if not members:
-            del self._units[info.unit]
+    def remove(self, entries: Sequence[PodEntry]) -> None:
+        """Take out of every index pods the snapshot has just dropped."""
+        by_label, by_namespace, units = self._by_label, self._by_namespace, self._units
+        for entry in entries:
+            info = entry.info
+            uid = info.uid
+            for key, value in info.labels.items():
+                values = by_label[key]
+                uids = values[value]
+                uids.discard(uid)
+                if not uids:
+                    del values[value]
+                    if not values:
+                        del by_label[key]
+            spaced = by_namespace[info.namespace]
+            spaced.discard(uid)
+            if not spaced:
+                del by_namespace[info.namespace]
+            for term in info.anti_affinity:
+                self._anti.remove(term, uid)
+            for weighted in info.scoring:
+                self._scoring.remove(weighted, uid)
+            self._terminating.discard(uid)
+            members = units[info.unit]
+            members.discard(uid)
+            if not members:
+                del units[info.unit]
 
     def state(self) -> tuple[Any, ...]:
         """Every index in a comparable form (`Snapshot.index_state`)."""
