@@ -18,6 +18,8 @@ from podgroup_operator.scheduling.volumes import VolumeDecision
 
 
 class ClassKey(NamedTuple):
+    """What the static filters read of a node, hostname aside: equal keys, one class."""
+
     labels: tuple[tuple[str, str], ...]
     taints: tuple[Taint, ...]
     unschedulable: bool
@@ -25,6 +27,7 @@ class ClassKey(NamedTuple):
 
 
 def class_key(facts: NodeFacts) -> ClassKey:
+    """The class of a node with these facts (its hostname label left out)."""
     labels = tuple(sorted((k, v) for k, v in facts.labels.items() if k != HOSTNAME_LABEL))
     return ClassKey(labels, facts.taints, facts.unschedulable, facts.ready)
 
