@@ -459,9 +459,9 @@ async def _snapshot(
     pods = [slim_pod(pod) for pod in (await kube.list(PODS))["items"]]
     snapshot = Snapshot.build(nodes, pods, gang_of=group_key_of)
     for volume in (await kube.list(PERSISTENT_VOLUMES))["items"]:
-        snapshot.set_volume(persistent_volume(volume))
+        snapshot.volumes.set_volume(persistent_volume(volume))
     for csi_node in (await kube.list(CSI_NODES))["items"] if limits else ():
-        snapshot.set_csi_limits(csi_node["metadata"]["name"], csi_node_limits(csi_node))
+        snapshot.volumes.set_csi_limits(csi_node["metadata"]["name"], csi_node_limits(csi_node))
     classes = {k["metadata"]["name"]: k for k in (await kube.list(STORAGE_CLASSES))["items"]}
     claims = {}
     for raw in (await kube.list(PERSISTENT_VOLUME_CLAIMS))["items"]:
@@ -469,7 +469,7 @@ async def _snapshot(
         klass = classes.get(raw["spec"].get("storageClassName") or "")
         model = volume_claim(raw, klass)
         claims[(meta["namespace"], meta["name"])] = model
-        snapshot.set_claim_provisioner(model.key, model.provisioner)
+        snapshot.volumes.set_claim_provisioner(model.key, model.provisioner)
     return snapshot, claims
 
 

@@ -160,13 +160,13 @@ class VolumeBinder:
             return
         name = str((pv.get("metadata") or {}).get("name") or "")
         if kind is WatchEventType.DELETED:
-            self.snapshot.remove_volume(name)
+            self.snapshot.volumes.remove_volume(name)
             self.changed()
             return
         volume = persistent_volume(pv)
         if old is not None and persistent_volume(old) == volume:
             return
-        self.snapshot.set_volume(volume)
+        self.snapshot.volumes.set_volume(volume)
         self.changed()
 
     def on_claim(self, kind: WatchEventType, claim: JSON, old: JSON | None) -> None:
@@ -188,7 +188,7 @@ class VolumeBinder:
 
     def _set_claim_provisioner(self, key: ClaimKey, provisioner: str) -> None:
         if self.snapshot is not None:
-            self.snapshot.set_claim_provisioner(key, provisioner)
+            self.snapshot.volumes.set_claim_provisioner(key, provisioner)
 
     def on_storage_class(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
         """A class made after its claims, or deleted, changes what they count against a
@@ -217,7 +217,7 @@ class VolumeBinder:
 
     def _set_csi_limits(self, name: str, limits: dict[str, int]) -> None:
         if self.snapshot is not None:
-            self.snapshot.set_csi_limits(name, limits)
+            self.snapshot.volumes.set_csi_limits(name, limits)
 
     # --- requests ------------------------------------------------------------------------------
     def claims_for(self, pods: Iterable[Mapping[str, Any]]) -> dict[ClaimKey, VolumeClaim]:

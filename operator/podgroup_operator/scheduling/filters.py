@@ -8,7 +8,7 @@ free-capacity bookkeeping in `snapshot.py` because it changes with every assumpt
 
 Pod constraints are parsed once into hashable `Constraints`, so that pods stamped from one
 template share a single parsed value, and a verdict computed for one node can be reused for
-every node with identical labels, taints and conditions (see `NodeClass` in `snapshot.py`).
+every node with identical labels, taints and conditions (see `NodeClass` in `snapshot_nodes.py`).
 """
 
 from __future__ import annotations

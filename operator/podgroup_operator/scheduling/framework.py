@@ -167,7 +167,7 @@ class TopologyDomains:
 
 def _count_domains(snapshot: Snapshot, request: TopologyRequest, level: str) -> int:
     """Domains of `level` in the whole snapshot, whatever a gang's filters say."""
-    return len(domains_at(snapshot, request, level, (snapshot.every_node(),)))
+    return len(domains_at(snapshot, request, level, (snapshot.classes.every_node(),)))
 
 
 GENERATORS: tuple[PlacementGenerator, ...] = (TopologyDomains(), WholeCluster())

@@ -15,25 +15,16 @@ The rules follow the upstream plugins:
   a group that matches its own terms may go anywhere the keys exist, when no such pod exists
   yet. An anti-affinity term fails on a node whose domain holds a matching pod. A running pod's
   required anti-affinity that selects the newcomer closes its domain to the newcomer (symmetry).
-- PodTopologySpread: domains are the values of the key on nodes that carry every constraint's
-  key and pass the node inclusion policies (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore by
-  default), whether Ready or not, as upstream; matching pods (same namespace, not terminating)
-  are counted per domain; a node fails `DoNotSchedule` when count + self-match - global minimum
-  exceeds maxSkew, with the minimum taken as 0 while fewer than minDomains domains exist.
-- InterPodAffinity's score: each preferred affinity term adds its weight, and each preferred
-  anti-affinity term takes it away, for every pod it selects, in that pod's domain; so do
-  running pods' preferred terms (and their required affinity, at hardPodAffinityWeight 1) that
-  select the newcomer, in their own domain. A node scores the sum over its domains, scaled to
-  0..100 between the lowest and highest sums a node could have (upstream scales between the
-  lowest and highest node of the cycle: the order of the nodes is the same).
+  Its score: see `interpod_score.py`.
+- PodTopologySpread: see `spread.py` for the domains and counts; a node fails `DoNotSchedule`
+  when count + self-match - global minimum exceeds maxSkew.
 - NodePorts: a wanted host port conflicts with one in use on the node (same protocol and port,
   same IP or either 0.0.0.0).
-- VolumeBinding: see `volumes.py`.
+- VolumeBinding: see `volumes.py`; the PVs and promises are the snapshot's (`snapshot.volumes`).
 """
 
 from __future__ import annotations
 
-import math
 from collections import ChainMap, Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -43,20 +34,20 @@ from podgroup_operator.scheduling.filters import (
     HOSTNAME_LABEL,
     Constraints,
     Exclusion,
-    NodeFacts,
     Parenthesized,
     Rejection,
-    matches_node_selection,
 )
+from podgroup_operator.scheduling.interpod_score import PreferredCounts, PreferredScore
 from podgroup_operator.scheduling.podinfo import (
     HostPort,
     InterPodConstraints,
     PortWants,
-    SpreadConstraint,
 )
-from podgroup_operator.scheduling.scores import WEIGHT_INTER_POD, WEIGHT_SPREAD
-from podgroup_operator.scheduling.selectors import AffinityTerm, WeightedTerm
+from podgroup_operator.scheduling.scores import MAX_SCORE, WEIGHT_INTER_POD, WEIGHT_SPREAD
+from podgroup_operator.scheduling.selectors import AffinityTerm
 from podgroup_operator.scheduling.snapshot import NodeState, PodEntry, Snapshot
+from podgroup_operator.scheduling.snapshot_volumes import VolumeState
+from podgroup_operator.scheduling.spread import SpreadCounts, SpreadState, spread_counts
 from podgroup_operator.scheduling.volumes import (
     Attachment,
     Disk,
@@ -68,151 +59,6 @@ from podgroup_operator.scheduling.volumes import (
     exceeds_attach_limits,
     pod_level_problem,
 )
-
-MAX_SCORE = 100.0
-
-
-class PreferredCounts:
-    """InterPodAffinity's sums for one member (`namespace`, `labels`), per topology domain: the
-    member's own preferred terms' signed weights for every pod each selects, and every running
-    pod's scoring terms (`PodInfo.scoring`) that select the member, in that pod's domain (the
-    symmetric part). Counted once for a shape and kept current as members are assumed (`add`),
-    as `_SpreadCounts` is; counted afresh for a member whose labels differ. `score()` is a
-    member's view of them.
-
-    Each key's lowest and highest sums (clamped to 0, as upstream's scaling starts from 0) are
-    kept as sums change, and recounted only when the extreme itself moves back: `score()` is
-    asked for each member, and recounting every domain each time would make a gang's scoring
-    quadratic in its size."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        terms: Sequence[WeightedTerm],
-        namespace: str,
-        labels: Mapping[str, str],
-    ) -> None:
-        self.terms = tuple(terms)
-        self.namespace = namespace
-        self.labels = dict(labels)
-        self.sums: dict[str, dict[str, int]] = {}
-        self._low: dict[str, int] = {}
-        self._high: dict[str, int] = {}
-        self._stale: set[str] = set()
-        nodes = snapshot.nodes
-        for weighted in self.terms:
-            key = weighted.topology_key
-            by_value = self.sums.setdefault(key, {})
-            for entry in snapshot.pods_matching(weighted.selector, weighted.term.namespaces):
-                value = nodes[entry.node].facts.labels.get(key)
-                if value is not None:
-                    by_value[value] = by_value.get(value, 0) + weighted.weight
-        if snapshot.has_scoring:
-            for weighted, carriers in snapshot.scoring_toward(namespace, labels):
-                key = weighted.topology_key
-                by_value = self.sums.setdefault(key, {})
-                for name in carriers:
-                    state = nodes.get(name)
-                    value = state.facts.labels.get(key) if state is not None else None
-                    if value is not None:
-                        by_value[value] = by_value.get(value, 0) + weighted.weight
-        self._stale.update(self.sums)
-
-    def add(
-        self,
-        node_labels: Mapping[str, str],
-        namespace: str,
-        labels: Mapping[str, str],
-        scoring: Sequence[WeightedTerm],
-    ) -> None:
-        """A pod with `labels` in `namespace`, carrying the `scoring` terms, was assumed on a
-        node with `node_labels`."""
-        for weighted in self.terms:
-            if weighted.matches(namespace, labels):
-                self._bump(weighted, node_labels)
-        for weighted in scoring:
-            if weighted.matches(self.namespace, self.labels):
-                self._bump(weighted, node_labels)
-
-    def _bump(self, weighted: WeightedTerm, node_labels: Mapping[str, str]) -> None:
-        key = weighted.topology_key
-        value = node_labels.get(key)
-        if value is None:
-            return
-        by_value = self.sums.get(key)
-        if by_value is None:
-            by_value = self.sums[key] = {}
-            self._stale.add(key)
-        old = by_value.get(value, 0)
-        new = by_value[value] = old + weighted.weight
-        if key in self._stale:
-            return
-        high, low = self._high[key], self._low[key]
-        if new > high:
-            self._high[key] = new
-        elif old == high > 0 and new < old:
-            self._stale.add(key)  # the highest domain went down: recount
-        if new < low:
-            self._low[key] = new
-        elif old == low < 0 and new > old:
-            self._stale.add(key)
-
-    def score(self) -> PreferredScore | None:
-        """The scores as they are now (valid until the next `add`); None when every node would
-        score alike."""
-        for key in self._stale:
-            values = self.sums[key].values()
-            self._low[key] = min((0, *values))
-            self._high[key] = max((0, *values))
-        self._stale.clear()
-        low, high = sum(self._low.values()), sum(self._high.values())
-        if low == high:
-            return None
-        return PreferredScore(self.sums, low, high, self._high.get(HOSTNAME_LABEL, 0))
-
-
-@dataclass(frozen=True, slots=True)
-class PreferredScore:
-    """One member's preferred pod (anti-)affinity score: see the module docstring."""
-
-    sums: Mapping[str, Mapping[str, int]]
-    low: int
-    """The lowest sum a node could have: every key's most negative domain (or 0)."""
-    high: int
-    host_high: int
-    """The highest sum of a hostname domain (or 0): a class's bound, as classes carry no
-    hostname."""
-
-    def score(self, labels: Mapping[str, str], *, upper: bool = False) -> float:
-        """0..100 for a node with these labels; `upper` bounds a class's nodes from above."""
-        raw = 0
-        for key, by_value in self.sums.items():
-            if upper and key == HOSTNAME_LABEL:
-                raw += self.host_high
-                continue
-            value = labels.get(key)
-            if value is not None:
-                raw += by_value.get(value, 0)
-        return MAX_SCORE * (raw - self.low) / (self.high - self.low)
-
-
-@dataclass(slots=True)
-class SpreadState:
-    """One spread constraint's counts for one member at one moment."""
-
-    constraint: SpreadConstraint
-    counts: dict[str, int]
-    minimum: int
-    self_match: int
-    weight: float
-    """Soft constraints: log(domains + 2), kube-scheduler's normalising weight per topology."""
-
-    def score(self, value: str) -> float:
-        """0..100: 100 in a domain at the minimum count, halving as the skew reaches maxSkew."""
-        skew = max(0, self.counts.get(value, 0) - self.minimum)
-        max_skew = self.constraint.max_skew
-        return MAX_SCORE * max_skew / (max_skew + skew)
-
 
 LASTING = frozenset({Exclusion.PORTS, Exclusion.POD_ANTI_AFFINITY})
 """Rejections that members of one shape placed one after another keep meeting on a node: the
@@ -255,7 +101,8 @@ class MemberCheck:
     """`ports` by protocol and number, for the same reason."""
     _limit_keys: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
     """`limit_keys`, once asked."""
-    snapshot: Snapshot | None = field(default=None, repr=False)
+    volume_state: VolumeState | None = field(default=None, repr=False)
+    """The snapshot's volumes, which `volumes` reads live."""
     lasting: frozenset[Exclusion] = LASTING
     """The exclusions this member's rejections share with the shape's later members: `_choose`
     drops such nodes from their walks."""
@@ -349,29 +196,29 @@ class MemberCheck:
         class's provisioner, so a static CSI PV of a class without one escaped its limit."""
         if not self.claims and not self.disks:
             return None, ()
-        assert self.snapshot is not None
-        snapshot = self.snapshot
+        assert self.volume_state is not None
+        state = self.volume_state
         inline = self.inline
-        if inline.by_name and snapshot.disk_conflict(node.name, inline.by_name):
+        if inline.by_name and state.disk_conflict(node.name, inline.by_name):
             return Rejection(Exclusion.DISK_CONFLICT), ()
         decisions: tuple[VolumeDecision, ...] = ()
         if self.claims:
             labels = node.facts.labels
-            candidates = snapshot.volume_candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
+            candidates = state.candidates(self.claim_classes, labels.get(HOSTNAME_LABEL))
             rejection, decisions = choose_volumes(
                 self.claims,
                 node.name,
                 labels,
                 candidates,
-                snapshot.volumes,
-                snapshot.volume_holders,
-                snapshot.claim_decisions,
+                state.pvs,
+                state.holders,
+                state.claim_decisions,
             )
             if rejection is not None:
                 return rejection, ()
         if not self.limit_keys():
             return None, decisions  # no node limits anything this member mounts
-        limits = snapshot.attach_limits(node)
+        limits = state.attach_limits(node)
         if not any(key in limits for key in self.limit_keys()):
             return None, decisions  # nothing this member mounts is limited here
         claimed = self._attaching(decisions) if self.claims else {}
@@ -386,7 +233,7 @@ class MemberCheck:
                 counts = more + Counter(inline.counts)
             keys = counts if counts is not None else claimed.values()
             if any(key in limits for key in keys) and exceeds_attach_limits(
-                new, snapshot.node_attachments(node.name), limits, counts
+                new, state.node_attachments(node.name), limits, counts
             ):
                 return Rejection(Exclusion.VOLUME_LIMITS), ()
         return None, decisions
@@ -397,28 +244,28 @@ class MemberCheck:
         node limits. Asked first on each node, so that a member whose volumes no node limits
         (most claims are of drivers without limits) costs no count."""
         if self._limit_keys is None:
-            assert self.snapshot is not None
-            snapshot = self.snapshot
+            assert self.volume_state is not None
+            state = self.volume_state
             keys = set(self.inline.counts)
             for claim in self.claims:
-                keys.update(snapshot.class_limit_keys(claim.storage_class))
-                decided = snapshot.claim_decisions.get(claim.key)
+                keys.update(state.class_limit_keys(claim.storage_class))
+                decided = state.claim_decisions.get(claim.key)
                 for name in (claim.volume, decided.volume if decided else None):
-                    pv = snapshot.volumes.get(name) if name else None
+                    pv = state.pvs.get(name) if name else None
                     if pv is not None and (attachment := pv.attachment) is not None:
                         keys.add(attachment[1])
                 for provisioner in (claim.provisioner, decided.provisioner if decided else ""):
                     found = claim_attachment(claim.namespace, claim.name, provisioner)
                     if found is not None:
                         keys.add(found[1])
-            self._limit_keys = frozenset(k for k in keys if snapshot.may_limit(k))
+            self._limit_keys = frozenset(k for k in keys if state.may_limit(k))
         return self._limit_keys
 
     def _attaching(self, decisions: Sequence[VolumeDecision]) -> dict[str, str]:
         """The volumes this member's claims bring to a node where these are its decisions."""
-        assert self.snapshot is not None
-        volumes = self.snapshot.volumes
-        earlier = self.snapshot.claim_decisions
+        assert self.volume_state is not None
+        volumes = self.volume_state.pvs
+        earlier = self.volume_state.claim_decisions
         mine = {d.key: d for d in decisions}
         new: dict[str, str] = {}
         for claim in self.claims:
@@ -458,162 +305,12 @@ class MemberCheck:
         return total / weights
 
 
-def _eligible(
-    facts: NodeFacts, constraint: SpreadConstraint, keys: Sequence[str], node: Constraints
-) -> bool:
-    """Does this node's domain count for the constraint (keys present, inclusion policies)?
-
-    A node that fails here adds none of its pods to any domain. kube-scheduler before v1.24
-    counted the pods of every node whose domain existed, even one failing the pod's node
-    affinity or lacking another constraint's key (kubernetes#106971, fixed by #107009); this is
-    the fixed rule, and the only difference the test against v1.20.2 leaves out
-    (tests/integration/test_kube_scheduler_agreement.py)."""
-    labels = facts.labels
-    for key in keys:
-        if key not in labels:
-            return False
-    if constraint.honor_node_affinity and not matches_node_selection(node, facts):
-        return False
-    return not (constraint.honor_taints and node.untolerated(facts.taints) is not None)
-
-
-@dataclass(slots=True, eq=False)
-class _Eligible:
-    """The nodes whose domains count for spread constraints of one set of keys and policy."""
-
-    per_node: bool
-    """Eligibility is the node's own (`members` holds names), not its class's (class ids)."""
-    members: frozenset[object]
-    facts: tuple[NodeFacts, ...]
-    """The eligible nodes' (or classes') facts."""
-    _domains: dict[str, frozenset[str]] = field(default_factory=dict)
-
-    def domains(self, key: str) -> frozenset[str]:
-        """The values of `key` on the eligible nodes: the constraint's domains."""
-        values = self._domains.get(key)
-        if values is None:
-            values = self._domains[key] = frozenset(facts.labels[key] for facts in self.facts)
-        return values
-
-
-def _eligible_nodes(
-    snapshot: Snapshot, constraint: SpreadConstraint, keys: tuple[str, ...], node: Constraints
-) -> _Eligible:
-    """The nodes `_eligible` admits for `keys` and the constraint's policy, per epoch.
-
-    Eligibility depends on the keys and the policy, not on which constraint asks: see
-    `_spread_counts`."""
-
-    def compute() -> _Eligible:
-        per_node = HOSTNAME_LABEL in keys or (
-            constraint.honor_node_affinity and node.uses_node_identity
-        )
-        if per_node:
-            nodes = [
-                n for n in snapshot.nodes.values() if _eligible(n.facts, constraint, keys, node)
-            ]
-            return _Eligible(True, frozenset(n.name for n in nodes), tuple(n.facts for n in nodes))
-        classes = [
-            c
-            for c in snapshot.classes.values()
-            if len(c) and _eligible(c.facts, constraint, keys, node)
-        ]
-        return _Eligible(False, frozenset(c.id for c in classes), tuple(c.facts for c in classes))
-
-    policy = (
-        node if constraint.honor_node_affinity else None,
-        node.tolerations if constraint.honor_taints else None,
-    )
-    result: _Eligible = snapshot.cached(("spread-eligible", keys, policy), compute)
-    return result
-
-
-def _spread_counts(
-    snapshot: Snapshot,
-    spread: Sequence[SpreadConstraint],
-    node_constraints: Constraints,
-    namespace: str,
-) -> list[_SpreadCounts]:
-    """One `_SpreadCounts` per constraint of a member.
-
-    The constraints of one kind (hard or soft) and policy share their eligible nodes, looked up
-    once here: a pod may carry thousands of constraints, and each would walk every node class
-    for its domains (docs/decisions/010-placement-keeps-what-a-shape-learnt.md)."""
-    hard_keys, soft_keys = _spread_keys(spread)
-    shared: dict[tuple[bool, bool, bool], _Eligible] = {}
-    counts = []
-    for constraint in spread:
-        kind = (constraint.hard, constraint.honor_node_affinity, constraint.honor_taints)
-        eligible = shared.get(kind)
-        if eligible is None:
-            keys = hard_keys if constraint.hard else soft_keys
-            eligible = shared[kind] = _eligible_nodes(snapshot, constraint, keys, node_constraints)
-        counts.append(_SpreadCounts(snapshot, constraint, eligible, namespace))
-    return counts
-
-
-class _SpreadCounts:
-    """One spread constraint's matching pods per domain, counted once for a namespace and then
-    kept current as pods are assumed (`add`); `state(labels)` is a member's SpreadState."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        constraint: SpreadConstraint,
-        eligible: _Eligible,
-        namespace: str,
-    ) -> None:
-        self.constraint = constraint
-        self.namespace = namespace
-        self.eligible = eligible
-        self.domains = eligible.domains(constraint.topology_key)
-        self.counts: dict[str, int] = {}
-        nodes = snapshot.nodes
-        for entry in snapshot.pods_matching(constraint.selector, frozenset({namespace})):
-            if not entry.info.terminating:
-                self._count(nodes[entry.node])
-
-    def _count(self, state: NodeState) -> None:
-        eligible = self.eligible
-        if eligible.per_node:
-            if state.name not in eligible.members:
-                return
-        else:
-            node_class = state.node_class
-            assert node_class is not None
-            if node_class.id not in eligible.members:
-                return
-        value = state.facts.labels[self.constraint.topology_key]
-        self.counts[value] = self.counts.get(value, 0) + 1
-
-    def add(self, node: NodeState, namespace: str, labels: Mapping[str, str]) -> None:
-        """A pod with `labels` in `namespace` was assumed on `node`: count it if it matches."""
-        if namespace == self.namespace and self.constraint.selector.matches(labels):
-            self._count(node)
-
-    def state(self, labels: Mapping[str, str]) -> SpreadState:
-        constraint, counts, domains = self.constraint, self.counts, self.domains
-        if constraint.hard and len(domains) < constraint.min_domains:
-            minimum = 0
-        elif sum(1 for v in counts if v in domains) < len(domains):
-            minimum = 0  # some domain holds no matching pod at all
-        else:
-            minimum = min((counts[v] for v in domains), default=0)
-        return SpreadState(
-            constraint,
-            counts,
-            minimum,
-            1 if constraint.selector.matches(labels) else 0,
-            math.log(len(domains) + 2),
-        )
-
-
 def _matching_every(snapshot: Snapshot, terms: Sequence[AffinityTerm]) -> list[PodEntry]:
     """Pods on nodes that every term selects (required pod affinity wants all of them met)."""
     first, rest = terms[0], terms[1:]
     return [
         entry
-        for entry in snapshot.pods_matching(first.selector, first.namespaces)
+        for entry in snapshot.pod_index.pods_matching(first.selector, first.namespaces)
         if all(t.matches(entry.info.namespace, entry.info.labels) for t in rest)
     ]
 
@@ -639,10 +336,10 @@ def _closed_by_others(
     """Placed pods' anti-affinity terms that select a pod with `namespace` and `labels`, each with
     the domains of the nodes of the pods carrying it (possibly none: a node without the key)."""
     closed: dict[AffinityTerm, set[str]] = {}
-    if not snapshot.has_anti_affinity:
+    if not snapshot.pod_index.has_anti_affinity:
         return closed
     nodes = snapshot.nodes
-    for term, holders in snapshot.anti_affinity_against(namespace, labels):
+    for term, holders in snapshot.pod_index.anti_affinity_against(namespace, labels):
         domains = closed.setdefault(term, set())
         for name in holders:
             state = nodes.get(name)
@@ -653,21 +350,11 @@ def _closed_by_others(
     return closed
 
 
-def _spread_keys(
-    spread: Sequence[SpreadConstraint],
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The topology keys of the hard and of the soft constraints: a node counts for a
-    constraint only if it carries every key of its kind (upstream's rule)."""
-    hard = tuple(sorted({c.topology_key for c in spread if c.hard}))
-    soft = tuple(sorted({c.topology_key for c in spread if not c.hard}))
-    return hard, soft
-
-
 def _closed_domains(snapshot: Snapshot, term: AffinityTerm) -> frozenset[str]:
     key = term.topology_key
     nodes = snapshot.nodes
     values = set()
-    for entry in snapshot.pods_matching(term.selector, term.namespaces):
+    for entry in snapshot.pod_index.pods_matching(term.selector, term.namespaces):
         value = nodes[entry.node].facts.labels.get(key)
         if value is not None:
             values.add(value)
@@ -695,7 +382,7 @@ def member_check(
     ]
     preferred = (
         PreferredCounts(snapshot, constraints.preferred, namespace, labels).score()
-        if constraints.scoring or snapshot.has_scoring
+        if constraints.scoring or snapshot.pod_index.has_scoring
         else None
     )
     if constraints.empty and not existing and preferred is None:
@@ -719,7 +406,7 @@ def member_check(
     hard: list[SpreadState] = []
     soft: list[SpreadState] = []
     if constraints.spread:
-        for counting in _spread_counts(snapshot, constraints.spread, node_constraints, namespace):
+        for counting in spread_counts(snapshot, constraints.spread, node_constraints, namespace):
             (hard if counting.constraint.hard else soft).append(counting.state(labels))
     return MemberCheck(
         affinity=tuple(affinity),
@@ -732,7 +419,7 @@ def member_check(
         claims=tuple(claims),
         claim_classes=_claim_classes(claims),
         disks=tuple(disks),
-        snapshot=snapshot,
+        volume_state=snapshot.volumes,
         lasting=lasting,
         preferred=preferred,
     )
@@ -775,7 +462,7 @@ class MemberChecks:
         """False checks each member afresh with `member_check`: the plain algorithm, which the
         property tests compare this with."""
         self._own: dict[AffinityTerm, set[str]] | None = None
-        self._spread: list[_SpreadCounts] = []
+        self._spread: list[SpreadCounts] = []
         self._wanted: list[set[str]] = []
         """Per required affinity term, the domains of pods matching every term."""
         self._any_wanted = False
@@ -823,11 +510,11 @@ class MemberChecks:
                 matched = _matching_every(self.snapshot, terms)
                 self._wanted = _wanted_domains(self.snapshot, terms, matched)
                 self._any_wanted = any(self._wanted)
-            self._spread = _spread_counts(
+            self._spread = spread_counts(
                 self.snapshot, self.constraints.spread, self.node_constraints, self.namespace
             )
             # The shape's own scoring terms score its later members once one is assumed.
-            self._scored = bool(self.constraints.scoring) or self.snapshot.has_scoring
+            self._scored = bool(self.constraints.scoring) or self.snapshot.pod_index.has_scoring
         key = tuple(sorted(labels.items()))
         if key != self._existing_for:
             self._existing = _closed_by_others(self.snapshot, self.namespace, labels)
@@ -859,7 +546,7 @@ class MemberChecks:
             claims=tuple(claims),
             claim_classes=_claim_classes(claims),
             disks=tuple(disks),
-            snapshot=self.snapshot,
+            volume_state=self.snapshot.volumes,
             lasting=LASTING_SETTLED if terms and self._any_wanted else LASTING,
             preferred=preferred,
         )
@@ -907,7 +594,7 @@ def claims_problem(
     known: Mapping[tuple[str, str], VolumeClaim],
 ) -> tuple[str | None, tuple[VolumeClaim, ...]]:
     """The pod-level volume refusal (or None) and the pod's resolved claims."""
-    problem = pod_level_problem(names, namespace, known, snapshot.volumes)
+    problem = pod_level_problem(names, namespace, known, snapshot.volumes.pvs)
     if problem is not None:
         return problem, ()
     return None, tuple(known[(namespace, name)] for name in names)

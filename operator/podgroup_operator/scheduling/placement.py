@@ -245,11 +245,11 @@ def _images(snapshot: Snapshot, images: tuple[str, ...]) -> _Images | None:
     """Image scores of the nodes for a shape's `images`; None when no node scores above 0, or
     every node scores the same (the order is then the packing order).
 
-    Cached per image epoch (`Snapshot.cached_images`): the scores do not depend on the pods that
+    Cached per image epoch (`ImageState.cached`): the scores do not depend on the pods that
     members are assumed onto, so every member and every gang of the shape share them."""
-    if not any(snapshot.image_count(name) for name in images):
+    if not any(snapshot.images.count(name) for name in images):
         return None  # most gangs of a cluster whose nodes list no image of theirs
-    result: _Images | None = snapshot.cached_images(
+    result: _Images | None = snapshot.images.cached(
         images, functools.partial(_image_scores, snapshot, images)
     )
     return result
@@ -262,9 +262,9 @@ def _image_scores(snapshot: Snapshot, images: tuple[str, ...]) -> _Images | None
     # Per container, as upstream (two containers of one image count it twice), but each image
     # once: a pod of thousands of containers of one image does not walk the nodes for each.
     for name, containers in Counter(images).items():
-        nodes = snapshot.image_holders(name)  # none, at once, for an image no node lists
+        nodes = snapshot.images.holders(name)  # none, at once, for an image no node lists
         # Upstream's scaledImageScore: the size, scaled by the share of nodes holding it.
-        part = int(snapshot.image_size(name) * (len(nodes) / total)) * containers
+        part = int(snapshot.images.size(name) * (len(nodes) / total)) * containers
         for node in nodes:
             held[node] = held.get(node, 0) + part
     scores: dict[str, float] = {}
@@ -311,7 +311,7 @@ def _bonus(
     if preferences.uses_node_identity or not few:
         by_node = {}
         image_scores = held.scores if held is not None else {}
-        for node in snapshot.best_fit_order(feasibility):
+        for node in snapshot.classes.best_fit_order(feasibility):
             score = static_score(preferences, node.facts) + image_scores.get(node.name, 0.0)
             if check is not None and soft:
                 score += check.dynamic_score(node.facts.labels, upper=True)
@@ -372,13 +372,13 @@ def _scored_walk(
         by_node = bonus.by_node
         ranked = sorted(
             (-(by_node[n.name] + pack_score(n.score)), n.name)
-            for n in snapshot.best_fit_order(feasibility)
+            for n in snapshot.classes.best_fit_order(feasibility)
         )
         for negative, name in ranked:
             yield -negative, nodes[name]
         return
     if bonus.by_class is None:
-        for node in snapshot.best_fit_order(feasibility):
+        for node in snapshot.classes.best_fit_order(feasibility):
             yield pack_score(node.score), node
         return
     allowed = feasibility.allowed
@@ -456,7 +456,7 @@ class _Lost:
             if self.static is _NO_BONUS:
                 self.order = [
                     (node.score, node.name)
-                    for node in self.snapshot.best_fit_order(self.feasibility)
+                    for node in self.snapshot.classes.best_fit_order(self.feasibility)
                     if node.name not in self.names
                 ]
             else:
@@ -540,7 +540,7 @@ def _choose(
         # come first and most fail on the first resource, so that test is inlined.
         found: NodeState | None = None
         skipped = 0
-        for node in snapshot.best_fit_order(feasibility):
+        for node in snapshot.classes.best_fit_order(feasibility):
             if node.name in gone:
                 skipped += 1
                 continue
@@ -656,7 +656,7 @@ def _place_in_bulk(
     remaining = len(pods)
     chosen: list[tuple[str, int]] = []
     nodes: Iterator[NodeState] = (
-        snapshot.best_fit_order(group.feasibility)
+        snapshot.classes.best_fit_order(group.feasibility)
         if bonus is _NO_BONUS
         else (node for _, node in _walk(snapshot, group.feasibility, bonus))
     )
@@ -780,7 +780,7 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
             # Members placed here carry no anti-affinity, so the split cannot change meanwhile.
             free: list[Mapping[str, Any]] = group.pods
             held: list[Mapping[str, Any]] = []
-            if snapshot.has_anti_affinity or snapshot.has_scoring:
+            if snapshot.pod_index.has_anti_affinity or snapshot.pod_index.has_scoring:
                 # Running pods' terms that select a member (anti-affinity filters it, scoring
                 # terms weigh on its nodes): it is placed with the checks, one by one.
                 free = []
@@ -788,9 +788,9 @@ def _attempt(groups: list[_ShapeGroup], snapshot: Snapshot, gang: GangRequest) -
                     meta = pod.get("metadata") or {}
                     namespace = str(meta.get("namespace") or "default")
                     labels = meta.get("labels") or {}
-                    hit = next(snapshot.anti_affinity_against(namespace, labels), None) or next(
-                        snapshot.scoring_toward(namespace, labels), None
-                    )
+                    hit = next(
+                        snapshot.pod_index.anti_affinity_against(namespace, labels), None
+                    ) or next(snapshot.pod_index.scoring_toward(namespace, labels), None)
                     (free if hit is None else held).append(pod)
             if free:
                 _place_in_bulk(attempt, group, free)
@@ -810,7 +810,7 @@ def _verdicts(
 ) -> Iterator[tuple[NodeState, Rejection | None]]:
     """Each node that passes the static filters, with what else keeps the pod off it: room
     first, then the checks that depend on other pods (kube-scheduler's order of plugins)."""
-    for node in snapshot.best_fit_order(feasibility):
+    for node in snapshot.classes.best_fit_order(feasibility):
         verdict = insufficient(request, node.free)
         if verdict is None and check is not None:
             verdict = check.verdict(node)
@@ -822,7 +822,7 @@ def _node_breakdown(
 ) -> str:
     """`0/10 nodes can take another: 3 Insufficient nvidia.com/gpu, 2 node(s) were not Ready`."""
     assert group.feasibility is not None
-    counts: Counter[Rejection] = snapshot.exclusions(group.feasibility)
+    counts: Counter[Rejection] = snapshot.classes.exclusions(group.feasibility)
     available = 0
     for _, verdict in _verdicts(snapshot, group.feasibility, group.shape.request, check):
         if verdict is None:
@@ -986,7 +986,7 @@ def feasible_nodes(
         resolved,
         pod_disks(pod),
     )
-    feasibility = snapshot.feasibility(shape.constraints)
+    feasibility = snapshot.classes.feasibility(shape.constraints)
     return frozenset(
         node.name
         for node, verdict in _verdicts(snapshot, feasibility, shape.request, check)
@@ -998,7 +998,7 @@ def shape_feasibility(
     snapshot: Snapshot, constraints: Constraints, gang: GangRequest
 ) -> Feasibility:
     """The static filters' verdicts for one member shape, narrowed to `gang.within`."""
-    feasibility = snapshot.feasibility(constraints)
+    feasibility = snapshot.classes.feasibility(constraints)
     return feasibility if gang.within is None else restrict(snapshot, feasibility, gang.within)
 
 
@@ -1009,7 +1009,7 @@ def gang_view(gang: GangRequest, snapshot: Snapshot) -> GangView:
     wanted = f"{needed} x {shapes[0][0].describe()}" if len(shapes) == 1 else f"{needed} members"
     return GangView(
         gang,
-        tuple(snapshot.feasibility(shape.constraints) for shape, _ in shapes),
+        tuple(snapshot.classes.feasibility(shape.constraints) for shape, _ in shapes),
         smallest_request([shape.resources for shape, _ in shapes]),
         needed,
         wanted,

@@ -319,7 +319,7 @@ class _Planner:
         self.shapes = sorted(wanted.items())
         self.needed = min(self.needed, sum(c for _, c in self.shapes))
         self.feasible = sorted(feasible)
-        leaving = snapshot.terminating()
+        leaving = snapshot.pod_index.terminating()
         if leaving:
             for uid in leaving:
                 entry = snapshot.pod(uid)
@@ -384,7 +384,7 @@ class _Planner:
             infos = []
             where: dict[str, str] = {}
             split = self.splits.get(gang) if unit[0] == "sub-group" else None
-            for uid in snapshot.units().get((gang[0], gang[1], gang[2]), ()):
+            for uid in snapshot.pod_index.units().get((gang[0], gang[1], gang[2]), ()):
                 if split is not None and split.leaf.get(uid) != unit[3]:
                     continue
                 entry = snapshot.pod(uid)
@@ -497,7 +497,7 @@ class _Planner:
         members = 0
         priority = -(2**31)
         tops = {sub.name for sub in subs if sub.parent is None and not sub.match_label_keys}
-        for uid in self.snapshot.units().get(_gang(unit), ()):
+        for uid in self.snapshot.pod_index.units().get(_gang(unit), ()):
             entry = self.snapshot.pod(uid)
             if entry is None:
                 continue

@@ -8,8 +8,8 @@ for the plugins we score, and our packing score in place of its spreading NodeRe
 | packing | 1 | how full the node is: 100 x (1 - free share of its scarcest resource) |
 | preferred node affinity | 2 | 100 x weight of matching preferred terms / weight of all |
 | PreferNoSchedule taints | 3 | 100 / (1 + untolerated PreferNoSchedule taints) |
-| topology spread, ScheduleAnyway | 2 | see `interpod.SpreadState.score` |
-| preferred pod (anti-)affinity | 2 | see `interpod.PreferredScore.score` |
+| topology spread, ScheduleAnyway | 2 | see `spread.SpreadState.score` |
+| preferred pod (anti-)affinity | 2 | see `interpod_score.PreferredScore.score` |
 | image locality | 1 | see `image_score` |
 
 Upstream normalises each plugin's raw scores over the nodes of one cycle (the best node gets
@@ -45,6 +45,8 @@ from podgroup_operator.scheduling.filters import (
     term_index,
 )
 
+MAX_SCORE = 100.0
+"""The top of every score's 0..100 scale."""
 WEIGHT_PACK = 1.0
 WEIGHT_NODE_AFFINITY = 2.0
 WEIGHT_TAINT = 3.0

@@ -8,7 +8,7 @@ the controller must carry them out before it binds the pod (see `VolumeDecision`
 
 The caller resolves what the pod mounts into small models: each claim with its StorageClass
 facts (`VolumeClaim`, passed with the `GangRequest`) and every PersistentVolume (`PersistentVolume`,
-kept in the snapshot with `Snapshot.set_volume`). The rules, per claim:
+kept in the snapshot with `VolumeState.set_volume`, `snapshot.volumes`). The rules, per claim:
 
 - bound (`spec.volumeName` set): the PV's node affinity must accept the node
   (`node(s) had volume node affinity conflict`), and so must its zone and region labels

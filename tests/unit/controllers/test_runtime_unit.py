@@ -87,7 +87,7 @@ async def test_the_leaders_scheduler_sees_volumes_claims_and_their_storage_class
     )
     async with leading_over(api) as (_, leading):
         scheduler = leading.scheduler
-        await until(lambda: set(scheduler.snapshot.volumes) == {"pv1"}, "the PV's replay")
+        await until(lambda: set(scheduler.snapshot.volumes.pvs) == {"pv1"}, "the PV's replay")
         member = pod(
             "p", group="g", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
         )

@@ -98,13 +98,13 @@ async def test_a_node_arriving_while_the_thread_decides_waits_for_it_then_applie
     assert h.scheduler.offload.deferred_total == 2
     # The thread's snapshot is not touched.
     assert "n2" not in h.scheduler.snapshot.nodes
-    assert "pv-1" not in h.scheduler.snapshot.volumes
+    assert "pv-1" not in h.scheduler.snapshot.volumes.pvs
     decision.release()
     await asyncio.wait_for(cycle, WAIT)
 
     assert not h.scheduler.offload.deciding
     assert "n2" in h.scheduler.snapshot.nodes
-    assert "pv-1" in h.scheduler.snapshot.volumes
+    assert "pv-1" in h.scheduler.snapshot.volumes.pvs
     assert sorted(h.bound_pods()) == ["gang-0", "gang-1"]
     assert decision.threads == ["podgroup-decision_0"]
 

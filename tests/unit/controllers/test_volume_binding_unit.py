@@ -262,7 +262,7 @@ async def test_a_pv_changed_since_the_decision_unassumes_the_gang_and_says_so() 
     assert "PV 'pv-n0'" in failed.message and "409" in failed.message, failed.message
     assert world.scheduler.snapshot.free("n0")["cpu"] == 8000, "the assumption is undone"
     assert world.scheduler.snapshot.free("n1")["cpu"] == 8000
-    assert not world.scheduler.snapshot.volume_holders
+    assert not world.scheduler.snapshot.volumes.holders
     assert not world.scheduler.queue.in_flight
     assert len(world.scheduler.queue.pending[(NS, "job")]) == 2, "the members wait for another try"
 
@@ -361,7 +361,7 @@ async def test_csinode_limits_and_running_pods_claims_keep_a_gang_off_a_full_nod
     for name in ("n0", "n1"):
         world.binder.on_csi_node(WatchEventType.ADDED, csi_node(name, 1), None)
     snapshot = world.scheduler.snapshot
-    assert list(snapshot.node_attachments("n0").values()) == [
+    assert list(snapshot.volumes.node_attachments("n0").values()) == [
         f"attachable-volumes-csi-{DYNAMIC['provisioner']}"
     ]
     world.add_claim(claim("data", klass="fast"))
@@ -377,9 +377,9 @@ async def test_csinode_limits_and_running_pods_claims_keep_a_gang_off_a_full_nod
 
     world.binder.on_csi_node(WatchEventType.DELETED, csi_node("n0", 1), None)
     csi_key = f"attachable-volumes-csi-{DYNAMIC['provisioner']}"
-    assert csi_key not in snapshot.attach_limits(snapshot.nodes["n0"])
+    assert csi_key not in snapshot.volumes.attach_limits(snapshot.nodes["n0"])
     world.binder.on_claim(WatchEventType.DELETED, world.claims[f"{NS}/old"], None)
-    assert snapshot.node_attachments("n0") == {}
+    assert snapshot.volumes.node_attachments("n0") == {}
 
 
 def test_a_class_made_after_its_claims_gives_them_its_provisioner_and_its_deletion_takes_it() -> (
@@ -394,9 +394,9 @@ def test_a_class_made_after_its_claims_gives_them_its_provisioner_and_its_deleti
     (stored,) = world.fake.seed(running)
     world.scheduler.on_pod("ADDED", stored)
     snapshot = world.scheduler.snapshot
-    assert snapshot.node_attachments("n0") == {}
+    assert snapshot.volumes.node_attachments("n0") == {}
     world.add_class("fast", DYNAMIC)
     csi_key = f"attachable-volumes-csi-{DYNAMIC['provisioner']}"
-    assert list(snapshot.node_attachments("n0").values()) == [csi_key]
+    assert list(snapshot.volumes.node_attachments("n0").values()) == [csi_key]
     world.binder.on_storage_class(WatchEventType.DELETED, world.classes.pop("fast"), None)
-    assert snapshot.node_attachments("n0") == {}
+    assert snapshot.volumes.node_attachments("n0") == {}

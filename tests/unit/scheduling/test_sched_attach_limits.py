@@ -96,7 +96,7 @@ def claims(*models: VolumeClaim) -> dict[tuple[str, str], VolumeClaim]:
 def nodes_with_limit(count: int, *names: str) -> Snapshot:
     snapshot = Snapshot.build([node(n) for n in names], [])
     for name in names:
-        snapshot.set_csi_limits(name, csi_node_limits(csi_node(name, count)))
+        snapshot.volumes.set_csi_limits(name, csi_node_limits(csi_node(name, count)))
     return snapshot
 
 
@@ -141,7 +141,7 @@ def test_members_with_provisioned_claims_spread_over_nodes_past_their_limit() ->
     assert per_node == ["n0", "n0", "n1", "n1"]  # packing alone puts all four on one node
     assert all(d.action is VolumeAction.PROVISION for b in outcome.bindings for d in b.volumes)
     outcome.undo()
-    assert snapshot.node_attachments("n0") == {}
+    assert snapshot.volumes.node_attachments("n0") == {}
 
 
 def test_a_gang_with_more_volumes_than_the_nodes_take_is_refused_saying_why() -> None:
@@ -155,10 +155,10 @@ def test_a_gang_with_more_volumes_than_the_nodes_take_is_refused_saying_why() ->
 def test_running_pods_volumes_count_and_a_shared_volume_counts_once() -> None:
     running = [mounting("old", "old-data", node_name="n0")]
     snapshot = Snapshot.build([node("n0"), node("n1", cpu=4)], running)
-    snapshot.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
-    snapshot.set_csi_limits("n0", {KEY: 1})
-    snapshot.set_csi_limits("n1", {KEY: 1})
-    assert snapshot.node_attachments("n0") == {f"{DRIVER}/vol-pv-old": KEY}
+    snapshot.volumes.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
+    snapshot.volumes.set_csi_limits("n0", {KEY: 1})
+    snapshot.volumes.set_csi_limits("n1", {KEY: 1})
+    assert snapshot.volumes.node_attachments("n0") == {f"{DRIVER}/vol-pv-old": KEY}
     fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
@@ -179,9 +179,9 @@ def test_the_limit_comes_from_the_csinode_over_the_nodes_allocatable(source: str
     snapshot = Snapshot.build(
         [node("n0", cpu=16, extended={KEY: 1}), node("n1", cpu=4, extended={KEY: 1})], running
     )
-    snapshot.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
+    snapshot.volumes.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
     if source == "csinode":
-        snapshot.set_csi_limits("n0", {KEY: 5})  # the CSINode says more: it wins
+        snapshot.volumes.set_csi_limits("n0", {KEY: 5})  # the CSINode says more: it wins
     fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
@@ -191,9 +191,9 @@ def test_the_limit_comes_from_the_csinode_over_the_nodes_allocatable(source: str
 def test_a_volume_that_is_not_csi_counts_nothing() -> None:
     running = [mounting("old", "old-data", node_name="n0")]
     snapshot = Snapshot.build([node("n0"), node("n1", cpu=4)], running)
-    snapshot.set_volume(persistent_volume(host_path_pv("pv-old", "old-data")))
-    snapshot.set_csi_limits("n0", {KEY: 1})
-    assert snapshot.node_attachments("n0") == {}
+    snapshot.volumes.set_volume(persistent_volume(host_path_pv("pv-old", "old-data")))
+    snapshot.volumes.set_csi_limits("n0", {KEY: 1})
+    assert snapshot.volumes.node_attachments("n0") == {}
     fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
@@ -205,16 +205,16 @@ def test_a_running_pods_claim_not_bound_yet_counts_as_its_provisioners() -> None
     already takes one of the node's attachments."""
     running = [mounting("old", "old-data", node_name="n0")]
     snapshot = Snapshot.build([node("n0"), node("n1", cpu=4)], running)
-    snapshot.set_csi_limits("n0", {KEY: 1})
-    assert snapshot.node_attachments("n0") == {}
-    snapshot.set_claim_provisioner(("default", "old-data"), DRIVER)
-    assert list(snapshot.node_attachments("n0").values()) == [KEY]
+    snapshot.volumes.set_csi_limits("n0", {KEY: 1})
+    assert snapshot.volumes.node_attachments("n0") == {}
+    snapshot.volumes.set_claim_provisioner(("default", "old-data"), DRIVER)
+    assert list(snapshot.volumes.node_attachments("n0").values()) == [KEY]
     fresh = volume_claim(claim("data"), WFFC_CSI)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
     assert outcome.bindings[0].node == "n1"
-    snapshot.set_claim_provisioner(("default", "old-data"), "")
-    assert snapshot.node_attachments("n0") == {}
+    snapshot.volumes.set_claim_provisioner(("default", "old-data"), "")
+    assert snapshot.volumes.node_attachments("n0") == {}
 
 
 def test_a_static_csi_pv_chosen_for_a_claim_counts_as_its_driver() -> None:
@@ -223,9 +223,11 @@ def test_a_static_csi_pv_chosen_for_a_claim_counts_as_its_driver() -> None:
     limit holds."""
     running = [mounting("old", "old-data", node_name="n0")]
     snapshot = Snapshot.build([node("n0"), node("n1", cpu=4)], running)
-    snapshot.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data", klass="static")))
-    snapshot.set_volume(persistent_volume(csi_pv("pv-free", klass="static")))
-    snapshot.set_csi_limits("n0", {KEY: 1})
+    snapshot.volumes.set_volume(
+        persistent_volume(csi_pv("pv-old", claim="old-data", klass="static"))
+    )
+    snapshot.volumes.set_volume(persistent_volume(csi_pv("pv-free", klass="static")))
+    snapshot.volumes.set_csi_limits("n0", {KEY: 1})
     fresh = volume_claim(claim("data", klass="static"), WFFC_STATIC)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(fresh)), snapshot)
     assert isinstance(outcome, Placement)
@@ -246,8 +248,8 @@ def test_preemption_frees_a_nodes_attach_slot_for_a_higher_priority_gang() -> No
         volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "old-data"}}],
     )
     snapshot = Snapshot.build([node("n0")], [low], gang_of=group_key_of)
-    snapshot.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
-    snapshot.set_csi_limits("n0", {KEY: 1})
+    snapshot.volumes.set_volume(persistent_volume(csi_pv("pv-old", claim="old-data")))
+    snapshot.volumes.set_csi_limits("n0", {KEY: 1})
     fresh = volume_claim(claim("data"), WFFC_CSI)
     high = gang("high", [mounting("high-0", "data")], claims=claims(fresh), priority=1000)
     assert isinstance(place_group(high, snapshot), Refusal)
@@ -260,15 +262,15 @@ def test_preemption_frees_a_nodes_attach_slot_for_a_higher_priority_gang() -> No
 def test_the_keys_some_node_limits_follow_nodes_and_csinodes() -> None:
     """A member whose volumes no node limits skips the count on every node (`may_limit`)."""
     snapshot = Snapshot.build([node("n0"), node("n1", extended={KEY: 2})], [])
-    assert snapshot.may_limit("attachable-volumes-aws-ebs")  # in-tree: every node has it
-    assert snapshot.may_limit(KEY)
+    assert snapshot.volumes.may_limit("attachable-volumes-aws-ebs")  # in-tree: every node has it
+    assert snapshot.volumes.may_limit(KEY)
     snapshot.remove_node("n1")
-    assert not snapshot.may_limit(KEY)
-    snapshot.set_csi_limits("n0", {KEY: 1})
-    assert snapshot.may_limit(KEY)
-    snapshot.set_csi_limits("n0", {})
-    assert not snapshot.may_limit(KEY)
+    assert not snapshot.volumes.may_limit(KEY)
+    snapshot.volumes.set_csi_limits("n0", {KEY: 1})
+    assert snapshot.volumes.may_limit(KEY)
+    snapshot.volumes.set_csi_limits("n0", {})
+    assert not snapshot.volumes.may_limit(KEY)
     snapshot.add_node(node("n0", extended={KEY: 1}))
-    assert snapshot.may_limit(KEY)
+    assert snapshot.volumes.may_limit(KEY)
     snapshot.update_node(node("n0"))
-    assert not snapshot.may_limit(KEY)
+    assert not snapshot.volumes.may_limit(KEY)

@@ -213,22 +213,31 @@ def test_not_ready_node_is_excluded() -> None:
 
 def test_identical_nodes_share_one_class_but_hostname_selectors_still_work() -> None:
     snapshot = Snapshot.build([node(f"n{i}", labels={"pool": "a"}) for i in range(4)], [])
-    any_node = snapshot.feasibility(pod_constraints(pod("p")))
+    any_node = snapshot.classes.feasibility(pod_constraints(pod("p")))
     assert len(any_node.classes) == 1
-    assert len(list(snapshot.best_fit_order(any_node))) == 4
+    assert len(list(snapshot.classes.best_fit_order(any_node))) == 4
     pinned = pod("q", nodeSelector={"kubernetes.io/hostname": "n2"})
-    only = [n.name for n in snapshot.best_fit_order(snapshot.feasibility(pod_constraints(pinned)))]
+    only = [
+        n.name
+        for n in snapshot.classes.best_fit_order(
+            snapshot.classes.feasibility(pod_constraints(pinned))
+        )
+    ]
     assert only == ["n2"]
 
 
 def test_cached_verdicts_follow_node_changes() -> None:
     snapshot = Snapshot.build([node("n1"), node("n2")], [])
     constraints = pod_constraints(pod("p"))
-    assert len(list(snapshot.best_fit_order(snapshot.feasibility(constraints)))) == 2
+    assert (
+        len(list(snapshot.classes.best_fit_order(snapshot.classes.feasibility(constraints)))) == 2
+    )
     snapshot.update_node(node("n2", taints=[GPU_TAINT]))
-    names = [n.name for n in snapshot.best_fit_order(snapshot.feasibility(constraints))]
+    names = [
+        n.name for n in snapshot.classes.best_fit_order(snapshot.classes.feasibility(constraints))
+    ]
     assert names == ["n1"]
-    counts = snapshot.exclusions(snapshot.feasibility(constraints))
+    counts = snapshot.classes.exclusions(snapshot.classes.feasibility(constraints))
     assert sum(counts.values()) == 1
 
 

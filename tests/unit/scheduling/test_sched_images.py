@@ -150,7 +150,7 @@ def test_a_node_that_loses_the_image_loses_its_score() -> None:
     epoch = snapshot.node_epoch
     snapshot.update_node(holding(node("cached")))
     assert snapshot.node_epoch == epoch  # the verdicts and domains cached per node epoch stay
-    assert snapshot.image_count("trainer:v1") == 0 and not snapshot.image_holders("trainer:v1")
+    assert snapshot.images.count("trainer:v1") == 0 and not snapshot.images.holders("trainer:v1")
     assert nodes_of(place_group(gang("job", job), snapshot)) == ["busy"]
     snapshot.update_node(holding(node("cached"), **{"trainer:v1": 100 * MIB}))
     # 50 MiB once spread over two nodes: a score of 2, against packing's 50.
@@ -158,8 +158,8 @@ def test_a_node_that_loses_the_image_loses_its_score() -> None:
     snapshot.update_node(holding(node("cached"), **{"trainer:v1": 2 * GIB}))
     assert nodes_of(place_group(gang("job", job), snapshot)) == ["cached"]
     snapshot.remove_node("cached")
-    assert snapshot.image_count("trainer:v1") == 0 and not snapshot.image_holders("trainer:v1")
-    assert snapshot.image_size("trainer:v1") == 0
+    assert snapshot.images.count("trainer:v1") == 0 and not snapshot.images.holders("trainer:v1")
+    assert snapshot.images.size("trainer:v1") == 0
 
 
 def test_slim_nodes_keep_image_names_and_sizes_once_for_all_nodes() -> None:

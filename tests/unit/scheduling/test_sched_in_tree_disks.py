@@ -201,8 +201,8 @@ def test_inline_disks_and_ebs_pvs_count_against_the_limit_once_each() -> None:
             "claimRef": {"namespace": "default", "name": "old-data"},
         },
     }
-    snapshot.set_volume(persistent_volume(pv))
-    assert snapshot.node_attachments("n0") == {
+    snapshot.volumes.set_volume(persistent_volume(pv))
+    assert snapshot.volumes.node_attachments("n0") == {
         "kubernetes.io/aws-ebs/vol-a": EBS_KEY,
         "kubernetes.io/aws-ebs/vol-b": EBS_KEY,
     }
@@ -290,7 +290,7 @@ def test_a_node_past_its_in_tree_limit_takes_no_pod_of_that_type_even_adding_not
     snapshot = Snapshot.build([node("n0", extended={key: 1})], [])
     new = {"kubernetes.io/gce-pd/pd-a": key}
     attached = {"kubernetes.io/gce-pd/pd-a": key, "kubernetes.io/gce-pd/pd-b": key}
-    limits = snapshot.attach_limits(snapshot.nodes["n0"])
+    limits = snapshot.volumes.attach_limits(snapshot.nodes["n0"])
     assert exceeds_attach_limits(new, attached, limits) is in_tree
     if in_tree:
         running = [

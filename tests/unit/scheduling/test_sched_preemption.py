@@ -283,7 +283,7 @@ def test_plans_are_whole_lower_priority_and_leave_no_node_over_capacity(
         uids = {p.uid for p in victim.pods}
         # Whole gangs: every pod of the victim's gang (or the lone pod) is evicted.
         unit = ("gang", *victim.gang) if victim.gang else ("pod", "default", victim.pods[0].uid)
-        assert uids == set(snapshot.units()[unit])
+        assert uids == set(snapshot.pod_index.units()[unit])
         # Strictly lower priority, every pod of it.
         assert all(by_uid[u]["spec"].get("priority", 0) < priority for u in uids)
         evicted |= uids

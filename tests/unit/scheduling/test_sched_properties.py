@@ -492,7 +492,7 @@ def _decide_all(scenario: Scenario) -> list[Any]:
     nodes, running, requests, volumes = scenario
     snapshot = Snapshot.build(nodes, running)
     for raw in volumes:
-        snapshot.set_volume(persistent_volume(raw))
+        snapshot.volumes.set_volume(persistent_volume(raw))
     outcomes: list[Any] = []
     for request in requests:
         outcome = place_group(request, snapshot)

@@ -101,10 +101,16 @@ def test_a_bound_pod_confirms_its_assumption_and_undo_then_leaves_it() -> None:
 
 def test_fullest_node_comes_first_and_ties_go_by_name() -> None:
     snapshot = Snapshot.build([node("c"), node("a"), node("b")], [])
-    order = [n.name for n in snapshot.best_fit_order(snapshot.feasibility(NO_CONSTRAINTS))]
+    order = [
+        n.name
+        for n in snapshot.classes.best_fit_order(snapshot.classes.feasibility(NO_CONSTRAINTS))
+    ]
     assert order == ["a", "b", "c"]
     snapshot.add_pod(pod("p", requests={"cpu": "4"}, node="c"))
-    order = [n.name for n in snapshot.best_fit_order(snapshot.feasibility(NO_CONSTRAINTS))]
+    order = [
+        n.name
+        for n in snapshot.classes.best_fit_order(snapshot.classes.feasibility(NO_CONSTRAINTS))
+    ]
     assert order == ["c", "a", "b"]
 
 
@@ -135,8 +141,8 @@ def test_simulated_removal_is_undone_exactly() -> None:
     before = (snapshot.state(), snapshot.index_state())
     undo = snapshot.simulate_removal([uid_of(p) for p in pods])
     assert snapshot.free("n1")["cpu"] == CPU_8
-    assert snapshot.units() == {}
-    assert snapshot.terminating() == frozenset()
+    assert snapshot.pod_index.units() == {}
+    assert snapshot.pod_index.terminating() == frozenset()
     undo()
     assert (snapshot.state(), snapshot.index_state()) == before
     undo()  # a second call changes nothing
@@ -151,10 +157,15 @@ def test_pods_are_indexed_by_label_namespace_gang_and_priority() -> None:
     ]
     snapshot = Snapshot.build([node("n1")], pods, gang_of=group_key_of)
     selector = parse_selector({"matchLabels": {"app": "x"}}, "s")
-    found = sorted(e.info.name for e in snapshot.pods_matching(selector, frozenset({"default"})))
+    found = sorted(
+        e.info.name for e in snapshot.pod_index.pods_matching(selector, frozenset({"default"}))
+    )
     assert found == ["a"]
-    assert sorted(e.info.name for e in snapshot.pods_matching(selector, None)) == ["a", "b"]
-    assert set(snapshot.units()) == {
+    assert sorted(e.info.name for e in snapshot.pod_index.pods_matching(selector, None)) == [
+        "a",
+        "b",
+    ]
+    assert set(snapshot.pod_index.units()) == {
         ("gang", "default", "g"),
         ("pod", "other", uid_of(pods[1])),
         ("pod", "default", uid_of(pods[2])),
@@ -176,12 +187,12 @@ def test_anti_affinity_of_a_pod_on_an_unknown_node_counts_once_the_node_arrives(
     guard = pod("guard", node="late", affinity=anti)
     snapshot = Snapshot()
     snapshot.add_pod(guard)
-    assert snapshot.has_anti_affinity
+    assert snapshot.pod_index.has_anti_affinity
     assert snapshot.nodes == {}
     snapshot.add_node(node("late"))
-    [(term, holders)] = snapshot.anti_affinity_against("default", {"app": "x"})
+    [(term, holders)] = snapshot.pod_index.anti_affinity_against("default", {"app": "x"})
     assert term.topology_key == "kubernetes.io/hostname"
     assert list(holders) == ["late"]
-    assert list(snapshot.anti_affinity_against("default", {"app": "y"})) == []
+    assert list(snapshot.pod_index.anti_affinity_against("default", {"app": "y"})) == []
     snapshot.remove_pod(uid_of(guard))
-    assert not snapshot.has_anti_affinity
+    assert not snapshot.pod_index.has_anti_affinity

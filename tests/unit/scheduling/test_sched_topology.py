@@ -364,7 +364,7 @@ def test_node_classes_keep_their_free_sums_as_pods_and_nodes_change() -> None:
     snapshot = Snapshot.build(nodes, [pod("a", requests={"cpu": "3"}, node="b0-r0-h0")])
 
     def consistent() -> None:
-        for node_class in snapshot.classes.values():
+        for node_class in snapshot.classes.by_id.values():
             expected: dict[str, int] = {}
             for _, name in node_class.order:
                 for resource, amount in snapshot.nodes[name].free.items():

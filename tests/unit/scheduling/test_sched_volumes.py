@@ -80,7 +80,7 @@ def test_parsers_read_the_fields_that_matter() -> None:
 
 def test_a_bound_claim_keeps_the_pod_where_its_pv_is_reachable() -> None:
     snapshot = Snapshot.build([node("n0"), node("n1")], [])
-    snapshot.set_volume(persistent_volume(local_pv("pv-1", "n1", "10Gi")))
+    snapshot.volumes.set_volume(persistent_volume(local_pv("pv-1", "n1", "10Gi")))
     bound = volume_claim(pvc("data", volumeName="pv-1"), WFFC_STATIC)
     request = gang("job", [mounting("job-0", "data")], claims=claims(bound))
     outcome = place_group(request, snapshot)
@@ -144,7 +144,7 @@ def test_a_bound_claims_pv_zone_labels_keep_the_pod_in_its_zones() -> None:
         reached = []
         for name in ("a-0", "b-0", "plain"):
             snapshot = Snapshot.build(_zoned_nodes(), [])
-            snapshot.set_volume(persistent_volume(zoned_pv("pv-z", labels)))
+            snapshot.volumes.set_volume(persistent_volume(zoned_pv("pv-z", labels)))
             bound = volume_claim(pvc("data", klass="disk", volumeName="pv-z"), None)
             pinned = mounting("job-0", "data")
             pinned["spec"]["nodeName"] = None
@@ -154,7 +154,7 @@ def test_a_bound_claims_pv_zone_labels_keep_the_pod_in_its_zones() -> None:
                 reached.append(name)
         assert reached == allowed, (case, reached)
     snapshot = Snapshot.build(_zoned_nodes()[:2], [])
-    snapshot.set_volume(persistent_volume(zoned_pv("pv-z", {ZONE: "c"})))
+    snapshot.volumes.set_volume(persistent_volume(zoned_pv("pv-z", {ZONE: "c"})))
     bound = volume_claim(pvc("data", klass="disk", volumeName="pv-z"), None)
     refusal = place_group(gang("job", [mounting("job-0", "data")], claims=claims(bound)), snapshot)
     assert isinstance(refusal, Refusal)
@@ -186,7 +186,7 @@ def test_wait_for_first_consumer_takes_the_smallest_static_pv_that_fits_on_the_n
         local_pv("right", "n0", "20Gi"),
         local_pv("other-class", "n0", "10Gi", klass="fast"),
     ):
-        snapshot.set_volume(persistent_volume(raw))
+        snapshot.volumes.set_volume(persistent_volume(raw))
     claim = volume_claim(pvc("data"), WFFC_STATIC)
     outcome = place_group(gang("job", [mounting("job-0", "data")], claims=claims(claim)), snapshot)
     assert isinstance(outcome, Placement)
@@ -195,14 +195,14 @@ def test_wait_for_first_consumer_takes_the_smallest_static_pv_that_fits_on_the_n
     assert [(d.action, d.volume, d.claim) for d in binding.volumes] == [
         (VolumeAction.BIND, "right", "data")
     ]
-    assert snapshot.volume_holders == {"right": binding.pod_uid}
+    assert snapshot.volumes.holders == {"right": binding.pod_uid}
     outcome.undo()
-    assert snapshot.volume_holders == {}
+    assert snapshot.volumes.holders == {}
 
 
 def test_two_members_never_get_the_same_static_pv() -> None:
     snapshot = Snapshot.build([node("n0"), node("n1")], [])
-    snapshot.set_volume(persistent_volume(local_pv("only", "n0", "20Gi")))
+    snapshot.volumes.set_volume(persistent_volume(local_pv("only", "n0", "20Gi")))
     a = volume_claim(pvc("data-0"), WFFC_STATIC)
     b = volume_claim(pvc("data-1"), WFFC_STATIC)
     pods = [mounting("job-0", "data-0"), mounting("job-1", "data-1")]
@@ -212,7 +212,7 @@ def test_two_members_never_get_the_same_static_pv() -> None:
     assert (
         "node(s) didn't find available persistent volumes to bind (PVC data-1)" in outcome.message
     )
-    assert snapshot.volume_holders == {}
+    assert snapshot.volumes.holders == {}
 
 
 def test_dynamic_provisioning_selects_the_node_within_allowed_topologies() -> None:
@@ -234,13 +234,13 @@ def test_dynamic_provisioning_selects_the_node_within_allowed_topologies() -> No
 
 def test_a_pv_pre_bound_to_the_claim_wins_over_a_smaller_one() -> None:
     snapshot = Snapshot.build([node("n0")], [])
-    snapshot.set_volume(persistent_volume(local_pv("small", "n0", "10Gi")))
-    snapshot.set_volume(
+    snapshot.volumes.set_volume(persistent_volume(local_pv("small", "n0", "10Gi")))
+    snapshot.volumes.set_volume(
         persistent_volume(
             local_pv("reserved", "n0", "50Gi", claimRef={"namespace": "default", "name": "data"})
         )
     )
-    snapshot.set_volume(
+    snapshot.volumes.set_volume(
         persistent_volume(
             local_pv("theirs", "n0", "10Gi", claimRef={"namespace": "default", "name": "other"})
         )
@@ -253,10 +253,10 @@ def test_a_pv_pre_bound_to_the_claim_wins_over_a_smaller_one() -> None:
 
 def test_access_modes_and_selector_must_match() -> None:
     snapshot = Snapshot.build([node("n0")], [])
-    snapshot.set_volume(persistent_volume(local_pv("rwo", "n0", "10Gi")))
+    snapshot.volumes.set_volume(persistent_volume(local_pv("rwo", "n0", "10Gi")))
     labelled = local_pv("labelled", "n0", "10Gi", accessModes=["ReadWriteOnce", "ReadWriteMany"])
     labelled["metadata"]["labels"] = {"tier": "gold"}
-    snapshot.set_volume(persistent_volume(labelled))
+    snapshot.volumes.set_volume(persistent_volume(labelled))
     shared = volume_claim(pvc("shared", accessModes=["ReadWriteMany"]), WFFC_STATIC)
     gold = volume_claim(pvc("gold", selector={"matchLabels": {"tier": "gold"}}), WFFC_STATIC)
     for claim in (shared, gold):
@@ -287,12 +287,12 @@ def test_a_claim_shared_by_members_is_decided_once_and_they_follow_it() -> None:
     assert [len(b.volumes) for b in outcome.bindings] == [1, 0]
     assert outcome.unplaced == ("job-2",)
     outcome.undo()
-    assert snapshot.claim_decisions == {}
+    assert snapshot.volumes.claim_decisions == {}
 
 
 def test_a_claim_mounted_twice_by_one_pod_is_one_claim() -> None:
     snapshot = Snapshot.build([node("n0")], [])
-    snapshot.set_volume(persistent_volume(local_pv("only", "n0", "20Gi")))
+    snapshot.volumes.set_volume(persistent_volume(local_pv("only", "n0", "20Gi")))
     claim = volume_claim(pvc("data"), WFFC_STATIC)
     outcome = place_group(
         gang("job", [mounting("job-0", "data", "data")], claims=claims(claim)), snapshot
