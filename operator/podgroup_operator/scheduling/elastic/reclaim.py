@@ -1,0 +1,152 @@
+"""Reclaim targets: how much a quota below its min may take back, from whom, and the no-loop rule.
+
+This module answers "how much", never "which gangs": choosing the victims (whole gangs, or whole
+sub-groups, by simulating the reclaimer's placement on what they free) is the candidate search's
+job. The seam is `reclaim_targets` (per victim quota, the most that may be taken from it) and
+`reclaim_problems` (whether a set of takes, all together, is allowed).
+
+Rules, per governed resource, for a reclaimer R and a victim V whose lowest common ancestor is L
+(the tree's top when they share no root), with a = R's ancestor-or-self just below L and b = V's:
+
+- R takes back only what its min promises: after the take, R and every quota on its path below
+  L use at most their min;
+- V loses only what it borrowed: after the take, V and every quota on its path below L use at
+  least their min (hence at least their guarantee), and V loses no more than its own members use;
+- R never takes from its own ancestors or descendants (that is priority preemption, not reclaim).
+
+No-loop invariant: a reclaim is allowed only if afterwards a's weighted share (fairshare.share)
+is at most b's, and strictly less unless a is within its min. Shares only grow with use, so
+for b (or anything under it) to take back from a afterwards, b's share would have to be at most
+a's after b gains and a loses, which the first reclaim's inequality forbids; and since a ends
+within its min, no quota under a has anything borrowed to lose. So no pair of quotas reclaims
+back and forth, and every reclaim moves use from above a min to below one, which bounds the
+total moved by the sum of the mins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from podgroup_operator.api.elastic_quota import Milli, QuotaKey
+from podgroup_operator.scheduling.elastic.fairshare import share
+from podgroup_operator.scheduling.elastic.tree import QuotaTree, add, label, pos, render, sub
+from podgroup_operator.scheduling.elastic.usage import QuotaUsage
+
+
+def _split(tree: QuotaTree, r: QuotaKey, v: QuotaKey) -> tuple[list[QuotaKey], list[QuotaKey]]:
+    """R's path and V's path strictly below their lowest common ancestor."""
+    r_path = tree.path(r)
+    v_path = tree.path(v)
+    common = set(r_path) & set(v_path)
+    return [k for k in r_path if k not in common], [k for k in v_path if k not in common]
+
+
+def _related(tree: QuotaTree, a: QuotaKey, b: QuotaKey) -> bool:
+    return a in tree.path(b) or b in tree.path(a)
+
+
+def over_min(tree: QuotaTree, usage: QuotaUsage) -> dict[QuotaKey, Milli]:
+    """Every quota using more than its min, and by how much: what others may reclaim from it."""
+    out = {}
+    for key in tree.walk():
+        over = pos(sub(usage.of_quota(key), tree.nodes[key].min))
+        if over:
+            out[key] = over
+    return out
+
+
+def over_fair_share(
+    tree: QuotaTree, usage: QuotaUsage, fair: Mapping[QuotaKey, Mapping[str, int]]
+) -> dict[QuotaKey, Milli]:
+    """Every quota using more than max(min, fair share), and by how much (fairshare.fair_shares
+    gives `fair`): the first to lose what they borrowed."""
+    out = {}
+    for key in tree.walk():
+        floor = {
+            n: max(tree.nodes[key].min.get(n, 0), fair.get(key, {}).get(n, 0))
+            for n in usage.of_quota(key)
+        }
+        over = pos(sub(usage.of_quota(key), floor))
+        if over:
+            out[key] = over
+    return out
+
+
+def claim(
+    tree: QuotaTree, usage: QuotaUsage, reclaimer: QuotaKey, need: Mapping[str, int]
+) -> Milli:
+    """The part of `need` the reclaimer's min promises it: what it may reclaim at most."""
+    room = pos(sub(tree.nodes[reclaimer].min, usage.of_quota(reclaimer)))
+    return pos({n: min(a, room.get(n, 0)) for n, a in tree.governs(need).items()})
+
+
+def reclaim_targets(
+    tree: QuotaTree, usage: QuotaUsage, reclaimer: QuotaKey, need: Mapping[str, int]
+) -> dict[QuotaKey, Milli]:
+    """Per victim quota, the most the reclaimer may take from it alone (see the module's rules),
+    victims most over their share first, then by key. Empty when the reclaimer is at its min."""
+    wanted = claim(tree, usage, reclaimer, need)
+    if not wanted:
+        return {}
+    found: list[tuple[object, QuotaKey, Milli]] = []
+    for victim in tree.walk():
+        if _related(tree, reclaimer, victim) or not usage.own_of(victim):
+            continue
+        r_side, v_side = _split(tree, reclaimer, victim)
+        limit = dict(wanted)
+        for z in r_side:
+            room = sub(tree.nodes[z].min, usage.of_quota(z))
+            limit = {n: min(a, room.get(n, 0)) for n, a in limit.items()}
+        limit = {n: min(a, usage.own_of(victim).get(n, 0)) for n, a in limit.items()}
+        for y in v_side:
+            excess = sub(usage.of_quota(y), tree.nodes[y].min)
+            limit = {n: min(a, excess.get(n, 0)) for n, a in limit.items()}
+        limit = pos(limit)
+        if not limit or reclaim_problems(tree, usage, reclaimer, {victim: limit}):
+            continue
+        top = v_side[-1]
+        found.append((-share(tree, usage.of_quota(top), top), victim, limit))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return {victim: limit for _, victim, limit in found}
+
+
+def reclaim_problems(
+    tree: QuotaTree, usage: QuotaUsage, reclaimer: QuotaKey, taken: Mapping[QuotaKey, Milli]
+) -> list[str]:
+    """Why these takes, all together, are not an allowed reclaim (empty: allowed). The check the
+    victim choice must pass: its gangs' requests summed per victim quota."""
+    problems: list[str] = []
+    after: dict[QuotaKey, Milli] = {}
+
+    def change(key: QuotaKey, amount: Mapping[str, int]) -> None:
+        for x in tree.path(key):
+            after[x] = add(after.get(x, usage.of_quota(x)), amount)
+
+    total: Milli = {}
+    for victim, amount in taken.items():
+        if _related(tree, reclaimer, victim):
+            problems.append(f"{label(victim)}: on the reclaimer's own path; that is preemption")
+            continue
+        if any(a > usage.own_of(victim).get(n, 0) for n, a in amount.items()):
+            problems.append(f"{label(victim)}: its members use less than {render(amount)}")
+        change(victim, {n: -a for n, a in amount.items()})
+        total = add(total, amount)
+    change(reclaimer, total)
+    for victim in taken:
+        r_side, v_side = _split(tree, reclaimer, victim)
+        for y in v_side:
+            below = pos(sub(tree.nodes[y].min, after[y]))
+            if any(below.get(n, 0) > 0 and n in taken[victim] for n in below):
+                problems.append(f"{label(y)}: would fall below its min by {render(below)}")
+        for z in r_side:
+            over = pos(sub(after[z], tree.nodes[z].min))
+            if any(n in taken[victim] for n in over):
+                problems.append(f"{label(z)}: would use {render(over)} beyond its min")
+        a, b = r_side[-1], v_side[-1]
+        share_a, share_b = share(tree, after[a], a), share(tree, after[b], b)
+        if share_a > share_b or (share_a == share_b and share_a > 0):
+            problems.append(
+                f"{label(a)} would end with a weighted share {float(share_a):.4f}, not below "
+                f"{label(b)}'s {float(share_b):.4f}: a reclaim back would follow"
+            )
+    return sorted(set(problems))
