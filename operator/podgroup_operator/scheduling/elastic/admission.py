@@ -159,17 +159,18 @@ def admit(
 def _binding(
     tree: QuotaTree, usage: QuotaUsage, path_grants: list[tuple[QuotaKey, Milli]], name: str
 ) -> tuple[QuotaKey, bool]:
-    """The quota on the path with the least room left of `name` (the deepest on a tie), and
-    whether its max is what limits it."""
-    best: tuple[int, int, QuotaKey, bool] | None = None
+    """The quota on the path with the least room left of `name` and whether its max is what
+    limits it; on a tie, one whose max limits it first, then the deepest."""
+    best: tuple[int, bool, int, QuotaKey] | None = None
     for depth, (key, grant) in enumerate(path_grants):
         room = grant.get(name, 0) - usage.of_quota(key).get(name, 0)
         cap = tree.nodes[key].max_of(name)
-        candidate = (room, -depth, key, cap is not None and grant.get(name, 0) >= cap)
-        if best is None or candidate[:2] < best[:2]:
+        at_max = cap is not None and grant.get(name, 0) >= cap
+        candidate = (room, not at_max, -depth, key)
+        if best is None or candidate[:3] < best[:3]:
             best = candidate
     assert best is not None  # the path holds the quota itself
-    return best[2], best[3]
+    return best[3], not best[1]
 
 
 def _lenders(

@@ -73,16 +73,22 @@ def fair_shares(
     left at its level, by progressive filling over the dominant share (weighted DRF).
 
     `demand` is what the quota's own members would use if all were served (bound plus waiting);
-    a subtree's demand is the sum, capped by max. A parent serves its own members first out of
-    its fair share, then divides the rest among its children."""
+    a subtree's demand is the sum, capped by max. Out of a parent's fair share come first its
+    children's demands up to their mins (carved out of its min), then its own members', and the
+    rest is divided among its children."""
     wants = _subtree_demand(tree, demand)
     fair: dict[QuotaKey, Milli] = {}
     _fill_level(tree, tree.roots, dict(tree.capacity), wants, fair)
     for key in tree.walk():
         node = tree.nodes[key]
         if node.children:
-            own = demand.get(key, {})
-            served = {n: min(own.get(n, 0), a) for n, a in fair[key].items()}
+            carved: Milli = {}
+            for child in node.children:
+                mins = tree.nodes[child].min
+                carved = add(carved, {n: min(a, mins.get(n, 0)) for n, a in wants[child].items()})
+            left = sub(fair[key], carved)
+            own = tree.governs(demand.get(key, {}))
+            served = {n: max(0, min(own.get(n, 0), a)) for n, a in left.items()}
             pool = {n: a for n, a in sub(fair[key], served).items() if a > 0}
             _fill_level(tree, node.children, pool, wants, fair)
     return fair

@@ -133,6 +133,8 @@ def reclaim_problems(
         total = add(total, amount)
     change(reclaimer, total)
     for victim in taken:
+        if _related(tree, reclaimer, victim):
+            continue
         r_side, v_side = _split(tree, reclaimer, victim)
         for y in v_side:
             below = pos(sub(tree.nodes[y].min, after[y]))
