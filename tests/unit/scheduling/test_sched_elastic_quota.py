@@ -11,7 +11,14 @@ from podgroup_operator import constants as c
 from podgroup_operator.api.elastic_quota import QuotaKey, QuotaRef, QuotaSpec, normalize
 from podgroup_operator.scheduling.elastic.admission import admit, occupancy
 from podgroup_operator.scheduling.elastic.fairshare import borrow_order, fair_shares, share
+from podgroup_operator.scheduling.elastic.queueing import (
+    WaitingGang,
+    candidates,
+    position,
+    quota_queue,
+)
 from podgroup_operator.scheduling.elastic.reclaim import (
+    old_enough,
     over_fair_share,
     over_min,
     reclaim_problems,
@@ -271,3 +278,43 @@ def test_a_gang_is_admitted_whole_or_not_at_all(gang: int) -> None:
     # Capacity unknown: the roots' mins are the pool (scheduler-plugins' aggregate rule).
     unknown = build_tree([spec(A, 2, 3)])
     assert admit(unknown, using(unknown), A, gpus(gang)).fits is (gang <= 2)
+
+
+def test_a_quota_that_holds_quotas_takes_no_gang_of_its_own() -> None:
+    tree = build_tree(
+        [QuotaSpec(key=ORG, min=gpus(8), is_parent=True), spec(A, 4, parent=ORG)],
+    )
+    verdict = admit(tree, using(tree), ORG, gpus(1))
+    assert not verdict.fits
+    assert verdict.message() == (
+        "quota org/org-ml holds quotas, not pods (is-parent: true); charge the gang to one of "
+        "its children (ml/team-a)"
+    )
+    assert admit(tree, using(tree), A, gpus(1)).fits
+
+
+def test_a_gang_younger_than_its_quotas_min_run_time_is_not_reclaimable() -> None:
+    tree = build_tree([QuotaSpec(key=A, min=gpus(1), min_run_seconds=600), spec(B, 1)])
+    assert not old_enough(tree, A, 599.5)
+    assert old_enough(tree, A, 600)
+    assert old_enough(tree, B, 0)  # scheduler-plugins' meaning: reclaimable at once
+
+
+GANGS = [
+    WaitingGang("low-old", 0, "2026-01-01T00:00:00Z"),
+    WaitingGang("high-new", 10, "2026-01-03T00:00:00Z"),
+    WaitingGang("low-new", 0, "2026-01-02T00:00:00Z"),
+    WaitingGang("high-twin", 10, "2026-01-03T00:00:00Z"),
+]
+
+
+def test_priority_order_tries_every_gang_and_strict_fifo_only_its_head() -> None:
+    by_priority = quota_queue(c.QueueingStrategy.PRIORITY, GANGS)
+    assert [g.key for g in by_priority] == ["high-new", "high-twin", "low-old", "low-new"]
+    assert candidates(c.QueueingStrategy.PRIORITY, by_priority) == by_priority
+    fifo = quota_queue(c.QueueingStrategy.STRICT_FIFO, GANGS)
+    assert [g.key for g in fifo] == ["low-old", "low-new", "high-new", "high-twin"]
+    assert [g.key for g in candidates(c.QueueingStrategy.STRICT_FIFO, fifo)] == ["low-old"]
+    assert position(fifo, "high-new") == (3, 4)
+    assert position(fifo, "gone") is None
+    assert quota_queue(c.QueueingStrategy.PRIORITY, reversed(GANGS)) == by_priority

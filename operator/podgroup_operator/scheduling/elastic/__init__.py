@@ -9,7 +9,8 @@ take it back. Both limits hold where both apply.
 - `admission`: whether a whole gang fits its quota at every level, and why not, with numbers;
 - `fairshare`: the weighted dominant share and the fair share of the surplus;
 - `reclaim`: how much a quota below its min may take back from each other quota, never below
-  their min, never against the no-loop invariant.
+  their min, never against the no-loop invariant, and whether a gang ran long enough to lose;
+- `queueing`: the order inside one quota (priority, or strict FIFO) and a gang's position.
 
 The model and its choices: docs/decisions/030-elastic-quota-model.md.
 """

@@ -106,12 +106,16 @@ class QuotaVerdict:
     quota: QuotaKey
     request: Milli
     shorts: tuple[QuotaShort, ...]
+    refusal: str | None = None
+    """A refusal that no amount of capacity lifts (a quota that holds children only)."""
 
     @property
     def fits(self) -> bool:
-        return not self.shorts
+        return not self.shorts and self.refusal is None
 
     def message(self) -> str:
+        if self.refusal is not None:
+            return self.refusal
         return "; ".join(short.message() for short in self.shorts)
 
 
@@ -120,6 +124,15 @@ def admit(
 ) -> QuotaVerdict:
     """Whether `request` (a whole gang's) fits `quota` now, at every level; nothing changes."""
     need = tree.governs(request)
+    if tree.nodes[quota].spec.is_parent is True:
+        children = ", ".join(map(label, tree.nodes[quota].children)) or "none yet"
+        return QuotaVerdict(
+            quota,
+            need,
+            (),
+            f"quota {label(quota)} holds quotas, not pods (is-parent: true); charge the gang to "
+            f"one of its children ({children})",
+        )
     path_grants = grants(tree, usage, quota)
     node = tree.nodes[quota]
     used = usage.of_quota(quota)

@@ -72,6 +72,12 @@ def over_fair_share(
     return out
 
 
+def old_enough(tree: QuotaTree, quota: QuotaKey, ran_seconds: float) -> bool:
+    """Whether a gang of `quota` that has run `ran_seconds` (the caller's clock) may be reclaimed:
+    its quota's `minRunSeconds` has passed."""
+    return ran_seconds >= tree.nodes[quota].spec.min_run_seconds
+
+
 def claim(
     tree: QuotaTree, usage: QuotaUsage, reclaimer: QuotaKey, need: Mapping[str, int]
 ) -> Milli:
