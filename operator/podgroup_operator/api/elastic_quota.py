@@ -32,6 +32,8 @@ from podgroup_operator.api.quantity import QuantityError, format_milli, parse_qu
 from podgroup_operator.constants import (
     ANNOTATION_KOORD_SHARED_WEIGHT,
     KOORD_FALSE,
+    KOORD_QUOTA_GROUP,
+    KOORD_QUOTA_PREFIX,
     KOORD_ROOT_QUOTA,
     KOORD_TRUE,
     LABEL_ELASTIC_QUOTA,
@@ -142,7 +144,8 @@ class QuotaSpec:
     guarantee: Milli = field(default_factory=dict)
     weight: int = 1
     shared_weight: Milli = field(default_factory=dict)
-    """Koordinator's per-resource weights (milli); empty: `weight` for every resource."""
+    """Koordinator's per-resource weights (milli), its max where a Koordinator object gives
+    none; empty: `weight` for every resource."""
     parent: QuotaRef | None = None
     is_parent: bool | None = None
     """True: children only, no pods; False: no children; None: either (our dialect)."""
@@ -328,6 +331,8 @@ def normalize(obj: Mapping[str, Any]) -> QuotaSpec:
             f'spec.weight: set together with metadata.annotations["'
             f'{ANNOTATION_KOORD_SHARED_WEIGHT}"]; keep one of the two'
         )
+    if not shared and spec.weight is None and _koordinator(obj, labels, annotations):
+        shared = {k: v for k, v in high.items() if v > 0}  # Koordinator's default: max
     if errors:
         raise ElasticQuotaError(errors)
     return QuotaSpec(
@@ -342,6 +347,15 @@ def normalize(obj: Mapping[str, Any]) -> QuotaSpec:
         min_run_seconds=spec.min_run_seconds or 0,
         queueing=spec.queueing_strategy or QueueingStrategy.PRIORITY,
     )
+
+
+def _koordinator(
+    obj: Mapping[str, Any], labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> bool:
+    """Written for Koordinator: served in its group, or carrying one of its quota keys."""
+    group = str(obj.get("apiVersion") or "").partition("/")[0]
+    prefix = f"{KOORD_QUOTA_PREFIX}/"
+    return group == KOORD_QUOTA_GROUP or any(k.startswith(prefix) for k in (*labels, *annotations))
 
 
 def _spec(raw: Any, errors: list[str]) -> ElasticQuotaSpec:

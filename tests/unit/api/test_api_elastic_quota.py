@@ -104,6 +104,13 @@ def test_a_koordinator_quota_migrates_unchanged() -> None:
     assert spec.shared_weight == {"cpu": 4000, GPU: 2000}
 
 
+def test_a_koordinator_quota_without_shared_weight_weighs_by_its_max() -> None:
+    body = quota({"min": {GPU: 2}, "max": {GPU: 8, "cpu": 0}})
+    assert normalize(body).shared_weight == {}  # scheduler-plugins' object: weight 1
+    body["apiVersion"] = f"{c.KOORD_QUOTA_GROUP}/v1alpha1"
+    assert normalize(body).shared_weight == {GPU: 8000}
+
+
 def test_koordinator_defaults_lend_and_its_root_means_no_parent() -> None:
     spec = normalize(
         quota(

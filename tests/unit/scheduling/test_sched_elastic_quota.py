@@ -318,3 +318,32 @@ def test_priority_order_tries_every_gang_and_strict_fifo_only_its_head() -> None
     assert position(fifo, "high-new") == (3, 4)
     assert position(fifo, "gone") is None
     assert quota_queue(c.QueueingStrategy.PRIORITY, reversed(GANGS)) == by_priority
+
+
+def test_a_borrower_past_its_fair_share_is_named_with_the_excess() -> None:
+    tree = build_tree([spec(A, 0), spec(B, 0)], capacity=gpus(8))
+    usage = using(tree, a=7)
+    fair = fair_shares(tree, {A: gpus(8), B: gpus(8)})
+    assert fair == {A: gpus(4), B: gpus(4)}
+    assert over_fair_share(tree, usage, fair) == {A: gpus(3)}
+
+
+def test_koordinator_shared_weights_divide_each_resource_by_its_own_weights() -> None:
+    def koord(key: QuotaKey, weights: str) -> QuotaSpec:
+        return normalize(
+            {
+                "apiVersion": f"{c.KOORD_QUOTA_GROUP}/v1alpha1",
+                "metadata": {
+                    "namespace": key[0],
+                    "name": key[1],
+                    "annotations": {c.ANNOTATION_KOORD_SHARED_WEIGHT: weights},
+                },
+                "spec": {"min": {GPU: 0}, "max": {GPU: 8}},
+            }
+        )
+
+    tree = build_tree(
+        [koord(A, '{"nvidia.com/gpu": 3}'), koord(B, '{"nvidia.com/gpu": 1}')],
+        capacity=gpus(8),
+    )
+    assert fair_shares(tree, {A: gpus(8), B: gpus(8)}) == {A: gpus(6), B: gpus(2)}
