@@ -9,7 +9,7 @@ import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.elastic_quota import QuotaKey, QuotaRef, QuotaSpec, normalize
-from podgroup_operator.scheduling.elastic.admission import admit, occupancy
+from podgroup_operator.scheduling.elastic.admission import admit, occupancies
 from podgroup_operator.scheduling.elastic.fairshare import borrow_order, fair_shares, share
 from podgroup_operator.scheduling.elastic.queueing import (
     WaitingGang,
@@ -85,7 +85,7 @@ def test_a_guarantee_is_never_lent() -> None:
     usage = using(tree, a=4)
     assert admit(tree, usage, A, gpus(1)).fits
     assert not admit(tree, usage, A, gpus(2)).fits
-    assert occupancy(tree, usage, B) == gpus(3)
+    assert occupancies(tree, usage)[B] == gpus(3)
 
 
 def test_a_koordinator_quota_that_does_not_lend_lends_nothing() -> None:
@@ -347,3 +347,20 @@ def test_koordinator_shared_weights_divide_each_resource_by_its_own_weights() ->
         capacity=gpus(8),
     )
     assert fair_shares(tree, {A: gpus(8), B: gpus(8)}) == {A: gpus(6), B: gpus(2)}
+
+
+def test_a_guarantee_deep_in_the_tree_is_held_all_the_way_up() -> None:
+    """team-a's guarantee of 1 sits under org-ml; team-b's use of org-ml's other GPU must not let
+    org-web borrow team-a's guarantee at the top."""
+    tree = build_tree(
+        [
+            spec(ORG, 2, 2),
+            spec(A, 1, 1, guarantee=1, parent=ORG),
+            spec(B, 0, parent=ORG),
+            spec(OTHER, 0),
+        ]
+    )
+    usage = using(tree, b=1)
+    assert occupancies(tree, usage)[ORG] == gpus(2)
+    assert not admit(tree, usage, OTHER, gpus(1)).fits
+    assert admit(tree, usage, A, gpus(1)).fits

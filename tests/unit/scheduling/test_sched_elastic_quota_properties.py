@@ -6,8 +6,9 @@
   admitted if it fits, else its quota reclaims (whole gangs, within `reclaim_targets`, checked
   by `reclaim_problems`, undone when the reclaimer would still not fit) or waits. Whatever the
   tree, the rounds end; no two quotas ever reclaim from each other both ways; the use moved by
-  reclaims is at most the sum of the mins; admission never passes a max or the capacity; and at
-  the end every quota whose next unit gang would keep it within its min has been served.
+  reclaims is at most the sum of the mins; admission never passes a max or the capacity, nor
+  lends a guarantee; and at the end every quota whose next unit gang would keep it within its
+  min has been served.
 """
 
 from __future__ import annotations
@@ -244,9 +245,14 @@ def _reclaim(
 
 
 def _check_limits(tree: QuotaTree, usage: QuotaUsage) -> None:
-    for key in tree.nodes:
-        cap = tree.nodes[key].max_of(GPU)
+    """No max passed, the capacity held, and no guarantee lent: every quota holding no quotas
+    can take what is left of its guarantee at once, without reclaiming anything."""
+    for key, node in tree.nodes.items():
+        cap = node.max_of(GPU)
         assert cap is None or usage.of_quota(key).get(GPU, 0) <= cap
+        left = node.guarantee.get(GPU, 0) - usage.of_quota(key).get(GPU, 0)
+        if not node.children and left > 0:
+            assert admit(tree, usage, key, {GPU: left}).fits, key
     assert sum(usage.of_quota(r).get(GPU, 0) for r in tree.roots) <= tree.capacity.get(GPU, 0)
 
 

@@ -5,8 +5,9 @@ needs, or `minResources`) is checked once against the quota it is charged to and
 grants below, against every ancestor. What holds for an admitted gang, per governed resource:
 
 - no quota on its path exceeds its `max`;
-- each level's children, together, occupy at most what their parent was granted, a child
-  occupying `max(used, guarantee)`: idle min beyond the guarantee is lent, the guarantee never;
+- each level's children, together, hold at most what their parent was granted, a child
+  holding its use, or its guarantee where that is more, counted through its own children
+  (`occupancies`): idle min beyond the guarantees is lent, a guarantee never;
 - the roots, together, occupy at most the tree's capacity.
 
 So a quota uses its own min first and borrows the rest from siblings (and their parents'
@@ -24,24 +25,35 @@ from podgroup_operator.scheduling.elastic.tree import QuotaTree, label
 from podgroup_operator.scheduling.elastic.usage import QuotaUsage
 
 
-def occupancy(tree: QuotaTree, usage: QuotaUsage, key: QuotaKey) -> Milli:
-    """What a quota holds against its siblings: its use, or its guarantee where that is more."""
-    used = usage.of_quota(key)
-    kept = tree.nodes[key].guarantee
-    return {name: max(used.get(name, 0), kept.get(name, 0)) for name in {*used, *kept}}
+def occupancies(tree: QuotaTree, usage: QuotaUsage) -> dict[QuotaKey, Milli]:
+    """What each quota holds against its siblings: its own members' use plus what its children
+    hold, or its own guarantee where that is more. Idle min beyond the guarantees is lent; a
+    guarantee anywhere below is held all the way up, so no one outside ever borrows it."""
+    held: dict[QuotaKey, Milli] = {}
+    for key in reversed(list(tree.walk())):
+        total = dict(usage.own_of(key))
+        for child in tree.nodes[key].children:
+            for name, amount in held[child].items():
+                total[name] = total.get(name, 0) + amount
+        for name, amount in tree.nodes[key].spec.guarantee.items():
+            total[name] = max(total.get(name, 0), amount)
+        held[key] = total
+    return held
 
 
-def grants(tree: QuotaTree, usage: QuotaUsage, key: QuotaKey) -> list[tuple[QuotaKey, Milli]]:
+def grants(
+    tree: QuotaTree, held: Mapping[QuotaKey, Milli], usage: QuotaUsage, key: QuotaKey
+) -> list[tuple[QuotaKey, Milli]]:
     """Root first, the most each quota on the path may hold in all (its subtree, its own pods
     included), per governed resource: its parent's grant less what the parent's own pods and
-    its siblings occupy, capped by its max."""
+    its siblings hold, capped by its max."""
     out: list[tuple[QuotaKey, Milli]] = []
     pool: Milli = {name: tree.capacity.get(name, 0) for name in tree.governed}
     for x in reversed(tree.path(key)):
         parent = tree.nodes[x].parent
         taken: Milli = dict(usage.own_of(parent)) if parent is not None else {}
         for sibling in tree.siblings(x):
-            for name, amount in occupancy(tree, usage, sibling).items():
+            for name, amount in held[sibling].items():
                 taken[name] = taken.get(name, 0) + amount
         grant: Milli = {}
         for name in tree.governed:
@@ -133,12 +145,13 @@ def admit(
             f"quota {label(quota)} holds quotas, not pods (is-parent: true); charge the gang to "
             f"one of its children ({children})",
         )
-    path_grants = grants(tree, usage, quota)
+    held = occupancies(tree, usage)
+    path_grants = grants(tree, held, usage, quota)
     node = tree.nodes[quota]
     used = usage.of_quota(quota)
     children_occupy: Milli = {}
     for child in node.children:
-        for name, amount in occupancy(tree, usage, child).items():
+        for name, amount in held[child].items():
             children_occupy[name] = children_occupy.get(name, 0) + amount
     own = usage.own_of(quota)
     shorts = []
@@ -163,7 +176,7 @@ def admit(
                 available=max(0, available),
                 limited_by=limited_by,
                 at_max=at_max,
-                lenders=_lenders(tree, usage, quota, name),
+                lenders=_lenders(tree, held, quota, name),
             )
         )
     return QuotaVerdict(quota, need, tuple(shorts))
@@ -187,14 +200,12 @@ def _binding(
 
 
 def _lenders(
-    tree: QuotaTree, usage: QuotaUsage, quota: QuotaKey, name: str
+    tree: QuotaTree, held: Mapping[QuotaKey, Milli], quota: QuotaKey, name: str
 ) -> tuple[tuple[QuotaKey, int], ...]:
     out = []
     for x in tree.path(quota):
         for sibling in tree.siblings(x):
-            idle = tree.nodes[sibling].min.get(name, 0) - occupancy(tree, usage, sibling).get(
-                name, 0
-            )
+            idle = tree.nodes[sibling].min.get(name, 0) - held[sibling].get(name, 0)
             if idle > 0:
                 out.append((sibling, idle))
     return tuple(out)
