@@ -364,3 +364,26 @@ def test_a_guarantee_deep_in_the_tree_is_held_all_the_way_up() -> None:
     assert occupancies(tree, usage)[ORG] == gpus(2)
     assert not admit(tree, usage, OTHER, gpus(1)).fits
     assert admit(tree, usage, A, gpus(1)).fits
+
+
+def test_a_refusal_names_only_the_lenders_that_could_help() -> None:
+    """org-web's idle GPUs are no help to team-a while org-ml, above it, is at its max; team-b's
+    idle min beyond its guarantee is."""
+    tree = build_tree(
+        [
+            spec(ORG, 64, 64),
+            spec(A, 48, 64, parent=ORG),
+            spec(B, 16, guarantee=8, parent=ORG),
+            spec(OTHER, 32),
+        ]
+    )
+    usage = QuotaUsage.of(
+        tree,
+        [Member(f"a{i}", A, gpus(1)) for i in range(40)]
+        + [Member(f"b{i}", B, gpus(1)) for i in range(4)],
+    )
+    assert admit(tree, usage, A, gpus(16)).fits
+    assert admit(tree, usage, A, gpus(17)).message() == (
+        "quota ml/team-a: needs 17 nvidia.com/gpu; uses 40 of min 48, max 64; "
+        "8 borrowable from ml/team-b"
+    )

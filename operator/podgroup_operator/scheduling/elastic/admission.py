@@ -176,7 +176,7 @@ def admit(
                 available=max(0, available),
                 limited_by=limited_by,
                 at_max=at_max,
-                lenders=_lenders(tree, held, quota, name),
+                lenders=_lenders(tree, held, quota, name, limited_by, at_max),
             )
         )
     return QuotaVerdict(quota, need, tuple(shorts))
@@ -200,12 +200,23 @@ def _binding(
 
 
 def _lenders(
-    tree: QuotaTree, held: Mapping[QuotaKey, Milli], quota: QuotaKey, name: str
+    tree: QuotaTree,
+    held: Mapping[QuotaKey, Milli],
+    quota: QuotaKey,
+    name: str,
+    limited_by: QuotaKey,
+    at_max: bool,
 ) -> tuple[tuple[QuotaKey, int], ...]:
+    """Quotas with idle min the gang could borrow: beside its path up to the binding quota (not
+    beside that one when its max binds, since nothing from outside it can help)."""
     out = []
     for x in tree.path(quota):
+        if x == limited_by and at_max:
+            break
         for sibling in tree.siblings(x):
             idle = tree.nodes[sibling].min.get(name, 0) - held[sibling].get(name, 0)
             if idle > 0:
                 out.append((sibling, idle))
+        if x == limited_by:
+            break
     return tuple(out)
