@@ -302,6 +302,8 @@ def normalize(obj: Mapping[str, Any]) -> QuotaSpec:
     errors: list[str] = []
     if not namespace:
         errors.append("metadata.namespace: is required; ElasticQuota is namespaced")
+    if not name:
+        errors.append("metadata.name: is required; name the quota")
     spec = _spec(obj.get("spec") or {}, errors)
     low, high, kept = _milli(spec.min), _milli(spec.max), _milli(spec.guarantee)
     errors += _over(

@@ -183,6 +183,7 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     ("bad quantity", quota({"max": {"cpu": "lots"}}), "spec.max.cpu", "like '500m'"),
     ("spec not an object", quota([1]), "spec", "must be an object"),
     ("no namespace", quota(namespace=""), "metadata.namespace", "ElasticQuota is namespaced"),
+    ("no name", quota(name=""), "metadata.name", "name the quota"),
     (
         "bad is-parent",
         quota(labels={c.LABEL_KOORD_QUOTA_IS_PARENT: "yes"}),

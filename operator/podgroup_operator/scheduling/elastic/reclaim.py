@@ -18,9 +18,10 @@ No-loop invariant: a reclaim is allowed only if afterwards a's weighted share (f
 is at most b's, and strictly less unless a is within its min. Shares only grow with use, so
 for b (or anything under it) to take back from a afterwards, b's share would have to be at most
 a's after b gains and a loses, which the first reclaim's inequality forbids; and since a ends
-within its min, no quota under a has anything borrowed to lose. So no pair of quotas reclaims
-back and forth, and every reclaim moves use from above a min to below one, which bounds the
-total moved by the sum of the mins.
+within its min while a victim's side must stay at or above its min, nothing under a can be
+taken back until a borrows again. So no pair of quotas reclaims back and forth, and every
+reclaim moves use from above a min to within one, which bounds the use moved by the sum of the
+mins until demand changes.
 """
 
 from __future__ import annotations
