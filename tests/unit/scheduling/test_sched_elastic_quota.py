@@ -387,3 +387,23 @@ def test_a_refusal_names_only_the_lenders_that_could_help() -> None:
         "quota ml/team-a: needs 17 nvidia.com/gpu; uses 40 of min 48, max 64; "
         "8 borrowable from ml/team-b"
     )
+
+
+def test_a_borrower_beside_an_idle_guarantee_gives_back_what_it_borrowed() -> None:
+    """team-a (min 2) uses 1; org-ml's other child holds 1 guaranteed (idle) and team-b beside
+    that uses 1 more: org-ml holds 2 of its min 1, so team-a may take team-b's GPU back."""
+    top: QuotaKey = ("org", "company")
+    kept: QuotaKey = ("ml", "kept")
+    tree = build_tree(
+        [
+            spec(top, 3),
+            spec(A, 2, 2, parent=top),
+            spec(ORG, 1, parent=top),
+            spec(kept, 1, 1, guarantee=1, parent=ORG),
+            spec(B, 0, parent=ORG),
+        ]
+    )
+    usage = using(tree, a=1, b=1)
+    assert not admit(tree, usage, A, gpus(1)).fits
+    assert over_min(tree, usage) == {ORG: gpus(1), B: gpus(1)}
+    assert reclaim_targets(tree, usage, A, gpus(1)) == {B: gpus(1)}

@@ -22,23 +22,12 @@ from dataclasses import dataclass
 from podgroup_operator.api.elastic_quota import Milli, QuotaKey
 from podgroup_operator.api.quantity import format_milli
 from podgroup_operator.scheduling.elastic.tree import QuotaTree, label
-from podgroup_operator.scheduling.elastic.usage import QuotaUsage
+from podgroup_operator.scheduling.elastic.usage import QuotaUsage, held_by
 
 
 def occupancies(tree: QuotaTree, usage: QuotaUsage) -> dict[QuotaKey, Milli]:
-    """What each quota holds against its siblings: its own members' use plus what its children
-    hold, or its own guarantee where that is more. Idle min beyond the guarantees is lent; a
-    guarantee anywhere below is held all the way up, so no one outside ever borrows it."""
-    held: dict[QuotaKey, Milli] = {}
-    for key in reversed(list(tree.walk())):
-        total = dict(usage.own_of(key))
-        for child in tree.nodes[key].children:
-            for name, amount in held[child].items():
-                total[name] = total.get(name, 0) + amount
-        for name, amount in tree.nodes[key].spec.guarantee.items():
-            total[name] = max(total.get(name, 0), amount)
-        held[key] = total
-    return held
+    """What each quota holds against its siblings now (usage.held_by)."""
+    return held_by(tree, usage.own)
 
 
 def grants(

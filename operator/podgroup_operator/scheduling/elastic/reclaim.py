@@ -6,18 +6,21 @@ job. The seam is `reclaim_targets` (per victim quota, the most that may be taken
 `reclaim_problems` (whether a set of takes, all together, is allowed).
 
 Rules, per governed resource, for a reclaimer R and a victim V whose lowest common ancestor is L
-(the tree's top when they share no root), with a = R's ancestor-or-self just below L and b = V's:
+(the tree's top when they share no root), with a = R's ancestor-or-self just below L and b = V's.
+What a quota holds (usage.held_by) is its subtree's use, idle guarantees counted as held, since
+no one else may use them:
 
 - R takes back only what its min promises: after the take, R and every quota on its path below
-  L use at most their min;
-- V loses only what it borrowed: after the take, V and every quota on its path below L use at
-  least their min (hence at least their guarantee), and V loses no more than its own members use;
+  L hold at most their min;
+- V loses only what it borrowed: after the take, V and every quota on its path below L hold at
+  least their min, and V loses no more than its own members use;
 - R never takes from its own ancestors or descendants (that is priority preemption, not reclaim).
 
-No-loop invariant: a reclaim is allowed only if afterwards a's weighted share (fairshare.share)
-is at most b's, and strictly less unless a is within its min. Shares only grow with use, so
-for b (or anything under it) to take back from a afterwards, b's share would have to be at most
-a's after b gains and a loses, which the first reclaim's inequality forbids; and since a ends
+No-loop invariant: a reclaim is allowed only if afterwards a's weighted share (fairshare.share,
+over what it holds) is at most b's, and strictly less unless a is within its min. Shares only
+grow with what is held, so for b (or anything under it) to take back from a afterwards, b's
+share would have to be at most a's after b gains and a loses, which the first reclaim's
+inequality forbids; and since a ends
 within its min while a victim's side must stay at or above its min, nothing under a can be
 taken back until a borrows again. So no pair of quotas reclaims back and forth, and every
 reclaim moves use from above a min to within one, which bounds the use moved by the sum of the
@@ -31,7 +34,7 @@ from collections.abc import Mapping
 from podgroup_operator.api.elastic_quota import Milli, QuotaKey
 from podgroup_operator.scheduling.elastic.fairshare import share
 from podgroup_operator.scheduling.elastic.tree import QuotaTree, add, label, pos, render, sub
-from podgroup_operator.scheduling.elastic.usage import QuotaUsage
+from podgroup_operator.scheduling.elastic.usage import QuotaUsage, held_by
 
 
 def _split(tree: QuotaTree, r: QuotaKey, v: QuotaKey) -> tuple[list[QuotaKey], list[QuotaKey]]:
@@ -47,10 +50,12 @@ def _related(tree: QuotaTree, a: QuotaKey, b: QuotaKey) -> bool:
 
 
 def over_min(tree: QuotaTree, usage: QuotaUsage) -> dict[QuotaKey, Milli]:
-    """Every quota using more than its min, and by how much: what others may reclaim from it."""
+    """Every quota holding more than its min, and by how much: what others may reclaim from it
+    (from its subtree's members)."""
+    held = held_by(tree, usage.own)
     out = {}
     for key in tree.walk():
-        over = pos(sub(usage.of_quota(key), tree.nodes[key].min))
+        over = pos(sub(held[key], tree.nodes[key].min))
         if over:
             out[key] = over
     return out
@@ -95,6 +100,7 @@ def reclaim_targets(
     wanted = claim(tree, usage, reclaimer, need)
     if not wanted:
         return {}
+    held = held_by(tree, usage.own)
     found: list[tuple[object, QuotaKey, Milli]] = []
     for victim in tree.walk():
         if _related(tree, reclaimer, victim) or not usage.own_of(victim):
@@ -102,17 +108,17 @@ def reclaim_targets(
         r_side, v_side = _split(tree, reclaimer, victim)
         limit = dict(wanted)
         for z in r_side:
-            room = sub(tree.nodes[z].min, usage.of_quota(z))
+            room = sub(tree.nodes[z].min, held[z])
             limit = {n: min(a, room.get(n, 0)) for n, a in limit.items()}
         limit = {n: min(a, usage.own_of(victim).get(n, 0)) for n, a in limit.items()}
         for y in v_side:
-            excess = sub(usage.of_quota(y), tree.nodes[y].min)
+            excess = sub(held[y], tree.nodes[y].min)
             limit = {n: min(a, excess.get(n, 0)) for n, a in limit.items()}
         limit = pos(limit)
         if not limit or reclaim_problems(tree, usage, reclaimer, {victim: limit}):
             continue
         top = v_side[-1]
-        found.append((-share(tree, usage.of_quota(top), top), victim, limit))
+        found.append((-share(tree, held[top], top), victim, limit))
     found.sort(key=lambda item: (item[0], item[1]))
     return {victim: limit for _, victim, limit in found}
 
@@ -123,12 +129,7 @@ def reclaim_problems(
     """Why these takes, all together, are not an allowed reclaim (empty: allowed). The check the
     victim choice must pass: its gangs' requests summed per victim quota."""
     problems: list[str] = []
-    after: dict[QuotaKey, Milli] = {}
-
-    def change(key: QuotaKey, amount: Mapping[str, int]) -> None:
-        for x in tree.path(key):
-            after[x] = add(after.get(x, usage.of_quota(x)), amount)
-
+    own: dict[QuotaKey, Milli] = dict(usage.own)
     total: Milli = {}
     for victim, amount in taken.items():
         if _related(tree, reclaimer, victim):
@@ -136,21 +137,22 @@ def reclaim_problems(
             continue
         if any(a > usage.own_of(victim).get(n, 0) for n, a in amount.items()):
             problems.append(f"{label(victim)}: its members use less than {render(amount)}")
-        change(victim, {n: -a for n, a in amount.items()})
+        own[victim] = sub(own.get(victim, {}), amount)
         total = add(total, amount)
-    change(reclaimer, total)
+    own[reclaimer] = add(own.get(reclaimer, {}), total)
+    after = held_by(tree, own)
     for victim in taken:
         if _related(tree, reclaimer, victim):
             continue
         r_side, v_side = _split(tree, reclaimer, victim)
         for y in v_side:
             below = pos(sub(tree.nodes[y].min, after[y]))
-            if any(below.get(n, 0) > 0 and n in taken[victim] for n in below):
+            if any(n in taken[victim] for n in below):
                 problems.append(f"{label(y)}: would fall below its min by {render(below)}")
         for z in r_side:
             over = pos(sub(after[z], tree.nodes[z].min))
             if any(n in taken[victim] for n in over):
-                problems.append(f"{label(z)}: would use {render(over)} beyond its min")
+                problems.append(f"{label(z)}: would hold {render(over)} beyond its min")
         a, b = r_side[-1], v_side[-1]
         share_a, share_b = share(tree, after[a], a), share(tree, after[b], b)
         if share_a > share_b or (share_a == share_b and share_a > 0):

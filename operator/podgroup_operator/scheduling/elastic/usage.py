@@ -76,5 +76,21 @@ class QuotaUsage:
         return self.own.get(key, {})
 
 
+def held_by(tree: QuotaTree, own: Mapping[QuotaKey, Mapping[str, int]]) -> dict[QuotaKey, Milli]:
+    """What each quota holds against its siblings, given its own members' use: that use plus
+    what its children hold, or its own guarantee where that is more. Idle min beyond the
+    guarantees is lent; a guarantee anywhere below is held all the way up, so no one outside
+    ever borrows it."""
+    held: dict[QuotaKey, Milli] = {}
+    for key in reversed(list(tree.walk())):
+        total = dict(own.get(key, {}))
+        for child in tree.nodes[key].children:
+            total = add(total, held[child])
+        for name, amount in tree.nodes[key].spec.guarantee.items():
+            total[name] = max(total.get(name, 0), amount)
+        held[key] = total
+    return held
+
+
 def _clean(amounts: Milli) -> Milli:
     return {name: amount for name, amount in amounts.items() if amount}
