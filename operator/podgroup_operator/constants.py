@@ -297,3 +297,41 @@ class PodReason(StrEnum):
     """Warning Event on a waiting member when its gang is refused (rate-limited per gang)."""
     SCHEDULED = "Scheduled"
     """Normal Event on bind: "Successfully assigned ns/pod to node"."""
+
+
+# --- ElasticQuota (issue 60; not served yet: the CRD and webhook are wired in later) -------------
+ELASTIC_QUOTA_KIND = "ElasticQuota"
+"""Namespaced, scheduler-plugins' kind: `spec.min`, `spec.max`, `status.used`, plus our additions
+(guarantee, weight, parent, minRunSeconds, queueingStrategy)."""
+ELASTIC_QUOTA_PLURAL = "elasticquotas"
+ELASTIC_QUOTA_SINGULAR = "elasticquota"
+ELASTIC_QUOTA_SHORT_NAMES = ("eq", "eqs")
+ELASTIC_QUOTA_CRD_NAME = f"{ELASTIC_QUOTA_PLURAL}.{GROUP}"
+KOORD_QUOTA_GROUP = "scheduling.sigs.k8s.io"
+"""The API group Koordinator serves its ElasticQuota under (scheduler-plugins' older group)."""
+LABEL_ELASTIC_QUOTA = f"{GROUP}/elastic-quota"
+"""Pod label naming the ElasticQuota the pod is charged to (`name` or `namespace/name`)."""
+KOORD_QUOTA_PREFIX = "quota.scheduling.koordinator.sh"
+LABEL_KOORD_QUOTA_NAME = f"{KOORD_QUOTA_PREFIX}/name"
+"""Koordinator's pod label naming its quota; read as an alias of LABEL_ELASTIC_QUOTA."""
+LABEL_KOORD_QUOTA_PARENT = f"{KOORD_QUOTA_PREFIX}/parent"
+"""Koordinator's quota label naming its parent quota; an alias of `spec.parent`."""
+LABEL_KOORD_QUOTA_IS_PARENT = f"{KOORD_QUOTA_PREFIX}/is-parent"
+"""`true`: the quota holds children only, never pods of its own."""
+LABEL_KOORD_ALLOW_LENT = f"{KOORD_QUOTA_PREFIX}/allow-lent-resource"
+"""`false`: none of the quota's min is lent (read as `spec.guarantee` equal to `spec.min`)."""
+ANNOTATION_KOORD_SHARED_WEIGHT = f"{KOORD_QUOTA_PREFIX}/shared-weight"
+"""JSON resource list: each resource's weight for the surplus (Koordinator's default: max)."""
+KOORD_ROOT_QUOTA = "koordinator-root-quota"
+"""Koordinator's implicit root; naming it as a parent means having none."""
+KOORD_TRUE = "true"
+KOORD_FALSE = "false"
+
+
+class QueueingStrategy(StrEnum):
+    """Order of the gangs waiting in one ElasticQuota (`spec.queueingStrategy`)."""
+
+    PRIORITY = "Priority"
+    """Priority, then creation time; a blocked gang does not hold back the ones behind it."""
+    STRICT_FIFO = "StrictFIFO"
+    """Creation time only; the head blocks the rest of its own quota (never other quotas)."""
