@@ -273,11 +273,13 @@ def render(
     *,
     pod: Resources | None = None,
     title: str = "",
+    nodes: bool = True,
 ) -> str:
-    """The fabric as a table indented by level: each domain, then its nodes, with free/allocatable
-    of each resource (free on Ready, schedulable nodes only), how many copies of `pod` fit (when
-    given) and the gangs on it (`namespace/group xMEMBERS`)."""
-    chain = " > ".join([*fabric.levels, "nodes"])
+    """The fabric as a table indented by level: each domain, then its nodes (unless `nodes` is
+    False: a fabric of thousands), with free/allocatable of each resource (free on Ready,
+    schedulable nodes only), how many copies of `pod` fit (when given) and the gangs on it
+    (`namespace/group xMEMBERS`)."""
+    chain = " > ".join([*fabric.levels, "nodes"] if nodes or not fabric.levels else fabric.levels)
     lines = [f"{title}: {chain}" if title else chain]
     legend = "each resource: free/allocatable (free counts Ready, schedulable nodes only)"
     if pod is not None:
@@ -297,12 +299,13 @@ def render(
         if lacking is not None:
             notes.append(f"no {lacking}")
         name = INDENT * depth + node.name + (f" ({', '.join(notes)})" if notes else "")
-        rows.append([name, "", *_cells([node], resources, pod), _gangs([node])])
+        if nodes or not fabric.levels:
+            rows.append([name, "", *_cells([node], resources, pod), _gangs([node])])
 
     def walk(domain: Domain, depth: int) -> None:
-        nodes = domain.all_nodes()
+        held = domain.all_nodes()
         label = f"{INDENT * depth}{_short(domain.level)} {domain.value}"
-        rows.append([label, str(len(nodes)), *_cells(nodes, resources, pod), _gangs(nodes)])
+        rows.append([label, str(len(held)), *_cells(held, resources, pod), _gangs(held)])
         for child in domain.children:
             walk(child, depth + 1)
         finer = fabric.levels[depth + 1] if depth + 1 < len(fabric.levels) else None
@@ -311,14 +314,21 @@ def render(
 
     for domain in fabric.domains:
         walk(domain, 0)
-    if fabric.outside:
-        first = fabric.levels[0] if fabric.levels else "the levels"
-        nodes = fabric.outside
+    if fabric.outside and fabric.levels:
+        loose = fabric.outside
         rows.append(
-            [f"(no {first})", str(len(nodes)), *_cells(nodes, resources, pod), _gangs(nodes)]
+            [
+                f"(no {fabric.levels[0]})",
+                str(len(loose)),
+                *_cells(loose, resources, pod),
+                _gangs(loose),
+            ]
         )
-        for node in nodes:
+        for node in loose:
             node_row(node, 1, None)
+    elif fabric.outside:  # no level but the nodes: a flat list
+        for node in fabric.outside:
+            node_row(node, 0, None)
     return "\n".join([*lines, "", _table(rows)])
 
 

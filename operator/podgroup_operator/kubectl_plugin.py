@@ -95,6 +95,8 @@ class FabricAsk:
     pod: dict[str, int] | None
     selector: str | None = None
     """A node label selector: only those nodes are drawn."""
+    nodes: bool = True
+    """False: domains only, no node rows."""
 
 
 @dataclass
@@ -150,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-l", "--selector", help="fabric: draw only the nodes this label selector matches"
     )
     shape.add_argument(
+        "--no-nodes", action="store_true", help="fabric: domains only (a fabric of many nodes)"
+    )
+    shape.add_argument(
         "--pod",
         help="fabric: one member's request, e.g. cpu=4,nvidia.com/gpu=1: how many fit where",
     )
@@ -180,8 +185,10 @@ def parse(
     if verb == "fabric":
         ask = _fabric_ask(args, words)
         return Invocation(verb, (), None, "", args.kubeconfig, args.context, ask)
-    if args.topology or args.levels or args.resources or args.pod or args.selector:
-        raise PluginError("--topology, --levels, --resources, --pod and -l belong to fabric")
+    if args.topology or args.levels or args.resources or args.pod or args.selector or args.no_nodes:
+        raise PluginError(
+            "--topology, --levels, --resources, --pod, -l and --no-nodes belong to fabric"
+        )
     namespace = args.namespace
     if args.all_namespaces:
         namespace = None
@@ -211,6 +218,7 @@ def _fabric_ask(args: argparse.Namespace, words: list[str]) -> FabricAsk:
             resources=fabric.parse_resources(args.resources) if args.resources else None,
             pod=fabric.parse_pod(args.pod) if args.pod else None,
             selector=args.selector,
+            nodes=not args.no_nodes,
         )
     except fabric.FabricError as exc:
         raise PluginError(str(exc)) from None
@@ -284,7 +292,11 @@ async def _draw_fabric(kube: KubeClient, ask: FabricAsk) -> str:
     pods = (await kube.list(PODS, field_selector=bound)).get("items") or []
     drawn = fabric.build(levels, nodes, pods)
     return fabric.render(
-        drawn, fabric.shown_resources(drawn, ask.resources), pod=ask.pod, title=title
+        drawn,
+        fabric.shown_resources(drawn, ask.resources),
+        pod=ask.pod,
+        title=title,
+        nodes=ask.nodes,
     )
 
 

@@ -174,7 +174,7 @@ def test_domains_sort_naturally() -> None:
         (["fabric", "--levels", "a", "--pod", "cpu=lots"], "'lots' is not a quantity"),
         (
             ["get", "--levels", "a"],
-            "--topology, --levels, --resources, --pod and -l belong to fabric",
+            "--topology, --levels, --resources, --pod, -l and --no-nodes belong to fabric",
         ),
     ],
 )
@@ -229,3 +229,24 @@ async def test_a_missing_topology_is_kubectls_not_found_line() -> None:
     assert outcome.errors == [
         'Error from server (NotFound): topologies.scheduling.x-k8s.io "nope" not found'
     ]
+
+
+def test_without_nodes_only_the_domains_are_drawn() -> None:
+    drawn = fabric.build((BLOCK, RACK), demo_nodes(), [])
+    text = fabric.render(drawn, ("cpu",), nodes=False)
+    assert text.splitlines()[0] == f"{BLOCK} > {RACK}"
+    assert [row[0] for row in rows(text)[1:]] == [
+        "block b0",
+        "rack b0-r0",
+        "rack b0-r1",
+        "block b1",
+        "rack b1-r0",
+        "rack b1-r1",
+    ]
+
+
+def test_a_topology_of_hostnames_only_is_a_flat_list_of_nodes() -> None:
+    drawn = fabric.build((c.LABEL_HOSTNAME,), [node("n2"), node("n1")], [])
+    text = fabric.render(drawn, ("cpu",), nodes=False)
+    assert text.splitlines()[0] == "nodes"
+    assert rows(text)[1:] == [["n1", "", "8/8", "-"], ["n2", "", "8/8", "-"]]
