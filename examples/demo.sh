@@ -89,5 +89,7 @@ Try it:
   kubectl apply -f examples/gang-basic.yaml         # the example; examples/crdjob/ embeds PodGroups
   kubectl apply -f examples/gang-topology.yaml      # a gang kept in one block of the fabric
   kubectl apply -f examples/gang-subgroups.yaml     # replicas, each whole in its own rack
+  PATH=$repo/.venv/bin:\$PATH kubectl podgroup fabric --levels example.com/block,example.com/rack
+                                                    # the fabric: free room, gangs on it
 Stop everything with: make demo-down
 MSG

@@ -3,6 +3,8 @@
 `kubectl get podgroups` shows counters; the question operators actually ask is "why is my gang
 stuck?". This plugin puts the Unschedulable condition's reason and message next to each group,
 and `describe` adds the member pods, the nodes they are on, and the group's recent Events.
+`fabric` draws the nodes level by level (blocks, racks, nodes) with their free room and the gangs
+on them (kubectl_fabric.py).
 
 It keeps kubectl's habits, so that it behaves as people expect a kubectl command to behave:
 --kubeconfig, --context, -n defaulting to the context's namespace, -A, -o wide|json|yaml|name,
@@ -24,11 +26,14 @@ from typing import Any, NoReturn
 import yaml
 
 from podgroup_operator import constants as c
+from podgroup_operator import kubectl_fabric as fabric
 from podgroup_operator.adapters.kube import (
     EVENTS,
     JSON,
+    NODES,
     PODGROUPS,
     PODS,
+    TOPOLOGIES,
     ApiError,
     InvalidNameError,
     KubeClient,
@@ -38,7 +43,7 @@ from podgroup_operator.api.times import parse_time
 from podgroup_operator.domain.membership import group_name_of
 
 OUTPUTS = ("wide", "json", "yaml", "name")
-VERBS = ("get", "describe")
+VERBS = ("get", "describe", "fabric")
 RESOURCE = f"{c.SINGULAR}.{c.GROUP}"
 """How `-o name` names a PodGroup, as kubectl does (`podgroup.scheduling.x-k8s.io/train`)."""
 
@@ -48,6 +53,14 @@ EPILOG = """examples:
   kubectl podgroup train -o yaml        # one PodGroup as YAML (get is the default verb)
   kubectl podgroup describe train       # members, their nodes, why the gang waits, Events
   kubectl podgroup get describe         # a PodGroup named "describe"
+  kubectl podgroup fabric --topology fabric    # each block, rack and node: free room, gangs
+  kubectl podgroup fabric --levels example.com/rack --pod cpu=4,nvidia.com/gpu=1
+                                        # per rack: how many such pods fit at once
+
+fabric draws the nodes level by level (a Topology's levels, or --levels label keys; a node
+lacking a level's label is shown where its labels stop), each domain with free/allocatable of
+cpu and nvidia.com/gpu (--resources for others; free counts Ready, schedulable nodes only) and
+the gangs on it: the picture behind "no rack holds 8". A PodGroup named fabric: get fabric.
 """
 
 
@@ -67,6 +80,23 @@ class Invocation:
     """"" (the table), or one of OUTPUTS."""
     kubeconfig: str | None = None
     context: str | None = None
+    fabric: FabricAsk | None = None
+    """What `fabric` draws; None for the other verbs."""
+
+
+@dataclass(frozen=True)
+class FabricAsk:
+    """`fabric`'s options: the levels (a Topology's, or label keys), the resource columns (None:
+    the defaults) and one member's request for the FITS column."""
+
+    topology: str | None
+    levels: tuple[str, ...]
+    resources: tuple[str, ...] | None
+    pod: dict[str, int] | None
+    selector: str | None = None
+    """A node label selector: only those nodes are drawn."""
+    nodes: bool = True
+    """False: domains only, no node rows."""
 
 
 @dataclass
@@ -101,12 +131,33 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("words", nargs="*", metavar="[get|describe] NAME", help="PodGroup names")
+    parser.add_argument(
+        "words", nargs="*", metavar="[get|describe] NAME | fabric", help="PodGroup names"
+    )
     parser.add_argument("-n", "--namespace", help="default: the context's namespace, or default")
     parser.add_argument("-A", "--all-namespaces", action="store_true")
     parser.add_argument("-o", "--output", default="", help="one of: " + ", ".join(OUTPUTS))
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, else ~/.kube/config")
     parser.add_argument("--context", help="default: the kubeconfig's current-context")
+    shape = parser.add_argument_group("fabric")
+    shape.add_argument("--topology", help="fabric: draw the levels of this Topology")
+    shape.add_argument(
+        "--levels",
+        help="fabric: node label keys, coarse to fine, e.g. example.com/block,example.com/rack",
+    )
+    shape.add_argument(
+        "--resources", help="fabric: resource columns (default: cpu, and nvidia.com/gpu if offered)"
+    )
+    shape.add_argument(
+        "-l", "--selector", help="fabric: draw only the nodes this label selector matches"
+    )
+    shape.add_argument(
+        "--no-nodes", action="store_true", help="fabric: domains only (a fabric of many nodes)"
+    )
+    shape.add_argument(
+        "--pod",
+        help="fabric: one member's request, e.g. cpu=4,nvidia.com/gpu=1: how many fit where",
+    )
     return parser
 
 
@@ -131,12 +182,46 @@ def parse(
         raise PluginError("a resource cannot be retrieved by name across all namespaces")
     if args.kubeconfig and not os.path.exists(args.kubeconfig):
         raise PluginError(f"stat {args.kubeconfig}: no such file or directory")
+    if verb == "fabric":
+        ask = _fabric_ask(args, words)
+        return Invocation(verb, (), None, "", args.kubeconfig, args.context, ask)
+    if args.topology or args.levels or args.resources or args.pod or args.selector or args.no_nodes:
+        raise PluginError(
+            "--topology, --levels, --resources, --pod, -l and --no-nodes belong to fabric"
+        )
     namespace = args.namespace
     if args.all_namespaces:
         namespace = None
     elif not namespace:
         namespace = default_namespace(args.kubeconfig, args.context)
     return Invocation(verb, tuple(words), namespace, args.output, args.kubeconfig, args.context)
+
+
+def _fabric_ask(args: argparse.Namespace, words: list[str]) -> FabricAsk:
+    if words:
+        raise PluginError(
+            f"fabric takes no NAME (got {' '.join(words)}); a PodGroup named fabric: get fabric"
+        )
+    if args.output:
+        raise PluginError("fabric does not take -o/--output")
+    if args.namespace or args.all_namespaces:
+        raise PluginError("fabric shows the whole cluster: drop -n/-A")
+    if bool(args.topology) == bool(args.levels):
+        raise PluginError(
+            "fabric needs one of --topology NAME or --levels KEY,KEY "
+            "(e.g. --levels example.com/block,example.com/rack)"
+        )
+    try:
+        return FabricAsk(
+            topology=args.topology,
+            levels=fabric.parse_levels(args.levels) if args.levels else (),
+            resources=fabric.parse_resources(args.resources) if args.resources else None,
+            pod=fabric.parse_pod(args.pod) if args.pod else None,
+            selector=args.selector,
+            nodes=not args.no_nodes,
+        )
+    except fabric.FabricError as exc:
+        raise PluginError(str(exc)) from None
 
 
 def context_namespace(kubeconfig: str | None, context: str | None) -> str:
@@ -196,9 +281,31 @@ async def execute(kube: KubeClient, invocation: Invocation, now: dt.datetime) ->
     return outcome
 
 
+async def _draw_fabric(kube: KubeClient, ask: FabricAsk) -> str:
+    """Read the Topology (if named), every node and every bound, unterminated pod; draw."""
+    levels, title = ask.levels, "labels"
+    if ask.topology:
+        levels = fabric.topology_levels(await kube.get(TOPOLOGIES, ask.topology))
+        title = f"Topology {ask.topology}"
+    nodes = (await kube.list(NODES, label_selector=ask.selector)).get("items") or []
+    bound = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+    pods = (await kube.list(PODS, field_selector=bound)).get("items") or []
+    drawn = fabric.build(levels, nodes, pods)
+    return fabric.render(
+        drawn,
+        fabric.shown_resources(drawn, ask.resources),
+        pod=ask.pod,
+        title=title,
+        nodes=ask.nodes,
+    )
+
+
 async def _execute(
     kube: KubeClient, invocation: Invocation, now: dt.datetime, outcome: Outcome
 ) -> None:
+    if invocation.fabric is not None:
+        outcome.stdout = await _draw_fabric(kube, invocation.fabric)
+        return
     if invocation.names:
         groups = await _get_named(kube, invocation, outcome)
     else:

@@ -59,10 +59,16 @@ RELEASE = "podgroup-operator"
 SELF_MANAGED = DEPLOY / "overlays" / "self-managed"
 CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
 AGGREGATE = DEPLOY / "components" / "aggregate-tenant-roles"
+MONITORING = DEPLOY / "components" / "monitoring"
 
 
 def render_aggregated() -> list[dict[str, Any]]:
     """The self-managed install with the aggregation component, added as its comment says."""
+    return render_with(AGGREGATE)
+
+
+def render_with(component: Path) -> list[dict[str, Any]]:
+    """The self-managed install with one component, added as the components' comments say."""
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp)
         (overlay / "kustomization.yaml").write_text(
@@ -71,7 +77,7 @@ def render_aggregated() -> list[dict[str, Any]]:
                     "apiVersion": "kustomize.config.k8s.io/v1beta1",
                     "kind": "Kustomization",
                     "resources": [os.path.relpath(SELF_MANAGED, overlay)],
-                    "components": [os.path.relpath(AGGREGATE, overlay)],
+                    "components": [os.path.relpath(component, overlay)],
                 }
             )
         )
@@ -139,15 +145,26 @@ def without_labels_and_args(document: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+MONITORING_ON = {
+    "monitoring": {"dashboard": {"enabled": True}, "prometheusRule": {"enabled": True}}
+}
+
+
 @pytest.mark.parametrize(
-    ("values", "overlay"),
-    [({}, SELF_MANAGED), ({"certificates": {"mode": "cert-manager"}}, CERT_MANAGER)],
-    ids=["self-managed", "cert-manager"],
+    ("values", "kustomize"),
+    [
+        ({}, lambda: render(SELF_MANAGED)),
+        ({"certificates": {"mode": "cert-manager"}}, lambda: render(CERT_MANAGER)),
+        (MONITORING_ON, lambda: render_with(MONITORING)),
+    ],
+    ids=["self-managed", "cert-manager", "monitoring"],
 )
-def test_the_chart_renders_the_kustomize_install(values: dict[str, Any], overlay: Path) -> None:
+def test_the_chart_renders_the_kustomize_install(values: dict[str, Any], kustomize: Any) -> None:
     """Object for object: kinds, names, RBAC rules, webhook rules and failure policies, security
-    context, probes, volumes, everything but the labels Helm adds and the order of arguments."""
-    kustomized = by_name(render(overlay))
+    context, probes, volumes, the dashboard and the alerts, everything but the labels Helm adds
+    and the order of arguments."""
+    rendered = kustomize()
+    kustomized = by_name(rendered)
     charted = by_name(render_chart(values) + chart_crds())
     # The namespace is made by `helm install --create-namespace`; Helm cannot own the namespace
     # its release is stored in.
@@ -162,7 +179,7 @@ def test_the_chart_renders_the_kustomize_install(values: dict[str, Any], overlay
             labels = chart_object["metadata"]["labels"]
             assert kustomize_object["metadata"].get("labels", {}).items() <= labels.items(), key
     assert run_settings(container(render_chart(values))["args"]) == run_settings(
-        container(render(overlay))["args"]
+        container(rendered)["args"]
     )
 
 
@@ -285,6 +302,20 @@ def _service_monitor(documents: list[dict[str, Any]]) -> None:
     assert not monitor["spec"]["selector"]["matchLabels"].items() <= webhook.items()
 
 
+def _monitoring(documents: list[dict[str, Any]]) -> None:
+    dashboard = find(documents, "ConfigMap", "podgroup-operator-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (MONITORING / "podgroup-operator.json").read_text()
+    assert dashboard["data"] == {"podgroup-operator.json": shipped}
+    assert json.loads(shipped)["uid"] == "podgroup-operator"
+    rule = find(documents, "PrometheusRule", "podgroup-operator")
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    alerts = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    assert rule["spec"] == alerts["spec"]
+    assert "{{ $labels.reason }}" in json.dumps(rule["spec"])  # Prometheus' templates kept
+    assert not [d for d in render_chart() if d["kind"] in ("PrometheusRule", "ConfigMap")]
+
+
 PLACEMENT = {
     "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
     "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
@@ -364,6 +395,16 @@ OPTIONS = [
         },
         _service_monitor,
         id="service-monitor",
+    ),
+    pytest.param(
+        {
+            "monitoring": {
+                "dashboard": {"enabled": True},
+                "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+            }
+        },
+        _monitoring,
+        id="monitoring",
     ),
     pytest.param(PLACEMENT, _placement, id="placement"),
     pytest.param(

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,13 @@ import pytest
 import yaml
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import NODES, PODGROUPS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import NODES, PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.devcluster.fabric import parse_fabric
+from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from tests.builders import podgroup
 from tests.deploy_helpers import KUBECTL
-from tests.kube_helpers import create_pod, group_status
+from tests.kube_helpers import create_group, create_pod, gang_pods, group_status, unique_prefix
 from tests.waiting import wait_for
 
 BIN = Path(sys.executable).parent
@@ -198,3 +202,93 @@ def test_errors_are_one_line_with_exit_code_1(kubeconfig: Path, crds: None, tmp_
     assert refused.returncode == 1
     assert len(refused.stderr.splitlines()) == 1
     assert refused.stderr.startswith("Unable to connect to the server: ")
+
+
+async def test_fabric_draws_the_demos_fabric_with_the_gangs_on_it(
+    kubeconfig: Path,
+    kube: KubeClient,
+    operator: OperatorProcess,
+    namespace: str,
+    topology: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    """The demo's sim nodes (2 blocks of 2 racks of one node of 8 cpu and 2 GPUs,
+    examples/demo.sh) with examples/gang-topology.yaml's gang in one block and a small gang in
+    one rack of the other: `fabric` shows each domain's free cpu, its GPUs and its gangs."""
+    demo = parse_fabric("block=2,rack=2")
+    pool = unique_prefix()
+    nodes = NodePool(
+        count=demo.node_count,
+        cpu="8",
+        memory="32Gi",
+        gpu=2,
+        name_prefix=f"{pool}-node",
+        labels={"pool": pool},
+    ).with_fabric(demo)
+    fabric_name = await topology(*demo.topology_levels())
+    block, rack = demo.label_keys
+    async with SimCluster(kube, [nodes], start_delay=0.1, lease_interval=2.0) as sim:
+        await sim.wait_ready(30)
+        wants_block = {"topology": fabric_name, "requiredTopologyLevel": block}
+        await create_group(
+            kube,
+            namespace,
+            "train-block",
+            min_member=4,
+            topologyConstraint={**wants_block, "preferredTopologyLevel": rack},
+        )
+        await gang_pods(
+            kube, namespace, "train-block", 4, pool, group="train-block", requests={"cpu": "4"}
+        )
+        train = await placed_in(kube, namespace, "train-block", 4)
+        assert train["level"] == block, train
+        wants_rack = {"topology": fabric_name, "requiredTopologyLevel": rack}
+        await create_group(kube, namespace, "infer", min_member=2, topologyConstraint=wants_rack)
+        await gang_pods(kube, namespace, "infer", 2, pool, group="infer", requests={"cpu": "2"})
+        infer = await placed_in(kube, namespace, "infer", 2)
+        assert infer["level"] == rack, infer
+
+        names = sim.node_names
+        config = two_contexts(kubeconfig, tmp_path / "config", namespace)
+        fabric_of_pool = ("fabric", "--topology", fabric_name, "--pod", "cpu=4")
+        shown = plugin(*fabric_of_pool, "-l", f"pool={pool}", kubeconfig=config)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"Topology {fabric_name}: {block} > {rack} > nodes"
+    table = {row[0]: row[1:] for row in cells(lines[lines.index("") + 1 :])}
+    assert table["DOMAIN"] == ["NODES", "CPU", "NVIDIA.COM/GPU", "FITS", "GANGS"]
+    full, other = train["domain"], "b1" if train["domain"] == "b0" else "b0"
+    infer_rack = infer["domain"]
+    assert infer_rack.startswith(f"{other}-"), (train, infer)
+    assert table[f"block {full}"] == ["2", "0/16", "4/4", "0", f"{namespace}/train-block x4"]
+    for each in (f"{full}-r0", f"{full}-r1"):
+        assert table[f"  rack {each}"] == ["1", "0/8", "2/2", "0", f"{namespace}/train-block x2"]
+    assert table[f"block {other}"] == ["2", "12/16", "4/4", "3", f"{namespace}/infer x2"]
+    assert table[f"  rack {infer_rack}"] == ["1", "4/8", "2/2", "1", f"{namespace}/infer x2"]
+    free_rack = ({f"{other}-r0", f"{other}-r1"} - {infer_rack}).pop()
+    assert table[f"  rack {free_rack}"] == ["1", "8/8", "2/2", "2", "-"]
+    node_rows = [name.strip() for name in table if name.startswith("    ")]
+    assert sorted(node_rows) == sorted(names), node_rows
+
+
+def cells(table: list[str]) -> list[list[str]]:
+    """Rows cut at the header's column starts (a node's NODES cell is empty); the first cell
+    keeps its indent, which is the level."""
+    starts = [m.start() for m in re.finditer(r"\S+", table[0])]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    return [
+        [line[a:b].rstrip() if i == 0 else line[a:b].strip() for i, (a, b) in enumerate(bounds)]
+        for line in table
+    ]
+
+
+async def placed_in(kube: KubeClient, namespace: str, group: str, count: int) -> dict[str, Any]:
+    """The group's `status.placement` once `count` members are bound."""
+
+    async def probe() -> dict[str, Any] | None:
+        pods = await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}={group}")
+        bound = [p for p in pods["items"] if p["spec"].get("nodeName")]
+        placement = (await group_status(kube, namespace, group)).get("placement")
+        return placement if len(bound) >= count and placement else None
+
+    return dict(await wait_for(probe, 30, f"{namespace}/{group}: {count} bound and placed"))

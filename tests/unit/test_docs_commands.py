@@ -106,6 +106,11 @@ RUN_BY: dict[str, RunBy] = {
     "podgroup-operator webhooks uninstall": RunBy(DEMO, ("podgroup-operator webhooks uninstall",)),
     "kubectl podgroup -A": RunBy(PLUGIN_TEST, ('plugin("-A", "-o", "wide"',), "with -o wide"),
     "kubectl podgroup describe train": RunBy(PLUGIN_TEST, ('plugin("describe", name',)),
+    "kubectl podgroup fabric --topology fabric --pod cpu=8,nvidia.com/gpu=1": RunBy(
+        PLUGIN_TEST,
+        ('("fabric", "--topology", fabric_name, "--pod", "cpu=4")',),
+        "on the demo's fabric, with -l for the test's own nodes and --pod cpu=4",
+    ),
     "kubectl get podgroups -o wide": RunBy(DEMO, ("kubectl get podgroups -o wide",)),
     "kubectl describe pod train-0": RunBy(
         "tests/integration/test_pod_signals.py", ('"describe", "pod", "wait-0"',)

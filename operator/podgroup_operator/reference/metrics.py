@@ -87,6 +87,9 @@ def render() -> str:
         "Every series on the operator's `/metrics` (served at `run --metrics-address`), "
         "generated from its registry (`operator/podgroup_operator/metrics.py`). "
         "Gauges of the cluster's state (PodGroups, quota, informers, leadership) are computed at "
-        "scrape time.\n"
+        "scrape time.\n\n"
+        "Example queries, the Grafana dashboard and the alerts (`deploy/components/monitoring`, "
+        "the chart's `monitoring` values) are in [../guides/monitoring.md]"
+        "(../guides/monitoring.md).\n"
     )
     return "\n".join([intro, table(("Name", "Type", "Labels", "Help"), rows)])
