@@ -33,6 +33,8 @@ DEPLOY_TEST = "tests/integration/test_deploy.py"
 HELM_TEST = "tests/integration/test_helm_chart.py"
 PLUGIN_TEST = "tests/integration/test_kubectl_plugin.py"
 DEMO = "examples/demo.sh"
+QUICKSTART = "deploy/quickstart.sh"
+QUICKSTART_TEST = "tests/integration/test_quickstart.py"
 
 RUN_BY: dict[str, RunBy] = {
     "make demo": RunBy(
@@ -118,6 +120,129 @@ RUN_BY: dict[str, RunBy] = {
             "--clusterrole=podgroup-operator-tenant-edit",
         ),
         "in the test's namespace, for its tenant's ServiceAccount instead of a group",
+    ),
+    # docs/guides/quickstart.md: the steps of deploy/quickstart.sh (IMAGE=podgroup-operator:dev,
+    # KIND_CLUSTER=podgroup, WORKDIR=my-install by default); the parts a cluster without a
+    # kubelet can run are tested too.
+    "deploy/quickstart.sh": RunBy(
+        QUICKSTART,
+        ("    all)\n      step_cluster\n      step_image\n      step_install\n",),
+        "the script itself; tests/integration/test_quickstart.py runs its `overlay` step",
+    ),
+    "kind create cluster --name podgroup": RunBy(
+        QUICKSTART,
+        ('KIND_CLUSTER=${KIND_CLUSTER:-podgroup}', 'kind create cluster --name "$KIND_CLUSTER"'),
+        "step `cluster`",
+    ),
+    "docker build -t podgroup-operator:dev .": RunBy(
+        QUICKSTART,
+        ("IMAGE=${IMAGE:-podgroup-operator:dev}", 'docker build -t "$IMAGE" "$repo"'),
+        "step `image`",
+    ),
+    "kind load docker-image podgroup-operator:dev --name podgroup": RunBy(
+        QUICKSTART, ('kind load docker-image "$IMAGE" --name "$KIND_CLUSTER"',), "step `image`"
+    ),
+    "docker push registry.example.com/team/podgroup-operator:dev": RunBy(
+        QUICKSTART, ('docker push "$IMAGE"',), "step `image` with LOAD=push"
+    ),
+    "kubectl apply -f https://github.com/cert-manager/cert-manager/releases/download/v1.16.2/"
+    "cert-manager.yaml": RunBy(
+        QUICKSTART,
+        (
+            "CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.16.2}",
+            'kubectl apply -f "https://github.com/cert-manager/cert-manager/releases/download/'
+            '$CERT_MANAGER_VERSION/cert-manager.yaml"',
+        ),
+        "step `install` with CERTS=cert-manager",
+    ),
+    "kubectl -n cert-manager rollout status deployment/cert-manager-webhook --timeout=5m": RunBy(
+        QUICKSTART,
+        (
+            "for deployment in cert-manager cert-manager-cainjector cert-manager-webhook; do",
+            'kubectl -n cert-manager rollout status "deployment/$deployment" --timeout=5m',
+        ),
+        "step `install` with CERTS=cert-manager, for each of cert-manager's Deployments",
+    ),
+    "deploy/quickstart.sh overlay my-install": RunBy(
+        QUICKSTART_TEST,
+        ('quickstart("overlay", str(tmp_path / "my-install"), IMAGE=IMAGE',),
+        "into a temporary directory, then rendered and dry-run on the server",
+    ),
+    "kubectl apply -k my-install": RunBy(
+        QUICKSTART,
+        ("WORKDIR=${WORKDIR:-$repo/my-install}", 'kubectl apply -k "$WORKDIR"'),
+        "step `install`; tests/integration/test_quickstart.py applies the same overlay with "
+        "--dry-run=server",
+    ),
+    "helm install podgroup-operator deploy/helm/podgroup-operator -n podgroup-operator "
+    "--create-namespace --set image.repository=podgroup-operator --set image.tag=dev": RunBy(
+        QUICKSTART,
+        (
+            'helm install podgroup-operator "$repo/deploy/helm/podgroup-operator" -n "$namespace"',
+            '--create-namespace --set image.repository="$(image_name)" --set image.tag='
+            '"$(image_tag)"',
+        ),
+        "step `install` with INSTALL=helm; tests/integration/test_quickstart.py renders the chart "
+        "with these values",
+    ),
+    "kubectl -n podgroup-operator rollout status deployment/podgroup-operator --timeout=5m": RunBy(
+        QUICKSTART,
+        ('kubectl -n "$namespace" rollout status deployment/podgroup-operator --timeout=5m',),
+        "step `install`",
+    ),
+    "kubectl -n podgroup-operator get pods": RunBy(
+        QUICKSTART, ('kubectl -n "$namespace" get pods\n',), "step `check`"
+    ),
+    "kubectl get --raw /api/v1/namespaces/podgroup-operator/pods/POD:8081/proxy/readyz": RunBy(
+        QUICKSTART,
+        ('kubectl get --raw "/api/v1/namespaces/$namespace/pods/${pod#pod/}:8081/proxy/readyz"',),
+        "step `check`, for every operator pod",
+    ),
+    "kubectl apply --dry-run=server -f examples/quickstart-gang.yaml": RunBy(
+        QUICKSTART_TEST,
+        ('"apply", "--dry-run=server", "-n", namespace, "-f", str(GANG)',),
+        "in the test's namespace, with the operator's webhooks; also the script's step `check`",
+    ),
+    "python3 -m venv ~/.local/share/podgroup-operator/venv": RunBy(
+        QUICKSTART,
+        (
+            "PLUGIN_VENV=${PLUGIN_VENV:-$HOME/.local/share/podgroup-operator/venv}",
+            'python3 -m venv "$PLUGIN_VENV"',
+        ),
+        "step `plugin`",
+    ),
+    "~/.local/share/podgroup-operator/venv/bin/pip install .": RunBy(
+        QUICKSTART, ('"$PLUGIN_VENV/bin/pip" install -q "$repo"',), "step `plugin`"
+    ),
+    "export PATH=~/.local/share/podgroup-operator/venv/bin:$PATH": RunBy(
+        QUICKSTART,
+        ('PATH="$PLUGIN_VENV/bin:$PATH" kubectl podgroup describe hello',),
+        "step `gang`, for the one command that needs it",
+    ),
+    "kubectl apply -f examples/quickstart-gang.yaml": RunBy(
+        "tests/e2e/test_examples.py",
+        ('("quickstart-gang.yaml", "hello", 2)', '"apply", "-n", namespace, "-f"'),
+        "in the test's namespace, on sim nodes, until the gang is Running; also the script's "
+        "step `gang`",
+    ),
+    "kubectl get podgroup hello": RunBy(
+        QUICKSTART,
+        ("kubectl get podgroup hello -o jsonpath='{.status.phase}'",),
+        "step `gang`, for the phase, until Running",
+    ),
+    "kubectl podgroup describe hello": RunBy(
+        QUICKSTART, ("kubectl podgroup describe hello",), "step `gang`"
+    ),
+    "kubectl delete -f examples/quickstart-gang.yaml": RunBy(
+        QUICKSTART,
+        ('kubectl delete --ignore-not-found -f "$repo/examples/quickstart-gang.yaml"',),
+        "step `down`",
+    ),
+    "kubectl delete -k my-install": RunBy(
+        QUICKSTART, ('kubectl delete -k "$WORKDIR"',), "step `down`"
+    ),
+    "kind delete cluster --name podgroup": RunBy(
+        QUICKSTART, ('kind delete cluster --name "$KIND_CLUSTER"',), "step `down` with LOAD=kind"
     ),
 }
 
