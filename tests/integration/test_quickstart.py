@@ -140,7 +140,9 @@ async def test_the_api_server_accepts_the_overlay(
     )
 
 
-async def test_the_gang_passes_the_webhooks(kubeconfig: Path, operator: Any, namespace: str) -> None:
+async def test_the_gang_passes_the_webhooks(
+    kubeconfig: Path, operator: Any, namespace: str
+) -> None:
     result = kubectl(
         "apply", "--dry-run=server", "-n", namespace, "-f", str(GANG), kubeconfig=kubeconfig
     )
