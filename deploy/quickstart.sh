@@ -13,6 +13,8 @@
 #   INSTALL=kustomize                kustomize or helm
 #   CERTS=self-managed               self-managed or cert-manager (installed first)
 #   CERT_MANAGER_VERSION=v1.16.2     the cert-manager release applied when CERTS=cert-manager
+#   COMPONENTS=""                    deploy/components added to the overlay, space-separated, for
+#                                    clusters older than 1.29 (docs/guides/install.md)
 #   PLUGIN_VENV=~/.local/share/podgroup-operator/venv   where `plugin` installs kubectl-podgroup
 #   WORKDIR=my-install               where `install` writes its kustomize overlay
 set -euo pipefail
@@ -24,6 +26,7 @@ KIND_CLUSTER=${KIND_CLUSTER:-podgroup}
 INSTALL=${INSTALL:-kustomize}
 CERTS=${CERTS:-self-managed}
 CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.16.2}
+COMPONENTS=${COMPONENTS:-}
 PLUGIN_VENV=${PLUGIN_VENV:-$HOME/.local/share/podgroup-operator/venv}
 WORKDIR=${WORKDIR:-$repo/my-install}
 namespace=podgroup-operator
@@ -69,13 +72,23 @@ step_image() {
   fi
 }
 
-# A kustomize overlay in DIR: the chosen certificate overlay with the operator's image replaced.
+# A path relative to DIR: kustomize takes bases and components only by relative paths.
+relative_to() {
+  python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$(cd "$2" && pwd)"
+}
+
+# A kustomize overlay in DIR: the chosen certificate overlay with the operator's image replaced,
+# and the components of COMPONENTS.
 step_overlay() {
   local dir=${1:?usage: quickstart.sh overlay DIR}
+  local component
+  for component in $COMPONENTS; do
+    [[ -d $repo/deploy/components/$component ]] ||
+      fail "COMPONENTS: no deploy/components/$component (see docs/guides/install.md, With kustomize)"
+  done
   mkdir -p "$dir"
-  local base  # kustomize takes a base only by a relative path
-  base=$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' \
-    "$repo/deploy/overlays/$CERTS" "$(cd "$dir" && pwd)")
+  local base
+  base=$(relative_to "$repo/deploy/overlays/$CERTS" "$dir")
   cat >"$dir/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -86,6 +99,12 @@ images:
     newName: $(image_name)
     newTag: "$(image_tag)"
 EOF
+  if [[ -n $COMPONENTS ]]; then
+    echo "components:" >>"$dir/kustomization.yaml"
+    for component in $COMPONENTS; do
+      echo "  - $(relative_to "$repo/deploy/components/$component" "$dir")" >>"$dir/kustomization.yaml"
+    done
+  fi
   echo "$dir/kustomization.yaml"
 }
 

@@ -4,8 +4,9 @@ without a kubelet can run.
 * The overlay the script writes (`deploy/quickstart.sh overlay DIR`) renders the install of the
   chosen certificate overlay with only the operator's image changed, for both overlays; an image
   without a tag is refused, naming IMAGE and the fix.
-* That overlay is accepted by the API server (`kubectl apply --dry-run=server -k`, with the
-  components a 1.20 server needs, as tests/integration/test_deploy.py does).
+* That overlay, with the components a 1.20 server needs given to the script (`COMPONENTS`, as the
+  page tells users of older clusters), is accepted by the API server (`kubectl apply
+  --dry-run=server -k`). A component that does not exist is refused, naming it.
 * The chart, given `--set image.repository=... --set image.tag=...` as the page does, runs that
   image.
 * The page's gang goes through the operator's admission webhooks (`kubectl apply
@@ -33,8 +34,8 @@ from podgroup_operator.manifests import OPERATOR_NAMESPACE, uninstall_local
 from tests.conftest import REPO
 from tests.deploy_helpers import (
     DEPLOY,
+    components_for,
     find,
-    for_this_server,
     kubectl,
     render,
     webhook_configurations_restored,
@@ -98,6 +99,12 @@ def test_an_unknown_setting_is_refused_naming_the_choices() -> None:
     assert "CERTS=letsencrypt: use self-managed or cert-manager" in result.stderr
 
 
+def test_an_unknown_component_is_refused_naming_it(tmp_path: Path) -> None:
+    result = quickstart("overlay", str(tmp_path), COMPONENTS="flowcontrol-v1beta9")
+    assert result.returncode == 1
+    assert "no deploy/components/flowcontrol-v1beta9" in result.stderr
+
+
 def test_the_chart_runs_the_image_the_page_sets() -> None:
     documents = render_chart({"image": {"repository": "podgroup-operator", "tag": "dev"}})
     assert operator_container(documents)["image"] == "podgroup-operator:dev"
@@ -128,12 +135,15 @@ async def fresh_configurations(kube: KubeClient) -> AsyncIterator[None]:
 async def test_the_api_server_accepts_the_overlay(
     kubeconfig: Path, operator_namespace: None, fresh_configurations: None, tmp_path: Path
 ) -> None:
-    result = quickstart("overlay", str(tmp_path / "my-install"), IMAGE=IMAGE)
+    # The components this (1.20) server needs, as the page tells users of older clusters.
+    components = " ".join(components_for(kubeconfig))
+    assert components, "the dev cluster is older than 1.29"
+    overlay = tmp_path / "my-install"
+    result = quickstart("overlay", str(overlay), IMAGE=IMAGE, COMPONENTS=components)
     assert result.returncode == 0, result.stderr
-    applied = for_this_server(tmp_path / "my-install", kubeconfig, tmp_path / "k")
-    dry_run = kubectl("apply", "--dry-run=server", "-k", str(applied), kubeconfig=kubeconfig)
+    dry_run = kubectl("apply", "--dry-run=server", "-k", str(overlay), kubeconfig=kubeconfig)
     lines = dry_run.stdout.strip().splitlines()
-    assert len(lines) == len(render(applied))
+    assert len(lines) == len(render(overlay))
     assert all("(server dry run)" in line for line in lines)
     assert "deployment.apps/podgroup-operator created (server dry run)" in lines or (
         "deployment.apps/podgroup-operator configured (server dry run)" in lines
