@@ -27,9 +27,7 @@ def test_the_script_parses_and_stops_at_the_first_failure() -> None:
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
 def test_shellcheck_finds_nothing() -> None:
-    done = subprocess.run(
-        ["shellcheck", str(SCRIPT)], check=False, capture_output=True, text=True
-    )
+    done = subprocess.run(["shellcheck", str(SCRIPT)], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
 
 
