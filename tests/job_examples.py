@@ -214,10 +214,18 @@ def volcano_pods(docs: list[Body]) -> list[Body]:
     return made
 
 
+RAY_SCHEDULER = "scheduler-plugins-scheduler"
+"""The schedulerName KubeRay's scheduler-plugins integration sets on the pods."""
+
+
 def ray_podgroups(docs: list[Body]) -> list[Body]:
-    """KubeRay's scheduler-plugins integration: the head and every group's minReplicas."""
+    """KubeRay's scheduler-plugins integration: the head and every group's replicas (times its
+    hosts)."""
     cluster = of_kind(docs, "RayCluster")
-    workers = sum(group["minReplicas"] for group in cluster["spec"]["workerGroupSpecs"])
+    workers = sum(
+        group["replicas"] * group.get("numOfHosts", 1)
+        for group in cluster["spec"]["workerGroupSpecs"]
+    )
     return [podgroup(cluster["metadata"]["name"], {"minMember": 1 + workers})]
 
 
@@ -241,8 +249,10 @@ def ray_pods(docs: list[Body]) -> list[Body]:
                 {**labels, "ray.io/node-type": "worker", "ray.io/group": group["groupName"]},
                 {},
             )
-            for index in range(group["replicas"])
+            for index in range(group["replicas"] * group.get("numOfHosts", 1))
         ]
+    for member in made:
+        member["spec"]["schedulerName"] = RAY_SCHEDULER
     return made
 
 
@@ -280,7 +290,7 @@ class Example:
     podgroups: Callable[[list[Body]], list[Body]]
     pods: Callable[[list[Body]], list[Body]]
     schedulers: tuple[str, ...] = (c.SCHEDULER_NAME,)
-    """`run --scheduler-name` values the page asks for; "" when the routing webhook sets it."""
+    """The `schedulerName` the pods carry: a `run --scheduler-name` value the page asks for."""
     sub_groups: dict[str, int] = field(default_factory=dict)
     """Sub-group instance -> members, where the PodGroup has sub-groups."""
 
@@ -338,7 +348,7 @@ EXAMPLES = [
         (("ray.io/v1", "RayCluster"),),
         ray_podgroups,
         ray_pods,
-        schedulers=("",),
+        schedulers=(RAY_SCHEDULER,),
     ),
     Example(
         "spark.yaml",
