@@ -45,6 +45,7 @@ async def apply(kubeconfig: Path, namespace: str, example: str) -> None:
         ("gang-basic.yaml", "train-basic", 3),
         ("gang-gpu-job.yaml", "gpu-train", 2),
         ("lightweight-gang.yaml", "lightweight", 3),
+        ("quickstart-gang.yaml", "hello", 2),
     ],
 )
 async def test_example_gang_runs(

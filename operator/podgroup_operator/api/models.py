@@ -72,6 +72,7 @@ from podgroup_operator.api.quantity import (
 from podgroup_operator.constants import (
     LABEL_HOSTNAME,
     ConditionStatus,
+    ConditionType,
     GangMode,
     Phase,
     PolicyAction,
@@ -647,7 +648,9 @@ class PodGroupStatus(_Model):
         description="Pending, Running, Unknown, Finished or Failed. Finished and Failed latch.",
     )
     conditions: list[Condition] = Field(
-        default_factory=list, description="Unschedulable, Scheduled and QuotaReserved."
+        default_factory=list,
+        description=", ".join(ConditionType)
+        + ": one condition of each type at most (docs/concepts/phases-and-conditions.md).",
     )
     scheduled: int = Field(default=0, description="Members bound to a node.")
     running: int = Field(default=0, description="Members running.")

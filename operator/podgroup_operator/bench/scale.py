@@ -1009,7 +1009,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[KILL, TERM],
         default=None,
         help="a second operator replica; the leader gets SIGKILL (kill, the default) or "
-        "SIGTERM (term) once half the pods are bound (see above)",
+        "SIGTERM (term) once half the pods are bound; prints `failover`, the signal and how long "
+        "the other replica took to take over",
     )
     return parser
 
