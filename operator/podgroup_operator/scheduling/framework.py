@@ -22,7 +22,7 @@ for its own candidates, run inside its parent's domain.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -144,8 +144,13 @@ class Round:
     whole: bool = False
 
 
+_WHOLE_CLUSTER = Round(None, (Candidate(None),), whole=True)
+
+
 def whole_round(within: Domain | None, level: str | None = None) -> Round:
     """The round whose one candidate is the parent's node set (`within`, or the cluster)."""
+    if within is None and level is None:
+        return _WHOLE_CLUSTER  # the round of nearly every gang: built once
     return Round(level, (Candidate(within),), whole=True)
 
 
@@ -164,8 +169,9 @@ class PlacementGenerator(Protocol):
 
     def rounds(
         self, view: GangView, snapshot: Snapshot, within: Domain | None = None
-    ) -> Iterator[Round]:
-        """The rounds, tried in order; every candidate lies inside `within` (None: anywhere)."""
+    ) -> Iterable[Round]:
+        """The rounds, tried in order (lazily: a round placed ends the search); every candidate
+        lies inside `within` (None: anywhere)."""
         ...
 
 
@@ -247,18 +253,29 @@ class Framework:
             return Refusal(gang.key, Reason.INVALID_TOPOLOGY, f"{gang.label}: {problem}")
         step = self.member_step_for(gang)
         place_members = self.place_members if step is None else step.members(self)
-        view = self.view(gang, snapshot)
-        search = _Search(view, snapshot, place_members, self.score, step is not None)
+        view = GangView(gang, snapshot, self.describe)
+        search: _Search | None = None  # for rounds of domains: most gangs have none
         last: Refusal | None = None
         for round_ in generator.rounds(view, snapshot, gang.within):
-            outcome = search.round(round_)
-            if isinstance(outcome, Placement):
-                return outcome
-            if outcome is not None:
+            if round_.whole:
+                # The parent's node set as it is: the gang, `within` and mode unchanged.
+                outcome = place_members(gang, snapshot)
+                if isinstance(outcome, Placement):
+                    return _in(outcome, round_.candidates[0].domain)
                 last = outcome
-        if not search.tried:
+                continue
+            if search is None:
+                search = _Search(view, snapshot, place_members, self.score, step is not None)
+            found = search.round(round_)
+            if found is not None:
+                return found
+        if search is None:
             if last is None:
-                return Refusal(gang.key, Reason.NOT_ENOUGH_RESOURCES, f"{gang.label}: no candidate")
+                return Refusal(
+                    gang.key,
+                    Reason.NOT_ENOUGH_RESOURCES,
+                    f"{gang.label}: its placement generator offers no node set",
+                )
             return last
         message = search.message()
         unsupported = search.reasons == {Reason.UNSUPPORTED_CONSTRAINT}
@@ -287,12 +304,13 @@ class _Tried:
             self.why = why
 
 
-def _copies(view: GangView, snapshot: Snapshot, candidate: Candidate) -> int:
-    """At most how many members the candidate's nodes hold (copies of the smallest request)."""
+def _copies(smallest: tuple[tuple[str, int], ...], snapshot: Snapshot, candidate: Candidate) -> int:
+    """At most how many members the candidate's nodes hold (copies of `smallest`, the members'
+    smallest request)."""
     copies = 0
     for node in candidate.nodes.node_states(snapshot):
         if node.usable:
-            copies += copies_that_fit(view.smallest, node.free)
+            copies += copies_that_fit(smallest, node.free)
     return copies
 
 
@@ -314,25 +332,18 @@ class _Search:
     tried: list[_Tried] = field(default_factory=list)
     reasons: set[Reason] = field(default_factory=set)
 
-    def attempt(self, candidate: Candidate, whole: bool) -> Placement | Refusal:
-        gang = self.view.gang
-        if not whole:
-            # Inside a domain a gang is all or nothing: a NonStrict gang's partial members would
-            # hold room in a domain it may never fit in.
-            gang = dataclasses.replace(gang, within=candidate.domain, mode=GangMode.STRICT)
+    def attempt(self, candidate: Candidate) -> Placement | Refusal:
+        # Inside a domain a gang is all or nothing: a NonStrict gang's partial members would
+        # hold room in a domain it may never fit in.
+        gang = dataclasses.replace(self.view.gang, within=candidate.domain, mode=GangMode.STRICT)
         outcome = self.place_members(gang, self.snapshot)
         if isinstance(outcome, Placement):
-            if candidate.domain is None or outcome.domain == candidate.domain:
-                return outcome
-            return dataclasses.replace(outcome, domain=candidate.domain)
+            return _in(outcome, candidate.domain)
         self.reasons.add(outcome.reason)
         return outcome
 
-    def round(self, round_: Round) -> Placement | Refusal | None:
-        """The placement of the first candidate that fits, the refusal of a whole round, or
-        None when no domain of the round fits."""
-        if round_.whole:
-            return self.attempt(round_.candidates[0], True)
+    def round(self, round_: Round) -> Placement | None:
+        """The placement of the first candidate of a round of domains that fits, or None."""
         tried = _Tried(round_)
         self.tried.append(tried)
         ordered, ruled_out = self.score(self.view, self.snapshot, round_.candidates)
@@ -340,14 +351,15 @@ class _Search:
             first = [c for c in ordered if c.domain == round_.first]
             ordered = first + [c for c in ordered if c.domain != round_.first]
         for candidate in ordered:
-            outcome = self.attempt(candidate, False)
+            outcome = self.attempt(candidate)
             if isinstance(outcome, Placement):
                 return outcome
             assert candidate.domain is not None
             tried.saw(outcome.fit, candidate.domain, outcome.message if self.stepped else "")
+        smallest = self.view.smallest if ruled_out else ()
         for candidate in ruled_out:
             assert candidate.domain is not None
-            tried.saw(_copies(self.view, self.snapshot, candidate), candidate.domain)
+            tried.saw(_copies(smallest, self.snapshot, candidate), candidate.domain)
         return None
 
     def message(self) -> str:
@@ -375,6 +387,13 @@ class _Search:
             )
         where = f" of Topology {request.topology}" if request and request.topology else ""
         return f"{view.gang.label}{where}: " + "; ".join(parts)
+
+
+def _in(placement: Placement, domain: Domain | None) -> Placement:
+    """`placement`, its `domain` the candidate's it was made in (None: as it says)."""
+    if domain is None or placement.domain == domain:
+        return placement
+    return dataclasses.replace(placement, domain=domain)
 
 
 def _fits(tried: Sequence[_Tried]) -> Iterator[int]:

@@ -7,7 +7,7 @@ so a new kind of candidate set (an NVLink clique, a zone) needs no edit of any o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from podgroup_operator.scheduling.framework import Candidate, GangView, Round, whole_round
 from podgroup_operator.scheduling.gang import GangRequest
@@ -34,8 +34,8 @@ class WholeCluster:
 
     def rounds(
         self, view: GangView, snapshot: Snapshot, within: Domain | None = None
-    ) -> Iterator[Round]:
-        yield whole_round(within)
+    ) -> Iterable[Round]:
+        return (whole_round(within),)
 
 
 class TopologyDomains:
@@ -87,25 +87,40 @@ def _candidates(
     kept in `view.memo` when there is one (siblings share their parent's domain)."""
     memo = view.memo
     if memo is None:
-        return tuple(
-            Candidate(domain, nodes)
-            for domain, nodes in domains_at(snapshot, request, level, view.feasibilities).items()
-            if inside(domain, within) and inside(domain, held)
-        )
+        domains = domains_at(snapshot, request, level, view.feasibilities)
+        return _inside_both(domains, within, held)
     shapes = tuple((tuple(c.id for c in f.classes), f.allowed) for f in view.feasibilities)
     every = (request.chain, level, shapes)
     key = (every, within, held)
     found: Sequence[Candidate] | None = memo.get(key)
     if found is None:
-        domains: dict[Domain, DomainNodes] | None = memo.get(every)
-        if domains is None:
-            domains = memo[every] = domains_at(snapshot, request, level, view.feasibilities)
-        found = memo[key] = tuple(
+        kept: dict[Domain, DomainNodes] | None = memo.get(every)
+        if kept is None:
+            kept = memo[every] = domains_at(snapshot, request, level, view.feasibilities)
+        found = memo[key] = _inside_both(kept, within, held)
+    return found
+
+
+def _inside_both(
+    domains: dict[Domain, DomainNodes], within: Domain | None, held: Domain | None
+) -> tuple[Candidate, ...]:
+    """The candidates of `domains` that lie in `within` and in `held` (None: anywhere)."""
+    paths = [d.path for d in (within, held) if d is not None]
+    if not paths:
+        return tuple(Candidate(domain, nodes) for domain, nodes in domains.items())
+    if len(paths) == 1:
+        path = paths[0]
+        depth = len(path)
+        return tuple(
             Candidate(domain, nodes)
             for domain, nodes in domains.items()
-            if inside(domain, within) and inside(domain, held)
+            if domain.path[:depth] == path
         )
-    return found
+    return tuple(
+        Candidate(domain, nodes)
+        for domain, nodes in domains.items()
+        if all(domain.path[: len(path)] == path for path in paths)
+    )
 
 
 def inside(domain: Domain | None, within: Domain | None) -> bool:

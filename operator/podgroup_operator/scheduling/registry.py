@@ -389,7 +389,12 @@ with none, the filters place them as one set."""
 
 def generator_for(gang: GangRequest) -> PlacementGenerator:
     """The generator of `gang`'s candidates, read from `GENERATORS` at each call."""
-    return next(g for g in GENERATORS if g.applies(gang))
+    for generator in GENERATORS:
+        if generator.applies(gang):
+            return generator
+    raise LookupError(
+        f"{gang.label}: no placement generator applies; end GENERATORS with one that always does"
+    )
 
 
 def member_step_for(gang: GangRequest) -> MemberStep | None:
