@@ -44,8 +44,9 @@ class TopologyDomains:
 
     Inside `within`, a level that `within` already lies in one domain of (`covers`) offers
     `within` whole; the others offer their domains inside it. Replacements of a gang with bound
-    members go where those members are: with a required level only inside their domain of it,
-    and at every level their own domain is tried first."""
+    members go where those members are: with a required level only inside their domain of it
+    (that domain alone when none is pending), and at every level their own domain is tried
+    first."""
 
     def applies(self, gang: GangRequest) -> bool:
         return gang.topology is not None
@@ -70,7 +71,12 @@ class TopologyDomains:
                 yield whole_round(within, level)
                 continue
             first = domain_of(snapshot, request, level, set(bound)) if bound else None
-            yield Round(level, _candidates(view, snapshot, request, level, within, held), first)
+            candidates = _candidates(view, snapshot, request, level, within, held)
+            if held is not None and level == request.required and not gang.pending:
+                # Nothing left to place (a sub-group whose members all hold nodes): no member
+                # passes a filter anywhere, and the domain they hold is still where it is.
+                candidates = (Candidate(held),) if inside(held, within) else ()
+            yield Round(level, candidates, first)
         if request.cluster_wide:
             yield whole_round(within)
 

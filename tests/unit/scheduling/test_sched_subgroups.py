@@ -272,6 +272,39 @@ def test_a_replacement_goes_back_to_its_sub_groups_rack() -> None:
     assert [b.node.rsplit("-", 1)[0] for b in outcome.bindings] == ["b0-r1"]
 
 
+def test_a_sub_group_whose_members_all_hold_nodes_stays_in_its_rack_beside_a_repair() -> None:
+    """s0 runs whole in rack r0 (nothing of it pending) while s1 is replaced: s0 is counted
+    where it is, and s1 goes into a rack of its own."""
+    nodes = fabric(1, 2, 2, cpu=4)
+    running = [
+        pod(
+            f"s0-{i}",
+            group="g",
+            node=f"b0-r0-h{i}",
+            phase="Running",
+            requests={"cpu": 2},
+            labels={LABEL_SUB_GROUP: "s0"},
+        )
+        for i in range(2)
+    ]
+    snapshot = Snapshot.build(nodes, running)
+    pods = part("s1", 2, 4)
+    subs = [
+        {"name": name, "minMember": 2, "topologyConstraint": within(RACK)} for name in ("s0", "s1")
+    ]
+    gang = request(
+        {"minMember": 4, "subGroups": subs},
+        pods,
+        bound=running,
+        already_bound=2,
+        bound_uids=frozenset(uid_of(p) for p in running),
+    )
+    outcome = place_group(gang, snapshot)
+    assert isinstance(outcome, Placement), outcome
+    assert racks_of(outcome, pods) == {"s1": {"b0-r1"}}
+    assert dict((name, d.value) for name, d in outcome.sub_domains) == {"s0": "r0", "s1": "r1"}
+
+
 # --- properties ----------------------------------------------------------------------------------
 @st.composite
 def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
