@@ -13,7 +13,7 @@ declarations, field by field:
 
 - `adapters/slim.py`: the informer keeps every field a rule reads;
 - `scheduling/gang.py`, `decision_cost`: counts a field exactly when its rule declares a cost;
-- `scheduling/placement.py`, `_raw_shape_key`: covers every field read into the member's shape
+- `scheduling/shapes.py`, `raw_shape_key`: covers every field read into the member's shape
   (`Rule.reads`), so that two pods that differ in one never share a shape.
 
 The scheduler makes a gang it refused due again after each event a rule whose field its members
@@ -21,6 +21,12 @@ set declares can lift it (tests/unit/controllers/test_scheduler_lift_events_unit
 
 A field path is dotted from the pod's root; `[]` stands for each item of a list
 (`spec.containers[].ports`).
+
+Beside the rules, the registry lists the placement framework's other steps
+(scheduling/framework.py): the placement generators (`GENERATORS`), where a gang or a sub-group
+may go, and the member steps (`MEMBER_STEPS`), how a gang's members are placed in a candidate
+when they are not one flat set. A new kind of candidate set is a generator class and a line
+here; the gang's placement, the sub-group search and preemption ask `generator_for`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ from enum import StrEnum
 from typing import Any
 
 from podgroup_operator.scheduling.filters import Exclusion
+from podgroup_operator.scheduling.framework import MemberStep, PlacementGenerator
+from podgroup_operator.scheduling.gang import GangRequest
+from podgroup_operator.scheduling.generators import TopologyDomains, WholeCluster
 from podgroup_operator.scheduling.podinfo import PREFERRED, REQUIRED
+from podgroup_operator.scheduling.subgroup_search import SubGroupStep
 from podgroup_operator.scheduling.volumes import DISK_SOURCES
 
 
@@ -107,7 +117,7 @@ class Rule:
     exclusions: frozenset[Exclusion]
     """The reasons it refuses a node; none for a score."""
     reads: tuple[str, ...]
-    """The pod fields parsed into the member's shape (`placement.member_shape`), shared by the
+    """The pod fields parsed into the member's shape (`shapes.member_shape`), shared by the
     pods of a shape."""
     lasting: Lasting
     lifted_by: frozenset[Event]
@@ -365,3 +375,31 @@ def depends_on_pods(pod: Mapping[str, Any]) -> bool:
         if value:
             return True
     return False
+
+
+# --- the placement framework's generators and member steps ---------------------------------------
+GENERATORS: tuple[PlacementGenerator, ...] = (TopologyDomains(), WholeCluster())
+"""The placement generators, most specific first: the first that applies to a gang (or to a
+sub-group, inside its parent's domain) is used; the last applies to every gang."""
+
+MEMBER_STEPS: tuple[MemberStep, ...] = (SubGroupStep(),)
+"""The member steps: the first that applies to a gang places its members in each candidate;
+with none, the filters place them as one set."""
+
+
+def generator_for(gang: GangRequest) -> PlacementGenerator:
+    """The generator of `gang`'s candidates, read from `GENERATORS` at each call."""
+    for generator in GENERATORS:
+        if generator.applies(gang):
+            return generator
+    raise LookupError(
+        f"{gang.label}: no placement generator applies; end GENERATORS with one that always does"
+    )
+
+
+def member_step_for(gang: GangRequest) -> MemberStep | None:
+    """The member step of `gang`, read from `MEMBER_STEPS` at each call; None: the filters'."""
+    for step in MEMBER_STEPS:
+        if step.applies(gang):
+            return step
+    return None

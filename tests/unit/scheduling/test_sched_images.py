@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podgroup_operator.adapters.slim import SharedValues, slim_node
-from podgroup_operator.scheduling import placement
+from podgroup_operator.scheduling import nodeorder, placement
 from podgroup_operator.scheduling.gang import Placement, Refusal
-from podgroup_operator.scheduling.placement import IMAGE_STREAMS, _images, place_group
+from podgroup_operator.scheduling.nodeorder import IMAGE_STREAMS, held_images
+from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.scores import (
     MIB,
     WEIGHT_NODE_AFFINITY,
@@ -285,7 +286,7 @@ def test_many_image_score_groups_score_every_node() -> None:
         for i, images in enumerate(holdings)
     ]
     snapshot = Snapshot.build(nodes, [])
-    held = _images(snapshot, IMAGES)
+    held = held_images(snapshot, IMAGES)
     assert held is not None and len(held.groups) > IMAGE_STREAMS
     # Each image is on 3 of 6 nodes: 300 MiB, 1 GiB and 2.5 GiB once spread, out of 3,000 MiB.
     assert held.scores == {"n0": 9.0, "n1": 33.0, "n2": 85.0, "n3": 43.0, "n4": 95.0, "n5": 100.0}
@@ -310,7 +311,7 @@ def test_members_placed_one_by_one_keep_the_image_order_as_nodes_fill(
 ) -> None:
     """Members that shun each other's host, or spread over zones (a hard constraint, which
     scores nothing), are placed one by one. Walking the shape's own order of its static bonus
-    (`_Lost`, built here from the first lost node), kept as members fill nodes, must place them
+    (`Lost`, built here from the first lost node), kept as members fill nodes, must place them
     where walking every node afresh does."""
     nodes, pods = [], []
     for i, (used, ssd, images) in enumerate(spec):
@@ -346,11 +347,11 @@ def test_members_placed_one_by_one_keep_the_image_order_as_nodes_fill(
         outcome = place_group(gang("job", job), snapshot)
         return outcome.message if isinstance(outcome, Refusal) else nodes_of(outcome)
 
-    plain_choose = placement._choose
+    plain_choose = placement.choose
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(placement, "UNLOST_ORDER_AFTER", 0.0)
+        patch.setattr(nodeorder, "UNLOST_ORDER_AFTER", 0.0)
         shortcut = decide()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(placement, "_choose", lambda *args, lost=None: plain_choose(*args[:5], None))
+        patch.setattr(placement, "choose", lambda *args, lost=None: plain_choose(*args[:5], None))
         plain = decide()
     assert shortcut == plain

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from podgroup_operator.constants import GangMode, Reason
-from podgroup_operator.scheduling import interpod, placement
+from podgroup_operator.scheduling import interpod, nodeorder, placement
 from podgroup_operator.scheduling.gang import GangGroupPlacement, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.snapshot import Snapshot
@@ -346,13 +346,13 @@ def _spread_web(count: int) -> GangRequest:
 def test_a_node_a_member_took_moves_up_in_the_shapes_own_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Once a shape walks its own best-fit order without its lost nodes (`_Lost.order`; built
+    """Once a shape walks its own best-fit order without its lost nodes (`Lost.order`; built
     here from the first lost node), the node a member was just assumed on must move up with
     its score: the next member takes the fullest node that passes, as a fresh walk would.
 
     a-node starts fuller than b-node (1 of 4 cpu against none), but zone spread sends the first
     member to b-node, which is then the fuller (2 of 4), so the second member goes there too."""
-    monkeypatch.setattr(placement, "UNLOST_ORDER_AFTER", 0.0)
+    monkeypatch.setattr(nodeorder, "UNLOST_ORDER_AFTER", 0.0)
     outcome = place_group(_spread_web(2), _two_zones_and_a_full_node(used_in_a=1, cpu=4))
     assert isinstance(outcome, Placement), outcome
     assert [b.node for b in outcome.bindings] == ["b-node", "b-node"]
@@ -365,7 +365,7 @@ def test_a_node_refused_for_spread_stays_in_the_shapes_own_order(
     in the shape's own order. The zones take turns; a-node comes first whenever it is as full
     as b-node or fuller (ties go by name), so it is refused to the third member (zone a one
     ahead) and is where the fourth goes."""
-    monkeypatch.setattr(placement, "UNLOST_ORDER_AFTER", 0.0)
+    monkeypatch.setattr(nodeorder, "UNLOST_ORDER_AFTER", 0.0)
     outcome = place_group(_spread_web(4), _two_zones_and_a_full_node(used_in_a=2, cpu=8))
     assert isinstance(outcome, Placement), outcome
     assert [b.node for b in outcome.bindings] == ["b-node", "a-node", "b-node", "a-node"]

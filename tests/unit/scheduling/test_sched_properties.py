@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podgroup_operator.constants import GangMode
-from podgroup_operator.scheduling import placement
+from podgroup_operator.scheduling import nodeorder, placement
 from podgroup_operator.scheduling.filters import check_node, node_facts, pod_constraints
 from podgroup_operator.scheduling.gang import Binding, GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
@@ -316,7 +316,7 @@ def anti_affine(draw: st.DrawFn) -> Scenario:
     shunned by running pods), on nodes of mixed room and zones, some with host port 80 in use,
     some members mounting claims that only some nodes' local PVs or zones can serve, some
     preferring labelled nodes or images that some nodes hold, some nodes with a PreferNoSchedule
-    taint: what `MemberChecks` and `_choose`'s lost nodes shortcut."""
+    taint: what `MemberChecks` and `choose`'s lost nodes shortcut."""
     nodes = [
         node(
             f"n{i}",
@@ -503,21 +503,21 @@ def _decide_all(scenario: Scenario) -> list[Any]:
     return outcomes
 
 
-@pytest.mark.parametrize("unlost_after", [0.0, placement.UNLOST_ORDER_AFTER])
+@pytest.mark.parametrize("unlost_after", [0.0, nodeorder.UNLOST_ORDER_AFTER])
 @given(anti_affine())
 def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
     unlost_after: float, scenario: Scenario
 ) -> None:
     """`MemberChecks` keeps the shape's closed and wanted domains and spread counts as members
-    are assumed, and `_choose` skips nodes lost to earlier members (walking the shape's own
+    are assumed, and `choose` skips nodes lost to earlier members (walking the shape's own
     order without them once `unlost_after` lost nodes per node were met: these gangs are
     small, so 0, from the first lost node, is what exercises it); recounting and re-walking
     for each member (the plain algorithm) must give the same placements, the same volumes and
     the same refusals, word for word."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(placement, "UNLOST_ORDER_AFTER", unlost_after)
+        patch.setattr(nodeorder, "UNLOST_ORDER_AFTER", unlost_after)
         shortcut = _decide_all(scenario)
-    plain_choose = placement._choose
+    plain_choose = placement.choose
 
     class Recounted(placement.MemberChecks):
         def __init__(self, *args: Any) -> None:
@@ -526,6 +526,6 @@ def test_shape_shortcuts_decide_what_checking_every_member_afresh_decides(
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(placement, "MemberChecks", Recounted)
-        patch.setattr(placement, "_choose", lambda *args, lost=None: plain_choose(*args[:5], None))
+        patch.setattr(placement, "choose", lambda *args, lost=None: plain_choose(*args[:5], None))
         plain = _decide_all(scenario)
     assert shortcut == plain

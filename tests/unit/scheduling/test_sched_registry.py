@@ -1,5 +1,5 @@
 """The rules' declarations (scheduling/registry.py) against the three lists that name pod fields
-by hand (the slim informer fields, `gang.decision_cost` and `placement._raw_shape_key`), and
+by hand (the slim informer fields, `gang.decision_cost` and `shapes.raw_shape_key`), and
 `registry.depends_on_pods` against the declarations it reads, field by field.
 
 Each declared (rule, field) pair has a sample pod (rule_samples.py) that asks for the rule through
@@ -18,7 +18,7 @@ from podgroup_operator.adapters.slim import slim_pod
 from podgroup_operator.scheduling import placement
 from podgroup_operator.scheduling.filters import Exclusion
 from podgroup_operator.scheduling.gang import GangRequest, decision_cost
-from podgroup_operator.scheduling.placement import _raw_shape_key, place_group
+from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.registry import (
     RULES,
     Cost,
@@ -28,6 +28,7 @@ from podgroup_operator.scheduling.registry import (
     read_fields,
     rule_of,
 )
+from podgroup_operator.scheduling.shapes import raw_shape_key
 from podgroup_operator.scheduling.snapshot import Snapshot
 from tests.builders import node
 from tests.unit.scheduling.rule_samples import OWNER, SAMPLES, Pod, sample
@@ -107,7 +108,7 @@ def test_the_slim_informer_keeps_every_field_a_rule_reads(rule: Rule, path: str)
 def test_the_shape_key_covers_every_field_read_into_the_shape(rule: Rule, path: str) -> None:
     """Two pods that differ in a field their shape reads never share a cached shape."""
     pod = SAMPLES[rule.name, path]
-    assert _raw_shape_key(pod) != _raw_shape_key(without(pod, path))
+    assert raw_shape_key(pod) != raw_shape_key(without(pod, path))
 
 
 @pytest.mark.parametrize(("rule", "path"), PAIRS, ids=IDS)

@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from podgroup_operator.api.models import PodGroupSpec, SubGroupPlacement, TopologyPlacement
 from podgroup_operator.constants import LABEL_SUB_GROUP
-from podgroup_operator.scheduling import subgroups
-from podgroup_operator.scheduling.framework import MEMBER_STEPS, SubGroupStep
+from podgroup_operator.scheduling import subgroup_search
 from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preemption
+from podgroup_operator.scheduling.registry import MEMBER_STEPS
 from podgroup_operator.scheduling.snapshot import Snapshot
+from podgroup_operator.scheduling.subgroup_search import SubGroupStep
 from podgroup_operator.scheduling.subgroups import sub_group_tree
 from podgroup_operator.scheduling.topology import topology_of
 from tests.builders import node, pod
@@ -142,7 +143,7 @@ def test_an_assignment_first_fit_misses_is_found_in_every_order(
 
 def test_first_fit_alone_fails_the_trap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The trap is one: keeping one domain per sub-group (first fit) refuses it."""
-    monkeypatch.setattr(subgroups, "DOMAINS_PER_SUB_GROUP", 1)
+    monkeypatch.setattr(subgroup_search, "DOMAINS_PER_SUB_GROUP", 1)
     snapshot = Snapshot.build(first_fit_trap(), [])
     pods = part("pair", 2, 4) + part("big", 1, 8)
     outcome = place_group(request({"minMember": 3, "subGroups": TRAP_SUBS}, pods), snapshot)
@@ -271,6 +272,39 @@ def test_a_replacement_goes_back_to_its_sub_groups_rack() -> None:
     assert [b.node.rsplit("-", 1)[0] for b in outcome.bindings] == ["b0-r1"]
 
 
+def test_a_sub_group_whose_members_all_hold_nodes_stays_in_its_rack_beside_a_repair() -> None:
+    """s0 runs whole in rack r0 (nothing of it pending) while s1 is replaced: s0 is counted
+    where it is, and s1 goes into a rack of its own."""
+    nodes = fabric(1, 2, 2, cpu=4)
+    running = [
+        pod(
+            f"s0-{i}",
+            group="g",
+            node=f"b0-r0-h{i}",
+            phase="Running",
+            requests={"cpu": 2},
+            labels={LABEL_SUB_GROUP: "s0"},
+        )
+        for i in range(2)
+    ]
+    snapshot = Snapshot.build(nodes, running)
+    pods = part("s1", 2, 4)
+    subs = [
+        {"name": name, "minMember": 2, "topologyConstraint": within(RACK)} for name in ("s0", "s1")
+    ]
+    gang = request(
+        {"minMember": 4, "subGroups": subs},
+        pods,
+        bound=running,
+        already_bound=2,
+        bound_uids=frozenset(uid_of(p) for p in running),
+    )
+    outcome = place_group(gang, snapshot)
+    assert isinstance(outcome, Placement), outcome
+    assert racks_of(outcome, pods) == {"s1": {"b0-r1"}}
+    assert dict((name, d.value) for name, d in outcome.sub_domains) == {"s0": "r0", "s1": "r1"}
+
+
 # --- properties ----------------------------------------------------------------------------------
 @st.composite
 def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
@@ -366,20 +400,20 @@ def test_the_search_is_bounded_over_every_domain_of_the_group(
 ) -> None:
     """A gang that fits in no block is refused after ATTEMPTS leaf placements in all, not
     ATTEMPTS per block."""
-    monkeypatch.setattr(subgroups, "ATTEMPTS", 5)
+    monkeypatch.setattr(subgroup_search, "ATTEMPTS", 5)
     monkeypatch.setattr(
-        subgroups.Budget, "__init__", lambda self, left=5: setattr(self, "left", left)
+        subgroup_search.Budget, "__init__", lambda self, left=5: setattr(self, "left", left)
     )
     snapshot = Snapshot.build(fabric(4, 2, 1, cpu=12), [])
     calls = []
-    original = subgroups._Search.one
+    original = subgroup_search._Search.one
 
     def counting(self: Any, node: Any, domain: Any, then: Any) -> bool:
         if not node.children:
             calls.append(node.name)
         return original(self, node, domain, then)
 
-    monkeypatch.setattr(subgroups._Search, "one", counting)
+    monkeypatch.setattr(subgroup_search._Search, "one", counting)
     pods = part("a", 1, 7) + part("b", 1, 7) + part("c", 1, 7)  # two racks of 12 hold two
     spec = {
         "minMember": 3,

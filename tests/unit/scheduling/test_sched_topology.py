@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podgroup_operator.constants import Reason
-from podgroup_operator.scheduling.framework import GENERATORS, TopologyDomains, WholeCluster
 from podgroup_operator.scheduling.gang import Placement, PreemptionPolicy, Refusal
+from podgroup_operator.scheduling.generators import TopologyDomains, WholeCluster
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.preemption import PreemptionPlan, plan_preemption
+from podgroup_operator.scheduling.registry import GENERATORS
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.topology import Domain, topology_request
 from tests.builders import node, pod
