@@ -325,7 +325,7 @@ def _bench(args: argparse.Namespace, rest: list[str]) -> int:
     return core_main(rest)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
     from podgroup_operator import __version__
     from podgroup_operator.logs import LEVELS, LogFormat
 

@@ -726,7 +726,7 @@ async def _capacity_check(kube: KubeClient) -> tuple[list[str], int]:
     return over, failed
 
 
-async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, Any]:
+async def _run_side(plan: Plan, state_dir: Path, scheduler: str) -> dict[str, Any]:  # noqa: PLR0915
     """One fresh cluster, sim nodes, the gangs, the scheduler under test; its figures."""
     state = devcluster.up(state_dir)
     sim = subprocess.Popen(

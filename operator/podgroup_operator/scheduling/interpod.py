@@ -104,8 +104,8 @@ class MemberCheck:
     volume_state: VolumeState | None = field(default=None, repr=False)
     """The snapshot's volumes, which `volumes` reads live."""
     lasting: frozenset[Exclusion] = LASTING
-    """The exclusions this member's rejections share with the shape's later members: `_choose`
-    drops such nodes from their walks."""
+    """The exclusions this member's rejections share with the shape's later members:
+    `nodeorder.choose` drops such nodes from their walks."""
     preferred: PreferredScore | None = None
     """Preferred pod (anti-)affinity's score; None when it scores every node alike."""
 

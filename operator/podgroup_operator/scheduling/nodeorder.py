@@ -325,7 +325,7 @@ class Lost:
         return None
 
 
-def choose(
+def choose(  # noqa: PLR0915
     snapshot: Snapshot,
     feasibility: Feasibility,
     bonus: Bonus,

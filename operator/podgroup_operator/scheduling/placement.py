@@ -171,7 +171,7 @@ def _place_in_bulk(attempt: _Attempt, group: ShapeGroup, pods: Sequence[Mapping[
         attempt.undos.append(snapshot.assume(triples, infos))
 
 
-def _place_one_by_one(
+def _place_one_by_one(  # noqa: PLR0915
     attempt: _Attempt, group: ShapeGroup, pods: Sequence[Mapping[str, Any]]
 ) -> None:
     """Members whose placement depends on other pods (their own constraints, or running pods'

@@ -134,7 +134,7 @@ class Planner:
         """Units taken out by `_free_blockers`: in the way for more than their resources."""
 
     # --- setup -----------------------------------------------------------------------------------
-    def prepare(self) -> None:
+    def prepare(self) -> None:  # noqa: PLR0915
         snapshot = self.snapshot
         wanted: dict[tuple[tuple[str, int], ...], int] = {}
         feasible: set[str] = set()
@@ -408,7 +408,7 @@ class Planner:
                 self.room[index] += copies - old[index]
 
     # --- the search ------------------------------------------------------------------------------
-    def search(self) -> tuple[Binding, ...] | None:
+    def search(self) -> tuple[Binding, ...] | None:  # noqa: PLR0915
         """Greedy with a window: nodes wait in `bounds` under a lower bound of their key; up to
         `WINDOW` of the lowest are evaluated exactly into `exact` before the cheapest exact one
         is freed (at once when its key is below every remaining bound). Nodes touched by a freed
