@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.adapters.kube import PODGROUPS, PODS, ApiError, KubeClient
+from podgroup_operator.adapters.kube import EVENTS, PODGROUPS, PODS, ApiError, KubeClient
 from tests.kube_helpers import (
     create_bound,
     create_group,
@@ -102,3 +102,28 @@ async def test_a_kueue_plain_pod_group_runs_as_one_gang_of_its_total_count(
         await gang_pods(kube, namespace, "kq-last", 1, name, labels=labels, annotations=annotations)
         await wait_group(kube, namespace, "kq", timeout=30, phase=c.Phase.RUNNING, running=3)
         assert bound(await pods_of(kube, namespace, selector)) == ["kq-0", "kq-1", "kq-last-0"]
+
+
+async def test_a_pod_claimed_by_two_dialects_is_warned_naming_both_and_the_first_key_wins(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    """Koordinator's label names PodGroup `koord`, Kueue's label names group `kq`: the pod is
+    counted in `koord` (a key naming a PodGroup outranks a gang declared on pods), no PodGroup
+    is made for `kq`, and one Warning names both keys and both groups."""
+    async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, name):
+        await create_group(kube, namespace, "koord", min_member=1)
+        labels = {c.LABEL_KOORD_POD_GROUP: "koord", c.LABEL_KUEUE_POD_GROUP_NAME: "kq"}
+        annotations = {c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "1"}
+        await gang_pods(kube, namespace, "both", 1, name, labels=labels, annotations=annotations)
+        await wait_group(kube, namespace, "koord", timeout=30, phase=c.Phase.RUNNING, running=1)
+
+        async def warnings() -> list[dict[str, Any]]:
+            found = await kube.list(EVENTS, namespace, field_selector="involvedObject.name=both-0")
+            return [e for e in found["items"] if e["reason"] == c.Reason.CONFLICTING_MEMBERSHIP]
+
+        (warning,) = await wait_for(warnings, 15, "a ConflictingMembership warning on the pod")
+        assert warning["type"] == c.EventType.WARNING
+        for part in ("'koord'", "'kq'", c.LABEL_KOORD_POD_GROUP, c.LABEL_KUEUE_POD_GROUP_NAME):
+            assert part in warning["message"], warning["message"]
+        names = [g["metadata"]["name"] for g in (await kube.list(PODGROUPS, namespace))["items"]]
+        assert names == ["koord"]
