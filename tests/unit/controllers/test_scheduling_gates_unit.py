@@ -177,3 +177,43 @@ async def test_the_running_scheduler_places_the_gang_as_soon_as_the_last_gate_go
     finally:
         await h.scheduler.stop()
     assert h.verdicts_for("gang")[-1].placed
+
+
+async def test_a_kueue_pod_group_waits_for_admission_and_is_placed_whole_when_admitted() -> None:
+    """Kueue's plain-pod group of 3, each pod gated by `kueue.x-k8s.io/admission` (with the
+    PodGroup the operator makes from the total count): nothing is bound while any gate is on,
+    even with two of three lifted; Kueue lifting the last gate has the group placed whole."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("kq", min_member=3)
+    labels = {c.LABEL_KUEUE_POD_GROUP_NAME: "kq"}
+    annotations = {c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "3"}
+    held = []
+    for i in range(3):
+        body = pod(
+            f"kq-{i}",
+            NS,
+            labels=labels,
+            annotations=annotations,
+            requests={"cpu": 1},
+            scheduler=c.SCHEDULER_NAME,
+            schedulingGates=gates(KUEUE),
+        )
+        (stored,) = h.fake.seed(body)
+        h.members.put((NS, "kq"), stored)
+        h.scheduler.on_pod(c.WatchEventType.ADDED, stored)
+        held.append(stored)
+    await h.scheduler.cycle()
+    assert h.verdicts_for("kq")[-1].reason == c.Reason.SCHEDULING_GATED
+
+    for body in held[:2]:
+        lift(h, body, group="kq")
+    await h.scheduler.cycle()
+    assert h.binds() == 0
+    assert "pod kq-2: kueue.x-k8s.io/admission" in h.verdicts_for("kq")[-1].message
+
+    lift(h, held[2], group="kq")
+    await h.scheduler.cycle()
+
+    assert sorted(h.bound_pods()) == ["kq-0", "kq-1", "kq-2"]
+    assert h.verdicts_for("kq")[-1].placed
