@@ -108,12 +108,10 @@ async def test_gang_lifecycle_pending_running_unknown_pending(
 async def test_a_group_whose_pods_carry_a_near_miss_label_says_which_label_makes_a_member(
     kube: KubeClient, operator: Any, sim: SimCluster, namespace: str
 ) -> None:
-    """`pod-group.scheduling.sigs.k8s.io: train` (the lightweight gang's key without `/name`)
+    """`scheduling.k8s.io/group-name: train` as a label (Volcano's key is an annotation)
     makes no member: the group once waited with "0 member pods can run" and nothing more."""
     await create_group(kube, namespace, "train", min_member=2)
-    await run_members(
-        kube, namespace, sim, ["w0", "w1"], labels={"pod-group.scheduling.sigs.k8s.io": "train"}
-    )
+    await run_members(kube, namespace, sim, ["w0", "w1"], labels={c.ANNOTATION_GROUP_NAME: "train"})
 
     async def explained() -> dict[str, Any] | None:
         status = await group_status(kube, namespace, "train")

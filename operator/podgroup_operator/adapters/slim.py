@@ -10,11 +10,11 @@ What each kind keeps, and who reads it:
   by field by tests/unit/scheduling/test_sched_registry.py); identity and membership metadata
   (labels, annotations, owners, deletion) for the lifecycle, quota and scheduler; the
   scheduling fields of the spec (resources, ports, selectors, affinity, tolerations, spread,
-  priority, overhead, the volumes that claim storage or name an in-tree disk;
-  init containers with their restart policy); `status.phase`/`reason` for the
-  lifecycle and restart policy; a pod not bound yet keeps its `PodScheduled` condition, so that
-  a new leader does not write again on every waiting pod what an earlier one wrote there
-  (controllers/podsignals.py). A *bare* pod (no controlling owner) keeps its whole spec and
+  priority, overhead, the volumes that claim storage or name an in-tree disk; init containers
+  with their restart policy; the scheduling gates, scheduling/gates.py); `status.phase`/`reason`
+  for the lifecycle and restart policy; a pod not bound yet keeps its `PodScheduled` condition,
+  so that a new leader does not write again on every waiting pod what an earlier one wrote
+  there (controllers/podsignals.py). A *bare* pod (no controlling owner) keeps its whole spec and
   annotations: the restart policy recreates bare pods from their own body.
 * What many pods hold alike is kept once (`SharedValues`): the pods of one template have equal
   containers, tolerations, labels and owner references, and every pod of a namespace mounts the
@@ -71,6 +71,7 @@ _POD_SPEC_FOR_SCHEDULING = (
     "hostNetwork",
     "runtimeClassName",
     "restartPolicy",
+    "schedulingGates",
 )
 _CONTAINER_FIELDS = ("name", "image", "resources", "ports", "restartPolicy")
 """`restartPolicy: Always` makes an init container a sidecar, whose requests and host ports count

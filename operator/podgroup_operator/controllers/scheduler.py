@@ -90,6 +90,7 @@ from podgroup_operator.scheduling.gang import (
     Refusal,
     decision_cost,
 )
+from podgroup_operator.scheduling.gates import gated_message, scheduling_gates
 from podgroup_operator.scheduling.holds import Hold, Holds, stopped_by
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.preemption import DisruptionBudget
@@ -326,9 +327,12 @@ class GangScheduler:
             self.wake()
         if self._wants_us(pod) and uid not in self.queue.bound:
             key = self._queue_key(pod)
+            before = self.queue.pending.get(key, {}).get(uid)
             if self.queue.pending_key.get(uid) != key:
                 self.queue.new_member(key)
                 self.wake()  # a new pod to place, or one that changed group
+            elif before is not None and scheduling_gates(before) != scheduling_gates(pod):
+                self.wake()  # a gate was removed: the gang may be due now (`_gated`)
             self.queue.add(uid, key, pod)
         else:
             self.queue.drop(uid)
@@ -766,8 +770,11 @@ class GangScheduler:
 
     def _queued(self, key: GroupKey, waiting: list[JSON], now: dt.datetime) -> QueueEntry | None:
         """The group's place in this cycle's queue, or None while it waits for an event (no
-        PodGroup yet, or a finished one). The wait starts here, when the group is first queued,
-        whether or not a cycle gets to decide it."""
+        PodGroup yet, a finished one, or a gated member: `_gated`). The wait starts here, when
+        the group is first queued, whether or not a cycle gets to decide it."""
+        if (gated := gated_message(waiting)) is not None:
+            self._gated(key, gated)
+            return None
         if is_lone_pod(key):
             self.queue.waiting.setdefault(key, WaitState(since=now))
             return self.requests.entry_of_one(key, waiting)
@@ -788,6 +795,25 @@ class GangScheduler:
             since = wait_started(group.status, now) if self.queue.resuming else now
             self.queue.waiting[key] = WaitState(since=since)
         return self.requests.entry(key, waiting, group)
+
+    def _gated(self, key: GroupKey, message: str) -> None:
+        """A waiting member has scheduling gates: the gang is not decided, holds nothing and
+        waits for the event that removes the last gate (`_on_pod` wakes the loop then).
+
+        Its wait is forgotten, so it neither times out while gated (Kueue may hold a gang for
+        hours) nor backs off once ungated: the first cycle after the last gate goes decides
+        it. Its PodGroup says why (`SchedulingGated`); the gated pods themselves carry the API
+        server's `PodScheduled=False` reason `SchedulingGated`, and are not marked
+        `Unschedulable` (cluster-autoscaler would add nodes for them)."""
+        self.queue.waiting.pop(key, None)
+        self.queue.pod_dependent.discard(key)
+        if self._release(key) is not None:
+            self.queue.retry_all()  # the room its NonStrict hold kept is free for the others
+        self.holds.forget(key)
+        if not is_lone_pod(key):
+            self.publish(
+                key, Verdict(placed=False, reason=c.Reason.SCHEDULING_GATED, message=message)
+            )
 
     def _request_or_none(
         self, queued: QueueEntry, now: dt.datetime, *, partner: bool = False

@@ -464,9 +464,9 @@ def _unschedulable_verdict(
 ) -> tuple[ConditionStatus, Reason, str] | None:
     """(status, reason, message) the lifecycle wants, or None to keep the scheduler's verdict.
 
-    A group with no member at all says how a pod becomes one: a pod labelled with a key that
-    is almost right (`pod-group.scheduling.sigs.k8s.io` without `/name`, the lightweight gang's
-    label) is no member and is scheduled alone, and "0 member pods can run" named no cause."""
+    A group with no member at all says how a pod becomes one: a pod with a key that is almost
+    right (Volcano's annotation `scheduling.k8s.io/group-name` set as a label) is no member and
+    is scheduled alone, and "0 member pods can run" named no cause."""
     live = f"{counts.live} of minMember {min_member} members running or succeeded"
     if phase is Phase.RUNNING:
         return ConditionStatus.FALSE, Reason.GANG_SCHEDULABLE, live

@@ -1,9 +1,12 @@
 """The PodGroup the operator creates for a gang declared on its pods alone.
 
-Two older conventions declare a gang without a PodGroup object: coscheduling's labels
-(`pod-group.scheduling.sigs.k8s.io/name` + `/min-available`) and Koordinator's annotations
+Three conventions declare a gang without a PodGroup object: coscheduling's labels
+(`pod-group.scheduling.sigs.k8s.io/name` + `/min-available`), Koordinator's annotations
 (`gang.scheduling.koordinator.sh/name` + `/min-available`, `/waiting-time`, `/mode`,
-`/groups`). The operator turns them into a real PodGroup, marked as its own, so that
+`/groups`) and Kueue's plain-pod groups (label `kueue.x-k8s.io/pod-group-name` + annotation
+`kueue.x-k8s.io/pod-group-total-count`, which becomes minMember: Kueue admits the group whole,
+and its admission gate holds the pods until then; the scheduler waits for gates,
+controllers/scheduler.py). The operator turns them into a real PodGroup, marked as its own, so that
 `kubectl get podgroups` shows the gang and everything else (status, scheduling) works alike.
 
 The values on the pod are checked with the CRD's own rules and messages (`spec_errors`), each
@@ -99,10 +102,12 @@ def _declared(pod: Pod, namespace: str) -> _Declared | None:
     minimum = gang.extra.get(min_key)
     digits = (minimum or "").strip()
     if minimum is None:
-        errors.append(
-            f"{min_key}: is required; set it to the number of members that "
-            "must run at the same time"
+        what = (
+            "the number of pods in the group"
+            if min_key == c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT
+            else "the number of members that must run at the same time"
         )
+        errors.append(f"{min_key}: is required; set it to {what}")
     elif not (digits.isascii() and digits.isdecimal()):
         errors.append(f"{min_key}: must be an integer, not {_shown(minimum)}")
     elif len(digits) > _MAX_DIGITS:

@@ -1,24 +1,31 @@
 """Which pods belong to which gang: the one module that knows every membership key.
 
-Several ecosystems name a pod's gang differently (scheduler-plugins labels, Volcano annotations,
-coscheduling's lightweight labels, Koordinator annotations). If each handler read keys on its
-own, two of them would sooner or later disagree about a pod; so every question "whose member is
-this pod?" goes through the functions below, and selectors are built from `membership_keys()`.
+Several ecosystems name a pod's gang differently (scheduler-plugins labels, Koordinator's label
+and annotations, Volcano annotations, coscheduling's lightweight labels, Kueue's plain-pod
+groups). If each handler read keys on its own, two of them would sooner or later disagree about
+a pod; so every question "whose member is this pod?" goes through the functions below, and
+selectors are built from `membership_keys()`.
 
 Rules, in the words of the user documentation:
 
 * A pod only ever belongs to a group in its own namespace.
 * The keys are read in this order of precedence, and the first one with a non-empty value wins:
   1. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins),
-  2. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch),
-  3. label `pod-group.scheduling.sigs.k8s.io/name` (coscheduling's lightweight gang),
-  4. annotation `gang.scheduling.koordinator.sh/name` (Koordinator gang).
-  So when the label and the annotation disagree, the label wins; `membership_conflict()` reports
-  the disagreement so the caller can warn instead of silently picking one.
+  2. label `pod-group.scheduling.sigs.k8s.io` (Koordinator's primary key, no `/name`),
+  3. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch),
+  4. label `pod-group.scheduling.sigs.k8s.io/name` (coscheduling's lightweight gang),
+  5. annotation `gang.scheduling.koordinator.sh/name` (Koordinator gang),
+  6. label `kueue.x-k8s.io/pod-group-name` (Kueue plain-pod group).
+  Keys naming a user-written PodGroup (1 to 3) come before the lightweight ones (4 to 6), which
+  make a PodGroup of their own, and labels before annotations among the first: an explicit
+  PodGroup is what the pod's author meant. `membership_conflict()` reports a disagreement so
+  the caller can warn (naming both keys and groups) instead of silently picking one.
 * An empty value counts as absent.
-* A lightweight gang (3 and 4) is a group without a user-written PodGroup object: the operator
+* A lightweight gang (4 to 6) is a group without a user-written PodGroup object: the operator
   creates one with the gang's name. `lightweight_gang_of()` says what to create, and only when a
-  lightweight key is the one that decides membership.
+  lightweight key is the one that decides membership. Its minimum is the coscheduling label
+  `min-available`, Koordinator's annotation `min-available`, or Kueue's annotation
+  `pod-group-total-count` (a Kueue group is admitted whole, so all its pods are its minimum).
 """
 
 from collections.abc import Mapping, Sequence
@@ -45,25 +52,30 @@ class _MembershipKey:
 
 _KEYS_BY_PRECEDENCE: tuple[_MembershipKey, ...] = (
     _MembershipKey(c.LABEL_POD_GROUP, is_label=True, lightweight=False),
+    _MembershipKey(c.LABEL_KOORD_POD_GROUP, is_label=True, lightweight=False),
     _MembershipKey(c.ANNOTATION_GROUP_NAME, is_label=False, lightweight=False),
     _MembershipKey(c.LABEL_LIGHTWEIGHT_NAME, is_label=True, lightweight=True),
     _MembershipKey(c.ANNOTATION_KOORD_NAME, is_label=False, lightweight=True),
+    _MembershipKey(c.LABEL_KUEUE_POD_GROUP_NAME, is_label=True, lightweight=True),
 )
 
 # The keys that travel with each lightweight name key: where its minimum comes from, and the
-# other settings of the same family, handed back untouched as `LightweightGang.extra`.
+# other settings of the same family, handed back untouched as `LightweightGang.extra`. Each is
+# (key, is_label): Kueue names its group by a label and counts it by an annotation.
 _LIGHTWEIGHT_MIN_AVAILABLE_KEY = {
     c.LABEL_LIGHTWEIGHT_NAME: c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE,
     c.ANNOTATION_KOORD_NAME: c.ANNOTATION_KOORD_MIN_AVAILABLE,
+    c.LABEL_KUEUE_POD_GROUP_NAME: c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT,
 }
-_LIGHTWEIGHT_EXTRA_KEYS = {
-    c.LABEL_LIGHTWEIGHT_NAME: (c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE,),
+_LIGHTWEIGHT_EXTRA_KEYS: dict[str, tuple[tuple[str, bool], ...]] = {
+    c.LABEL_LIGHTWEIGHT_NAME: ((c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE, True),),
     c.ANNOTATION_KOORD_NAME: (
-        c.ANNOTATION_KOORD_MIN_AVAILABLE,
-        c.ANNOTATION_KOORD_WAITING_TIME,
-        c.ANNOTATION_KOORD_MODE,
-        c.ANNOTATION_KOORD_GROUPS,
+        (c.ANNOTATION_KOORD_MIN_AVAILABLE, False),
+        (c.ANNOTATION_KOORD_WAITING_TIME, False),
+        (c.ANNOTATION_KOORD_MODE, False),
+        (c.ANNOTATION_KOORD_GROUPS, False),
     ),
+    c.LABEL_KUEUE_POD_GROUP_NAME: ((c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT, False),),
 }
 
 
@@ -236,12 +248,13 @@ def lightweight_gang_of(pod: Pod) -> LightweightGang | None:
         return None
     key, name = present[0]
     metadata = _metadata(pod)
-    source = metadata.get("labels" if key.is_label else "annotations") or {}
-    extra = {
-        extra_key: source[extra_key]
-        for extra_key in _LIGHTWEIGHT_EXTRA_KEYS[key.name]
-        if isinstance(source.get(extra_key), str)
-    }
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    extra = {}
+    for extra_key, is_label in _LIGHTWEIGHT_EXTRA_KEYS[key.name]:
+        value = (labels if is_label else annotations).get(extra_key)
+        if isinstance(value, str):
+            extra[extra_key] = value
     return LightweightGang(
         name=name,
         min_available=_positive_int(extra.get(_LIGHTWEIGHT_MIN_AVAILABLE_KEY[key.name])),

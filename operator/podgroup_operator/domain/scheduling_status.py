@@ -20,6 +20,7 @@ SCHEDULER_REASONS = frozenset(
         Reason.NOT_ENOUGH_RESOURCES,
         Reason.SCHEDULE_TIMEOUT,
         Reason.SCHEDULING_FAILED,
+        Reason.SCHEDULING_GATED,
         Reason.UNSUPPORTED_CONSTRAINT,
         Reason.VOLUME_BINDING_FAILED,
         Reason.INVALID_GANG_GROUP,

@@ -318,6 +318,22 @@ def test_slim_pods_keep_what_the_operator_reads_and_bare_pods_keep_their_spec() 
     assert slim_pod(bare)["spec"] == bare["spec"]
 
 
+def test_slim_pods_keep_their_scheduling_gates() -> None:
+    """The scheduler never binds a gated pod (scheduling/gates.py); a slim copy without the
+    gates would have it bound."""
+    gated = pod("g", group="g", schedulingGates=[{"name": c.KUEUE_ADMISSION_GATE}])
+    gated["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ReplicationController",
+            "name": "r",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    assert slim_pod(gated)["spec"]["schedulingGates"] == [{"name": c.KUEUE_ADMISSION_GATE}]
+
+
 def test_a_pod_not_bound_yet_keeps_its_pod_scheduled_condition_only() -> None:
     """A new leader reads what the last one wrote there (controllers/podsignals.py)."""
     scheduled = {

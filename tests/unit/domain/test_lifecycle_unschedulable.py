@@ -75,8 +75,8 @@ def test_messages_say_how_short_the_gang_is_and_why() -> None:
 
 
 def test_a_group_without_any_member_says_how_a_pod_becomes_one() -> None:
-    """A pod labelled with a near miss (`pod-group.scheduling.sigs.k8s.io`, the lightweight
-    gang's key without `/name`) is no member: the message must name the keys that count."""
+    """A pod with a near miss (Volcano's annotation `scheduling.k8s.io/group-name` set as a
+    label) is no member: the message must name the keys that count."""
     group = gang(2)
     condition = unschedulable(story(group, [""])[-1].status)
     name = group.metadata.name

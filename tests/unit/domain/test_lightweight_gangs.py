@@ -1,4 +1,5 @@
-"""PodGroups for gangs declared on pods alone (coscheduling labels, Koordinator annotations)."""
+"""PodGroups for gangs declared on pods alone (coscheduling labels, Koordinator annotations,
+Kueue plain-pod groups)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,39 @@ def test_coscheduling_labels_make_a_podgroup_marked_as_ours() -> None:
     assert body["spec"] == {"minMember": 3}
     assert is_operator_created(body)
     PodGroupSpec.model_validate(body["spec"])  # what we create passes our own validation
+
+
+def test_a_kueue_pod_group_makes_a_podgroup_of_its_total_count() -> None:
+    member = pod(
+        "a",
+        "team",
+        labels={c.LABEL_KUEUE_POD_GROUP_NAME: "kq", "kueue.x-k8s.io/queue-name": "user-queue"},
+        annotations={c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "3"},
+    )
+    body = podgroup_for("team", [member])
+    assert body is not None
+    assert body["metadata"]["name"] == "kq"
+    assert body["spec"] == {"minMember": 3}
+    assert is_operator_created(body)
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [
+        (None, "is required; set it to the number of pods in the group"),
+        ("three", "must be an integer, not 'three'"),
+        ("0", "must be >= 1"),
+    ],
+    ids=["missing", "word", "zero"],
+)
+def test_a_kueue_pod_group_without_a_usable_total_count_is_refused_naming_the_annotation(
+    count: str | None, expected: str
+) -> None:
+    annotations = {} if count is None else {c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: count}
+    member = pod("a", "team", labels={c.LABEL_KUEUE_POD_GROUP_NAME: "kq"}, annotations=annotations)
+    (error,) = lightweight_errors(member)
+    assert error.startswith(f"{c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT}: {expected}"), error
+    assert podgroup_for("team", [member]) is None
 
 
 def test_koordinator_annotations_carry_timeout_mode_and_groups() -> None:

@@ -24,8 +24,17 @@ from tests.builders import pod
         ({}, {c.ANNOTATION_GROUP_NAME: "gang"}),
         ({c.LABEL_LIGHTWEIGHT_NAME: "gang"}, {}),
         ({}, {c.ANNOTATION_KOORD_NAME: "gang"}),
+        ({c.LABEL_KOORD_POD_GROUP: "gang"}, {}),
+        ({c.LABEL_KUEUE_POD_GROUP_NAME: "gang"}, {c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "2"}),
     ],
-    ids=["scheduler-plugins label", "volcano annotation", "lightweight label", "koordinator"],
+    ids=[
+        "scheduler-plugins label",
+        "volcano annotation",
+        "lightweight label",
+        "koordinator",
+        "koordinator label",
+        "kueue",
+    ],
 )
 def test_every_supported_key_makes_a_member_in_the_pods_own_namespace(
     labels: dict[str, str], annotations: dict[str, str]
@@ -62,8 +71,35 @@ def test_a_pod_without_namespace_belongs_to_no_group() -> None:
         ),
         ({c.LABEL_LIGHTWEIGHT_NAME: "light"}, {c.ANNOTATION_KOORD_NAME: "koord"}, "light"),
         ({c.LABEL_POD_GROUP: ""}, {c.ANNOTATION_GROUP_NAME: "annotation"}, "annotation"),
+        (
+            {c.LABEL_POD_GROUP: "label", c.LABEL_KOORD_POD_GROUP: "koord"},
+            {c.ANNOTATION_GROUP_NAME: "annotation"},
+            "label",
+        ),
+        ({c.LABEL_KOORD_POD_GROUP: "koord"}, {c.ANNOTATION_GROUP_NAME: "annotation"}, "koord"),
+        (
+            {c.LABEL_KOORD_POD_GROUP: "koord", c.LABEL_LIGHTWEIGHT_NAME: "light"},
+            {c.ANNOTATION_KOORD_NAME: "koord-gang"},
+            "koord",
+        ),
+        (
+            {c.LABEL_KUEUE_POD_GROUP_NAME: "kueue"},
+            {c.ANNOTATION_KOORD_NAME: "koord-gang"},
+            "koord-gang",
+        ),
+        ({c.LABEL_KUEUE_POD_GROUP_NAME: "kueue", c.LABEL_POD_GROUP: "label"}, {}, "label"),
     ],
-    ids=["label first", "annotation second", "lightweight label third", "empty is absent"],
+    ids=[
+        "label first",
+        "annotation second",
+        "lightweight label third",
+        "empty is absent",
+        "scheduler-plugins label before koordinator's",
+        "koordinator label before volcano annotation",
+        "koordinator label before lightweight keys",
+        "kueue last",
+        "kueue after podgroup keys",
+    ],
 )
 def test_keys_are_read_in_order_of_precedence(
     labels: dict[str, str], annotations: dict[str, str], winner: str
@@ -106,9 +142,11 @@ def test_a_conflict_lists_only_the_keys_that_disagree() -> None:
 def test_membership_keys_name_every_key_and_label_keys_only_the_selectable_ones() -> None:
     assert membership_keys() == (
         c.LABEL_POD_GROUP,
+        c.LABEL_KOORD_POD_GROUP,
         c.ANNOTATION_GROUP_NAME,
         c.LABEL_LIGHTWEIGHT_NAME,
         c.ANNOTATION_KOORD_NAME,
+        c.LABEL_KUEUE_POD_GROUP_NAME,
     )
 
 
@@ -146,6 +184,55 @@ def test_a_missing_or_invalid_minimum_is_none_and_kept_raw(raw: str | None) -> N
     assert gang is not None
     assert gang.min_available is None
     assert gang.extra.get(c.LABEL_LIGHTWEIGHT_MIN_AVAILABLE) == raw
+
+
+def test_a_kueue_pod_group_is_a_lightweight_gang_of_its_total_count() -> None:
+    """The name is a label and the count an annotation: Kueue admits the group whole, so its
+    minimum is every pod of it."""
+    member = pod(
+        "p",
+        labels={c.LABEL_KUEUE_POD_GROUP_NAME: "kq", "kueue.x-k8s.io/queue-name": "user-queue"},
+        annotations={c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "3"},
+    )
+    assert lightweight_gang_of(member) == LightweightGang(
+        name="kq", min_available=3, extra={c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "3"}
+    )
+    # The count as a label is not Kueue's: no minimum.
+    mislabelled = pod(
+        "p",
+        labels={c.LABEL_KUEUE_POD_GROUP_NAME: "kq", c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "3"},
+    )
+    gang = lightweight_gang_of(mislabelled)
+    assert gang is not None and gang.min_available is None
+
+
+def test_the_koordinator_label_names_a_podgroup_and_makes_no_lightweight_gang() -> None:
+    """`pod-group.scheduling.sigs.k8s.io: NAME` (no `/name`) is Koordinator's key for a
+    PodGroup object: once treated as a near miss, it makes a member now."""
+    member = pod("p", "team", labels={c.LABEL_KOORD_POD_GROUP: "train"})
+    assert group_key_of(member) == ("team", "train")
+    assert lightweight_gang_of(member) is None
+    assert missing_group_message(member) == (
+        "PodGroup train does not exist in namespace team; create it or fix the pod's label "
+        f"{c.LABEL_KOORD_POD_GROUP}. The pod is not counted."
+    )
+
+
+def test_two_dialects_naming_different_groups_are_a_conflict_naming_both() -> None:
+    member = pod(
+        "p",
+        "team",
+        labels={c.LABEL_KOORD_POD_GROUP: "koord", c.LABEL_KUEUE_POD_GROUP_NAME: "kueue"},
+        annotations={c.ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "2"},
+    )
+    conflict = membership_conflict(member)
+    assert conflict is not None
+    assert (conflict.key, conflict.group) == (c.LABEL_KOORD_POD_GROUP, "koord")
+    assert conflict.ignored == ((c.LABEL_KUEUE_POD_GROUP_NAME, "kueue"),)
+    assert all(
+        part in conflict.message
+        for part in ("'koord'", "'kueue'", c.LABEL_KOORD_POD_GROUP, c.LABEL_KUEUE_POD_GROUP_NAME)
+    )
 
 
 def test_no_lightweight_gang_when_a_podgroup_key_decides_membership() -> None:
