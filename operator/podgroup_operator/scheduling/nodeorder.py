@@ -58,7 +58,7 @@ def held_images(snapshot: Snapshot, images: tuple[str, ...]) -> Images | None:
     """Image scores of the nodes for a shape's `images`; None when no node scores above 0, or
     every node scores the same (the order is then the packing order).
 
-    Cached per image epoch (`Snapshot.cached_images`): the scores do not depend on the pods that
+    Cached per image epoch (`ImageState.cached`): the scores do not depend on the pods that
     members are assumed onto, so every member and every gang of the shape share them."""
     if not any(snapshot.images.count(name) for name in images):
         return None  # most gangs of a cluster whose nodes list no image of theirs
