@@ -8,7 +8,9 @@ import pytest
 
 from podgroup_operator.adapters.kube import KubeClient
 from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.manifests import uninstall_local
 from tests.crd_schema import project_crds
+from tests.deploy_helpers import ensure_operator_namespace, webhook_configurations_restored
 from tests.kube_helpers import apply_crd
 
 
@@ -32,3 +34,21 @@ async def own_kube(own_cluster: devcluster.ClusterState) -> AsyncIterator[KubeCl
         await apply_crd(kube, body)
     yield kube
     await kube.close()
+
+
+@pytest.fixture
+async def operator_namespace(kube: KubeClient) -> None:
+    """The install's namespace exists (a server dry run of namespaced objects needs it)."""
+    await ensure_operator_namespace(kube)
+
+
+@pytest.fixture
+async def fresh_configurations(kube: KubeClient) -> AsyncIterator[None]:
+    """No webhook configurations of ours, as on a cluster we were never installed on.
+
+    The session operator's (on the dev cluster: pointing at a URL, written by `webhooks
+    install`) would otherwise be patched by `kubectl apply`, which keeps their `url` next to the
+    install's `service` (invalid: exactly one is allowed). They are put back afterwards."""
+    async with webhook_configurations_restored(kube):
+        await uninstall_local(kube)
+        yield

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -354,26 +353,6 @@ def test_the_image_matches_what_the_deployment_expects() -> None:
 
 
 # --- on the dev cluster --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def operator_namespace(kubeconfig: Path) -> None:
-    """The install's namespace exists (a server dry run of namespaced objects needs it)."""
-    result = kubectl("get", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig, check=False)
-    if result.returncode != 0:
-        kubectl("create", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig)
-
-
-@pytest.fixture
-async def fresh_configurations(kube: KubeClient) -> AsyncIterator[None]:
-    """No webhook configurations of ours, as on a cluster we were never installed on.
-
-    The session operator's (on the dev cluster: pointing at a URL, written by `webhooks
-    install`) would otherwise be patched by `kubectl apply`, which keeps their `url` next to the
-    install's `service` (invalid: exactly one is allowed). They are put back afterwards."""
-    async with webhook_configurations_restored(kube):
-        await uninstall_local(kube)
-        yield
 
 
 @pytest.mark.parametrize("target", [BASE, SELF_MANAGED], ids=["base", "self-managed"])

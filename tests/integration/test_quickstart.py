@@ -22,15 +22,12 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from podgroup_operator.adapters.kube import KubeClient
-from podgroup_operator.manifests import OPERATOR_NAMESPACE, uninstall_local
 from tests.conftest import REPO
 from tests.deploy_helpers import (
     DEPLOY,
@@ -38,7 +35,6 @@ from tests.deploy_helpers import (
     find,
     kubectl,
     render,
-    webhook_configurations_restored,
 )
 from tests.integration.test_helm_chart import render_chart
 
@@ -113,23 +109,6 @@ def test_the_chart_runs_the_image_the_page_sets() -> None:
 
 
 # --- on the dev cluster --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def operator_namespace(kubeconfig: Path) -> None:
-    """The install's namespace exists (a server dry run of namespaced objects needs it)."""
-    result = kubectl("get", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig, check=False)
-    if result.returncode != 0:
-        kubectl("create", "namespace", OPERATOR_NAMESPACE, kubeconfig=kubeconfig)
-
-
-@pytest.fixture
-async def fresh_configurations(kube: KubeClient) -> AsyncIterator[None]:
-    """No webhook configurations of ours while the install is dry-run (kubectl apply would merge
-    the session operator's `url` with the install's `service`); put back afterwards."""
-    async with webhook_configurations_restored(kube):
-        await uninstall_local(kube)
-        yield
 
 
 async def test_the_api_server_accepts_the_overlay(
