@@ -25,6 +25,7 @@ from typing import Any
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import EVENTS, RESOURCE_QUOTAS, Kind, KubeClient
 from podgroup_operator.devcluster.simnodes import SIM_ANNOTATION_START_DELAY
+from tests.builders import replicaset
 from tests.kube_helpers import create_group, gang_pods, group_status, kubectl_ok, pool
 from tests.waiting import wait_for
 
@@ -146,28 +147,21 @@ async def wait_group(
 
 
 def replica_set(name: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": name},
+    """Members of PodGroup `name`, made by a ReplicaSet (`builders.replicaset`), 1 cpu each."""
+    template = {
+        "metadata": {"labels": {c.LABEL_POD_GROUP: name}},
         "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name, c.LABEL_POD_GROUP: name}},
-                "spec": {
-                    "schedulerName": c.SCHEDULER_NAME,
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.local/sim:latest",
-                            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
-                        }
-                    ],
-                },
-            },
+            "schedulerName": c.SCHEDULER_NAME,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.local/sim:latest",
+                    "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+                }
+            ],
         },
     }
+    return replicaset(name, replicas, template)
 
 
 async def test_quota_that_stops_pods_being_created_shows_in_events_and_the_quota(
