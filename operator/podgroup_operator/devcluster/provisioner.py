@@ -96,6 +96,9 @@ class SimProvisioner:
     booking_seconds: float = 600.0
     clock: Callable[[], datetime] = _now
     added: list[str] = field(default_factory=list)
+    """The nodes added so far."""
+    expired: list[str] = field(default_factory=list)
+    """`namespace/name` of the requests whose booking it expired."""
     _seen: dict[str, _Seen] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
 
@@ -149,6 +152,8 @@ class SimProvisioner:
         if seen.provisioned_at is not None and not seen.done:
             if (now - seen.provisioned_at).total_seconds() >= self.booking_seconds:
                 seen.done = True
+                meta = body["metadata"]
+                self.expired.append(f"{meta['namespace']}/{meta['name']}")
                 await self._add(
                     body,
                     _condition(
