@@ -25,13 +25,24 @@ from podgroup_operator.adapters.kube import (
     PODGROUPS,
     PODS,
     PROVISIONING_REQUESTS,
+    ApiError,
     KubeClient,
 )
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess, leading
 from podgroup_operator.devcluster.provisioner import SimProvisioner
 from podgroup_operator.devcluster.simnodes import NodePool
-from tests.kube_helpers import apply_crd, create_group, gang_pods, group_status, pool, wait_group
+from tests.builders import podgroup
+from tests.kube_helpers import (
+    apply_crd,
+    create_group,
+    gang_pods,
+    group_status,
+    pool,
+    sample,
+    scrape,
+    wait_group,
+)
 from tests.waiting import wait_for
 
 CRD = Path(__file__).resolve().parents[1] / "crds" / f"{c.PROVISIONING_CRD_NAME}.yaml"
@@ -312,3 +323,38 @@ def _true(check: Any) -> Any:
         return bool(check())
 
     return probe
+
+
+async def test_without_the_crd_a_gang_that_would_ask_waits_as_before_and_the_log_says_why(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """The session's cluster has no ProvisioningRequest CRD: a PodGroup naming a class is
+    refused for room as any gang is, and the operator says once why it asks for nothing."""
+    with pytest.raises(ApiError) as missing:
+        await kube.list(PROVISIONING_REQUESTS, namespace)
+    assert missing.value.not_found
+    async with pool(kube, count=1, cpu="1", memory="8Gi") as (_, pool_name):
+        body = podgroup("wants", namespace, min_member=2)
+        body["metadata"]["annotations"] = {c.ANNOTATION_PROVISIONING_CLASS: CLASS}
+        del body["metadata"]["uid"]
+        await kube.create(PODGROUPS, body, namespace)
+        await gang_pods(
+            kube, namespace, "wants", 2, pool_name, group="wants", requests={"cpu": "2"}
+        )
+
+        async def refused() -> bool:
+            conditions = (await group_status(kube, namespace, "wants")).get("conditions") or ()
+            return any(
+                x["type"] == "Unschedulable" and x["reason"] == c.Reason.NOT_ENOUGH_RESOURCES
+                for x in conditions
+            )
+
+        await wait_for(refused, 30, "the gang to be refused for room")
+        log = operator.log_path.read_text()
+        assert f"but {c.PROVISIONING_CRD_NAME} is not served or may not be listed" in log
+        assert await sample_of(operator, "unavailable") >= 1
+        assert provisioning_condition(await group_status(kube, namespace, "wants")) == {}
+
+
+async def sample_of(operator: OperatorProcess, result: str) -> float:
+    return sample(await scrape(operator), "podgroup_provisioning_requests_total", result=result)

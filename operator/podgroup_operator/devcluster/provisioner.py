@@ -112,11 +112,22 @@ class SimProvisioner:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
+        said = False
         while True:
             try:
                 await self.step()
             except asyncio.CancelledError:
                 raise
+            except ApiError as exc:
+                if not exc.not_found:
+                    logger.warning("sim provisioner: %s", exc)
+                elif not said:
+                    logger.warning(
+                        "sim provisioner: %s is not served: install a ProvisioningRequest CRD "
+                        "(tests/crds/ has one); until then there is nothing to answer",
+                        c.PROVISIONING_CRD_NAME,
+                    )
+                said = said or exc.not_found
             except Exception as exc:
                 logger.warning("sim provisioner: %s", exc)
             await asyncio.sleep(POLL_SECONDS)
