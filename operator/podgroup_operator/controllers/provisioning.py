@@ -105,6 +105,17 @@ def _attempt_of(body: Mapping[str, Any]) -> int:
         return 0
 
 
+def _templates(body: Mapping[str, Any]) -> tuple[str, ...]:
+    pod_sets = (body.get("spec") or {}).get("podSets") or ()
+    return tuple(str((s.get("podTemplateRef") or {}).get("name") or "") for s in pod_sets)
+
+
+def _bound(group: Mapping[str, Any]) -> bool:
+    """The PodGroup's status counts minMember members bound (its gang was placed)."""
+    scheduled = (group.get("status") or {}).get("scheduled") or 0
+    return bool(scheduled) and scheduled >= ((group.get("spec") or {}).get("minMember") or 1)
+
+
 def describe_sets(pod_sets: Sequence[PodSet]) -> str:
     """`6 pod(s) of 2 template(s)` and the like, for messages."""
     count = sum(pod_set.count for pod_set in pod_sets)
@@ -279,15 +290,17 @@ class Provisioning:
             if owner is None or _owner_uid(body) != owner_uid:
                 return  # another incarnation's: the garbage collector takes it
             state, _ = request_state(body)
+            if _bound(owner):
+                # Bound while no leader watched (or before this one took over): no longer
+                # needed, and no refusal will come to end it.
+                self._spawn(self._delete(key, name, _templates(body), ()))
+                return
             if not state.in_flight:
                 return
             tracked = self.tracked.setdefault(key, Tracked())
             tracked.name = name
             tracked.attempt = max(tracked.attempt, _attempt_of(body))
-            pod_sets = (body.get("spec") or {}).get("podSets") or ()
-            tracked.templates = tuple(
-                str((s.get("podTemplateRef") or {}).get("name") or "") for s in pod_sets
-            )
+            tracked.templates = _templates(body)
             logger.info("adopted ProvisioningRequest %s/%s of gang %s", key[0], name, group)
             metrics.PROVISIONING.labels("adopted").inc()
         elif tracked.name != name:

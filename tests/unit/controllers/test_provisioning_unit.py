@@ -238,3 +238,21 @@ def test_without_the_crd_nothing_is_asked_and_it_is_said_once(
     assert metrics.PROVISIONING.labels("unavailable")._value.get() == before + 1
     said = [r.getMessage() for r in caplog.records if c.PROVISIONING_CRD_NAME in r.getMessage()]
     assert len(said) == 1 and "no ProvisioningRequest is made" in said[0]
+
+
+async def test_a_request_found_for_a_gang_already_bound_is_deleted_not_adopted() -> None:
+    first = Harness()
+    await first.ask()
+    made = first.request()
+    assert made is not None
+    second = Harness()
+    second.api = first.api
+    second.provisioning.kube = first.provisioning.kube
+    bound = group()
+    bound["spec"], bound["status"] = {"minMember": 3}, {"scheduled": 3}
+    second.body = bound
+    second.provisioning.on_request(c.WatchEventType.ADDED, made, None)
+    await second.settle()
+    assert second.provisioning.in_flight(KEY) is None
+    assert first.request() is None
+    assert first.api.objects(POD_TEMPLATES, NS) == []
