@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,6 +24,7 @@ import yaml
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     NAMESPACES,
+    NODES,
     POD_TEMPLATES,
     PODGROUPS,
     PODS,
@@ -41,6 +45,7 @@ from tests.kube_helpers import (
     pool,
     sample,
     scrape,
+    unique_prefix,
     wait_group,
 )
 from tests.waiting import wait_for
@@ -358,3 +363,88 @@ async def test_without_the_crd_a_gang_that_would_ask_waits_as_before_and_the_log
 
 async def sample_of(operator: OperatorProcess, result: str) -> float:
     return sample(await scrape(operator), "podgroup_provisioning_requests_total", result=result)
+
+
+async def test_the_sim_nodes_provisioner_command_answers_both_classes(
+    own_cluster: devcluster.ClusterState, provreq_kube: KubeClient, ns: str
+) -> None:
+    """`sim-nodes --provisioner`: an atomic request gets its nodes from the template, a
+    capacity check is answered from the room there is, and the added nodes go on SIGTERM."""
+    kube = provreq_kube
+    prefix = unique_prefix()
+    await kube.create(
+        POD_TEMPLATES,
+        {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "two-cpu"},
+            "template": {
+                "spec": {
+                    "nodeSelector": {"pool": prefix},
+                    "containers": [
+                        {"name": "w", "image": "x", "resources": {"requests": {"cpu": "2"}}}
+                    ],
+                }
+            },
+        },
+        ns,
+    )
+    process = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("podgroup-operator")),
+        "sim-nodes",
+        "--count=1",
+        "--cpu=4",
+        f"--label=pool={prefix}",
+        f"--name-prefix={prefix}",
+        "--provisioner",
+        "--provision-max=2",
+        "--provision-delay=0.2",
+        "--lease-interval=1",
+        env={**os.environ, "KUBECONFIG": str(own_cluster.kubeconfig)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    added = [f"{prefix}-scaled-0-0", f"{prefix}-scaled-0-1"]
+    try:
+        for name, chosen, count in (
+            ("atomic", CLASS, 3),
+            ("check", c.ProvisioningClass.CHECK_CAPACITY.value, 1),
+        ):
+            await kube.create(
+                PROVISIONING_REQUESTS,
+                {
+                    "apiVersion": f"{c.PROVISIONING_GROUP}/{c.PROVISIONING_VERSION}",
+                    "kind": c.PROVISIONING_KIND,
+                    "metadata": {"name": name},
+                    "spec": {
+                        "provisioningClassName": chosen,
+                        "podSets": [{"podTemplateRef": {"name": "two-cpu"}, "count": count}],
+                    },
+                },
+                ns,
+            )
+
+        async def provisioned(name: str) -> str:
+            body = await one_request(kube, ns, name)
+            conditions = (body.get("status") or {}).get("conditions") or ()
+            return next((x["message"] for x in conditions if x["type"] == "Provisioned"), "")
+
+        assert f"added 2 node(s) for 3 pod(s): {', '.join(added)}" == await wait_for(
+            lambda: provisioned("atomic"), 30, "the atomic request to be provisioned"
+        )
+        assert "fit on the nodes there are" in await wait_for(
+            lambda: provisioned("check"), 30, "the capacity check to be answered"
+        )
+        for name in added:
+            node = await kube.get(NODES, name)
+            assert node["metadata"]["labels"]["pool"] == prefix
+            assert node["status"]["capacity"]["cpu"] == "4"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, stderr.decode()
+    assert "provisioner: up to 2 x" in stdout.decode()
+    for name in [f"{prefix}-0", *added]:
+        with pytest.raises(ApiError) as missing:
+            await kube.get(NODES, name)
+        assert missing.value.not_found, f"{name} left behind"
