@@ -824,6 +824,7 @@ class GangScheduler:
             # A spec that does not validate: its members say why they wait, as a refused
             # gang's do, and wait for the fix (a watch event).
             self.signals.refused(key, waiting, f"PodGroup {key[1]}: {problem}")
+            self.provisioning.done(key, placed=False)
             return None
         if group is None or _terminal(group):
             # No PodGroup yet (the status reconciler warns the pods), or a finished one: the
