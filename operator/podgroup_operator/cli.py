@@ -162,6 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         bind_concurrency=args.bind_concurrency,
         gang_group_trust=args.gang_group_trust,
         nonstrict_hold_seconds=args.nonstrict_hold_seconds,
+        provisioning_class=args.provisioning_class,
     )
 
 
@@ -181,6 +182,21 @@ def _bind_concurrency(value: str) -> int | None:
             f"(e.g. {tuning.BIND_CONCURRENCY})"
         )
     return number
+
+
+def _provisioning_class(value: str) -> str | None:
+    """A `--provisioning-class`: a class name (cluster-autoscaler's two, or one another
+    provisioner serves), or `none` (off)."""
+    value = value.strip()
+    if value == c.PROVISIONING_OFF:
+        return None
+    if not value or len(value) > 253 or any(ch.isspace() for ch in value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a provisioning class: use a name of at most 253 characters "
+            f"without spaces, e.g. {c.ProvisioningClass.BEST_EFFORT_ATOMIC}, or "
+            f"{c.PROVISIONING_OFF}"
+        )
+    return value
 
 
 def _hold_seconds(value: str) -> float:
@@ -443,6 +459,17 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         "room is released for the other gangs waiting, and the gang holds again once they "
         "have been decided",
     )
+    run.add_argument(
+        "--provisioning-class",
+        type=_provisioning_class,
+        default=None,
+        metavar="CLASS",
+        help="have cluster-autoscaler add the nodes a gang refused for room still lacks, with "
+        f"one ProvisioningRequest of this class per gang (e.g. "
+        f"{c.ProvisioningClass.BEST_EFFORT_ATOMIC}); a PodGroup's annotation "
+        f"{c.ANNOTATION_PROVISIONING_CLASS} overrides it ({c.PROVISIONING_OFF}: off). Default: "
+        "off, unless a PodGroup's annotation names a class",
+    )
     run.set_defaults(func=_run)
 
     crd = sub.add_parser("crd", help="print or write a generated CRD (PodGroup or Topology)")
@@ -556,6 +583,34 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         help="an extra pool, e.g. "
         "'count=2,cpu=16,memory=64Gi,gpu=8,prefix=gpu,label=k=v,taint=k=v:NoSchedule,"
         "image=trainer:v1=2Gi'",
+    )
+    sim.add_argument(
+        "--provisioner",
+        action="store_true",
+        help="also play cluster-autoscaler: answer ProvisioningRequests of its two classes by "
+        "adding nodes (docs/concepts/autoscaling.md)",
+    )
+    sim.add_argument(
+        "--provision-template",
+        metavar="SPEC",
+        default=None,
+        help="the nodes --provisioner adds, as a --pool spec (count is not read); default: the "
+        "main pool's shape and labels, named <name-prefix>-scaled-N-I",
+    )
+    sim.add_argument(
+        "--provision-max", type=int, default=10, help="nodes --provisioner may add in all"
+    )
+    sim.add_argument(
+        "--provision-delay",
+        type=float,
+        default=2.0,
+        help="seconds from a request's Accepted to its nodes",
+    )
+    sim.add_argument(
+        "--booking-seconds",
+        type=float,
+        default=600.0,
+        help="seconds after Provisioned at which a request still there gets BookingExpired",
     )
     sim.add_argument("--start-delay", type=float, default=0.5, help="seconds before Running")
     sim.add_argument(

@@ -111,6 +111,9 @@ class ConditionType(StrEnum):
     """True while `totalResources` is reserved against the namespace's ResourceQuota."""
     PREEMPTED = "Preempted"
     """True once a higher-priority gang evicted this gang's pods; the message names it."""
+    PROVISIONING = "Provisioning"
+    """True while the gang waits for the nodes its ProvisioningRequest asks for; the message
+    names the request and its state (docs/concepts/autoscaling.md)."""
 
 
 class ConditionStatus(StrEnum):
@@ -208,6 +211,20 @@ class Reason(StrEnum):
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""
+    WAITING_FOR_PROVISIONING = "WaitingForProvisioning"
+    """Provisioning=True: the gang's ProvisioningRequest is in flight (created or Accepted)."""
+    PROVISIONED = "Provisioned"
+    """Provisioning=True: the autoscaler says the requested nodes are there; the gang is
+    decided at once."""
+    PROVISIONING_FAILED = "ProvisioningFailed"
+    """Provisioning=False: the autoscaler refused or failed the request (its message follows);
+    a new request is made after a backoff, a bounded number of times."""
+    BOOKING_EXPIRED = "BookingExpired"
+    """Provisioning=False: the capacity booked for the gang expired or was revoked before the
+    gang was bound; the gang asks again at its next refusal."""
+    PROVISIONING_ENDED = "ProvisioningEnded"
+    """Provisioning=False: the request was deleted, because the gang was placed or no longer
+    needs new nodes."""
 
 
 class PodPhase(StrEnum):
@@ -309,6 +326,9 @@ class PodReason(StrEnum):
     """Warning Event on a waiting member when its gang is refused (rate-limited per gang)."""
     SCHEDULED = "Scheduled"
     """Normal Event on bind: "Successfully assigned ns/pod to node"."""
+    WAITING_FOR_PROVISIONING = "WaitingForProvisioning"
+    """PodScheduled=False while the gang's ProvisioningRequest is in flight: not
+    `Unschedulable`, so that cluster-autoscaler does not also scale up for the pod alone."""
 
 
 # --- ElasticQuota (issue 60; not served yet: the CRD and webhook are wired in later) -------------
@@ -347,3 +367,45 @@ class QueueingStrategy(StrEnum):
     """Priority, then creation time; a blocked gang does not hold back the ones behind it."""
     STRICT_FIFO = "StrictFIFO"
     """Creation time only; the head blocks the rest of its own quota (never other quotas)."""
+
+
+# --- Gang-aware autoscaling: cluster-autoscaler's ProvisioningRequest (issue 63) -----------------
+PROVISIONING_GROUP = "autoscaling.x-k8s.io"
+"""cluster-autoscaler's API group; its CRD is not ours (tests/crds/ has one for the tests)."""
+PROVISIONING_VERSION = "v1"
+PROVISIONING_KIND = "ProvisioningRequest"
+PROVISIONING_PLURAL = "provisioningrequests"
+PROVISIONING_CRD_NAME = f"{PROVISIONING_PLURAL}.{PROVISIONING_GROUP}"
+ANNOTATION_PROVISIONING_CLASS = f"{GROUP}/provisioning-class"
+"""On a PodGroup: the ProvisioningRequest class for this gang (overrides `run
+--provisioning-class`); `PROVISIONING_OFF` turns provisioning off for it."""
+PROVISIONING_OFF = "none"
+ANNOTATION_CONSUME_PROVISIONING = f"{PROVISIONING_GROUP}/consume-provisioning-request"
+"""On a member pod: the ProvisioningRequest whose capacity it consumes (cluster-autoscaler
+reads it, and scales for such pods only through the request)."""
+ANNOTATION_PROVISIONING_CLASS_NAME = f"{PROVISIONING_GROUP}/provisioning-class-name"
+"""On a member pod: the class of the request it consumes."""
+ANNOTATION_PROVISIONING_ATTEMPT = f"{GROUP}/provisioning-attempt"
+"""On a request the operator made: the how-many-th for its gang (an adopting leader goes on
+counting from it)."""
+PROVISIONING_MAX_POD_SETS = 32
+"""`spec.podSets` holds 1 to 32 entries (the upstream API's bound)."""
+
+
+class ProvisioningClass(StrEnum):
+    """The classes cluster-autoscaler implements (others may be named; they are passed on)."""
+
+    BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    """All the nodes or none."""
+    CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+    """Whether the capacity is there now; nothing is added."""
+
+
+class ProvisioningConditionType(StrEnum):
+    """The conditions cluster-autoscaler sets on a ProvisioningRequest."""
+
+    ACCEPTED = "Accepted"
+    PROVISIONED = "Provisioned"
+    FAILED = "Failed"
+    BOOKING_EXPIRED = "BookingExpired"
+    CAPACITY_REVOKED = "CapacityRevoked"

@@ -78,6 +78,14 @@ POD_SIGNALS = Counter(
     ["result"],
     registry=REGISTRY,
 )
+PROVISIONING = Counter(
+    "podgroup_provisioning_requests",
+    "ProvisioningRequests of gangs refused for room, by what happened (created, adopted, "
+    "provisioned, failed, expired, deleted, error; unavailable: provisioning is on but the "
+    "ProvisioningRequest CRD is not served or may not be listed).",
+    ["result"],
+    registry=REGISTRY,
+)
 FENCED_WRITES = Counter(
     "podgroup_fenced_writes",
     "Writes of the leader's controllers not sent: the replica no longer held the Lease.",

@@ -87,6 +87,10 @@ class OperatorSettings:
     """Sets of namespaces, each comma-separated, whose PodGroups may name one another in
     `gangGroup` without being listed back (`run --gang-group-trust`; domain/gang_groups.py)."""
 
+    provisioning_class: str | None = None
+    """The ProvisioningRequest class of gangs refused for room (`run --provisioning-class`);
+    None: off, unless a PodGroup's annotation names one (controllers/provisioning.py)."""
+
     max_pd_volumes: int | None = None
     """Every node's limit of in-tree disks where its allocatable sets none (`KUBE_MAX_PD_VOLS`,
     as kube-scheduler reads it: `max_pd_volumes_from_env`); None keeps upstream's defaults."""

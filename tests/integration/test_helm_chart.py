@@ -238,6 +238,11 @@ def _gang_group_trust(documents: list[dict[str, Any]]) -> None:
     assert settings["gang_group_trust"] == ["team-a,team-a-eval", "x,y,z"]
 
 
+def _provisioning_class(documents: list[dict[str, Any]]) -> None:
+    settings = run_settings(container(documents)["args"])
+    assert settings["provisioning_class"] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+
+
 def _tenant_roles_aggregated(documents: list[dict[str, Any]]) -> None:
     edit = find(documents, "ClusterRole", "podgroup-operator-tenant-edit")["metadata"]["labels"]
     view = find(documents, "ClusterRole", "podgroup-operator-tenant-view")["metadata"]["labels"]
@@ -378,6 +383,11 @@ OPTIONS = [
     pytest.param({"watchNamespaces": ["team-a", "team-b"]}, _namespaces, id="namespaces"),
     pytest.param(
         {"gangGroupTrust": ["team-a,team-a-eval", "x,y,z"]}, _gang_group_trust, id="trust"
+    ),
+    pytest.param(
+        {"provisioningClass": "best-effort-atomic-scale-up.autoscaling.x-k8s.io"},
+        _provisioning_class,
+        id="provisioning",
     ),
     pytest.param({"tenantRoles": {"aggregate": True}}, _tenant_roles_aggregated, id="aggregate"),
     pytest.param({"logLevel": "debug", "logFormat": "json"}, _logging, id="logging"),

@@ -158,6 +158,21 @@ async def test_webhook_reports_every_problem_at_once(
     assert "at most 9223372036854775.807" in refused.value.message
 
 
+async def test_a_provisioning_class_annotation_that_names_no_class_is_refused(
+    kube: KubeClient, operator: Any, namespace: str
+) -> None:
+    body = podgroup("asks", namespace)
+    body["metadata"]["annotations"] = {c.ANNOTATION_PROVISIONING_CLASS: "best effort"}
+    del body["metadata"]["uid"]
+    with pytest.raises(ApiError) as refused:
+        await kube.create(PODGROUPS, body, namespace)
+    assert refused.value.status == 422, refused.value
+    assert (
+        f"metadata.annotations[{c.ANNOTATION_PROVISIONING_CLASS}]: 'best effort' is not a "
+        "provisioning class" in refused.value.message
+    )
+
+
 @pytest.mark.parametrize(
     ("case", "spec", "field"), POISON_NUMBERS, ids=[case for case, _, _ in POISON_NUMBERS]
 )

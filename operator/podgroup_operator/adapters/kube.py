@@ -388,6 +388,9 @@ PDBS_V1BETA1 = Kind("policy", "v1beta1", "poddisruptionbudgets")
 """Before Kubernetes 1.21 PodDisruptionBudgets are served only here."""
 PODGROUPS = Kind(c.GROUP, c.VERSION, c.PLURAL)
 TOPOLOGIES = Kind(c.GROUP, c.VERSION, c.TOPOLOGY_PLURAL)
+POD_TEMPLATES = Kind("", "v1", "podtemplates")
+PROVISIONING_REQUESTS = Kind(c.PROVISIONING_GROUP, c.PROVISIONING_VERSION, c.PROVISIONING_PLURAL)
+"""cluster-autoscaler's ProvisioningRequests (controllers/provisioning.py); not our CRD."""
 CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
 MUTATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")

@@ -36,7 +36,12 @@ from podgroup_operator.api.models import (
 from podgroup_operator.api.names import is_dns_subdomain
 from podgroup_operator.api.quantity import coverage_errors
 from podgroup_operator.api.subgroups import TreeNode, spec_tree
-from podgroup_operator.constants import TOPOLOGY_PLURAL
+from podgroup_operator.constants import (
+    ANNOTATION_PROVISIONING_CLASS,
+    PROVISIONING_OFF,
+    TOPOLOGY_PLURAL,
+    ProvisioningClass,
+)
 
 LevelsOf = Callable[[str], tuple[str, ...] | None]
 """The levels (node label keys, coarse to fine) of the Topology of a name; None: none such."""
@@ -384,10 +389,38 @@ def podgroup_findings(
     """(errors, warnings) of a PodGroup created (`old` None) or updated: `update_errors`, and
     the topologyConstraint against the Topology it names (`constraint_findings`); an update
     that leaves the spec as stored has neither."""
+    annotation = []
+    if old is None or _provisioning_class(old) != _provisioning_class(body):
+        annotation = provisioning_class_errors(_provisioning_class(body))
     if old is not None and old.get("spec") == body.get("spec"):
-        return [], []
+        return annotation, []
     errors, warnings = constraint_findings(body.get("spec"), levels_of)
-    return podgroup_errors(body) + errors, warnings
+    return podgroup_errors(body) + errors + annotation, warnings
+
+
+def _provisioning_class(body: Mapping[str, Any]) -> Any:
+    return ((body.get("metadata") or {}).get("annotations") or {}).get(
+        ANNOTATION_PROVISIONING_CLASS
+    )
+
+
+def provisioning_class_errors(value: Any) -> list[str]:
+    """The PodGroup annotation naming its ProvisioningRequest class (checked when it is set or
+    changed, never holding a gang back once stored): a class name, or `none`."""
+    if value is None:
+        return []
+    text = value if isinstance(value, str) else ""
+    if text.strip() and len(text) <= MAX_CLASS_NAME and not any(ch.isspace() for ch in text):
+        return []
+    return [
+        f"metadata.annotations[{ANNOTATION_PROVISIONING_CLASS}]: {value!r} is not a "
+        f"provisioning class: use a class name of at most {MAX_CLASS_NAME} characters without "
+        f"spaces, e.g. {ProvisioningClass.BEST_EFFORT_ATOMIC}, or {PROVISIONING_OFF} (off)"
+    ]
+
+
+MAX_CLASS_NAME = 253
+"""A ProvisioningRequest's `provisioningClassName` is at most this long (upstream's bound)."""
 
 
 def podgroup_errors(body: dict[str, Any]) -> list[str]:

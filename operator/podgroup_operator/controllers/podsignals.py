@@ -96,8 +96,16 @@ class Posted:
     count: int
 
 
-def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool) -> JSON:
-    """The strategic merge patch setting PodScheduled=False/Unschedulable with `message`.
+def unschedulable_patch(
+    uid: str,
+    message: str,
+    now: dt.datetime,
+    *,
+    first: bool,
+    reason: c.PodReason = c.PodReason.UNSCHEDULABLE,
+) -> JSON:
+    """The strategic merge patch setting PodScheduled=False/`reason` (Unschedulable unless the
+    gang waits for provisioned nodes) with `message`.
 
     `first`: this process has not written the condition on this pod yet, so it also sets
     lastTransitionTime; a changed message alone keeps the pod's transition time.
@@ -105,7 +113,7 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
     condition: JSON = {
         "type": c.PodConditionType.POD_SCHEDULED.value,
         "status": c.ConditionStatus.FALSE.value,
-        "reason": c.PodReason.UNSCHEDULABLE.value,
+        "reason": reason.value,
         "message": message[: c.EVENT_MESSAGE_LIMIT],
         "lastProbeTime": None,
     }
@@ -114,13 +122,13 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
     return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
 
 
-def unschedulable_message(pod: JSON) -> str | None:
-    """The message of the pod's `PodScheduled=False/Unschedulable` condition, if it has one."""
+def unschedulable_message(pod: JSON, reason: c.PodReason = c.PodReason.UNSCHEDULABLE) -> str | None:
+    """The message of the pod's `PodScheduled=False/reason` condition, if it has one."""
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if (
             condition.get("type") == c.PodConditionType.POD_SCHEDULED
             and condition.get("status") == c.ConditionStatus.FALSE
-            and condition.get("reason") == c.PodReason.UNSCHEDULABLE
+            and condition.get("reason") == reason
         ):
             return str(condition.get("message") or "")
     return None
@@ -166,9 +174,9 @@ class PodSignals:
         """Whether the scheduler has binds in flight: then one worker sends, not `concurrency`."""
         self.failures = 0
         """Writes that failed (also counted in metrics)."""
-        self._written: dict[str, str] = {}
-        """uid -> the Unschedulable message this process last wrote (or queued) on that pod, or
-        found there before writing any."""
+        self._written: dict[str, tuple[c.PodReason, str]] = {}
+        """uid -> the PodScheduled=False reason and message this process last wrote (or queued)
+        on that pod, or found there before writing any."""
         self._told: dict[GroupKey, tuple[str, dt.datetime, int]] = {}
         """Gang -> (message, time, repeats so far) of its last FailedScheduling Events."""
         self.may_patch_events = True
@@ -186,8 +194,18 @@ class PodSignals:
         """Workers still draining (counted synchronously: a finishing task is not one)."""
 
     # --- what the scheduler reports -------------------------------------------------------------
-    def refused(self, key: GroupKey, pods: Iterable[JSON], message: str) -> None:
-        """The gang `key` was refused: mark its waiting `pods` and narrate (rate-limited)."""
+    def refused(
+        self,
+        key: GroupKey,
+        pods: Iterable[JSON],
+        message: str,
+        reason: c.PodReason = c.PodReason.UNSCHEDULABLE,
+    ) -> None:
+        """The gang `key` was refused: mark its waiting `pods` and narrate (rate-limited).
+
+        With `reason` WaitingForProvisioning (its ProvisioningRequest is in flight) the pods
+        are marked so, and no FailedScheduling Event is posted: the gang is not stuck, it
+        waits for the nodes it asked for."""
         now = self.clock()
         waiting = list(pods)
         for pod in waiting:
@@ -196,15 +214,23 @@ class PodSignals:
                 continue
             written = self._written.get(uid)
             if written is None:
-                written = unschedulable_message(pod)  # what an earlier leader wrote, if any
-                if written is not None and written == message[: c.EVENT_MESSAGE_LIMIT]:
-                    written = message
-            if written == message:
-                self._written[uid] = message
+                found = unschedulable_message(pod, reason)  # an earlier leader's, if any
+                if found is not None and found == message[: c.EVENT_MESSAGE_LIMIT]:
+                    found = message
+                written = None if found is None else (reason, found)
+            if written == (reason, message):
+                self._written[uid] = written
                 continue
-            first = written is None
-            self._written[uid] = message
-            self._submit(uid, "condition", self._condition_writer(pod, message, now, first=first))
+            first = written is None or written[0] != reason
+            self._written[uid] = (reason, message)
+            self._submit(
+                uid,
+                "condition",
+                self._condition_writer(pod, message, now, first=first, reason=reason),
+            )
+        if reason is not c.PodReason.UNSCHEDULABLE:
+            self._told.pop(key, None)
+            return
         told = self._told.get(key)
         repeats = 0
         if told is not None and told[0] == message:
@@ -256,7 +282,13 @@ class PodSignals:
 
     # --- sending --------------------------------------------------------------------------------
     def _condition_writer(
-        self, pod: JSON, message: str, now: dt.datetime, *, first: bool
+        self,
+        pod: JSON,
+        message: str,
+        now: dt.datetime,
+        *,
+        first: bool,
+        reason: c.PodReason = c.PodReason.UNSCHEDULABLE,
     ) -> Callable[[], Awaitable[None]]:
         meta = pod.get("metadata") or {}
         name, namespace, uid = meta.get("name", ""), meta.get("namespace"), meta.get("uid", "")
@@ -266,13 +298,13 @@ class PodSignals:
                 await self.kube.patch(
                     PODS,
                     name,
-                    unschedulable_patch(uid, message, now, first=first),
+                    unschedulable_patch(uid, message, now, first=first, reason=reason),
                     namespace,
                     subresource="status",
                     content_type=STRATEGIC_PATCH,
                 )
             except ApiError as exc:
-                if self._written.get(uid) == message:
+                if self._written.get(uid) == (reason, message):
                     del self._written[uid]  # written again at the next refusal
                 if exc.not_found or exc.conflict or _another_uid(exc):
                     return  # gone, or a namesake: nothing to mark

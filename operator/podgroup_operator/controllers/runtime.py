@@ -53,6 +53,7 @@ from podgroup_operator.adapters.kube import (
     PERSISTENT_VOLUMES,
     PODGROUPS,
     PODS,
+    PROVISIONING_REQUESTS,
     RESOURCE_QUOTAS,
     STORAGE_CLASSES,
     TOPOLOGIES,
@@ -72,6 +73,7 @@ from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.preemption import budgets_of
+from podgroup_operator.controllers.provisioning import Provisioning
 from podgroup_operator.controllers.quota import QuotaService
 from podgroup_operator.controllers.scheduler import GangScheduler
 from podgroup_operator.controllers.status import StatusReconciler
@@ -249,6 +251,9 @@ class Informers:
     """PodDisruptionBudgets, which preemption honours where it can."""
     topologies: Informer
     """Topologies (cluster-scoped): the levels a PodGroup's topologyConstraint names."""
+    provisioning_requests: Informer
+    """cluster-autoscaler's ProvisioningRequests, the gangs' own among them
+    (controllers/provisioning.py); empty without that CRD."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
@@ -294,6 +299,15 @@ class Informers:
                 f"until the Topology CRD is installed ({c.CRD_INSTALL_HINT}) and the operator "
                 f"may list and watch {c.TOPOLOGY_PLURAL}.{c.GROUP} (deploy/base/rbac.yaml)",
             ),
+            provisioning_requests=Informer(
+                kube,
+                PROVISIONING_REQUESTS,
+                without_managed_fields,
+                optional="gangs refused for room ask for no nodes (provisioning stays off) "
+                f"until cluster-autoscaler's {c.PROVISIONING_CRD_NAME} CRD is installed and "
+                f"the operator may list and watch {c.PROVISIONING_PLURAL}."
+                f"{c.PROVISIONING_GROUP} (deploy/base/rbac.yaml)",
+            ),
         )
 
     def all(self) -> tuple[Informer, ...]:
@@ -308,6 +322,7 @@ class Informers:
             self.csi_nodes,
             self.pdbs,
             self.topologies,
+            self.provisioning_requests,
         )
 
     def levels_of(self, name: str) -> tuple[str, ...] | None:
@@ -381,6 +396,13 @@ class Leading:
         self._starting: asyncio.Task[None] | None = None
         self._took: str | None = None
         """The Lease's resourceVersion as this replica took it (`_catch_up`)."""
+        self.provisioning = Provisioning(
+            kube,
+            default_class=settings.provisioning_class,
+            available=lambda: informers.provisioning_requests.stats.lists > 0,
+            group_body=lambda key: next(iter(informers.groups.get(key, ())), None),
+            publish=self.status.set_provisioning,
+        )
         self.scheduler = GangScheduler(
             writer,
             informers.groups,
@@ -402,7 +424,9 @@ class Leading:
             nonstrict_hold_seconds=settings.nonstrict_hold_seconds,
             topology_levels=informers.levels_of,
             gang_group_trust=GangGroupTrust.of(settings.gang_group_trust),
+            provisioning=self.provisioning,
         )
+        self.provisioning.due = self.scheduler.provisioned
         self.topology = TopologyStatusController(
             kube, informers.topologies.store, informers.nodes.store
         )
@@ -466,6 +490,7 @@ class Leading:
         await informers.podgroups.attach(self.on_group)
         await informers.topologies.attach(self.topology.on_topology)
         await informers.topologies.attach(self.scheduler.on_topology)
+        await informers.provisioning_requests.attach(self.provisioning.on_request)
         self.status.start()
         await self._catch_up()
         self.scheduler.start()
@@ -512,10 +537,12 @@ class Leading:
         informers.podgroups.remove_handler(self.on_group)
         informers.topologies.remove_handler(self.topology.on_topology)
         informers.topologies.remove_handler(self.scheduler.on_topology)
+        informers.provisioning_requests.remove_handler(self.provisioning.on_request)
         for informer, handler in self._volume_handlers():
             informer.remove_handler(handler)
         await self.topology.stop()
         await self.scheduler.stop()
+        await self.provisioning.stop()
         await self.status.stop()
         await self.runtime.quota.stop()
         self.runtime.quota.publish = lambda key, view: None

@@ -65,6 +65,7 @@ from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Nominated, Preemptor
+from podgroup_operator.controllers.provisioning import Provisioning
 from podgroup_operator.controllers.requests import Requests, policy_acts
 from podgroup_operator.controllers.scheduler_queue import (
     GangQueue,
@@ -94,6 +95,7 @@ from podgroup_operator.scheduling.gates import gated_message, scheduling_gates
 from podgroup_operator.scheduling.holds import Hold, Holds, stopped_by
 from podgroup_operator.scheduling.placement import place_gang_group, place_group
 from podgroup_operator.scheduling.preemption import DisruptionBudget
+from podgroup_operator.scheduling.provisioning import pod_sets, still_missing
 from podgroup_operator.scheduling.queue import (
     decide_wait,
     order_gangs,
@@ -186,6 +188,7 @@ class GangScheduler:
         monotonic: MonotonicClock = LOOP_CLOCK,
         gang_group_trust: GangGroupTrust = NO_TRUST,
         nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
+        provisioning: Provisioning | None = None,
     ) -> None:
         self.monotonic = monotonic
         """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
@@ -265,6 +268,9 @@ class GangScheduler:
         self.plan_thread_pods = plan_thread_pods
         """Snapshot pods from which a preemption plan runs in the worker thread
         (PLAN_IN_THREAD_PODS)."""
+        self.provisioning = provisioning if provisioning is not None else Provisioning()
+        """One ProvisioningRequest per gang refused for room (controllers/provisioning.py);
+        off unless the runtime gives one, whose `due` is `provisioned`."""
 
     # --- events ---------------------------------------------------------------------------------
     def on_node(self, event_type: str | None, node: JSON, old: JSON | None = None) -> None:
@@ -393,6 +399,7 @@ class GangScheduler:
         self._release(key)
         self.holds.forget(key)
         self.preemption.forget(key)
+        self.provisioning.done(key, placed=True)
 
     def _release(self, key: GroupKey) -> Hold | None:
         """Give back what a NonStrict gang held (returned: a hold booked again for the same
@@ -712,8 +719,42 @@ class GangScheduler:
                 )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
                 message = await self.preemption.refused(request, message, now)
+            if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES:
+                message += await self._provision(request, decision, now)
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
+
+    async def _provision(self, request: GangRequest, refusal: Refusal, now: dt.datetime) -> str:
+        """A gang refused for room: have the nodes it still lacks provisioned, unless it has a
+        request in flight, preemption frees room for it, or provisioning is off for it
+        (controllers/provisioning.py). Returns what the refusal's message adds."""
+        key = request.key
+        nomination = self.preemption.nominations.get(key)
+        if nomination is not None and nomination.victims:
+            return ""
+        if (waiting := self.provisioning.in_flight(key)) is not None:
+            return f"; waiting for {waiting}"
+        chosen = self.provisioning.wants(key, now)
+        if chosen is None:
+            return ""
+        try:
+            if refusal.partial:  # NonStrict: what fits is held already
+                held = {binding.pod_uid for binding in refusal.partial}
+                sets = pod_sets([pod for pod in request.pending if pod_uid(pod) not in held])
+            else:
+                sets = await self._pure([request], still_missing, request, self.snapshot)
+        except ValueError as exc:
+            return f"; no ProvisioningRequest: {exc}"
+        return self.provisioning.ask(key, chosen, sets, request.pending)
+
+    def provisioned(self, key: GroupKey) -> None:
+        """The gang's requested nodes are there (or its next request is due): decide it in
+        the next cycle, whatever its backoff."""
+        state = self.queue.waiting.get(key)
+        if state is not None:
+            state.failures, state.last_failure = 0, None
+        self.queue.stale.add(key)
+        self.wake()
 
     def _hold(self, key: GroupKey, refusal: Refusal, now: dt.datetime, before: Hold | None) -> Hold:
         """Book a NonStrict refusal's partial members as the gang's hold."""
@@ -783,6 +824,7 @@ class GangScheduler:
             # A spec that does not validate: its members say why they wait, as a refused
             # gang's do, and wait for the fix (a watch event).
             self.signals.refused(key, waiting, f"PodGroup {key[1]}: {problem}")
+            self.provisioning.done(key, placed=False)
             return None
         if group is None or _terminal(group):
             # No PodGroup yet (the status reconciler warns the pods), or a finished one: the
@@ -810,6 +852,7 @@ class GangScheduler:
         if self._release(key) is not None:
             self.queue.retry_all()  # the room its NonStrict hold kept is free for the others
         self.holds.forget(key)
+        self.provisioning.done(key, placed=False)
         if not is_lone_pod(key):
             self.publish(
                 key, Verdict(placed=False, reason=c.Reason.SCHEDULING_GATED, message=message)
@@ -900,6 +943,7 @@ class GangScheduler:
         self.holds.forget(placement.gang)
         self.queue.pod_dependent.discard(placement.gang)
         self.preemption.forget(placement.gang)
+        self.provisioning.done(placement.gang, placed=True)
         self.publish(
             placement.gang,
             Verdict(placed=True, placement=placed_in(placement.domain, placement.sub_domains)),
@@ -936,7 +980,12 @@ class GangScheduler:
         members = self.queue.pending.get(key, {}).values()
         if any(depends_on_pods(pod) for pod in members):
             self.queue.pod_dependent.add(key)
-        self.signals.refused(key, members, message)
+        pod_reason = c.PodReason.UNSCHEDULABLE
+        if reason is not c.Reason.NOT_ENOUGH_RESOURCES:
+            self.provisioning.done(key, placed=False)  # waits for something nodes do not give
+        elif self.provisioning.in_flight(key) is not None:
+            pod_reason = c.PodReason.WAITING_FOR_PROVISIONING
+        self.signals.refused(key, members, message, pod_reason)
         if not state.timed_out:
             state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))

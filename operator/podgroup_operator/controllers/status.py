@@ -63,6 +63,7 @@ from podgroup_operator.domain.lifecycle import (
     outlook,
     status_patch,
 )
+from podgroup_operator.domain.provisioning import ProvisioningView, apply_provisioning
 from podgroup_operator.domain.quota import QuotaView, apply_quota_view
 from podgroup_operator.domain.restart import current_incarnation
 from podgroup_operator.domain.scheduling_status import (
@@ -124,7 +125,7 @@ class StatusReconciler:
     the hold's tuning (`domain.status_hold.HoldTuning`), settable while it runs; a
     `count_delay` of 0 holds nothing but contested writes."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0915
         self,
         kube: KubeClient,
         groups: Index,
@@ -203,6 +204,9 @@ class StatusReconciler:
         self.preempted: dict[GroupKey, Preempted] = {}
         """Gangs a higher-priority gang preempted (the scheduler's fact): their `Preempted`
         condition, and no restart charged for the break (domain/restart.py)."""
+        self.provisioning: dict[GroupKey, ProvisioningView] = {}
+        """The provisioning controller's latest word per group: its `Provisioning` condition
+        (controllers/provisioning.py)."""
         self._per_group: tuple[dict[GroupKey, Any], ...] = (
             self._counts_since,
             self._bound_since,
@@ -210,6 +214,7 @@ class StatusReconciler:
             self.verdicts,
             self.quota_views,
             self.preempted,
+            self.provisioning,
         )
         """What is kept per group beyond its reconcile, dropped once the group is gone."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -331,6 +336,12 @@ class StatusReconciler:
             self.verdicts[key] = verdict
             if verdict.placed:
                 self._counts_since.pop(key, None)
+            self.touch(key)
+
+    def set_provisioning(self, key: GroupKey, view: ProvisioningView) -> None:
+        """The gang's ProvisioningRequest and its state, folded into its status."""
+        if self.provisioning.get(key) != view:
+            self.provisioning[key] = view
             self.touch(key)
 
     def set_preempted(self, key: GroupKey, fact: Preempted) -> None:
@@ -514,6 +525,7 @@ class StatusReconciler:
         )
         status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
         status = apply_preempted(status, self.preempted.get(key), now, id_seed=id_seed)
+        status = apply_provisioning(status, self.provisioning.get(key), now, id_seed=id_seed)
         if status.phase == c.Phase.RUNNING:
             self.restarts.ran(key, members)
         patch = status_patch(group.status, status, rewrite)

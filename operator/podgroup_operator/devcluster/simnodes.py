@@ -485,6 +485,43 @@ class SimCluster:
             await asyncio.gather(*(self._unregister(name) for name in self._nodes))
         self._started = False
 
+    async def add_pool(self, pool: NodePool) -> list[str]:
+        """Register `pool`'s nodes on a running cluster and start their kubelets, as nodes a
+        cluster autoscaler adds (devcluster/provisioner.py); returns their names. Their names
+        must be new."""
+        allocatable = {name: to_milli(qty) for name, qty in pool.allocatable().items()}
+        names = pool.node_names()
+        taken = [name for name in names if name in self._nodes]
+        if taken:
+            raise ValueError(f"nodes {', '.join(taken)} exist already")
+        index = len(self._nodes)
+        added = []
+        for pool_index, name in enumerate(names):
+            ip = str(NODE_IP_NETWORK.network_address + 1 + index + pool_index)
+            node = _SimNode(
+                name, pool, index + pool_index, dict(allocatable), ip, pool_index=pool_index
+            )
+            self._nodes[name] = node
+            added.append(node)
+        self.pools.append(pool)
+        await asyncio.gather(*(self._register(node) for node in added))
+        for node in added:
+            node.heartbeat = asyncio.create_task(
+                self._heartbeat(node), name=f"heartbeat {node.name}"
+            )
+        return names
+
+    def free(self) -> dict[str, Resources]:
+        """Each live node's allocatable less what its kubelet admitted (milli-units)."""
+        return {
+            name: {
+                resource: amount - node.used().get(resource, 0)
+                for resource, amount in node.allocatable.items()
+            }
+            for name, node in self._nodes.items()
+            if node.alive
+        }
+
     async def kill_node(self, name: str) -> None:
         """Simulate a node failure: its Lease and heartbeat stop and its kubelet does nothing
         more (pods stay as they are; terminating ones never finish), as when a machine dies."""
@@ -1207,7 +1244,23 @@ def _describe(pool: NodePool) -> str:
     return f"{pool.count} x {pool.name_prefix}-N ({resources}){extra}"
 
 
-async def _serve(pools: list[NodePool], start_delay: float, lease_interval: float) -> int:
+def provision_template(args: argparse.Namespace, pools: Sequence[NodePool]) -> NodePool | None:
+    """The node template of `sim-nodes --provisioner` (None without it): --provision-template,
+    else the first pool's shape, labels and taints under `<name-prefix>-scaled`."""
+    if not getattr(args, "provisioner", False):
+        return None
+    prefix = f"{args.name_prefix}-scaled"
+    if args.provision_template:
+        return NodePool.from_spec(args.provision_template, default_prefix=prefix)
+    return dataclasses.replace(pools[0], count=1, name_prefix=prefix, node_labels=())
+
+
+async def _serve(
+    pools: list[NodePool],
+    start_delay: float,
+    lease_interval: float,
+    args: argparse.Namespace | None = None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -1234,7 +1287,26 @@ async def _serve(pools: list[NodePool], start_delay: float, lease_interval: floa
             f"sim kubelet running for {len(sim.node_names)} nodes; Ctrl-C removes them",
             flush=True,
         )
-        await stop.wait()
+        template = None if args is None else provision_template(args, pools)
+        if template is None or args is None:
+            await stop.wait()
+        else:
+            from podgroup_operator.devcluster.provisioner import SimProvisioner
+
+            print(
+                f"provisioner: up to {args.provision_max} x {_describe(template)}, "
+                f"{args.provision_delay:g}s after a request is accepted",
+                flush=True,
+            )
+            async with SimProvisioner(
+                kube,
+                sim,
+                template,
+                maximum=args.provision_max,
+                delay=args.provision_delay,
+                booking_seconds=args.booking_seconds,
+            ):
+                await stop.wait()
         print("stopping: removing sim nodes", flush=True)
     print("removed " + ", ".join(sim.node_names), flush=True)
     return 0
@@ -1245,6 +1317,8 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         pools = pools_from_args(args)
+        if pools:
+            provision_template(args, pools)  # a bad --provision-template fails before any node
     except ValueError as exc:
         print(f"sim-nodes: {exc}", file=sys.stderr)
         return 2
@@ -1252,7 +1326,7 @@ def main(args: argparse.Namespace) -> int:
         print("sim-nodes: nothing to register (--count 0 and no --pool)", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_serve(pools, args.start_delay, args.lease_interval))
+        return asyncio.run(_serve(pools, args.start_delay, args.lease_interval, args))
     except (ApiError, aiohttp.ClientError, OSError) as exc:
         print(f"sim-nodes: {exc}", file=sys.stderr)
         return 1

@@ -303,3 +303,26 @@ def test_an_update_that_leaves_the_spec_as_stored_passes_whatever_it_holds() -> 
     changed = {"metadata": {"name": "g"}, "spec": {**invalid, "minMember": 2}}
     assert update_errors(stored, changed) == podgroup_errors(changed) != []
     assert update_errors(None, stored) == podgroup_errors(stored) != []
+
+
+def test_a_provisioning_class_annotation_is_checked_when_set_or_changed_only() -> None:
+    from podgroup_operator import constants as c
+    from podgroup_operator.api.validation import podgroup_findings
+
+    key = c.ANNOTATION_PROVISIONING_CLASS
+
+    def group(value: str | None) -> dict[str, object]:
+        annotations = {} if value is None else {key: value}
+        return {"metadata": {"name": "g", "annotations": annotations}, "spec": {"minMember": 2}}
+
+    def errors(old: str | bool | None, new: str | None) -> list[str]:
+        before = None if old is False else group(old if isinstance(old, str) else None)
+        return podgroup_findings(before, group(new), lambda name: None)[0]
+
+    assert errors(False, "best-effort-atomic-scale-up.autoscaling.x-k8s.io") == []
+    assert errors(False, "none") == []
+    (error,) = errors(False, "two words")
+    assert error.startswith(f"metadata.annotations[{key}]: 'two words' is not a provisioning class")
+    assert "e.g. best-effort-atomic-scale-up.autoscaling.x-k8s.io, or none" in error
+    assert len(errors(None, "")) == 1  # set on an update
+    assert errors("two words", "two words") == []  # stored before: other updates go through

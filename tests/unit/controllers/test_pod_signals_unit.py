@@ -397,3 +397,27 @@ async def test_a_role_without_patch_on_events_posts_new_ones_and_says_so_once(
     assert w.signals.failures == 0
     said = [r for r in caplog.records if "posted anew" in r.getMessage()]
     assert len(said) == 1 and "grant patch on events" in said[0].getMessage()
+
+
+async def test_a_gang_waiting_for_provisioning_is_not_unschedulable_and_gets_no_warning() -> None:
+    """Its pods say WaitingForProvisioning (cluster-autoscaler does not scale for them one by
+    one), and FailedScheduling is not posted; a later refusal for room says Unschedulable again
+    (a new transition: lastTransitionTime set anew)."""
+    world = World()
+    world.signals.refused(GANG, world.pods, "asking", c.PodReason.WAITING_FOR_PROVISIONING)
+    await world.signals.idle()
+    for member in world.fake.objects(PODS, NS):
+        (condition,) = member["status"]["conditions"]
+        assert condition["reason"] == c.PodReason.WAITING_FOR_PROVISIONING
+        assert "lastTransitionTime" in condition
+    assert world.events(c.PodReason.FAILED_SCHEDULING) == []
+    patches = len(world.condition_patches())
+    world.signals.refused(GANG, world.pods, "asking", c.PodReason.WAITING_FOR_PROVISIONING)
+    await world.signals.idle()
+    assert len(world.condition_patches()) == patches  # the same word is not written again
+    world.signals.refused(GANG, world.pods, "asking")
+    await world.signals.idle()
+    for member in world.fake.objects(PODS, NS):
+        (condition,) = member["status"]["conditions"]
+        assert condition["reason"] == c.PodReason.UNSCHEDULABLE
+    assert len(world.events(c.PodReason.FAILED_SCHEDULING)) == len(world.pods)
