@@ -7,7 +7,7 @@ the rest are counted, grouped by their template (what the autoscaler simulates: 
 nodeSelector, affinity, tolerations), and the snapshot is left exactly as it was.
 
 A gang with a topologyConstraint or sub-groups asks for all its pending members: room that
-fits some of them elsewhere may be in another domain (docs/decisions/0XX-gang-aware-autoscaling.md).
+fits some of them elsewhere may be in another domain (docs/decisions/025-gang-aware-autoscaling.md).
 Pure: no client, no clock.
 """
 
