@@ -162,6 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         bind_concurrency=args.bind_concurrency,
         gang_group_trust=args.gang_group_trust,
         nonstrict_hold_seconds=args.nonstrict_hold_seconds,
+        dialect_crds=args.dialect_crds,
     )
 
 
@@ -442,6 +443,15 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         help="the longest a NonStrict gang holds room for members it cannot bind yet; then the "
         "room is released for the other gangs waiting, and the gang holds again once they "
         "have been decided",
+    )
+    run.add_argument(
+        "--dialect-crds",
+        choices=[mode.value for mode in c.DialectCRDs],
+        default=c.DialectCRDs.OFF.value,
+        help="install: install a compatible CRD for each other scheduler's PodGroup kind "
+        "(Volcano's scheduling.volcano.sh, Koordinator's scheduling.sigs.k8s.io) that no CRD "
+        "serves yet, never replacing one the operator did not install; off (default): read "
+        "only the kinds already served",
     )
     run.set_defaults(func=_run)
 

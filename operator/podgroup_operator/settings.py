@@ -87,6 +87,10 @@ class OperatorSettings:
     """Sets of namespaces, each comma-separated, whose PodGroups may name one another in
     `gangGroup` without being listed back (`run --gang-group-trust`; domain/gang_groups.py)."""
 
+    dialect_crds: c.DialectCRDs = c.DialectCRDs.OFF
+    """Whether to install CRDs for other schedulers' PodGroup kinds that none serves (`run
+    --dialect-crds`; controllers/dialects.py)."""
+
     max_pd_volumes: int | None = None
     """Every node's limit of in-tree disks where its allocatable sets none (`KUBE_MAX_PD_VOLS`,
     as kube-scheduler reads it: `max_pd_volumes_from_env`); None keeps upstream's defaults."""

@@ -70,6 +70,11 @@ from podgroup_operator.adapters.slim import (
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.dialects import (
+    DialectMirrors,
+    dialect_informers,
+    install_dialect_crds,
+)
 from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.preemption import budgets_of
 from podgroup_operator.controllers.quota import QuotaService
@@ -249,6 +254,9 @@ class Informers:
     """PodDisruptionBudgets, which preemption honours where it can."""
     topologies: Informer
     """Topologies (cluster-scoped): the levels a PodGroup's topologyConstraint names."""
+    dialects: dict[c.Dialect, Informer] = field(default_factory=dict)
+    """Other schedulers' PodGroups (Volcano, Koordinator, native), each kind optional:
+    mirrored into ours by `DialectMirrors` (controllers/dialects.py)."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
@@ -294,6 +302,7 @@ class Informers:
                 f"until the Topology CRD is installed ({c.CRD_INSTALL_HINT}) and the operator "
                 f"may list and watch {c.TOPOLOGY_PLURAL}.{c.GROUP} (deploy/base/rbac.yaml)",
             ),
+            dialects=dialect_informers(kube),
         )
 
     def all(self) -> tuple[Informer, ...]:
@@ -308,7 +317,17 @@ class Informers:
             self.csi_nodes,
             self.pdbs,
             self.topologies,
+            *self.dialects.values(),
         )
+
+    def topology_levels(self) -> dict[str, tuple[str, ...]]:
+        """Every Topology's levels by name (what a Volcano networkTopology's tiers map to)."""
+        found = {}
+        for name in self.topologies.store.object_keys():
+            levels = self.levels.levels_of(name)
+            if levels:
+                found[name] = levels
+        return found
 
     def levels_of(self, name: str) -> tuple[str, ...] | None:
         """The node label keys of Topology `name`, coarse to fine; None: no such Topology."""
@@ -406,6 +425,9 @@ class Leading:
         self.topology = TopologyStatusController(
             kube, informers.topologies.store, informers.nodes.store
         )
+        self.dialects = DialectMirrors(
+            kube, informers.podgroups.store, informers.dialects, informers.topology_levels
+        )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
         self.scheduler.on_node(kind, node, old)
@@ -466,6 +488,10 @@ class Leading:
         await informers.podgroups.attach(self.on_group)
         await informers.topologies.attach(self.topology.on_topology)
         await informers.topologies.attach(self.scheduler.on_topology)
+        for dialect, informer in informers.dialects.items():
+            await informer.attach(self.dialects.on_source(dialect))
+        await informers.podgroups.attach(self.dialects.on_group)
+        self.dialects.start()
         self.status.start()
         await self._catch_up()
         self.scheduler.start()
@@ -512,8 +538,12 @@ class Leading:
         informers.podgroups.remove_handler(self.on_group)
         informers.topologies.remove_handler(self.topology.on_topology)
         informers.topologies.remove_handler(self.scheduler.on_topology)
+        for dialect, informer in informers.dialects.items():
+            informer.remove_handler(self.dialects.on_source(dialect))
+        informers.podgroups.remove_handler(self.dialects.on_group)
         for informer, handler in self._volume_handlers():
             informer.remove_handler(handler)
+        await self.dialects.stop()
         await self.topology.stop()
         await self.scheduler.stop()
         await self.status.stop()
@@ -575,7 +605,11 @@ class Runtime:
         self.quota.observe_quota(body, kind)
 
     async def start(self) -> None:
-        """Start the informers; once synced, lead (after winning the election, if enabled)."""
+        """Start the informers; once synced, lead (after winning the election, if enabled).
+        With `--dialect-crds install`, the CRDs of other schedulers' kinds that none serves are
+        installed first, so their informers find them at once."""
+        if self.settings.dialect_crds is c.DialectCRDs.INSTALL:
+            await install_dialect_crds(self.kube)
         self.informers.pods.add_handler(self._on_pod_for_quota)
         self.informers.podgroups.add_handler(self._on_group_for_quota)
         self.informers.quotas.add_handler(self._on_quota)
