@@ -173,6 +173,61 @@ async def test_a_volcano_podgroup_runs_as_one_gang_under_schedulername_volcano(
         assert "'research'" in queue and "spec.queue" in queue, queue
 
 
+async def test_volcano_min_task_member_holds_the_gang_until_each_task_has_its_minimum(
+    own_kube: KubeClient, ns: str
+) -> None:
+    """`minTaskMember: {ps: 1, worker: 2}` with minMember 3, pods labelled by task with
+    `volcano.sh/task-spec` as Volcano's job controller labels them: three workers alone reach
+    minMember but not the ps task's minimum, so none is bound; the ps pod lets all four run."""
+    kube = own_kube
+    async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, name):
+        await kube.create(
+            VOLCANO_PODGROUPS,
+            {
+                "apiVersion": f"{c.VOLCANO_GROUP}/{c.VOLCANO_VERSION}",
+                "kind": "PodGroup",
+                "metadata": {"name": "tf", "namespace": ns},
+                "spec": {"minMember": 3, "minTaskMember": {"ps": 1, "worker": 2}},
+            },
+            ns,
+        )
+
+        async def make(pod_name: str, task: str) -> None:
+            await create_pod(
+                kube,
+                ns,
+                pod_name,
+                labels={c.LABEL_VOLCANO_TASK_SPEC: task},
+                annotations={c.ANNOTATION_GROUP_NAME: "tf"},
+                requests={"cpu": "1"},
+                scheduler=c.VOLCANO_SCHEDULER_NAME,
+                nodeSelector={"pool": name},
+            )
+
+        for i in range(3):
+            await make(f"tf-worker-{i}", "worker")
+
+        async def held() -> dict[str, Any] | None:
+            conds = (await group_status(kube, ns, "tf")).get("conditions") or ()
+            cond = next((x for x in conds if x["type"] == c.ConditionType.UNSCHEDULABLE), None)
+            return cond if cond and cond["status"] == c.ConditionStatus.TRUE else None
+
+        cond = await wait_for(held, 30, "the gang held for its ps task")
+        assert "ps" in cond["message"], cond
+        assert bound(await members(kube, ns)) == []
+        mirror = await kube.get(PODGROUPS, "tf", ns)
+        assert mirror["spec"]["subGroups"] == [
+            {"name": "ps", "minMember": 1},
+            {"name": "worker", "minMember": 2},
+        ]
+
+        await make("tf-ps-0", "ps")
+        await wait_source(
+            kube, VOLCANO_PODGROUPS, ns, "tf", phase=c.VolcanoPhase.RUNNING, running=4
+        )
+        assert len(bound(await members(kube, ns))) == 4
+
+
 async def test_a_volcano_podgroup_with_bad_fields_is_refused_naming_each(
     own_kube: KubeClient, ns: str
 ) -> None:

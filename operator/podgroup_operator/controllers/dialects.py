@@ -77,11 +77,14 @@ class DialectMirrors:
         sources: Mapping[Dialect, Informer],
         topologies: Callable[[], Mapping[str, tuple[str, ...]]],
         *,
+        namespaces: frozenset[str] = frozenset(),
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         monotonic: MonotonicClock = LOOP_CLOCK,
         delay: float = COALESCE_SECONDS,
     ) -> None:
         self.kube = kube
+        self.namespaces = namespaces
+        """Namespaces whose sources are mirrored (`run --namespace`); empty means all."""
         self.groups = groups
         self.sources = dict(sources)
         self.topologies = topologies
@@ -107,6 +110,10 @@ class DialectMirrors:
         if handler is None:
 
             def handler(kind: WatchEventType, body: JSON, old: JSON | None) -> None:
+                if kind is WatchEventType.DELETED:
+                    uid = (body.get("metadata") or {}).get("uid")
+                    self._said = {said for said in self._said if said[0] != uid}
+                    return  # the garbage collector deletes its mirror
                 self.touch((dialect, _key(body)))
 
             handler.__qualname__ = f"DialectMirrors.on_source[{dialect.value}]"
@@ -122,6 +129,8 @@ class DialectMirrors:
             self.touch((dialect, _key(body)))
 
     def touch(self, key: Key) -> None:
+        if self.namespaces and key[1].split("/", 1)[0] not in self.namespaces:
+            return
         self._dirty.add(key)
         self._wake.set()
 

@@ -426,7 +426,11 @@ class Leading:
             kube, informers.topologies.store, informers.nodes.store
         )
         self.dialects = DialectMirrors(
-            kube, informers.podgroups.store, informers.dialects, informers.topology_levels
+            kube,
+            informers.podgroups.store,
+            informers.dialects,
+            informers.topology_levels,
+            namespaces=frozenset(settings.namespaces),
         )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:

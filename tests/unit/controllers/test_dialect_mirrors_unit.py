@@ -216,3 +216,20 @@ async def test_dialect_crds_are_installed_where_absent_and_never_over_the_owner_
     assert (
         koordinator is not None and koordinator["spec"]["versions"][0]["additionalPrinterColumns"]
     )
+
+
+async def test_only_the_namespaces_handled_are_mirrored_and_a_deleted_source_is_forgotten() -> None:
+    h = Mirrors()
+    h.mirrors.namespaces = frozenset({"other"})
+    source = h.source(c.Dialect.VOLCANO, VOLCANO_PODGROUPS, "job", {"minMember": 1})
+    handler = h.mirrors.on_source(c.Dialect.VOLCANO)
+    handler(c.WatchEventType.ADDED, source, None)
+    assert h.mirrors._dirty == set()
+    h.mirrors.namespaces = frozenset()
+    handler(c.WatchEventType.ADDED, source, None)
+    await h.mirrors.reconcile_dirty()
+    await h.mirrors.narrator.settled()
+    assert h.fake.get_object(PODGROUPS, "job", NS) is not None
+    assert h.mirrors._said
+    handler(c.WatchEventType.DELETED, source, source)
+    assert h.mirrors._said == set()
