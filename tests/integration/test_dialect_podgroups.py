@@ -32,11 +32,13 @@ from podgroup_operator.adapters.kube import (
     NAMESPACES,
     PODGROUPS,
     PODS,
+    TOPOLOGIES,
     VOLCANO_PODGROUPS,
     Kind,
     KubeClient,
 )
 from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.domain.dialects import ANNOTATION_TOPOLOGY
 from tests.kube_helpers import create_bound, create_pod, group_status, pool, wait_group
 from tests.waiting import wait_for
 
@@ -226,6 +228,71 @@ async def test_volcano_min_task_member_holds_the_gang_until_each_task_has_its_mi
             kube, VOLCANO_PODGROUPS, ns, "tf", phase=c.VolcanoPhase.RUNNING, running=4
         )
         assert len(bound(await members(kube, ns))) == 4
+
+
+async def test_volcano_network_tiers_keep_the_gang_within_one_rack_of_the_topology(
+    own_kube: KubeClient, ns: str
+) -> None:
+    """`networkTopology: {mode: hard, highestTierAllowed: 2}` over a Topology of (rack, host):
+    tier 1 is the host, tier 2 the rack, so the gang of 3 is bound within one rack. Rack a
+    holds 2 of the 3 members, rack b all 3: all go to rack b."""
+    kube = own_kube
+    rack, group = "example.com/rack", uuid.uuid4().hex[:8]
+    topology = f"fabric-{group}"
+    await kube.create(
+        TOPOLOGIES,
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": c.TOPOLOGY_KIND,
+            "metadata": {"name": topology},
+            "spec": {"levels": [{"nodeLabel": rack}, {"nodeLabel": c.LABEL_HOSTNAME}]},
+        },
+    )
+    try:
+        async with (
+            pool(kube, count=1, cpu="2", memory="16Gi", labels={"set": group, rack: "a"}) as (a, _),
+            pool(kube, count=2, cpu="2", memory="16Gi", labels={"set": group, rack: "b"}) as (b, _),
+        ):
+            await kube.create(
+                VOLCANO_PODGROUPS,
+                {
+                    "apiVersion": f"{c.VOLCANO_GROUP}/{c.VOLCANO_VERSION}",
+                    "kind": "PodGroup",
+                    "metadata": {
+                        "name": "ring",
+                        "namespace": ns,
+                        "annotations": {ANNOTATION_TOPOLOGY: topology},
+                    },
+                    "spec": {
+                        "minMember": 3,
+                        "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+                    },
+                },
+                ns,
+            )
+            for i in range(3):
+                await create_pod(
+                    kube,
+                    ns,
+                    f"ring-{i}",
+                    annotations={c.ANNOTATION_GROUP_NAME: "ring"},
+                    requests={"cpu": "1"},
+                    scheduler=c.VOLCANO_SCHEDULER_NAME,
+                    nodeSelector={"set": group},
+                )
+            await wait_source(
+                kube, VOLCANO_PODGROUPS, ns, "ring", phase=c.VolcanoPhase.RUNNING, running=3
+            )
+            nodes = {p["spec"]["nodeName"] for p in await members(kube, ns)}
+            assert nodes <= set(b.node_names), (nodes, a.node_names)
+            mirror = await kube.get(PODGROUPS, "ring", ns)
+            assert mirror["spec"]["topologyConstraint"] == {
+                "topology": topology,
+                "preferredTopologyLevel": c.LABEL_HOSTNAME,
+                "requiredTopologyLevel": rack,
+            }
+    finally:
+        await kube.delete(TOPOLOGIES, topology)
 
 
 async def test_a_volcano_podgroup_with_bad_fields_is_refused_naming_each(
