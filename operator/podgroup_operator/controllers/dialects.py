@@ -173,12 +173,16 @@ class DialectMirrors:
         source = {**source, "apiVersion": f"{kind.group}/{kind.version}", "kind": c.KIND}
         translation = translate(dialect, source, self._topologies())
         if translation.errors:
+            kept = (
+                f"its {c.API_VERSION} PodGroup keeps the last spec read"
+                if self.groups.get(key) is not None
+                else "no gang is made from this PodGroup"
+            )
             self._say(
                 source,
                 c.EventType.WARNING,
                 c.DialectReason.INVALID,
-                "no gang is made from this PodGroup until it is fixed: "
-                + "; ".join(translation.errors),
+                f"{kept} until it is fixed: " + "; ".join(translation.errors),
             )
             return
         for note in translation.notes:
@@ -297,17 +301,27 @@ def dialect_informers(kube: KubeClient) -> dict[Dialect, Informer]:
         "install that scheduler's) and the operator may list and watch them "
         "(deploy/base/rbac.yaml)"
     )
+    # Named by group: our own PodGroups' informer is `podgroups` (logs, metrics, readiness).
     return {
         Dialect.VOLCANO: Informer(
-            kube, VOLCANO_PODGROUPS, without_managed_fields, optional=why.format("Volcano")
+            kube,
+            VOLCANO_PODGROUPS,
+            without_managed_fields,
+            name=f"{c.PLURAL}.{c.VOLCANO_GROUP}",
+            optional=why.format("Volcano"),
         ),
         Dialect.KOORDINATOR: Informer(
-            kube, KOORD_PODGROUPS, without_managed_fields, optional=why.format("Koordinator")
+            kube,
+            KOORD_PODGROUPS,
+            without_managed_fields,
+            name=f"{c.PLURAL}.{c.KOORD_PODGROUP_GROUP}",
+            optional=why.format("Koordinator"),
         ),
         Dialect.NATIVE_V1BETA1: Informer(
             kube,
             NATIVE_PODGROUPS,
             without_managed_fields,
+            name=f"{c.PLURAL}.{c.NATIVE_GROUP}",
             fallbacks=(NATIVE_PODGROUPS_V1ALPHA2,),
             optional=why.format("native scheduling.k8s.io"),
         ),

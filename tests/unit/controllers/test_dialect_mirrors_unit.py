@@ -233,3 +233,28 @@ async def test_only_the_namespaces_handled_are_mirrored_and_a_deleted_source_is_
     assert h.mirrors._said
     handler(c.WatchEventType.DELETED, source, source)
     assert h.mirrors._said == set()
+
+
+def test_each_dialect_informer_has_a_name_of_its_own() -> None:
+    """Logs, metrics and readiness key informers by name: none may take `podgroups`, ours."""
+    names = [informer.name for informer in Mirrors().informers.values()]
+    assert names == [
+        "podgroups.scheduling.volcano.sh",
+        "podgroups.scheduling.sigs.k8s.io",
+        "podgroups.scheduling.k8s.io",
+    ]
+
+
+async def test_a_source_broken_after_its_mirror_was_made_keeps_the_mirror_s_last_spec() -> None:
+    h = Mirrors()
+    vc = c.Dialect.VOLCANO
+    h.source(vc, VOLCANO_PODGROUPS, "job", {"minMember": 2})
+    await h.reconcile(vc, "job")
+    h.ours("job")
+    h.source(vc, VOLCANO_PODGROUPS, "job", {"minMember": -2})
+    await h.reconcile(vc, "job")
+    (warning,) = h.fake.events(involved="job", reason=c.DialectReason.INVALID)
+    assert warning["message"].startswith(
+        f"its {c.API_VERSION} PodGroup keeps the last spec read until it is fixed: spec.minMember"
+    )
+    assert h.fake.get_object(PODGROUPS, "job", NS)["spec"] == {"minMember": 2}
