@@ -8,8 +8,9 @@ need the stores synced):
    the leader election's Lease;
 2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, for
    volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses, the
-   PodDisruptionBudgets preemption honours, and Topologies, whose levels the PodGroup webhook
-   and the scheduler read through `Informers.levels_of`), always
+   PodDisruptionBudgets preemption honours, Topologies, whose levels the PodGroup webhook
+   and the scheduler read through `Informers.levels_of`, and other schedulers' PodGroup kinds,
+   each optional, which the leader's `DialectMirrors` mirrors into ours), always
    cluster-wide for pods and nodes, because placement must see every bound pod whatever
    namespaces the operator handles;
 3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
