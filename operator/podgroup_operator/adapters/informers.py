@@ -336,9 +336,9 @@ class Informer:
                 logger.info("%s: resourceVersion expired; listing again", self.name)
             except Exception as exc:
                 failures += 1
-                # An optional kind still missing was said once (below): its retries only at
-                # debug level, or a cluster without it would log one line per kind every 30 s.
-                quiet = bool(self.optional) and self.synced.is_set() and _unavailable(exc)
+                # An optional kind missing is said once (below): its retries only at debug
+                # level, or a cluster without it would log one line per kind every 30 s.
+                quiet = bool(self.optional) and _unavailable(exc)
                 if self.optional and not self.synced.is_set() and _unavailable(exc):
                     logger.warning(
                         "%s: %s; going on without it: %s", self.name, describe(exc), self.optional
