@@ -163,6 +163,7 @@ def _run(args: argparse.Namespace) -> int:
         gang_group_trust=args.gang_group_trust,
         nonstrict_hold_seconds=args.nonstrict_hold_seconds,
         provisioning_class=args.provisioning_class,
+        dialect_crds=args.dialect_crds,
     )
 
 
@@ -469,6 +470,15 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         f"{c.ProvisioningClass.BEST_EFFORT_ATOMIC}); a PodGroup's annotation "
         f"{c.ANNOTATION_PROVISIONING_CLASS} overrides it ({c.PROVISIONING_OFF}: off). Default: "
         "off, unless a PodGroup's annotation names a class",
+    )
+    run.add_argument(
+        "--dialect-crds",
+        choices=[mode.value for mode in c.DialectCRDs],
+        default=c.DialectCRDs.OFF.value,
+        help="install: install a compatible CRD for each other scheduler's PodGroup kind "
+        "(Volcano's scheduling.volcano.sh, Koordinator's scheduling.sigs.k8s.io) that no CRD "
+        "serves yet, never replacing one the operator did not install; off (default): read "
+        "only the kinds already served",
     )
     run.set_defaults(func=_run)
 

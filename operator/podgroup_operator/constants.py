@@ -409,3 +409,95 @@ class ProvisioningConditionType(StrEnum):
     FAILED = "Failed"
     BOOKING_EXPIRED = "BookingExpired"
     CAPACITY_REVOKED = "CapacityRevoked"
+
+
+# --- Other schedulers' PodGroup kinds, read and mirrored (domain/dialects.py) --------------------
+VOLCANO_GROUP = "scheduling.volcano.sh"
+VOLCANO_VERSION = "v1beta1"
+VOLCANO_SCHEDULER_NAME = "volcano"
+"""`spec.schedulerName` of Volcano's pods: `run --scheduler-name volcano` takes them over."""
+LABEL_VOLCANO_TASK_SPEC = "volcano.sh/task-spec"
+"""The pod label (and annotation) naming a Volcano job's task: its `minTaskMember` key."""
+KOORD_PODGROUP_GROUP = "scheduling.sigs.k8s.io"
+KOORD_PODGROUP_VERSION = "v1alpha1"
+ANNOTATION_KOORD_TOTAL_NUMBER = "gang.scheduling.koordinator.sh/total-number"
+ANNOTATION_KOORD_MATCH_POLICY = "gang.scheduling.koordinator.sh/match-policy"
+NATIVE_GROUP = "scheduling.k8s.io"
+NATIVE_VERSIONS = ("v1beta1", "v1alpha2")
+FIELD_SCHEDULING_GROUP = "spec.schedulingGroup.podGroupName"
+"""The native pod field naming its PodGroup (dropped by API servers that predate it)."""
+LABEL_MIRROR_OF = f"{GROUP}/mirror-of"
+"""On a PodGroup the operator made from another scheduler's PodGroup: that dialect (`Dialect`).
+Its spec is rewritten from the source on every change; delete or edit the source instead."""
+DIALECT_CRD_LABEL = f"{GROUP}/dialect-crd"
+"""On a CRD the operator installed for another scheduler's kind (`run --dialect-crds install`):
+only such a CRD is ever replaced; one without it belongs to that scheduler and is let be."""
+
+
+class Dialect(StrEnum):
+    """Another scheduler's PodGroup kind that the operator reads (`LABEL_MIRROR_OF`'s values)."""
+
+    VOLCANO = "volcano"
+    KOORDINATOR = "koordinator"
+    NATIVE_V1BETA1 = "native-v1beta1"
+    NATIVE_V1ALPHA2 = "native-v1alpha2"
+
+
+class DialectCRDs(StrEnum):
+    """`run --dialect-crds`: what to do about the CRDs of other schedulers' PodGroup kinds."""
+
+    INSTALL = "install"
+    """Install ours for each kind no CRD serves yet (never replacing one we did not install)."""
+    OFF = "off"
+    """Install nothing; read the kinds whose CRDs exist."""
+
+
+class VolcanoPhase(StrEnum):
+    """`status.phase` of a Volcano PodGroup, as Volcano's controllers read it."""
+
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    """Admitted: its controller may create the pods (Volcano's job controller waits for it)."""
+    RUNNING = "Running"
+    UNKNOWN = "Unknown"
+    COMPLETED = "Completed"
+
+
+class KoordPhase(StrEnum):
+    """`status.phase` of a `scheduling.sigs.k8s.io` PodGroup (scheduler-plugins v1alpha1)."""
+
+    PENDING = "Pending"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+class NativeCondition(StrEnum):
+    """The condition a native `scheduling.k8s.io` PodGroup gets, by version."""
+
+    INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+    """v1beta1: True once minCount members were first bound together; it latches."""
+    SCHEDULED = "PodGroupScheduled"
+    """v1alpha2: True while minCount members are bound."""
+
+
+class DialectReason(StrEnum):
+    """Reasons of the Events and conditions about other schedulers' PodGroups."""
+
+    MIRRORED = "Mirrored"
+    """Normal Event: the PodGroup the gang scheduler reads was made from this one."""
+    NOT_MAPPED = "FieldNotMapped"
+    """Normal Event: a field that has no counterpart here (the message names it and why)."""
+    QUEUE_IGNORED = "QueueIgnored"
+    """Normal Event: a Volcano `spec.queue` is not charged to any quota here."""
+    INVALID = "InvalidPodGroup"
+    """Warning Event: the PodGroup cannot be read; the message names each field and the fix."""
+    NAME_TAKEN = "PodGroupNameTaken"
+    """Warning Event: a scheduling.x-k8s.io PodGroup of that name exists and was not made from
+    this one (a user's own, or another dialect's); that one governs the pods."""
+    SCHEDULED = "Scheduled"
+    """A native PodGroup's condition reason once minCount members are bound."""
+    UNSCHEDULABLE = "Unschedulable"
+    """A native PodGroup's condition reason while they are not."""

@@ -72,6 +72,7 @@ def run(
     gang_group_trust: list[str] | None = None,
     nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
     provisioning_class: str | None = None,
+    dialect_crds: str = c.DialectCRDs.OFF,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -87,6 +88,7 @@ def run(
         webhook_certs=WebhookCerts(webhook_certs),
         gang_group_trust=gang_group_trust or [],
         provisioning_class=provisioning_class,
+        dialect_crds=c.DialectCRDs(dialect_crds),
     )
     try:
         settings.max_pd_volumes = max_pd_volumes_from_env(os.environ.get(c.MAX_PD_VOLUMES_ENV))

@@ -90,6 +90,9 @@ class OperatorSettings:
     provisioning_class: str | None = None
     """The ProvisioningRequest class of gangs refused for room (`run --provisioning-class`);
     None: off, unless a PodGroup's annotation names one (controllers/provisioning.py)."""
+    dialect_crds: c.DialectCRDs = c.DialectCRDs.OFF
+    """Whether to install CRDs for other schedulers' PodGroup kinds that none serves (`run
+    --dialect-crds`; controllers/dialects.py)."""
 
     max_pd_volumes: int | None = None
     """Every node's limit of in-tree disks where its allocatable sets none (`KUBE_MAX_PD_VOLS`,

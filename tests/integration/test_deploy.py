@@ -69,14 +69,22 @@ LEADER_LEASE = "podgroup-operator-leader"
 CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
 
 
-def rules(role: dict[str, Any], resource: str) -> list[dict[str, Any]]:
-    return [rule for rule in role["rules"] if resource in rule["resources"]]
+def rules(role: dict[str, Any], resource: str, group: str | None = None) -> list[dict[str, Any]]:
+    """The rules naming `resource` (of API group `group` only, when given)."""
+    return [
+        rule
+        for rule in role["rules"]
+        if resource in rule["resources"] and (group is None or group in rule["apiGroups"])
+    ]
 
 
-def verbs(role: dict[str, Any], resource: str, *, named: str | None = None) -> set[str]:
-    """Verbs granted on `resource`: on every object (named None), or on that one object."""
+def verbs(
+    role: dict[str, Any], resource: str, *, named: str | None = None, group: str | None = None
+) -> set[str]:
+    """Verbs granted on `resource` (of `group`, when given): on every object (named None), or
+    on that one object."""
     found: set[str] = set()
-    for rule in rules(role, resource):
+    for rule in rules(role, resource, group):
         names = rule.get("resourceNames")
         if names is None or (named is not None and named in names):
             found |= set(rule["verbs"])
@@ -209,8 +217,21 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
         find(documents, "ClusterRole", "podgroup-operator"),
         find(documents, "Role"),
     )
-    assert verbs(cluster_role, "podgroups") == {"get", "list", "watch", "create", "delete"}
-    assert verbs(cluster_role, "podgroups/status") == {"patch"}
+    # update: a mirror of another scheduler's PodGroup follows its source's spec.
+    assert verbs(cluster_role, "podgroups", group=c.GROUP) == {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "delete",
+    }
+    assert verbs(cluster_role, "podgroups/status", group=c.GROUP) == {"patch"}
+    # Other schedulers' PodGroups: read, and their status written back (on the object where
+    # their CRD has no status subresource, as Volcano's).
+    for group in (c.VOLCANO_GROUP, c.KOORD_PODGROUP_GROUP, c.NATIVE_GROUP):
+        assert verbs(cluster_role, "podgroups", group=group) == {"list", "watch", "patch"}
+        assert verbs(cluster_role, "podgroups/status", group=group) == {"patch"}
     # Topologies: every replica's webhook reads them; the leader keeps their status.
     assert verbs(cluster_role, "topologies") == {"list", "watch"}
     assert verbs(cluster_role, "topologies/status") == {"patch"}

@@ -60,6 +60,7 @@ SELF_MANAGED = DEPLOY / "overlays" / "self-managed"
 CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
 AGGREGATE = DEPLOY / "components" / "aggregate-tenant-roles"
 MONITORING = DEPLOY / "components" / "monitoring"
+DIALECT_CRDS = DEPLOY / "components" / "dialect-crds"
 
 
 def render_aggregated() -> list[dict[str, Any]]:
@@ -156,8 +157,9 @@ MONITORING_ON = {
         ({}, lambda: render(SELF_MANAGED)),
         ({"certificates": {"mode": "cert-manager"}}, lambda: render(CERT_MANAGER)),
         (MONITORING_ON, lambda: render_with(MONITORING)),
+        ({"dialects": {"installCRDs": True}}, lambda: render_with(DIALECT_CRDS)),
     ],
-    ids=["self-managed", "cert-manager", "monitoring"],
+    ids=["self-managed", "cert-manager", "monitoring", "dialect-crds"],
 )
 def test_the_chart_renders_the_kustomize_install(values: dict[str, Any], kustomize: Any) -> None:
     """Object for object: kinds, names, RBAC rules, webhook rules and failure policies, security

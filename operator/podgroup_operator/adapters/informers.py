@@ -336,12 +336,15 @@ class Informer:
                 logger.info("%s: resourceVersion expired; listing again", self.name)
             except Exception as exc:
                 failures += 1
+                # An optional kind missing is said once (below): its retries only at debug
+                # level, or a cluster without it would log one line per kind every 30 s.
+                quiet = bool(self.optional) and _unavailable(exc)
                 if self.optional and not self.synced.is_set() and _unavailable(exc):
                     logger.warning(
                         "%s: %s; going on without it: %s", self.name, describe(exc), self.optional
                     )
                     self.synced.set()
-                await self._back_off(failures, exc, "list", "again")
+                await self._back_off(failures, exc, "list", "again", quiet=quiet)
 
     async def _watch_until_gone(self) -> None:
         """Watch again and again from the last version seen; return only by raising
@@ -361,9 +364,11 @@ class Informer:
                     failures, exc, "watch", f"watching again from resourceVersion {version}"
                 )
 
-    async def _back_off(self, failures: int, exc: Exception, step: str, then: str) -> None:
+    async def _back_off(
+        self, failures: int, exc: Exception, step: str, then: str, *, quiet: bool = False
+    ) -> None:
         """Count and log the `failures`-th failure in a row of `step` (list or watch), saying
-        what comes `then`, and wait RETRY's delay for it."""
+        what comes `then` (`quiet`: at debug level), and wait RETRY's delay for it."""
         self.stats.failures += 1
         delay = RETRY.delay(failures).total_seconds()
         cause = describe(exc)
@@ -371,7 +376,15 @@ class Informer:
             cause = "; ".join(
                 filter(None, (f"{self.kind.path()} is not served (404)", self.missing))
             )
-        logger.warning("%s: %s failed (%s); %s in %.1fs", self.name, step, cause, then, delay)
+        logger.log(
+            logging.DEBUG if quiet else logging.WARNING,
+            "%s: %s failed (%s); %s in %.1fs",
+            self.name,
+            step,
+            cause,
+            then,
+            delay,
+        )
         await asyncio.sleep(delay)
 
     async def _list(self) -> None:

@@ -392,6 +392,11 @@ POD_TEMPLATES = Kind("", "v1", "podtemplates")
 PROVISIONING_REQUESTS = Kind(c.PROVISIONING_GROUP, c.PROVISIONING_VERSION, c.PROVISIONING_PLURAL)
 """cluster-autoscaler's ProvisioningRequests (controllers/provisioning.py); not our CRD."""
 CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+VOLCANO_PODGROUPS = Kind(c.VOLCANO_GROUP, c.VOLCANO_VERSION, c.PLURAL)
+KOORD_PODGROUPS = Kind(c.KOORD_PODGROUP_GROUP, c.KOORD_PODGROUP_VERSION, c.PLURAL)
+NATIVE_PODGROUPS = Kind(c.NATIVE_GROUP, c.NATIVE_VERSIONS[0], c.PLURAL)
+NATIVE_PODGROUPS_V1ALPHA2 = Kind(c.NATIVE_GROUP, c.NATIVE_VERSIONS[1], c.PLURAL)
+"""Other schedulers' PodGroup kinds, read and mirrored (controllers/dialects.py)."""
 VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
 MUTATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
 

@@ -72,6 +72,7 @@ _POD_SPEC_FOR_SCHEDULING = (
     "runtimeClassName",
     "restartPolicy",
     "schedulingGates",
+    "schedulingGroup",
 )
 _CONTAINER_FIELDS = ("name", "image", "resources", "ports", "restartPolicy")
 """`restartPolicy: Always` makes an init container a sidecar, whose requests and host ports count

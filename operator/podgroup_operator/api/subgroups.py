@@ -4,8 +4,9 @@ policy, preemption and the scheduler.
 Which sub-group a pod belongs to: a pod labelled `scheduling.x-k8s.io/sub-group: NAME` joins
 the leaf NAME (a template leaf: its instance for the pod's values). A pod without the label
 joins the first template leaf (one with `matchLabelKeys`) whose keys it carries every one of,
-in the instance named `NAME-VALUES`. Any other pod is a member of the group outside every
-sub-group.
+in the instance named `NAME-VALUES`. A pod with neither whose Volcano task label
+`volcano.sh/task-spec` names a leaf joins it (a Volcano `minTaskMember` is one leaf per task,
+domain/dialects.py). Any other pod is a member of the group outside every sub-group.
 
 Each template instance is a sub-group of its own (`build_tree`): a parent without minMember
 needs what its counted children need, summed over the instances its members form, and
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from podgroup_operator.api.models import SubGroup, ancestors
-from podgroup_operator.constants import LABEL_SUB_GROUP
+from podgroup_operator.constants import LABEL_SUB_GROUP, LABEL_VOLCANO_TASK_SPEC
 
 __all__ = [
     "Membership",
@@ -88,6 +89,11 @@ def _member(labels: Mapping[str, str], by_leaf: Mapping[str, SubGroup]) -> Membe
             name = instance_name(leaf, labels)
             if name is not None:
                 return Membership(leaf, name)
+    task = labels.get(LABEL_VOLCANO_TASK_SPEC)
+    if task is not None:
+        leaf = by_leaf.get(task)
+        if leaf is not None and not leaf.match_label_keys:
+            return Membership(leaf, leaf.name)
     return OUTSIDE
 
 

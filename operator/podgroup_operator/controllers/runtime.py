@@ -8,8 +8,9 @@ need the stores synced):
    the leader election's Lease;
 2. `Informers`: one list+watch per kind (pods, nodes, PodGroups, ResourceQuotas, for
    volume binding PersistentVolumes, PersistentVolumeClaims and StorageClasses, the
-   PodDisruptionBudgets preemption honours, and Topologies, whose levels the PodGroup webhook
-   and the scheduler read through `Informers.levels_of`), always
+   PodDisruptionBudgets preemption honours, Topologies, whose levels the PodGroup webhook
+   and the scheduler read through `Informers.levels_of`, and other schedulers' PodGroup kinds,
+   each optional, which the leader's `DialectMirrors` mirrors into ours), always
    cluster-wide for pods and nodes, because placement must see every bound pod whatever
    namespaces the operator handles;
 3. the `QuotaService`, fed by the informers on every replica (admission webhooks answer on all);
@@ -71,6 +72,11 @@ from podgroup_operator.adapters.slim import (
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.dialects import (
+    DialectMirrors,
+    dialect_informers,
+    install_dialect_crds,
+)
 from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.preemption import budgets_of
 from podgroup_operator.controllers.provisioning import Provisioning
@@ -254,6 +260,9 @@ class Informers:
     provisioning_requests: Informer
     """cluster-autoscaler's ProvisioningRequests, the gangs' own among them
     (controllers/provisioning.py); empty without that CRD."""
+    dialects: dict[c.Dialect, Informer] = field(default_factory=dict)
+    """Other schedulers' PodGroups (Volcano, Koordinator, native), each kind optional:
+    mirrored into ours by `DialectMirrors` (controllers/dialects.py)."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
@@ -308,6 +317,7 @@ class Informers:
                 f"the operator may list and watch {c.PROVISIONING_PLURAL}."
                 f"{c.PROVISIONING_GROUP} (deploy/base/rbac.yaml)",
             ),
+            dialects=dialect_informers(kube),
         )
 
     def all(self) -> tuple[Informer, ...]:
@@ -323,7 +333,17 @@ class Informers:
             self.pdbs,
             self.topologies,
             self.provisioning_requests,
+            *self.dialects.values(),
         )
+
+    def topology_levels(self) -> dict[str, tuple[str, ...]]:
+        """Every Topology's levels by name (what a Volcano networkTopology's tiers map to)."""
+        found = {}
+        for name in self.topologies.store.object_keys():
+            levels = self.levels.levels_of(name)
+            if levels:
+                found[name] = levels
+        return found
 
     def levels_of(self, name: str) -> tuple[str, ...] | None:
         """The node label keys of Topology `name`, coarse to fine; None: no such Topology."""
@@ -430,6 +450,13 @@ class Leading:
         self.topology = TopologyStatusController(
             kube, informers.topologies.store, informers.nodes.store
         )
+        self.dialects = DialectMirrors(
+            kube,
+            informers.podgroups.store,
+            informers.dialects,
+            informers.topology_levels,
+            namespaces=frozenset(settings.namespaces),
+        )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
         self.scheduler.on_node(kind, node, old)
@@ -491,6 +518,10 @@ class Leading:
         await informers.topologies.attach(self.topology.on_topology)
         await informers.topologies.attach(self.scheduler.on_topology)
         await informers.provisioning_requests.attach(self.provisioning.on_request)
+        for dialect, informer in informers.dialects.items():
+            await informer.attach(self.dialects.on_source(dialect))
+        await informers.podgroups.attach(self.dialects.on_group)
+        self.dialects.start()
         self.status.start()
         await self._catch_up()
         self.scheduler.start()
@@ -538,8 +569,12 @@ class Leading:
         informers.topologies.remove_handler(self.topology.on_topology)
         informers.topologies.remove_handler(self.scheduler.on_topology)
         informers.provisioning_requests.remove_handler(self.provisioning.on_request)
+        for dialect, informer in informers.dialects.items():
+            informer.remove_handler(self.dialects.on_source(dialect))
+        informers.podgroups.remove_handler(self.dialects.on_group)
         for informer, handler in self._volume_handlers():
             informer.remove_handler(handler)
+        await self.dialects.stop()
         await self.topology.stop()
         await self.scheduler.stop()
         await self.provisioning.stop()
@@ -602,7 +637,11 @@ class Runtime:
         self.quota.observe_quota(body, kind)
 
     async def start(self) -> None:
-        """Start the informers; once synced, lead (after winning the election, if enabled)."""
+        """Start the informers; once synced, lead (after winning the election, if enabled).
+        With `--dialect-crds install`, the CRDs of other schedulers' kinds that none serves are
+        installed first, so their informers find them at once."""
+        if self.settings.dialect_crds is c.DialectCRDs.INSTALL:
+            await install_dialect_crds(self.kube)
         self.informers.pods.add_handler(self._on_pod_for_quota)
         self.informers.podgroups.add_handler(self._on_group_for_quota)
         self.informers.quotas.add_handler(self._on_quota)

@@ -71,6 +71,12 @@ def _groups(raw: str | None, namespace: str) -> list[str] | None:
     return [v if "/" in v else f"{namespace}/{v}" for v in value]
 
 
+def parse_gang_groups(raw: str, namespace: str) -> list[str] | None:
+    """Koordinator's `/groups` (on a pod or a PodGroup) as `namespace/name` entries; None when
+    it is not a JSON list of strings."""
+    return _groups(raw, namespace)
+
+
 def _shown(value: str) -> str:
     return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
 

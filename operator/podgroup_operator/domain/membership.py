@@ -10,15 +10,18 @@ Rules, in the words of the user documentation:
 
 * A pod only ever belongs to a group in its own namespace.
 * The keys are read in this order of precedence, and the first one with a non-empty value wins:
+  0. the pod field `spec.schedulingGroup.podGroupName` (the native PodGroup, `scheduling.k8s.io`;
+     API servers older than the field drop it, so it is only ever seen where it is served),
   1. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins),
   2. label `pod-group.scheduling.sigs.k8s.io` (Koordinator's primary key, no `/name`),
   3. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch),
   4. label `pod-group.scheduling.sigs.k8s.io/name` (coscheduling's lightweight gang),
   5. annotation `gang.scheduling.koordinator.sh/name` (Koordinator gang),
   6. label `kueue.x-k8s.io/pod-group-name` (Kueue plain-pod group).
-  Keys naming a user-written PodGroup (1 to 3) come before the lightweight ones (4 to 6), which
-  make a PodGroup of their own, and labels before annotations among the first: an explicit
-  PodGroup is what the pod's author meant. `membership_conflict()` reports a disagreement so
+  Keys naming a user-written PodGroup (0 to 3) come before the lightweight ones (4 to 6), which
+  make a PodGroup of their own; the API's own field first (the API server validates it and it
+  cannot change once set), then labels before annotations: an explicit PodGroup is what the
+  pod's author meant. `membership_conflict()` reports a disagreement so
   the caller can warn (naming both keys and groups) instead of silently picking one.
 * An empty value counts as absent.
 * A lightweight gang (4 to 6) is a group without a user-written PodGroup object: the operator
@@ -48,9 +51,17 @@ class _MembershipKey:
     """Labels can be used in label selectors; annotations cannot."""
     lightweight: bool
     """True for keys of gangs that have no user-written PodGroup object."""
+    is_field: bool = False
+    """The native pod field `spec.schedulingGroup.podGroupName` (`name` is its path)."""
+
+    @property
+    def kind(self) -> str:
+        """How a message names it: label, annotation or field."""
+        return "field" if self.is_field else "label" if self.is_label else "annotation"
 
 
 _KEYS_BY_PRECEDENCE: tuple[_MembershipKey, ...] = (
+    _MembershipKey(c.FIELD_SCHEDULING_GROUP, is_label=False, lightweight=False, is_field=True),
     _MembershipKey(c.LABEL_POD_GROUP, is_label=True, lightweight=False),
     _MembershipKey(c.LABEL_KOORD_POD_GROUP, is_label=True, lightweight=False),
     _MembershipKey(c.ANNOTATION_GROUP_NAME, is_label=False, lightweight=False),
@@ -114,6 +125,9 @@ def _metadata(pod: Pod) -> Mapping[str, Any]:
 
 def _value(pod: Pod, key: _MembershipKey) -> str | None:
     """The key's non-empty value on the pod, or None."""
+    if key.is_field:
+        group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        return group if isinstance(group, str) and group else None
     metadata = _metadata(pod)
     source = metadata.get("labels" if key.is_label else "annotations") or {}
     value = source.get(key.name)
@@ -164,7 +178,7 @@ def missing_group_message(pod: Pod) -> str | None:
     if not present:
         return None
     found, name = present[0]
-    key = f"{'label' if found.is_label else 'annotation'} {found.name}"
+    key = f"{found.kind} {found.name}"
     if not is_dns_subdomain(name):
         shown = repr(name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "...")
         return (

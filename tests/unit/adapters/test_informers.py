@@ -7,6 +7,7 @@ watches) rather than on time passing.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -22,11 +23,13 @@ from podgroup_operator.adapters.kube import (
     PDBS_V1BETA1,
     PODGROUPS,
     PODS,
+    VOLCANO_PODGROUPS,
     KubeClient,
 )
 from podgroup_operator.adapters.slim import SharedValues, slim_pod, without_managed_fields
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.dialects import dialect_informers
 from podgroup_operator.controllers.runtime import Informers
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.placement import member_shape
@@ -671,3 +674,28 @@ async def test_caught_up_does_not_compare_versions_that_are_not_numbers() -> Non
     _at(informer, 10)
     informer.stats.last_event = asyncio.get_running_loop().time() + 60  # never quiet
     assert await informer.caught_up("a1b2", quiet=0.05, timeout=5)
+
+
+async def test_an_optional_kind_never_served_is_said_once_then_retried_quietly(
+    api: FakeApiServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster without Volcano: its PodGroup kind is not served (404) for ever. One warning
+    says so; the retries that follow log at debug level only, not one line every 30 s."""
+    monkeypatch.setattr(informers, "RETRY", Backoff(initial_seconds=0.01, max_seconds=0.01))
+    api.inject_error("GET", VOLCANO_PODGROUPS.path(), 404, "NotFound", "not found", times=1000)
+    caplog.set_level(logging.DEBUG, logger=informers.__name__)
+    volcano = dialect_informers(KubeClient(api))[c.Dialect.VOLCANO]
+    task = asyncio.create_task(volcano.run())
+    try:
+        await until(lambda: volcano.stats.failures >= 5, "five lists not served")
+        assert volcano.synced.is_set()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, warned
+    assert "going on without it" in warned[0] and "404" in warned[0]
+    quiet = [
+        r for r in caplog.records if r.levelno == logging.DEBUG and "list failed" in r.getMessage()
+    ]
+    assert len(quiet) >= 3

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from podgroup_operator import constants as c
 from podgroup_operator.api.validation import podgroup_errors, topology_errors
 from tests.conftest import REPO
 
@@ -15,12 +16,14 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def shown(kind: str) -> list[tuple[str, dict[str, Any]]]:
-    """(page, body) of every whole object of this kind in a ```yaml block of the docs."""
+    """(page, body) of every whole object of this kind of ours in a ```yaml block of the docs
+    (another scheduler's PodGroup, shown in a migration guide, is theirs to validate)."""
     found = []
     for page in DOCS:
         for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.DOTALL):
             body = yaml.safe_load(block)
-            if isinstance(body, dict) and body.get("kind") == kind:
+            ours = str(body.get("apiVersion", c.API_VERSION)) if isinstance(body, dict) else ""
+            if isinstance(body, dict) and body.get("kind") == kind and ours == c.API_VERSION:
                 found.append((str(page.relative_to(REPO)), body))
     return found
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from podgroup_operator import constants as c
@@ -141,6 +143,7 @@ def test_a_conflict_lists_only_the_keys_that_disagree() -> None:
 
 def test_membership_keys_name_every_key_and_label_keys_only_the_selectable_ones() -> None:
     assert membership_keys() == (
+        c.FIELD_SCHEDULING_GROUP,
         c.LABEL_POD_GROUP,
         c.LABEL_KOORD_POD_GROUP,
         c.ANNOTATION_GROUP_NAME,
@@ -261,3 +264,30 @@ def test_a_name_no_podgroup_can_have_is_said_to_be_one(name: str) -> None:
     assert "is not a valid PodGroup name, so no PodGroup can have it" in message
     assert "create it" not in message
     assert len(message) < 400
+
+
+def _native(name: str, native: str, **kwargs: Any) -> dict[str, Any]:
+    return pod(name, "team", schedulingGroup={"podGroupName": native}, **kwargs)
+
+
+def test_the_native_pod_field_makes_a_member_and_outranks_every_key() -> None:
+    """`spec.schedulingGroup.podGroupName` (the native PodGroup). The dev cluster's API server
+    (v1.20) drops the field, so it is tested here, on pure code, only."""
+    member = _native("p", "native", group="plugins", group_annotation="volcano")
+    assert group_key_of(member) == ("team", "native")
+    assert lightweight_gang_of(member) is None
+    assert group_key_of(_native("p", "")) is None
+
+
+def test_a_pod_claimed_by_the_native_field_and_a_volcano_annotation_is_a_conflict() -> None:
+    conflict = membership_conflict(_native("p", "native", group_annotation="vc"))
+    assert conflict is not None
+    assert (conflict.key, conflict.group) == (c.FIELD_SCHEDULING_GROUP, "native")
+    assert conflict.ignored == ((c.ANNOTATION_GROUP_NAME, "vc"),)
+    assert "'native'" in conflict.message and "'vc'" in conflict.message
+
+
+def test_a_missing_native_group_names_the_field() -> None:
+    message = missing_group_message(_native("p", "gone"))
+    assert message is not None
+    assert f"fix the pod's field {c.FIELD_SCHEDULING_GROUP}" in message
