@@ -64,7 +64,7 @@ def test_a_gang_refused_short_of_members_keeps_its_place() -> None:
     small = [
         gang(f"s{i}", (), min_member=1, created=T0 + timedelta(seconds=i + 1)) for i in range(5)
     ]
-    assert [g.name for g in order_gangs([*small, big])][0] == "big"
+    assert order_gangs([*small, big])[0].name == "big"
 
 
 def test_uid_breaks_the_last_tie() -> None:
