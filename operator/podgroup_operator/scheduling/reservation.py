@@ -14,7 +14,8 @@ nodes the reservation does not need. So backfill never delays the head's start: 
 Slurm's backfill scheduler. A gang earlier in queue order (higher priority) ignores it.
 
 One reservation per priority level (`ReservationBook`); how this grows is in
-docs/decisions/0XX-reservation-and-backfill.md. Everything here is pure: times are passed in, nothing reads a clock.
+docs/decisions/0XX-reservation-and-backfill.md. Everything here is pure: times are passed in,
+nothing reads a clock.
 """
 
 from __future__ import annotations
