@@ -162,6 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         bind_concurrency=args.bind_concurrency,
         gang_group_trust=args.gang_group_trust,
         nonstrict_hold_seconds=args.nonstrict_hold_seconds,
+        reservation_timeout_seconds=args.reservation_timeout,
     )
 
 
@@ -179,6 +180,22 @@ def _bind_concurrency(value: str) -> int | None:
             f"{value!r} is not a bind concurrency: use {tuning.BIND_CONCURRENCY_AUTO} (the "
             f"default) or a whole number from 1 to {tuning.MAX_BIND_CONCURRENCY} "
             f"(e.g. {tuning.BIND_CONCURRENCY})"
+        )
+    return number
+
+
+def _reservation_timeout(value: str) -> float:
+    """A `--reservation-timeout`: a number of seconds from 1 to
+    `tuning.MAX_RESERVATION_TIMEOUT_SECONDS`."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 1 <= number <= tuning.MAX_RESERVATION_TIMEOUT_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a reservation timeout: use a number of seconds from 1 to "
+            f"{tuning.MAX_RESERVATION_TIMEOUT_SECONDS} "
+            f"(default {tuning.RESERVATION_TIMEOUT_SECONDS})"
         )
     return number
 
@@ -442,6 +459,15 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         help="the longest a NonStrict gang holds room for members it cannot bind yet; then the "
         "room is released for the other gangs waiting, and the gang holds again once they "
         "have been decided",
+    )
+    run.add_argument(
+        "--reservation-timeout",
+        type=_reservation_timeout,
+        default=tuning.RESERVATION_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help="the longest the head gang's reservation holds nodes while its start is unknown "
+        "(a gang running there declares no maxRunSeconds); then the nodes are released and "
+        "the gang waits as any other until it can reserve with a known start",
     )
     run.set_defaults(func=_run)
 

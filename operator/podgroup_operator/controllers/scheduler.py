@@ -66,6 +66,7 @@ from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Nominated, Preemptor
 from podgroup_operator.controllers.requests import Requests, policy_acts
+from podgroup_operator.controllers.reservations import RESERVATION_TIMEOUT_SECONDS, Reservations
 from podgroup_operator.controllers.scheduler_queue import (
     GangQueue,
     QueueEntry,
@@ -186,6 +187,7 @@ class GangScheduler:
         monotonic: MonotonicClock = LOOP_CLOCK,
         gang_group_trust: GangGroupTrust = NO_TRUST,
         nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
+        reservation_timeout_seconds: float = RESERVATION_TIMEOUT_SECONDS,
     ) -> None:
         self.monotonic = monotonic
         """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
@@ -251,6 +253,15 @@ class GangScheduler:
         self.holds = Holds(nonstrict_hold_seconds)
         """NonStrict gangs' partial placements, held in the snapshot until placed, timed out or
         past the hold cap (`run --nonstrict-hold-seconds`; scheduling/holds.py)."""
+        self.reservations = Reservations(
+            kube,
+            self.snapshot,
+            self.parsed,
+            members,
+            clock=clock,
+            timeout_seconds=reservation_timeout_seconds,
+        )
+        """The head gang of each priority reserves, later gangs backfill (reservations.py)."""
         self.nominated = Nominated(self.snapshot, scheduler_names)
         """Other schedulers' pods nominated to a node, their room held (preemption.py)."""
         self.last_cycle: float | None = None
@@ -393,6 +404,7 @@ class GangScheduler:
         self._release(key)
         self.holds.forget(key)
         self.preemption.forget(key)
+        self.reservations.forget(key)
 
     def _release(self, key: GroupKey) -> Hold | None:
         """Give back what a NonStrict gang held (returned: a hold booked again for the same
@@ -435,6 +447,7 @@ class GangScheduler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.preemption.stop()
+        await self.reservations.stop()
         await self.signals.stop()
         self.offload.shutdown()
 
@@ -524,6 +537,8 @@ class GangScheduler:
         loop = asyncio.get_running_loop()
         last_yield = loop.time()
         self._expire_holds(now)
+        if self.reservations.book and self.reservations.expire(now):
+            self.queue.retry_all()
         # 1. Refresh the queue.
         queue = self._refresh_queue(now)
         built: dict[tuple[GroupKey, bool], GangRequest | None] = {}
@@ -685,8 +700,12 @@ class GangScheduler:
         )
         if resting:  # its hold reached the cap: it holds nothing for now (scheduling/holds.py)
             request = dataclasses.replace(request, mode=c.GangMode.STRICT)
-        decision = await self._pure([request], place_group, request, self.snapshot)
+        ends = self.reservations.ends(request, now)
+        decision, backfills, fenced = await self._pure(
+            [request], self.reservations.book.place, request, self.snapshot, ends, place_group
+        )
         if isinstance(decision, Placement):
+            self.reservations.placed(request, backfills, ends)
             self._placed(decision)
             binds.extend(decision.bindings)
             return PLACED
@@ -711,9 +730,25 @@ class GangScheduler:
                     "decided"
                 )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
-                message = await self.preemption.refused(request, message, now)
+                if not resting:  # a resting NonStrict gang lets the others have the room
+                    message += await self._reserve(request, now, fenced)
+                if not fenced:  # room reserved for an older gang: evicting would not free it
+                    message = await self.preemption.refused(request, message, now)
+            elif decision.reason is not c.Reason.NOT_ENOUGH_RESOURCES:
+                self.reservations.release(request.key)  # not a candidate now (short of members)
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
+
+    async def _reserve(self, request: GangRequest, now: dt.datetime, fenced: bool) -> str:
+        """A gang refused for room reserves if it is the head of its priority; what its
+        refusal adds then (`; holds a reservation of ...`), else nothing. The plan is a few
+        what-if placements: in the worker thread as a preemption plan would be."""
+        if fenced or not self.reservations.may_reserve(request):
+            return ""
+        running = self.reservations.running(now)
+        planned = await self._plan([request], self.reservations.plan, request, running)
+        held = self.reservations.adopt(request, planned)
+        return "" if held is None else f"; {held.describe(now)}"
 
     def _hold(self, key: GroupKey, refusal: Refusal, now: dt.datetime, before: Hold | None) -> Hold:
         """Book a NonStrict refusal's partial members as the gang's hold."""

@@ -55,6 +55,7 @@ from podgroup_operator.controllers.lightweight import LightweightGangs
 from podgroup_operator.controllers.member_warnings import MemberWarnings
 from podgroup_operator.controllers.narrator import Narrator
 from podgroup_operator.controllers.restarts import Restarts
+from podgroup_operator.controllers.run_limits import RunLimits
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.lifecycle import (
     compute_status,
@@ -124,7 +125,7 @@ class StatusReconciler:
     the hold's tuning (`domain.status_hold.HoldTuning`), settable while it runs; a
     `count_delay` of 0 holds nothing but contested writes."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0915
         self,
         kube: KubeClient,
         groups: Index,
@@ -170,6 +171,10 @@ class StatusReconciler:
             touch=self.touch,
         )
         """Carries out the restart policy's plan (controllers/restarts.py)."""
+        self.run_limits = RunLimits(
+            kube, self.narrator, monotonic, write_status=self._write_status, touch=self.touch
+        )
+        """Stops a gang past its maxRunSeconds (controllers/run_limits.py)."""
         self._counts_since: dict[GroupKey, tuple[float, float]] = {}
         """When a group's COUNTS hold clock started, and until when a timer is set to touch the
         group (see `_keep_holding`)."""
@@ -467,6 +472,7 @@ class StatusReconciler:
                 kept.pop(key, None)
             self.contests.forget(key)
             self.restarts.forget(key)
+            self.run_limits.forget(key)
             pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
             if not pods:
                 self.warnings.group_found(key)
@@ -500,6 +506,9 @@ class StatusReconciler:
             # The restart wrote status; the rest is computed over what it wrote, in the next
             # reconcile (the watch echo of our own write does not bring it: group_changed).
             self.touch(key)
+            return
+        if await self.run_limits.step(key, group, body, pods, now):
+            self.touch(key)  # stopped past its maxRunSeconds: the rest over what was written
             return
         members = current_incarnation(group.status, pods)
         # Stored fields we cannot read (models.salvage_status) are rewritten at once: what

@@ -20,13 +20,11 @@ nothing reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from podgroup_operator.api.keys import GroupKey
-from podgroup_operator.constants import LABEL_KUEUE_MAX_EXEC_TIME
 from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.queue import QueueKey, queue_key
@@ -35,35 +33,6 @@ from podgroup_operator.scheduling.snapshot import Snapshot, Undo
 _NEVER = datetime.max.replace(tzinfo=UTC)
 RESERVED_PREFIX = "reserved:"
 """UIDs of the placeholders that take a reserved node's free room (`fence`)."""
-
-
-def declared_run_seconds(spec_value: int | None, pods: Iterable[Mapping[str, Any]]) -> int | None:
-    """The most seconds a gang may run: `spec.maxRunSeconds`, else the longest limit its members
-    declare (`spec.activeDeadlineSeconds`, else the label `kueue.x-k8s.io/max-exec-time-seconds`),
-    provided every member declares one; None when unknown (the gang may run for ever).
-
-    Every member must declare one: a member without a limit may outlive the others."""
-    if spec_value is not None:
-        return spec_value
-    longest: int | None = None
-    seen = False
-    for pod in pods:
-        seen = True
-        limit = _pod_limit(pod)
-        if limit is None:
-            return None
-        longest = limit if longest is None else max(longest, limit)
-    return longest if seen else None
-
-
-def _pod_limit(pod: Mapping[str, Any]) -> int | None:
-    deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
-    if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
-        return deadline
-    label = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_KUEUE_MAX_EXEC_TIME)
-    if isinstance(label, str) and label.isdigit() and int(label) > 0:
-        return int(label)
-    return None
 
 
 def ends_at(start: datetime, seconds: int | None) -> datetime | None:
@@ -247,16 +216,18 @@ class ReservationBook:
         gang: GangRequest,
         snapshot: Snapshot,
         ends: datetime | None,
+        place: Callable[[GangRequest, Snapshot], Placement | Refusal] = place_group,
     ) -> tuple[Placement | Refusal, list[Backfill], bool]:
         """`place_group`, keeping off the reserved nodes a gang may not backfill.
 
         The placement is made as usual and checked per node at the end (a placement off the
         reserved nodes costs nothing more); one that lands on nodes of a reservation it may not
-        use is undone and made again with those nodes fenced (`fence`). Returns the outcome
+        use is undone and made again with those nodes fenced (`fence`). `place` is
+        `place_group` (the caller's, so that it may be wrapped). Returns the outcome
         the reservations it backfills, and whether it was refused only because of the fence
         (no preemption helps it then: the room is reserved, not taken)."""
         restricting = self.restricting(queue_key(gang)) if self.by_priority else []
-        outcome = place_group(gang, snapshot)
+        outcome = place(gang, snapshot)
         if not restricting or not isinstance(outcome, Placement):
             return outcome, [], False
         used = {b.node for b in outcome.bindings}
@@ -265,7 +236,7 @@ class ReservationBook:
             outcome.undo()
             undo = fence(snapshot, frozenset().union(*(r.nodes for r in barred)))
             try:
-                outcome = place_group(gang, snapshot)
+                outcome = place(gang, snapshot)
             finally:
                 undo()
             if not isinstance(outcome, Placement):
@@ -278,6 +249,12 @@ class ReservationBook:
         ]
         return outcome, backfills, False
 
+    def may_reserve(self, gang: GangRequest) -> bool:
+        """Whether a refusal of `gang` may give it the reservation of its priority: no older
+        gang of its priority holds it (so a busy queue plans once per priority, not per gang)."""
+        held = self.by_priority.get(gang.priority)
+        return held is None or not held.key < queue_key(gang)
+
     def refused(
         self,
         gang: GangRequest,
@@ -287,14 +264,19 @@ class ReservationBook:
     ) -> Reservation | None:
         """A gang was refused for room: it reserves if it is the head of its priority (no older
         gang of its priority holds one). Returns its reservation, if it holds one now."""
+        if not self.may_reserve(gang):
+            return None
+        return self.adopt(gang, plan_reservation(gang, snapshot, running, now))
+
+    def adopt(self, gang: GangRequest, planned: Reservation | None) -> Reservation | None:
+        """Book `planned` (`plan_reservation` for `gang`, which `may_reserve`) as the
+        reservation of its priority; None drops the one it held. A start still unknown keeps
+        counting from when it first was; a gang whose unknown start timed out (`expire`)
+        reserves again only with a known start."""
         held = self.by_priority.get(gang.priority)
-        key = queue_key(gang)
-        if held is not None and held.key < key:
-            return None  # an older gang of its priority holds the reservation
-        planned = plan_reservation(gang, snapshot, running, now)
         if planned is not None and planned.start is None:
             if gang.key in self.expired:
-                planned = None  # it held nodes for nothing for the whole timeout already
+                planned = None
             elif held is not None and held.gang == gang.key and held.unknown_since is not None:
                 planned = replace(planned, unknown_since=held.unknown_since)
         elif planned is not None:

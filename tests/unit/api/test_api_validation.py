@@ -40,7 +40,7 @@ BAD_SPECS: list[tuple[str, Any, str, str]] = [
         "typo",
         {"minMember": 1, "minMembers": 2},
         "spec.minMembers",
-        "unknown field; remove it (known fields: gangGroup, minMember,",
+        "unknown field; remove it (known fields: gangGroup, maxRunSeconds, minMember,",
     ),
     (
         "negative quantity",

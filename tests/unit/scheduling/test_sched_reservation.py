@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 
+from podgroup_operator.api.run_time import declared_run_seconds
 from podgroup_operator.bench.burst import burst_jobs, burst_nodes, run_burst
 from podgroup_operator.bench.replay import Job, replay
 from podgroup_operator.constants import LABEL_KUEUE_MAX_EXEC_TIME, Reason
@@ -15,7 +17,6 @@ from podgroup_operator.scheduling.gang import Placement, Refusal
 from podgroup_operator.scheduling.reservation import (
     ReservationBook,
     RunningGang,
-    declared_run_seconds,
     fence,
     plan_reservation,
 )
@@ -182,6 +183,7 @@ def test_the_fence_takes_the_free_room_and_gives_it_back() -> None:
 
 
 # --- the burst replay ----------------------------------------------------------------------------
+@pytest.mark.timeout(30)  # two replays of 53 gangs, each some 60 cycles: about 3 s
 def test_the_burst_starts_the_big_gang_in_the_first_wave_that_can_hold_it() -> None:
     result = run_burst()
     with_reservation = result["reservation"]
@@ -220,7 +222,6 @@ def bursts(draw: st.DrawFn) -> tuple[int, list[Job]]:
     return nodes, jobs
 
 
-@settings(deadline=None)
 @given(bursts())
 def test_no_later_gang_delays_the_head_past_its_reserved_start(
     burst: tuple[int, list[Job]],
