@@ -28,6 +28,7 @@ from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
 from podgroup_operator.scheduling.queue import QueueKey, queue_key
+from podgroup_operator.scheduling.resources import Resources, pod_requests
 from podgroup_operator.scheduling.snapshot import Snapshot, Undo
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
@@ -100,40 +101,61 @@ def plan_reservation(
     now: datetime,
 ) -> Reservation | None:
     """Where and from when `gang` fits if the running gangs end in the order of their limits
-    (those without one last); None if it fits nowhere even on an empty cluster of these nodes.
+    (those without one last); None if it fits nowhere even with every one of them gone.
 
-    The snapshot is left as it was. The running gangs are taken out in end-time order and the
-    fewest that make it fit are found by bisection (fitting only grows as more are taken out),
-    each probe a what-if placement: O(log gangs) placements."""
+    The snapshot is left as it was. The running gangs are taken out one by one in end-time order
+    (each removal kept, `simulate_removal`) until the cluster's free total could hold the gang
+    (a lower bound, `_needs`); from there a what-if placement is tried at counts growing by
+    doubling, and the least count that fits is found by bisection between the last that did not
+    and the first that did (fitting only grows as more gangs end). So a plan costs one removal
+    per running gang it passes and O(log gangs) placements."""
     order = sorted(
         (g for g in running if g.key != gang.key),
         key=lambda g: (g.ends is None, g.ends or _NEVER, g.key),
     )
+    undos: list[Undo] = []
 
-    def fits(count: int) -> frozenset[str] | None:
-        undo = snapshot.simulate_removal(uid for g in order[:count] for uid in g.uids)
-        try:
-            outcome = place_group(gang, snapshot, what_if=True)
-            if isinstance(outcome, Refusal):
+    def remove_to(count: int) -> None:
+        while len(undos) < count:
+            undos.append(snapshot.simulate_removal(order[len(undos)].uids))
+        while len(undos) > count:
+            undos.pop()()
+
+    def fits() -> frozenset[str] | None:
+        outcome = place_group(gang, snapshot, what_if=True)
+        if isinstance(outcome, Refusal):
+            return None
+        outcome.undo()
+        return frozenset(b.node for b in outcome.bindings)
+
+    needs = _needs(gang)
+    try:
+        count = 0
+        while count < len(order) and not _could_hold(snapshot.total_free(), needs):
+            count += 1
+            remove_to(count)
+        failed, step = count - 1, 1
+        while (nodes := fits()) is None:
+            if count == len(order):
                 return None
-            outcome.undo()
-            return frozenset(b.node for b in outcome.bindings)
-        finally:
-            undo()
-
-    if fits(len(order)) is None:
-        return None
-    low, high = 0, len(order)  # fits(high) holds; find the least count that fits
-    while low < high:
-        middle = (low + high) // 2
-        if fits(middle) is not None:
-            high = middle
-        else:
-            low = middle + 1
-    nodes = fits(low)
-    assert nodes is not None
+            failed, count = count, min(len(order), count + step)
+            step *= 2
+            remove_to(count)
+        low, high = failed + 1, count
+        while low < high:
+            middle = (low + high) // 2
+            remove_to(middle)
+            if fits() is not None:
+                high = middle
+            else:
+                low = middle + 1
+        remove_to(high)
+        nodes = fits()
+        assert nodes is not None
+    finally:
+        remove_to(0)
     start: datetime | None = now
-    for running_gang in order[:low]:
+    for running_gang in order[:high]:
         on_nodes = any(
             (entry := snapshot.pod(uid)) is not None and entry.node in nodes
             for uid in running_gang.uids
@@ -154,6 +176,21 @@ def plan_reservation(
         made=now,
         unknown_since=now if start is None else None,
     )
+
+
+def _needs(gang: GangRequest) -> Resources:
+    """A lower bound of what the gang needs in all: per resource, the smallest requests of as
+    many pending members as it lacks."""
+    lacking = 1 if gang.satisfied_before else max(0, gang.min_member - gang.already_bound)
+    requests = [pod_requests(pod) for pod in gang.pending]
+    names = {name for request in requests for name in request}
+    return {
+        name: sum(sorted(request.get(name, 0) for request in requests)[:lacking]) for name in names
+    }
+
+
+def _could_hold(free: Resources, needs: Resources) -> bool:
+    return all(free.get(name, 0) >= amount for name, amount in needs.items())
 
 
 def fence(snapshot: Snapshot, nodes: Iterable[str]) -> Undo:
