@@ -30,6 +30,7 @@ from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.run_time import declared_run_seconds
 from podgroup_operator.api.times import parse_time
 from podgroup_operator.controllers.gang_groups import ParsedGroups
+from podgroup_operator.domain.run_limit import run_started
 from podgroup_operator.logs import truncate
 from podgroup_operator.scheduling.gang import GangRequest
 from podgroup_operator.scheduling.reservation import (
@@ -102,7 +103,7 @@ class Reservations:
         limit = declared_run_seconds(group.spec.max_run_seconds if group else None, pods)
         if limit is None:
             return None
-        start = group.status.running_time if group is not None else None
+        start = run_started(group.status) if group is not None else None
         if start is None:
             starts = [
                 t for p in pods if (t := parse_time((p.get("status") or {}).get("startTime")))

@@ -13,6 +13,7 @@ from tests.unit.restart.helpers import (
     apply_status_patch,
     at,
     gang,
+    iso,
     members,
     running_status,
 )
@@ -54,3 +55,9 @@ def test_no_limit_or_not_running_yet_does_nothing() -> None:
     )
     pending = gang(policy=None, status={"phase": Phase.PENDING}, maxRunSeconds=1)
     assert plan_run_limit(pending, members("PPP"), at(10**6)) is None
+
+
+def test_a_gang_restarted_by_its_policy_gets_its_whole_limit_again() -> None:
+    status = running_status(lastRestartTime=iso(at(80)), restarts=1)
+    group = gang(policy=None, status=status, maxRunSeconds=100)
+    assert plan_run_limit(group, members("RRR"), at(150)) == RunsUntil(at(180))
