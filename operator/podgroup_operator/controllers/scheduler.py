@@ -842,6 +842,7 @@ class GangScheduler:
         `Unschedulable` (cluster-autoscaler would add nodes for them)."""
         self.queue.waiting.pop(key, None)
         self.queue.pod_dependent.discard(key)
+        self.reservations.release(key)  # a gated gang is no candidate: it holds no nodes
         if self._release(key) is not None:
             self.queue.retry_all()  # the room its NonStrict hold kept is free for the others
         self.holds.forget(key)
