@@ -73,6 +73,12 @@ BAD_SPECS: list[tuple[str, Any, str, str]] = [
         "must be >= 1",
     ),
     (
+        "zero run time",
+        {"minMember": 1, "maxRunSeconds": 0},
+        "spec.maxRunSeconds",
+        "must be >= 1",
+    ),
+    (
         "total below minimum",
         {"minMember": 1, "minResources": {"cpu": "2"}, "totalResources": {"cpu": "1"}},
         "spec.totalResources.cpu",
@@ -172,6 +178,13 @@ POISON: list[tuple[str, dict[str, Any], str, str, str]] = [
         "timeout that overflowed every scheduling cycle",
         {"minMember": 1, "scheduleTimeoutSeconds": 300_000_000_000},
         "spec.scheduleTimeoutSeconds",
+        "at most 31536000",
+        "use a shorter duration",
+    ),
+    (
+        "run-time limit past a year",
+        {"minMember": 1, "maxRunSeconds": 300_000_000_000},
+        "spec.maxRunSeconds",
         "at most 31536000",
         "use a shorter duration",
     ),
