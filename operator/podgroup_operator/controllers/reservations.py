@@ -71,6 +71,10 @@ class Reservations:
         self.timeout = dt.timedelta(seconds=timeout_seconds)
         self.book = ReservationBook()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._never: dict[GroupKey, tuple[int, int, int, int]] = {}
+        """Gangs whose last plan found they fit nowhere even with every running gang gone, with
+        what that plan saw (`_seen`): they plan again only once the nodes or the gang change,
+        not at every refusal."""
 
     # --- what the book is fed -------------------------------------------------------------------
     def ends(self, request: GangRequest, now: dt.datetime) -> dt.datetime | None:
@@ -117,11 +121,27 @@ class Reservations:
         return plan_reservation(request, self.snapshot, running, self.clock())
 
     def may_reserve(self, request: GangRequest) -> bool:
-        """Whether a refusal of this gang plans a reservation (`ReservationBook.may_reserve`)."""
+        """Whether a refusal of this gang plans a reservation (`ReservationBook.may_reserve`),
+        unless its last plan found it fits nowhere and nothing it depends on changed since."""
+        if self._never.get(request.key) == self._seen(request):
+            return False
         return self.book.may_reserve(request)
+
+    def _seen(self, request: GangRequest) -> tuple[int, int, int, int]:
+        """What a plan that found no room depends on: the nodes and the gang's size."""
+        return (
+            self.snapshot.node_epoch,
+            len(request.pending),
+            request.min_member,
+            request.already_bound,
+        )
 
     def adopt(self, request: GangRequest, planned: Reservation | None) -> Reservation | None:
         """Book the planned reservation (`ReservationBook.adopt`), log it, count it."""
+        if planned is None:
+            self._never[request.key] = self._seen(request)
+        else:
+            self._never.pop(request.key, None)
         held = self.book.adopt(request, planned)
         self._count()
         if held is not None:
@@ -150,6 +170,7 @@ class Reservations:
 
     def forget(self, key: GroupKey) -> None:
         self.book.forget(key)
+        self._never.pop(key, None)
         self._count()
 
     def expire(self, now: dt.datetime) -> bool:

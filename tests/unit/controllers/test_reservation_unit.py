@@ -5,6 +5,9 @@ maxRunSeconds and gets a Backfilled Event, the metrics follow, and a placed head
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
+
+import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator import metrics
@@ -85,3 +88,28 @@ async def test_a_placed_head_releases_its_reservation() -> None:
     assert h.verdicts_for("big")[-1].placed
     assert not h.scheduler.reservations.book
     assert metrics.RESERVATIONS_HELD._value.get() == 0
+
+
+async def test_a_gang_that_fits_nowhere_plans_once_until_the_nodes_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness()
+    h.add_node("n0", cpu=4)
+    plans: list[object] = []
+    real = h.scheduler.reservations.plan
+
+    def counted(request: Any, running: Any) -> Any:
+        plans.append(request.key)
+        return real(request, running)
+
+    monkeypatch.setattr(h.scheduler.reservations, "plan", counted)
+    h.add_group("huge", min_member=2)
+    h.add_pods("huge", 2, cpu=4)
+    for second in (0, 1.5, 4):  # each past the backoff of the refusals before
+        h.clock.now = T0 + dt.timedelta(seconds=second)
+        await h.scheduler.cycle()
+    assert len(h.verdicts_for("huge")) == 3 and plans == [(NS, "huge")]
+    assert not h.scheduler.reservations.book
+    h.add_node("n1", cpu=4)  # now it fits: placed without a plan
+    await h.scheduler.cycle()
+    assert h.verdicts_for("huge")[-1].placed
