@@ -84,10 +84,9 @@ class Reservation:
         elif self.start <= now:
             when = "estimated start now, as the gangs running there end"
         else:
-            when = (
-                f"estimated start {self.start.isoformat(timespec='seconds')} "
-                f"(in {int((self.start - now).total_seconds())}s)"
-            )
+            # Absolute, never "in N s": a message that changes at every refusal would rewrite
+            # the status and every member's condition each time.
+            when = f"estimated start {self.start.isoformat(timespec='seconds')}"
         return (
             f"holds a reservation of {len(nodes)} node(s) ({shown}); {when}; later gangs run "
             "there only if their maxRunSeconds ends before that start"
