@@ -164,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
         nonstrict_hold_seconds=args.nonstrict_hold_seconds,
         provisioning_class=args.provisioning_class,
         dialect_crds=args.dialect_crds,
+        reservation_timeout_seconds=args.reservation_timeout,
     )
 
 
@@ -198,6 +199,22 @@ def _provisioning_class(value: str) -> str | None:
             f"{c.PROVISIONING_OFF}"
         )
     return value
+
+
+def _reservation_timeout(value: str) -> float:
+    """A `--reservation-timeout`: a number of seconds from 1 to
+    `tuning.MAX_RESERVATION_TIMEOUT_SECONDS`."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 1 <= number <= tuning.MAX_RESERVATION_TIMEOUT_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a reservation timeout: use a number of seconds from 1 to "
+            f"{tuning.MAX_RESERVATION_TIMEOUT_SECONDS} "
+            f"(default {tuning.RESERVATION_TIMEOUT_SECONDS})"
+        )
+    return number
 
 
 def _hold_seconds(value: str) -> float:
@@ -479,6 +496,15 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         "(Volcano's scheduling.volcano.sh, Koordinator's scheduling.sigs.k8s.io) that no CRD "
         "serves yet, never replacing one the operator did not install; off (default): read "
         "only the kinds already served",
+    )
+    run.add_argument(
+        "--reservation-timeout",
+        type=_reservation_timeout,
+        default=tuning.RESERVATION_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help="the longest the head gang's reservation holds nodes while its start is unknown "
+        "(a gang running there declares no maxRunSeconds); then the nodes are released and "
+        "the gang waits as any other until it can reserve with a known start",
     )
     run.set_defaults(func=_run)
 

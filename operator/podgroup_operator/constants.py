@@ -64,6 +64,9 @@ ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 """Pod annotation: how many pods a Kueue plain-pod group has (its minMember)."""
 KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue puts on its pods until their workload is admitted."""
+LABEL_KUEUE_MAX_EXEC_TIME = "kueue.x-k8s.io/max-exec-time-seconds"
+"""Pod label: the most seconds its workload may run (a gang's maxRunSeconds when its spec has
+none)."""
 
 LEADER_LEASE_NAME = f"{OPERATOR_NAME}-leader"
 """The coordination.k8s.io Lease replicas elect their leader on."""
@@ -225,6 +228,12 @@ class Reason(StrEnum):
     PROVISIONING_ENDED = "ProvisioningEnded"
     """Provisioning=False: the request was deleted, because the gang was placed or no longer
     needs new nodes."""
+    BACKFILLED = "Backfilled"
+    """Event: the gang was placed on nodes reserved for an older gang, because its
+    maxRunSeconds ends before that gang's estimated start (docs/concepts/reservation.md)."""
+    RUN_TIME_EXCEEDED = "RunTimeExceeded"
+    """Failed, and a Warning Event: the gang ran past its maxRunSeconds; its members were
+    deleted."""
 
 
 class PodPhase(StrEnum):

@@ -39,6 +39,7 @@ from podgroup_operator.adapters.kube import (
     KubeClient,
     KubeconfigError,
 )
+from podgroup_operator.api.run_time import declared_run_seconds
 from podgroup_operator.api.times import parse_time
 from podgroup_operator.domain.membership import group_name_of
 
@@ -566,6 +567,14 @@ def sub_group_tree(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[s
     return [head + (f" (minSubGroup {k})" if k else ""), *_indented(rows)]
 
 
+def _max_run(spec: Mapping[str, Any], members: Sequence[Mapping[str, Any]]) -> str:
+    """The gang's run-time limit and where it comes from (`api.run_time`)."""
+    if spec.get("maxRunSeconds") is not None:
+        return f"{spec['maxRunSeconds']}s"
+    seconds = declared_run_seconds(None, members) if members else None
+    return "<none>" if seconds is None else f"{seconds}s (declared by its members)"
+
+
 def describe(
     group: Mapping[str, Any],
     members: Sequence[Mapping[str, Any]],
@@ -584,6 +593,7 @@ def describe(
         f"Min Member:         {spec.get('minMember', '')}",
         f"Mode:               {spec.get('mode') or c.GangMode.STRICT}",
         f"Schedule Timeout:   {f'{timeout}s' if timeout is not None else '<default>'}",
+        f"Max Run:            {_max_run(spec, members)}",
         f"Min Resources:      {_quantities(spec.get('minResources'))}",
         f"Total Resources:    {_quantities(spec.get('totalResources'))}",
         f"Gang Group:         {', '.join(spec.get('gangGroup') or []) or '<none>'}",

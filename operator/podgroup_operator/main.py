@@ -73,6 +73,7 @@ def run(
     nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
     provisioning_class: str | None = None,
     dialect_crds: str = c.DialectCRDs.OFF,
+    reservation_timeout_seconds: float = tuning.RESERVATION_TIMEOUT_SECONDS,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -81,6 +82,7 @@ def run(
         write_process=write_process,
         bind_concurrency=bind_concurrency,
         nonstrict_hold_seconds=nonstrict_hold_seconds,
+        reservation_timeout_seconds=reservation_timeout_seconds,
         metrics_address=metrics_address,
         webhook_mode=resolve_webhook_mode(WebhookMode(webhook_mode)),
         webhook_host=webhook_host,

@@ -14,7 +14,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -65,6 +65,18 @@ BINDS = Counter(
 PREEMPTIONS = Counter(
     "podgroup_preemptions",
     "Pods deleted to make room for higher-priority gangs.",
+    registry=REGISTRY,
+)
+RESERVATIONS_HELD = Gauge(
+    "podgroup_reservations_held",
+    "Reservations held by the head gang of a priority level: nodes kept for it as they free "
+    "(docs/concepts/reservation.md).",
+    registry=REGISTRY,
+)
+BACKFILLS = Counter(
+    "podgroup_backfills",
+    "Gangs placed on nodes reserved for an older gang because their maxRunSeconds ends before "
+    "its estimated start (counted once per reservation they backfill).",
     registry=REGISTRY,
 )
 RESTARTS = Counter(

@@ -70,6 +70,8 @@ class OperatorSettings:
     nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS
     """The longest a NonStrict gang holds room it is not bound on (`run
     --nonstrict-hold-seconds`; scheduling/holds.py)."""
+    reservation_timeout_seconds: float = tuning.RESERVATION_TIMEOUT_SECONDS
+    """How long a reservation of unknown start holds its nodes (`run --reservation-timeout`)."""
     metrics_address: str = "0.0.0.0:8081"
     """host:port of /metrics, /readyz and /livez; empty to serve none."""
     scheduler_names: list[str] = field(default_factory=lambda: [c.SCHEDULER_NAME])

@@ -23,6 +23,13 @@ NONSTRICT_HOLD_SECONDS = 30
 """How long a NonStrict gang's members are held in the scheduler's memory, never bound, before
 the hold is released so that other gangs may use the room (`run --nonstrict-hold-seconds`;
 scheduling/holds.py, docs/decisions/018-nonstrict-hold-cap.md)."""
+RESERVATION_TIMEOUT_SECONDS = 300
+"""How long the head gang's reservation holds nodes while its start is unknown (a gang running
+there declares no maxRunSeconds): then it is released and the gang waits as any other
+(`run --reservation-timeout`; scheduling/reservation.py, docs/concepts/reservation.md)."""
+MAX_RESERVATION_TIMEOUT_SECONDS = 86400
+"""The most `run --reservation-timeout` accepts: a day; longer keeps nodes idle for a gang whose
+start nobody can tell."""
 MAX_NONSTRICT_HOLD_SECONDS = 3600
 """The most `run --nonstrict-hold-seconds` accepts: longer holds keep others off room for
 longer than any gang should wait unseen."""

@@ -245,6 +245,11 @@ def _provisioning_class(documents: list[dict[str, Any]]) -> None:
     assert settings["provisioning_class"] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 
 
+def _reservation_timeout(documents: list[dict[str, Any]]) -> None:
+    settings = run_settings(container(documents)["args"])
+    assert settings["reservation_timeout"] == 600
+
+
 def _tenant_roles_aggregated(documents: list[dict[str, Any]]) -> None:
     edit = find(documents, "ClusterRole", "podgroup-operator-tenant-edit")["metadata"]["labels"]
     view = find(documents, "ClusterRole", "podgroup-operator-tenant-view")["metadata"]["labels"]
@@ -391,6 +396,7 @@ OPTIONS = [
         _provisioning_class,
         id="provisioning",
     ),
+    pytest.param({"reservationTimeoutSeconds": 600}, _reservation_timeout, id="reservation"),
     pytest.param({"tenantRoles": {"aggregate": True}}, _tenant_roles_aggregated, id="aggregate"),
     pytest.param({"logLevel": "debug", "logFormat": "json"}, _logging, id="logging"),
     pytest.param({"certificates": {"mode": "cert-manager"}}, _cert_manager, id="cert-manager"),
@@ -486,6 +492,7 @@ def test_helm_package_makes_the_archive_of_the_same_chart(tmp_path: Path) -> Non
         ({"schedulerNames": ["Volcano"]}, "at '/schedulerNames/0'"),
         ({"watchNamespaces": ["team_a"]}, "at '/watchNamespaces/0'"),
         ({"gangGroupTrust": ["team-a"]}, "at '/gangGroupTrust/0'"),
+        ({"reservationTimeoutSeconds": 0}, "at '/reservationTimeoutSeconds'"),
         ({"tenantRoles": {"aggregate": "yes"}}, "at '/tenantRoles/aggregate'"),
         ({"logLevel": "verbose"}, "at '/logLevel': value must be one of"),
         ({"logFormat": "xml"}, "at '/logFormat'"),

@@ -11,7 +11,8 @@ What each kind keeps, and who reads it:
   (labels, annotations, owners, deletion) for the lifecycle, quota and scheduler; the
   scheduling fields of the spec (resources, ports, selectors, affinity, tolerations, spread,
   priority, overhead, the volumes that claim storage or name an in-tree disk; init containers
-  with their restart policy; the scheduling gates, scheduling/gates.py); `status.phase`/`reason`
+  with their restart policy; the scheduling gates, scheduling/gates.py; the run-time limit
+  `activeDeadlineSeconds`, api/run_time.py); `status.phase`/`reason`
   for the lifecycle and restart policy; a pod not bound yet keeps its `PodScheduled` condition,
   so that a new leader does not write again on every waiting pod what an earlier one wrote
   there (controllers/podsignals.py). A *bare* pod (no controlling owner) keeps its whole spec and
@@ -73,6 +74,7 @@ _POD_SPEC_FOR_SCHEDULING = (
     "restartPolicy",
     "schedulingGates",
     "schedulingGroup",
+    "activeDeadlineSeconds",
 )
 _CONTAINER_FIELDS = ("name", "image", "resources", "ports", "restartPolicy")
 """`restartPolicy: Always` makes an init container a sidecar, whose requests and host ports count

@@ -513,6 +513,17 @@ class PodGroupSpec(_Model):
         le=MAX_SUB_GROUPS,
         description="How many of the top-level sub-groups must reach their minimum (default: all).",
     )
+    max_run_seconds: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SECONDS,
+        description="The most seconds the gang may run, counted from when it became Running: "
+        "past it the gang is stopped whole (members deleted, phase Failed, reason "
+        "RunTimeExceeded). A gang with a limit may backfill nodes reserved for an older gang "
+        "when it ends before that gang's estimated start. Absent: read from the members' "
+        "activeDeadlineSeconds or label kueue.x-k8s.io/max-exec-time-seconds, else none "
+        f"(1 to {MAX_SECONDS}, one year).",
+    )
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "PodGroupSpec":

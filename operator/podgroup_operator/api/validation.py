@@ -49,6 +49,7 @@ LevelsOf = Callable[[str], tuple[str, ...] | None]
 _ONE_YEAR = "one year; use a shorter duration"
 LIMIT_REASONS: dict[str, str] = {
     "scheduleTimeoutSeconds": _ONE_YEAR,
+    "maxRunSeconds": _ONE_YEAR,
     "backoffSeconds": _ONE_YEAR,
     "maxBackoffSeconds": _ONE_YEAR,
     "minMember": "no cluster holds more pods at once; use the gang's real size",

@@ -61,6 +61,10 @@ Scenarios:
   each gang in one block (`spec.subGroups`; `--nodes` and `--gang-size` are ignored). Compare
   with topology-rack at `--gang-size 4`.
 
+- burst: gangs of 1 to 32 whole-node pods on 32 nodes of 8 GPUs, in an order that fills the
+  cluster exactly in waves, replayed with a simulated clock (bench/burst.py, bench/replay.py):
+  makespan and mean GPU occupancy against the ideal, with and without reservations.
+
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
        `python -m podgroup_operator.bench.core --scenario spread`
        `python -m podgroup_operator.bench.core --scenario preemption --nodes 1000 --repeats 50`
@@ -86,6 +90,7 @@ from pathlib import Path
 from typing import Any
 
 from podgroup_operator.api.models import PodGroupSpec
+from podgroup_operator.bench.burst import run_burst
 from podgroup_operator.bench.stats import percentile
 from podgroup_operator.constants import LABEL_POD_GROUP, LABEL_SUB_GROUP, PodPhase
 from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, parse_fabric
@@ -197,6 +202,7 @@ SCENARIOS = (
     "preemption",
     "preemption-subgroups",
     "hostile",
+    "burst",
     *TOPOLOGY_SCENARIOS,
     "subgroups",
 )
@@ -940,6 +946,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_preemption(args.nodes, args.gang_size, args.repeats or 50, sub_groups)
     elif args.scenario == "hostile":
         result = run_hostile(args.nodes, args.size, args.repeats or 3)
+    elif args.scenario == "burst":
+        result = run_burst()
     else:
         result = run_core(
             args.nodes,

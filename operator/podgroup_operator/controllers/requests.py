@@ -63,14 +63,26 @@ class Requests:
 
     def entry(self, key: GroupKey, waiting: list[JSON], group: PodGroup) -> QueueEntry:
         """A PodGroup's place in the queue: its members' priority, its age, its last failure,
-        and whether it is partly bound (some members hold nodes, fewer than minMember)."""
+        and whether it is partly bound (some members hold nodes, fewer than minMember).
+
+        Its age is the PodGroup's creation time; for a gang declared on pod labels (a PodGroup
+        the operator made after its pods came) its first member's, so that the gang is queued
+        from when it was submitted. Both come from the API objects: a restart keeps them."""
+        created = group.metadata.creation_timestamp
+        if group.metadata.labels.get(c.LABEL_MANAGED_BY) == c.OPERATOR_NAME:
+            first = min(
+                filter(None, map(pod_created, self.members.get(key, []) or waiting)),
+                default=None,
+            )
+            if first is not None and (created is None or first < created):
+                created = first
         return QueueEntry(
             namespace=key[0],
             name=key[1],
             waiting=waiting,
             group=group,
             priority=members_priority(waiting),
-            created=group.metadata.creation_timestamp,
+            created=created,
             last_failure=group.status.last_failure_time,
             uid=group.metadata.uid or "",
             partly_bound=0 < len(self.queue.bound_members(key)) < group.spec.min_member,

@@ -442,6 +442,7 @@ class Leading:
             bind_concurrency=settings.bind_concurrency,
             max_pd_volumes=settings.max_pd_volumes,
             nonstrict_hold_seconds=settings.nonstrict_hold_seconds,
+            reservation_timeout_seconds=settings.reservation_timeout_seconds,
             topology_levels=informers.levels_of,
             gang_group_trust=GangGroupTrust.of(settings.gang_group_trust),
             provisioning=self.provisioning,

@@ -67,6 +67,7 @@ from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Nominated, Preemptor
 from podgroup_operator.controllers.provisioning import Provisioning
 from podgroup_operator.controllers.requests import Requests, policy_acts
+from podgroup_operator.controllers.reservations import RESERVATION_TIMEOUT_SECONDS, Reservations
 from podgroup_operator.controllers.scheduler_queue import (
     GangQueue,
     QueueEntry,
@@ -165,7 +166,7 @@ class GangScheduler:
     """Keeps the snapshot, feeds it and the queue from the watch, and runs scheduling cycles
     with its parts (see the module docstring)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0915
         self,
         kube: KubeClient,
         groups: Index,
@@ -189,6 +190,7 @@ class GangScheduler:
         gang_group_trust: GangGroupTrust = NO_TRUST,
         nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
         provisioning: Provisioning | None = None,
+        reservation_timeout_seconds: float = RESERVATION_TIMEOUT_SECONDS,
     ) -> None:
         self.monotonic = monotonic
         """Times the loop's waits: for the next backoff or timeout, the settle, a retry."""
@@ -254,6 +256,15 @@ class GangScheduler:
         self.holds = Holds(nonstrict_hold_seconds)
         """NonStrict gangs' partial placements, held in the snapshot until placed, timed out or
         past the hold cap (`run --nonstrict-hold-seconds`; scheduling/holds.py)."""
+        self.reservations = Reservations(
+            kube,
+            self.snapshot,
+            self.parsed,
+            members,
+            clock=clock,
+            timeout_seconds=reservation_timeout_seconds,
+        )
+        """The head gang of each priority reserves, later gangs backfill (reservations.py)."""
         self.nominated = Nominated(self.snapshot, scheduler_names)
         """Other schedulers' pods nominated to a node, their room held (preemption.py)."""
         self.last_cycle: float | None = None
@@ -400,6 +411,7 @@ class GangScheduler:
         self.holds.forget(key)
         self.preemption.forget(key)
         self.provisioning.done(key, placed=True)
+        self.reservations.forget(key)
 
     def _release(self, key: GroupKey) -> Hold | None:
         """Give back what a NonStrict gang held (returned: a hold booked again for the same
@@ -442,6 +454,7 @@ class GangScheduler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.preemption.stop()
+        await self.reservations.stop()
         await self.signals.stop()
         self.offload.shutdown()
 
@@ -531,6 +544,8 @@ class GangScheduler:
         loop = asyncio.get_running_loop()
         last_yield = loop.time()
         self._expire_holds(now)
+        if self.reservations.book and self.reservations.expire(now):
+            self.queue.retry_all()
         # 1. Refresh the queue.
         queue = self._refresh_queue(now)
         built: dict[tuple[GroupKey, bool], GangRequest | None] = {}
@@ -692,8 +707,12 @@ class GangScheduler:
         )
         if resting:  # its hold reached the cap: it holds nothing for now (scheduling/holds.py)
             request = dataclasses.replace(request, mode=c.GangMode.STRICT)
-        decision = await self._pure([request], place_group, request, self.snapshot)
+        ends = self.reservations.ends(request, now)
+        decision, backfills, fenced = await self._pure(
+            [request], self.reservations.book.place, request, self.snapshot, ends, place_group
+        )
         if isinstance(decision, Placement):
+            self.reservations.placed(request, backfills, ends)
             self._placed(decision)
             binds.extend(decision.bindings)
             return PLACED
@@ -718,11 +737,27 @@ class GangScheduler:
                     "decided"
                 )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
-                message = await self.preemption.refused(request, message, now)
+                if not resting:  # a resting NonStrict gang lets the others have the room
+                    message += await self._reserve(request, now, fenced)
+                if not fenced:  # room reserved for an older gang: evicting would not free it
+                    message = await self.preemption.refused(request, message, now)
+            elif decision.reason is not c.Reason.NOT_ENOUGH_RESOURCES:
+                self.reservations.release(request.key)  # not a candidate now (short of members)
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES:
                 message += await self._provision(request, decision, now)
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
+
+    async def _reserve(self, request: GangRequest, now: dt.datetime, fenced: bool) -> str:
+        """A gang refused for room reserves if it is the head of its priority; what its
+        refusal adds then (`; holds a reservation of ...`), else nothing. The plan is a few
+        what-if placements: in the worker thread as a preemption plan would be."""
+        if fenced or not self.reservations.may_reserve(request):
+            return ""
+        running = self.reservations.running(now)
+        planned = await self._plan([request], self.reservations.plan, request, running)
+        held = self.reservations.adopt(request, planned)
+        return "" if held is None else f"; {held.describe(now)}"
 
     async def _provision(self, request: GangRequest, refusal: Refusal, now: dt.datetime) -> str:
         """A gang refused for room: have the nodes it still lacks provisioned, unless it has a
@@ -849,6 +884,7 @@ class GangScheduler:
         `Unschedulable` (cluster-autoscaler would add nodes for them)."""
         self.queue.waiting.pop(key, None)
         self.queue.pod_dependent.discard(key)
+        self.reservations.release(key)  # a gated gang is no candidate: it holds no nodes
         if self._release(key) is not None:
             self.queue.retry_all()  # the room its NonStrict hold kept is free for the others
         self.holds.forget(key)

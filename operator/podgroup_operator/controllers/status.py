@@ -44,6 +44,7 @@ from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import (
     PodGroup,
+    PodGroupStatus,
     salvage_status,
     unreadable_fields,
 )
@@ -55,8 +56,10 @@ from podgroup_operator.controllers.lightweight import LightweightGangs
 from podgroup_operator.controllers.member_warnings import MemberWarnings
 from podgroup_operator.controllers.narrator import Narrator
 from podgroup_operator.controllers.restarts import Restarts
+from podgroup_operator.controllers.run_limits import RunLimits
 from podgroup_operator.domain.conditions import find_condition
 from podgroup_operator.domain.lifecycle import (
+    StatusResult,
     compute_status,
     invalid_spec_message,
     invalid_spec_status,
@@ -171,6 +174,10 @@ class StatusReconciler:
             touch=self.touch,
         )
         """Carries out the restart policy's plan (controllers/restarts.py)."""
+        self.run_limits = RunLimits(
+            kube, self.narrator, monotonic, write_status=self._write_status, touch=self.touch
+        )
+        """Stops a gang past its maxRunSeconds (controllers/run_limits.py)."""
         self._counts_since: dict[GroupKey, tuple[float, float]] = {}
         """When a group's COUNTS hold clock started, and until when a timer is set to touch the
         group (see `_keep_holding`)."""
@@ -478,6 +485,7 @@ class StatusReconciler:
                 kept.pop(key, None)
             self.contests.forget(key)
             self.restarts.forget(key)
+            self.run_limits.forget(key)
             pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
             if not pods:
                 self.warnings.group_found(key)
@@ -512,20 +520,16 @@ class StatusReconciler:
             # reconcile (the watch echo of our own write does not bring it: group_changed).
             self.touch(key)
             return
+        if await self.run_limits.step(key, group, body, pods, now):
+            self.touch(key)  # stopped past its maxRunSeconds: the rest over what was written
+            return
         members = current_incarnation(group.status, pods)
         # Stored fields we cannot read (models.salvage_status) are rewritten at once: what
         # they show is not what the operator acts on.
         rewrite = unreadable_fields(group.unreadable_status)
         if not rewrite and self._first_status_holds(key, group, members):
             return
-        result = compute_status(group, members, group.status, now)
-        id_seed = group.metadata.uid or "/".join(key)
-        status = apply_verdict(
-            result.status, self.verdicts.get(key), group.spec.min_member, now, id_seed=id_seed
-        )
-        status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
-        status = apply_preempted(status, self.preempted.get(key), now, id_seed=id_seed)
-        status = apply_provisioning(status, self.provisioning.get(key), now, id_seed=id_seed)
+        result, status = self._desired(key, group, members, now)
         if status.phase == c.Phase.RUNNING:
             self.restarts.ran(key, members)
         patch = status_patch(group.status, status, rewrite)
@@ -567,6 +571,22 @@ class StatusReconciler:
             )
         for event in result.events:
             self.narrator.narrate(updated, event.type, event.reason, event.message)
+
+    def _desired(
+        self, key: GroupKey, group: PodGroup, members: list[Any], now: dt.datetime
+    ) -> tuple[StatusResult, PodGroupStatus]:
+        """The status the members make (`compute_status`), with what the other parts said of
+        the gang laid over it: the scheduler's verdict, the quota reservation, a preemption,
+        a ProvisioningRequest."""
+        result = compute_status(group, members, group.status, now)
+        id_seed = group.metadata.uid or "/".join(key)
+        status = apply_verdict(
+            result.status, self.verdicts.get(key), group.spec.min_member, now, id_seed=id_seed
+        )
+        status = apply_quota_view(status, self.quota_views.get(key), now, id_seed=id_seed)
+        status = apply_preempted(status, self.preempted.get(key), now, id_seed=id_seed)
+        status = apply_provisioning(status, self.provisioning.get(key), now, id_seed=id_seed)
+        return result, status
 
     # --- holding writes back (domain/status_hold.py decides) ----------------------------------
 

@@ -806,6 +806,16 @@ def _restart(
     )
 
 
+def fail_gang(
+    group: PodGroup, member_pods: Iterable[Pod], now: datetime, reason: Reason, message: str
+) -> Fail:
+    """Stop the gang whole, whatever its policy: Failed (terminal), its unterminated members of
+    the current incarnation deleted, an Event with `reason` (a restart in progress is cleared).
+    For rules outside the restart policy, such as the run-time limit (domain/run_limit.py)."""
+    members = current_incarnation(group.status, member_pods)
+    return _fail(group, members, restart_progress(group.status), now, reason, message)
+
+
 def _fail(
     group: PodGroup,
     members: Sequence[Pod],

@@ -3,9 +3,14 @@
 Order matters for fairness and for deadlock: if members of two gangs were interleaved, each
 could take half the room and neither would ever be whole. So the queue orders *groups* (as
 scheduler-plugins' coscheduling `Less` does): higher priority first, then groups partly bound
-(see below), then the time the group last failed (else its creation time) so a group that just
-failed goes behind its peers, then namespace, name and UID to make the order total and
-deterministic. A group's members are always handed out together.
+(see below), then the group's creation time, then namespace, name and UID to make the order total
+and deterministic. A group's members are always handed out together.
+
+A gang keeps its place: a refusal, a backoff, a missing member or a restart of the operator
+never moves it back (its creation time comes from the API objects). Ordering by the last failure
+let every later gang overtake a big gang refused while its members were still arriving, and it
+then starved (docs/decisions/027-reservation-and-backfill.md). Backoff still decides *when* a
+refused gang is tried again (`decide_wait`); only the order is by age.
 
 Partly bound groups go first among their priority: some members hold nodes while the group is
 short of minMember (an operator killed in the middle of a gang's binds, a member bound by someone
@@ -42,8 +47,6 @@ class Queued(Protocol):
     @property
     def created(self) -> datetime | None: ...
     @property
-    def last_failure(self) -> datetime | None: ...
-    @property
     def namespace(self) -> str: ...
     @property
     def name(self) -> str: ...
@@ -58,12 +61,12 @@ Q = TypeVar("Q", bound=Queued)
 
 
 def queue_key(gang: Queued) -> QueueKey:
-    """Sort key: priority (high first), partly bound first, last failure else creation (early
-    first), ns, name, uid.
+    """Sort key: priority (high first), partly bound first, creation (early first), ns, name, uid.
 
-    Times must be timezone-aware; a group with neither time sorts after every dated group.
+    Times must be timezone-aware; a group without a creation time sorts after every dated
+    group. No failure time is read: a refusal never costs a gang its place.
     """
-    since = gang.last_failure or gang.created or _NEVER
+    since = gang.created or _NEVER
     return (-gang.priority, not gang.partly_bound, since, gang.namespace, gang.name, gang.uid)
 
 

@@ -40,7 +40,7 @@ BAD_SPECS: list[tuple[str, Any, str, str]] = [
         "typo",
         {"minMember": 1, "minMembers": 2},
         "spec.minMembers",
-        "unknown field; remove it (known fields: gangGroup, minMember,",
+        "unknown field; remove it (known fields: gangGroup, maxRunSeconds, minMember,",
     ),
     (
         "negative quantity",
@@ -70,6 +70,12 @@ BAD_SPECS: list[tuple[str, Any, str, str]] = [
         "zero timeout",
         {"minMember": 1, "scheduleTimeoutSeconds": 0},
         "spec.scheduleTimeoutSeconds",
+        "must be >= 1",
+    ),
+    (
+        "zero run time",
+        {"minMember": 1, "maxRunSeconds": 0},
+        "spec.maxRunSeconds",
         "must be >= 1",
     ),
     (
@@ -172,6 +178,13 @@ POISON: list[tuple[str, dict[str, Any], str, str, str]] = [
         "timeout that overflowed every scheduling cycle",
         {"minMember": 1, "scheduleTimeoutSeconds": 300_000_000_000},
         "spec.scheduleTimeoutSeconds",
+        "at most 31536000",
+        "use a shorter duration",
+    ),
+    (
+        "run-time limit past a year",
+        {"minMember": 1, "maxRunSeconds": 300_000_000_000},
+        "spec.maxRunSeconds",
         "at most 31536000",
         "use a shorter duration",
     ),

@@ -1560,8 +1560,11 @@ async def test_the_kept_queue_always_matches_one_entered_afresh() -> None:
         assert entered == kept
         return entered
 
-    await scheduler.cycle()  # a, b and solo placed (b's third bind fails); c and d do not fit
-    assert set(fresh()) == {(NS, "b"), (NS, "c"), (NS, "d")}
+    # a and b placed (b's third bind fails); c and d do not fit, and d, the head gang that can
+    # fit once a and b end, reserves n1: solo, later and with no maxRunSeconds, waits too.
+    await scheduler.cycle()
+    assert set(fresh()) == {(NS, "b"), (NS, "c"), (NS, "d"), (NS, "pod:solo")}
+    assert scheduler.reservations.book.of((NS, "d")) is not None
     assert [p["metadata"]["name"] for p in scheduler.queue.entries[(NS, "b")].waiting] == ["b-2"]
 
     h.watch_catches_up()

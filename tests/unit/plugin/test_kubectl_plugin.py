@@ -407,3 +407,40 @@ def test_describe_shows_the_restart_policy_with_its_scope() -> None:
     assert policy_summary(policy) == "RestartGang (scope SubGroup, backoffSeconds 5)"
     assert policy_summary({"action": "FailGang"}) == "FailGang"
     assert policy_summary(None) == "<none> (the owning controller handles failures)"
+
+
+def test_describe_shows_the_run_time_limit_the_reservation_and_the_backfill() -> None:
+    """The limit (the spec's, else the members'), the head gang's reservation in its condition,
+    and a Backfilled Event."""
+    reserved = "...; holds a reservation of 4 node(s) (n0, n1, n2, n3); estimated start now"
+    group = podgroup(
+        "big",
+        "team",
+        min_member=4,
+        status={
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": c.Reason.NOT_ENOUGH_RESOURCES,
+                    "message": reserved,
+                }
+            ],
+        },
+    )
+    backfilled = {
+        "type": "Normal",
+        "reason": c.Reason.BACKFILLED,
+        "message": "placed on 1 node(s) reserved for team/big",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
+    }
+    text = describe(group, [], [backfilled], NOW)
+    assert "Max Run:            <none>" in text
+    assert reserved in text
+    assert "Backfilled" in text and "reserved for team/big" in text
+    limited = podgroup("short", "team", maxRunSeconds=60)
+    assert "Max Run:            60s\n" in describe(limited, [], [], NOW)
+    member = pod("m0", "team", group="plain", activeDeadlineSeconds=90)
+    text = describe(podgroup("plain", "team"), [member], [], NOW)
+    assert "Max Run:            90s (declared by its members)" in text

@@ -18,7 +18,10 @@ from tests.unit.scheduling.helpers import gang
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def test_priority_then_time_then_namespace_name_uid() -> None:
+def test_priority_then_creation_then_namespace_name_uid() -> None:
+    """A recent refusal does not move a gang back: it keeps the place its creation gives it
+    (the old rule, last failure else creation, let later gangs overtake a big gang refused
+    while its members arrived, and it starved: issue 61)."""
     low_old = gang("low-old", (), min_member=1, priority=0, created=T0)
     high_new = gang("high-new", (), min_member=1, priority=10, created=T0 + timedelta(hours=1))
     failed_recently = gang(
@@ -32,7 +35,7 @@ def test_priority_then_time_then_namespace_name_uid() -> None:
     same_time_a = gang("a", (), min_member=1, namespace="ns2", created=T0 + timedelta(minutes=1))
     other_ns = gang("z", (), min_member=1, namespace="ns1", created=T0 + timedelta(minutes=1))
     ordered = order_gangs([failed_recently, same_time_b, low_old, same_time_a, high_new, other_ns])
-    assert [g.name for g in ordered] == ["high-new", "low-old", "z", "a", "b", "failed"]
+    assert [g.name for g in ordered] == ["high-new", "failed", "low-old", "z", "a", "b"]
 
 
 def test_a_partly_bound_gang_goes_first_among_its_priority() -> None:
@@ -52,6 +55,16 @@ def test_a_partly_bound_gang_goes_first_among_its_priority() -> None:
     assert partly.partly_bound and not whole.partly_bound and not old.partly_bound
     ordered = order_gangs([whole, old, partly, high])
     assert [g.name for g in ordered] == ["high", "partly", "old", "whole"]
+
+
+def test_a_gang_refused_short_of_members_keeps_its_place() -> None:
+    """Refused (short of members, or of room) and backing off, the oldest gang still comes
+    before every gang created after it, however recent its refusal."""
+    big = gang("big", (), min_member=32, created=T0, last_failure=T0 + timedelta(seconds=59))
+    small = [
+        gang(f"s{i}", (), min_member=1, created=T0 + timedelta(seconds=i + 1)) for i in range(5)
+    ]
+    assert order_gangs([*small, big])[0].name == "big"
 
 
 def test_uid_breaks_the_last_tie() -> None:
