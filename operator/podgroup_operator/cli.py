@@ -162,6 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         bind_concurrency=args.bind_concurrency,
         gang_group_trust=args.gang_group_trust,
         nonstrict_hold_seconds=args.nonstrict_hold_seconds,
+        install_koordinator_quota_crd=args.install_koordinator_quota_crd,
     )
 
 
@@ -443,14 +444,29 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         "room is released for the other gangs waiting, and the gang holds again once they "
         "have been decided",
     )
+    run.add_argument(
+        "--install-koordinator-quota-crd",
+        action="store_true",
+        help=f"at start, create the ElasticQuota CRD of Koordinator's group "
+        f"({c.KOORD_ELASTIC_QUOTA_CRD_NAME}) if none exists, so Koordinator's quota manifests "
+        "apply unchanged without Koordinator; an existing one is left as it is",
+    )
     run.set_defaults(func=_run)
 
-    crd = sub.add_parser("crd", help="print or write a generated CRD (PodGroup or Topology)")
+    crd = sub.add_parser(
+        "crd", help="print or write a generated CRD (PodGroup, Topology or ElasticQuota)"
+    )
     crd.add_argument(
         "--kind",
-        choices=[c.PLURAL, c.TOPOLOGY_PLURAL],
+        choices=[
+            c.PLURAL,
+            c.TOPOLOGY_PLURAL,
+            c.ELASTIC_QUOTA_PLURAL,
+            c.KOORD_ELASTIC_QUOTA_CRD_NAME,
+        ],
         default=c.PLURAL,
-        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml",
+        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml, "
+        f"crds/optional/ holds {c.KOORD_ELASTIC_QUOTA_CRD_NAME} (Koordinator's group)",
     )
     crd.add_argument("--output", "-o", default="-", help="a file to write; - for stdout")
     crd.set_defaults(func=_crd)

@@ -311,7 +311,7 @@ class PodReason(StrEnum):
     """Normal Event on bind: "Successfully assigned ns/pod to node"."""
 
 
-# --- ElasticQuota (issue 60; not served yet: the CRD and webhook are wired in later) -------------
+# --- ElasticQuota (issue 60) ---------------------------------------------------------------------
 ELASTIC_QUOTA_KIND = "ElasticQuota"
 """Namespaced, scheduler-plugins' kind: `spec.min`, `spec.max`, `status.used`, plus our additions
 (guarantee, weight, parent, minRunSeconds, queueingStrategy)."""
@@ -338,6 +338,8 @@ KOORD_ROOT_QUOTA = "koordinator-root-quota"
 """Koordinator's implicit root; naming it as a parent means having none."""
 KOORD_TRUE = "true"
 KOORD_FALSE = "false"
+KOORD_ELASTIC_QUOTA_CRD_NAME = f"{ELASTIC_QUOTA_PLURAL}.{KOORD_QUOTA_GROUP}"
+"""Koordinator's ElasticQuota CRD; ours in its group is installed only where none exists."""
 
 
 class QueueingStrategy(StrEnum):

@@ -71,6 +71,7 @@ def run(
     bind_concurrency: int | None = None,
     gang_group_trust: list[str] | None = None,
     nonstrict_hold_seconds: float = tuning.NONSTRICT_HOLD_SECONDS,
+    install_koordinator_quota_crd: bool = False,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -85,6 +86,7 @@ def run(
         webhook_port=webhook_port,
         webhook_certs=WebhookCerts(webhook_certs),
         gang_group_trust=gang_group_trust or [],
+        install_koordinator_quota_crd=install_koordinator_quota_crd,
     )
     try:
         settings.max_pd_volumes = max_pd_volumes_from_env(os.environ.get(c.MAX_PD_VOLUMES_ENV))

@@ -105,7 +105,9 @@ class ElasticQuotaSpec(_QuotaModel):
 class ElasticQuotaStatus(_QuotaModel):
     """What the quota uses now and why: `used` is scheduler-plugins' field; the rest explain."""
 
-    used: ResourceList | None = None
+    used: ResourceList | None = Field(
+        default=None, description="What the quota's bound pods request, its children's included."
+    )
     borrowed: ResourceList | None = Field(
         default=None, description="Used beyond min: lent by other quotas."
     )
@@ -115,7 +117,9 @@ class ElasticQuotaStatus(_QuotaModel):
     fair_share: ResourceList | None = Field(
         default=None, description="min plus this quota's weighted part of the surplus now."
     )
-    gangs_waiting: StrictInt | None = Field(default=None, ge=0)
+    gangs_waiting: StrictInt | None = Field(
+        default=None, ge=0, description="Gangs charged to this quota that wait to be admitted."
+    )
 
 
 @dataclass(frozen=True)
@@ -285,6 +289,28 @@ def elastic_quota_errors(obj: Mapping[str, Any]) -> list[str]:
     except ElasticQuotaError as exc:
         return exc.errors
     return []
+
+
+def _quota_keys(obj: Mapping[str, Any]) -> tuple[Any, dict[str, str], dict[str, str]]:
+    """What `normalize` reads of an object: its spec and its Koordinator labels and annotations."""
+    meta = obj.get("metadata") or {}
+    prefix = f"{KOORD_QUOTA_PREFIX}/"
+
+    def ours(values: Mapping[str, str] | None) -> dict[str, str]:
+        return {k: v for k, v in (values or {}).items() if k.startswith(prefix)}
+
+    return obj.get("spec"), ours(meta.get("labels")), ours(meta.get("annotations"))
+
+
+def elastic_quota_update_errors(
+    old: Mapping[str, Any] | None, body: Mapping[str, Any]
+) -> list[str]:
+    """`elastic_quota_errors` of an ElasticQuota created (`old` None) or updated; an update that
+    leaves what `normalize` reads as stored (spec, Koordinator's quota keys) has none, so an
+    object stored before the webhook existed can still get a label or a finalizer."""
+    if old is not None and _quota_keys(old) == _quota_keys(body):
+        return []
+    return elastic_quota_errors(body)
 
 
 def normalize(obj: Mapping[str, Any]) -> QuotaSpec:

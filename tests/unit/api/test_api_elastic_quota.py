@@ -15,6 +15,7 @@ from podgroup_operator.api.elastic_quota import (
     ElasticQuotaStatus,
     QuotaRef,
     elastic_quota_errors,
+    elastic_quota_update_errors,
     normalize,
     pod_quota_ref,
 )
@@ -262,3 +263,20 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_a_valid_quota_has_no_errors() -> None:
     assert elastic_quota_errors(quota({"min": {GPU: 1}, "max": {GPU: 2}, "weight": 2})) == []
+
+
+def test_an_update_is_checked_only_when_what_normalize_reads_changes() -> None:
+    """An object stored before the webhook (say under scheduler-plugins' CRD) can still get a
+    label or a finalizer; a change to its spec or its Koordinator keys is checked whole."""
+    stored = quota({"min": {GPU: 6}, "max": {GPU: 5}})
+    relabelled = quota({"min": {GPU: 6}, "max": {GPU: 5}}, labels={"team": "a"})
+    assert elastic_quota_update_errors(stored, relabelled) == []
+    assert elastic_quota_update_errors(None, relabelled) == elastic_quota_errors(relabelled) != []
+    respecced = quota({"min": {GPU: 6}, "max": {GPU: 4}})
+    assert [e.split(":")[0] for e in elastic_quota_update_errors(stored, respecced)] == [
+        "spec.min.nvidia.com/gpu"
+    ]
+    koordinator = quota(
+        {"min": {GPU: 6}, "max": {GPU: 5}}, labels={c.LABEL_KOORD_QUOTA_PARENT: "bad/name/x"}
+    )
+    assert len(elastic_quota_update_errors(stored, koordinator)) == 2
