@@ -340,6 +340,11 @@ KOORD_TRUE = "true"
 KOORD_FALSE = "false"
 KOORD_ELASTIC_QUOTA_CRD_NAME = f"{ELASTIC_QUOTA_PLURAL}.{KOORD_QUOTA_GROUP}"
 """Koordinator's ElasticQuota CRD; ours in its group is installed only where none exists."""
+ANNOTATION_API_APPROVED = "api-approved.kubernetes.io"
+"""Required on a CRD of a `*.k8s.io` group: the review that approved the API."""
+KOORD_QUOTA_API_APPROVAL = "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
+"""The approval scheduler-plugins' and Koordinator's own `scheduling.sigs.k8s.io` ElasticQuota
+CRDs carry; ours of that kind in that group carries the same."""
 
 
 class QueueingStrategy(StrEnum):

@@ -262,9 +262,15 @@ def elastic_quota_crd_manifest() -> dict[str, Any]:
 def koordinator_elastic_quota_crd_manifest() -> dict[str, Any]:
     """The same ElasticQuota served in Koordinator's group (`scheduling.sigs.k8s.io`), for a
     cluster without Koordinator: installed only where none exists (`run
-    --install-koordinator-quota-crd`), never over Koordinator's own."""
+    --install-koordinator-quota-crd`), never over Koordinator's own. It has no short names, so
+    `kubectl get eq` keeps meaning ours; `kubectl get elasticquotas.scheduling.sigs.k8s.io`
+    lists these."""
     manifest = _elastic_quota_crd(c.KOORD_QUOTA_GROUP)
     manifest["metadata"]["labels"] = {c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
+    # No short names: `kubectl get eq` keeps meaning our group's, never an ambiguous pick.
+    del manifest["spec"]["names"]["shortNames"]
+    # A `*.k8s.io` group is protected: the apiserver refuses its CRD without this annotation.
+    manifest["metadata"]["annotations"] = {c.ANNOTATION_API_APPROVED: c.KOORD_QUOTA_API_APPROVAL}
     return manifest
 
 

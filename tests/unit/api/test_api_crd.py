@@ -379,7 +379,10 @@ def test_elastic_quota_crd_is_scheduler_plugins_names_with_status_and_columns(
     spec = crd["spec"]
     assert spec["names"]["kind"] == "ElasticQuota"
     assert spec["names"]["plural"] == "elasticquotas"
-    assert spec["names"]["shortNames"] == ["eq", "eqs"]
+    if spec["group"] == c.GROUP:
+        assert spec["names"]["shortNames"] == ["eq", "eqs"]
+    else:  # two kinds of one short name make `kubectl get eq` ambiguous: ours keeps it
+        assert "shortNames" not in spec["names"]
     assert spec["scope"] == "Namespaced"
     assert crd["metadata"]["name"] == f"elasticquotas.{spec['group']}"
     (version,) = spec["versions"]
@@ -399,13 +402,19 @@ def test_elastic_quota_crd_is_scheduler_plugins_names_with_status_and_columns(
     }
 
 
-def test_the_two_elastic_quota_crds_differ_in_group_only() -> None:
+def test_the_two_elastic_quota_crds_differ_in_group_and_short_names_only() -> None:
     ours, koordinator = elastic_quota_crd_manifest(), koordinator_elastic_quota_crd_manifest()
     assert ours["spec"]["group"] == c.GROUP
     assert koordinator["spec"]["group"] == c.KOORD_QUOTA_GROUP
     assert koordinator["metadata"]["name"] == c.KOORD_ELASTIC_QUOTA_CRD_NAME
     assert koordinator["metadata"]["labels"] == {c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
-    assert {**koordinator["spec"], "group": c.GROUP} == ours["spec"]
+    # scheduling.sigs.k8s.io is protected (*.k8s.io): no CRD of it without an approval.
+    assert koordinator["metadata"]["annotations"] == {
+        "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
+    }
+    assert "annotations" not in ours["metadata"]
+    names = {**koordinator["spec"]["names"], "shortNames": ["eq", "eqs"]}
+    assert {**koordinator["spec"], "group": c.GROUP, "names": names} == ours["spec"]
 
 
 def test_a_scheduler_plugins_quota_validates_and_keeps_every_field() -> None:
