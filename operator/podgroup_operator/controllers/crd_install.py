@@ -3,7 +3,8 @@
 Only create, never update or delete: a CRD of that name already there belongs to whoever
 installed it (Koordinator, an earlier run of ours), and replacing its schema under a running
 Koordinator could prune the fields it stores. Every replica may try at start; the first create
-wins and the others find it there.
+wins and the others find it there. Why optional and create-only:
+docs/decisions/0XX-elastic-quota-api.md.
 """
 
 from __future__ import annotations
