@@ -25,8 +25,16 @@ from podgroup_operator.adapters.kube import CRDS, NAMESPACES, ApiError, Kind, Ku
 from podgroup_operator.api.crd import koordinator_elastic_quota_crd_manifest
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
+from podgroup_operator.manifests import OPERATOR_NAMESPACE
 from tests.conftest import REPO
-from tests.deploy_helpers import KUBECTL, kubectl
+from tests.deploy_helpers import (
+    DEPLOY,
+    KUBECTL,
+    ensure_operator_namespace,
+    kubectl,
+    render_component,
+    roles_bound_to_user,
+)
 from tests.kube_helpers import apply_crd
 from tests.waiting import wait_for
 
@@ -34,6 +42,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "quotas"
 OURS = Kind(c.GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
 KOORDINATOR = Kind(c.KOORD_QUOTA_GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
 GPU = "nvidia.com/gpu"
+KOORDINATOR_QUOTA_CRD = DEPLOY / "components" / "koordinator-quota-crd"
 
 
 @pytest.fixture(scope="module")
@@ -411,3 +420,65 @@ async def test_the_example_applies_and_queues_draws_the_tree(
     # The Koordinator tree of the previous test, drawn by its labels.
     parent = next(i for i, line in enumerate(lines) if "/koord-parent" in line)
     assert "└─ " in lines[parent + 2] and "/koord-child" in lines[parent + 2]
+
+
+# --- RBAC -----------------------------------------------------------------------------------------
+
+USER = "podgroup-operator"
+"""The dev cluster's non-admin identity the RBAC tests bind the install's roles to."""
+
+
+async def test_the_install_roles_let_the_operator_install_read_and_write_quota_status(
+    quota_kube: KubeClient,
+    quota_operator: OperatorProcess,
+    own_cluster: devcluster.ClusterState,
+    tmp_path: Path,
+) -> None:
+    """As the non-admin identity bound to the roles of deploy/ with the component
+    koordinator-quota-crd: the operator creates the Koordinator-group CRD at start, and that
+    identity lists ElasticQuotas of both groups and patches their status."""
+    kube = quota_kube
+    documents = render_component(DEPLOY / "overlays" / "self-managed", KOORDINATOR_QUOTA_CRD)
+    await ensure_operator_namespace(kube)
+    namespace = await new_namespace(kube)
+    kubeconfig = own_cluster.kubeconfig
+    for kind in (OURS, KOORDINATOR):
+        await wait_for(lambda kind=kind: admits(kubeconfig, kind, namespace), 60, f"{kind}")
+        await kube.create(kind, quota_body(kind, "team", {"min": {"cpu": "1"}}), namespace)
+    await delete_crd(kube, c.KOORD_ELASTIC_QUOTA_CRD_NAME)
+    async with roles_bound_to_user(kube, documents, USER):
+        log = tmp_path / "restricted.log"
+        process = start_operator(
+            own_cluster.kubeconfig_for(USER),
+            log,
+            "--webhooks",
+            "off",
+            "--leader-elect-namespace",
+            OPERATOR_NAMESPACE,
+        )
+        try:
+            assert f"CRD {c.KOORD_ELASTIC_QUOTA_CRD_NAME} installed" in log.read_text()
+        finally:
+            process.stop()
+        await wait_for(
+            lambda: established(kube, c.KOORD_ELASTIC_QUOTA_CRD_NAME), 30, "the CRD installed"
+        )
+        await kube.create(KOORDINATOR, quota_body(KOORDINATOR, "team", {}), namespace)
+        restricted = KubeClient.from_kubeconfig(str(own_cluster.kubeconfig_for(USER)))
+        try:
+            for kind in (OURS, KOORDINATOR):
+                listed = await restricted.list(kind)
+                assert (namespace, "team") in {
+                    (item["metadata"]["namespace"], item["metadata"]["name"])
+                    for item in listed["items"]
+                }
+                written = await restricted.patch_status(
+                    kind, "team", namespace, {"used": {"cpu": "1"}, "gangsWaiting": 2}
+                )
+                assert written["status"] == {"used": {"cpu": "1"}, "gangsWaiting": 2}
+                # Status only: the spec is the tenants' and administrators'.
+                with pytest.raises(ApiError) as refused:
+                    await restricted.patch(kind, "team", {"spec": {"weight": 2}}, namespace)
+                assert refused.value.forbidden
+        finally:
+            await restricted.close()
