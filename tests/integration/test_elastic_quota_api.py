@@ -151,6 +151,13 @@ async def test_ours_applies_over_scheduler_plugins_crd_and_keeps_their_quotas(
     assert row.startswith("quota1")
     assert '"cpu":4' in row and '"memory":"8Gi"' in row and '"cpu":"2"' in row
     assert row.split()[-2] == "1"
+    # Koordinator's group is not served here: queues draws ours alone, numbers from spec and status.
+    drawn = plugin(kubeconfig, "queues")
+    assert drawn.returncode == 0, drawn.stderr
+    rows = [line.split() for line in drawn.stdout.splitlines()]
+    assert rows[0][:5] == ["QUOTA", "RESOURCE", "USED", "MIN", "MAX"]
+    assert rows[1] == [f"{namespace}/quota1", "cpu", "2", "4", "6", "0", "-", "-", "-", "1"]
+    assert rows[2] == ["memory", "1Gi", "4Gi", "8Gi", "0", "-", "-", "-"]  # merged, kept
 
 
 # --- Koordinator's group -------------------------------------------------------------------------
