@@ -311,7 +311,7 @@ class PodReason(StrEnum):
     """Normal Event on bind: "Successfully assigned ns/pod to node"."""
 
 
-# --- ElasticQuota (issue 60) ---------------------------------------------------------------------
+# --- ElasticQuota (issue 60; not served yet: the CRD and webhook are wired in later) -------------
 ELASTIC_QUOTA_KIND = "ElasticQuota"
 """Namespaced, scheduler-plugins' kind: `spec.min`, `spec.max`, `status.used`, plus our additions
 (guarantee, weight, parent, minRunSeconds, queueingStrategy)."""

@@ -220,7 +220,7 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     # ElasticQuotas of both groups: the quota tree watches them, the leader writes their status.
     for group in (c.GROUP, c.KOORD_QUOTA_GROUP):
         quota_rules = [r for r in cluster_role["rules"] if group in r["apiGroups"]]
-        assert verbs({"rules": quota_rules}, "elasticquotas") == {"get", "list", "watch"}
+        assert verbs({"rules": quota_rules}, "elasticquotas") == {"list", "watch"}
         assert verbs({"rules": quota_rules}, "elasticquotas/status") == {"patch"}
     # The base never creates CRDs; deploy/components/koordinator-quota-crd adds that.
     assert verbs(cluster_role, "customresourcedefinitions") == {"list", "watch"}
