@@ -23,6 +23,7 @@ from podgroup_operator.api.elastic_quota import (
     Milli,
     QuotaKey,
     QuotaSpec,
+    koordinator_internal,
     normalize,
 )
 from podgroup_operator.api.quantity import QuantityError, format_milli, to_milli
@@ -65,10 +66,13 @@ class Queues:
 
 def build(objects: Iterable[Mapping[str, Any]]) -> Queues:
     """Normalize every object and build their tree; an object of a key already seen (the same
-    namespace and name in both groups) is reported, not drawn twice."""
+    namespace and name in both groups) is reported, not drawn twice, and Koordinator's internal
+    quotas are left out (they are its bookkeeping, not part of a tree anyone wrote)."""
     quotas: dict[QuotaKey, Quota] = {}
     invalid: list[str] = []
     for obj in objects:
+        if koordinator_internal(obj):
+            continue  # Koordinator's own bookkeeping (its root, system and default quotas)
         meta = obj.get("metadata") or {}
         where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         try:

@@ -174,23 +174,44 @@ def start_operator(kubeconfig: Path, log: Path, *extra: str) -> OperatorProcess:
     return process
 
 
-async def test_an_existing_koordinator_crd_is_never_replaced(
+async def test_an_existing_koordinator_crd_is_never_replaced_and_koordinator_never_blocked(
     quota_kube: KubeClient, own_cluster: devcluster.ClusterState, tmp_path: Path
 ) -> None:
     """Koordinator's own CRD (no status subresource, its schema) stays as it is under an
-    operator run with --install-koordinator-quota-crd; the operator says so in its log."""
-    kube = quota_kube
+    operator run with --install-koordinator-quota-crd, which says so in its log. Our webhook
+    checks the quotas that CRD serves, yet never blocks Koordinator: its internal quotas (a max
+    near 2^63) and its runtime annotations on a quota stored before the webhook pass."""
+    kube, kubeconfig = quota_kube, own_cluster.kubeconfig
     await apply_crd(kube, yaml.safe_load((FIXTURES / "koordinator-crd.yaml").read_text()))
     before = await kube.get(CRDS, c.KOORD_ELASTIC_QUOTA_CRD_NAME)
+    namespace = await new_namespace(kube)
+    stored = quota_body(KOORDINATOR, "stored", {"min": {"cpu": "8"}, "max": {"cpu": "4"}})
+    await kube.create(KOORDINATOR, stored, namespace)  # before any webhook: min above max
     log = tmp_path / "operator.log"
-    process = start_operator(own_cluster.kubeconfig, log, "--webhooks", "off")
+    process = start_operator(kubeconfig, log)
     try:
         # Ready means started: the install step runs before the runtime starts.
         assert f"CRD {c.KOORD_ELASTIC_QUOTA_CRD_NAME} exists; left as it is" in log.read_text()
+        process.install_webhooks()
+        await wait_for(lambda: admits(kubeconfig, KOORDINATOR, namespace), 60, "the webhook")
+        huge = "9223372036854775807"
+        system = quota_body(KOORDINATOR, "koordinator-system-quota", {"max": {"cpu": huge}})
+        await kube.create(KOORDINATOR, system, namespace)
+        runtime = {f"{c.KOORD_QUOTA_PREFIX}/runtime": '{"cpu":"4"}'}
+        await kube.patch(KOORDINATOR, "stored", {"metadata": {"annotations": runtime}}, namespace)
+        with pytest.raises(ApiError) as refused:
+            await kube.patch(KOORDINATOR, "stored", {"spec": {"max": {"cpu": "5"}}}, namespace)
+        assert "validate-koordinator-elasticquota" in refused.value.message
+        assert "spec.min.cpu: 8 is above spec.max.cpu 5; lower min or raise max" in (
+            refused.value.message
+        )
     finally:
+        process.uninstall_webhooks()
         process.stop()
     after = await kube.get(CRDS, c.KOORD_ELASTIC_QUOTA_CRD_NAME)
-    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    # Its spec and marks as Koordinator wrote them (the API server may update its status).
+    assert after["spec"] == before["spec"]
+    assert after["metadata"]["annotations"] == before["metadata"]["annotations"]
     assert after["metadata"]["labels"] == {"app.kubernetes.io/name": "koordinator"}
     assert "subresources" not in after["spec"]["versions"][0]
     await delete_crd(kube, c.KOORD_ELASTIC_QUOTA_CRD_NAME)

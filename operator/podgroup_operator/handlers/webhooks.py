@@ -176,7 +176,9 @@ WEBHOOKS: list[WebhookSpec] = [
         operations=("CREATE", "UPDATE"),
         failure_policy=FailurePolicy.FAIL,
         checks="The same checks for an ElasticQuota of Koordinator's group "
-        "(scheduling.sigs.k8s.io), which the operator reads as one of its own.",
+        "(scheduling.sigs.k8s.io), which the operator reads as one of its own; Koordinator's "
+        "internal quotas (its root, system and default quotas) and updates of Koordinator "
+        "annotations the operator does not read always pass.",
         why="The same as for our group: the operator schedules by these quotas too.",
     ),
 ]

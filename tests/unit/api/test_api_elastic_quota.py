@@ -16,11 +16,13 @@ from podgroup_operator.api.elastic_quota import (
     QuotaRef,
     elastic_quota_errors,
     elastic_quota_update_errors,
+    koordinator_internal,
     normalize,
     pod_quota_ref,
 )
 
 GPU = "nvidia.com/gpu"
+KOORD = f"{c.KOORD_QUOTA_GROUP}/{c.VERSION}"
 
 
 def quota(
@@ -280,3 +282,24 @@ def test_an_update_is_checked_only_when_what_normalize_reads_changes() -> None:
         {"min": {GPU: 6}, "max": {GPU: 5}}, labels={c.LABEL_KOORD_QUOTA_PARENT: "bad/name/x"}
     )
     assert len(elastic_quota_update_errors(stored, koordinator)) == 2
+
+
+def test_koordinators_runtime_annotations_and_internal_quotas_are_never_refused() -> None:
+    """Koordinator rewrites its runtime annotations on every quota and keeps its system and
+    default quotas with a max near 2^63: a webhook that refused either would block it."""
+    stored = quota({"min": {GPU: 6}, "max": {GPU: 5}}, api_version=KOORD)
+    rewritten = quota(
+        {"min": {GPU: 6}, "max": {GPU: 5}},
+        annotations={f"{c.KOORD_QUOTA_PREFIX}/runtime": '{"nvidia.com/gpu": "5"}'},
+        api_version=KOORD,
+    )
+    assert elastic_quota_update_errors(stored, rewritten) == []
+    huge = "9223372036854775807"
+    for name in c.KOORD_INTERNAL_QUOTAS:
+        system = quota({"max": {"cpu": huge, "memory": huge}}, name=name, api_version=KOORD)
+        assert koordinator_internal(system)
+        assert elastic_quota_errors(system) != []  # not in the tree: too large to reckon with
+        assert elastic_quota_update_errors(None, system) == []
+    ours = quota({"max": {"cpu": huge}}, name="koordinator-system-quota")
+    assert not koordinator_internal(ours)
+    assert elastic_quota_update_errors(None, ours) != []

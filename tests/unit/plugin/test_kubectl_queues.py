@@ -134,6 +134,17 @@ def test_invalid_quotas_and_tree_problems_are_listed_below_it() -> None:
     assert "nowhere" in problems
 
 
+def test_koordinators_internal_quotas_are_left_out() -> None:
+    huge = "9223372036854775807"
+    objects = [
+        quota("koordinator-system", name, {"max": {"cpu": huge}}, api_version=KOORD)
+        for name in c.KOORD_INTERNAL_QUOTAS
+    ]
+    objects.append(quota("ml", "team", {"min": {"cpu": "1"}}, api_version=KOORD))
+    text = queues.render(queues.build(objects))
+    assert [line.split()[0] for line in text.splitlines()] == ["QUOTA", "ml/team"]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
