@@ -449,7 +449,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         action="store_true",
         help=f"at start, create the ElasticQuota CRD of Koordinator's group "
         f"({c.KOORD_ELASTIC_QUOTA_CRD_NAME}) if none exists, so Koordinator's quota manifests "
-        "apply unchanged without Koordinator; an existing one is left as it is",
+        "apply unchanged without Koordinator; ours from an earlier release is brought up to "
+        "date, anyone else's (Koordinator's own) left as it is",
     )
     run.set_defaults(func=_run)
 

@@ -342,7 +342,7 @@ KOORD_INTERNAL_QUOTAS = (KOORD_ROOT_QUOTA, "koordinator-system-quota", "koordina
 """Quotas Koordinator's scheduler creates and keeps for itself (max near 2^63, annotations it
 rewrites): never refused by our webhook, so a running Koordinator is never blocked."""
 KOORD_ELASTIC_QUOTA_CRD_NAME = f"{ELASTIC_QUOTA_PLURAL}.{KOORD_QUOTA_GROUP}"
-"""Koordinator's ElasticQuota CRD; ours in its group is installed only where none exists."""
+"""Koordinator's ElasticQuota CRD; ours in its group is installed only where none, or ours, is."""
 ANNOTATION_API_APPROVED = "api-approved.kubernetes.io"
 """Required on a CRD of a `*.k8s.io` group: the review that approved the API."""
 KOORD_QUOTA_API_APPROVAL = "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"

@@ -93,7 +93,7 @@ class OperatorSettings:
 
     install_koordinator_quota_crd: bool = False
     """At start, create the ElasticQuota CRD of Koordinator's group where none exists (`run
-    --install-koordinator-quota-crd`); an existing one, Koordinator's own, is never touched."""
+    --install-koordinator-quota-crd`), or update ours; Koordinator's own is never touched."""
 
     @property
     def status_worker_count(self) -> int:

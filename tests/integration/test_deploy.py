@@ -272,6 +272,7 @@ def test_the_koordinator_quota_crd_component_adds_the_flag_and_only_the_rules_it
         "watch",
         "create",
         "get",
+        "update",
     }
     base_role = find(base, "ClusterRole", "podgroup-operator")
     assert cluster_role["rules"][: len(base_role["rules"])] == base_role["rules"]

@@ -191,7 +191,9 @@ async def test_an_existing_koordinator_crd_is_never_replaced_and_koordinator_nev
     process = start_operator(kubeconfig, log)
     try:
         # Ready means started: the install step runs before the runtime starts.
-        assert f"CRD {c.KOORD_ELASTIC_QUOTA_CRD_NAME} exists; left as it is" in log.read_text()
+        assert f"CRD {c.KOORD_ELASTIC_QUOTA_CRD_NAME} exists and is not ours; left as it is" in (
+            log.read_text()
+        )
         process.install_webhooks()
         await wait_for(lambda: admits(kubeconfig, KOORDINATOR, namespace), 60, "the webhook")
         huge = "9223372036854775807"
@@ -491,6 +493,40 @@ async def test_the_install_roles_let_the_operator_install_read_and_write_quota_s
         await wait_for(
             lambda: established(kube, c.KOORD_ELASTIC_QUOTA_CRD_NAME), 30, "the CRD installed"
         )
+        # An earlier release's (fewer columns): brought up to date at the next start.
+        crd = await kube.get(CRDS, c.KOORD_ELASTIC_QUOTA_CRD_NAME)
+        wanted = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+        crd["spec"]["versions"][0]["additionalPrinterColumns"] = wanted[:2]
+        await kube.replace(CRDS, c.KOORD_ELASTIC_QUOTA_CRD_NAME, crd)
+        process = start_operator(
+            own_cluster.kubeconfig_for(USER),
+            log,
+            "--webhooks",
+            "off",
+            "--leader-elect-namespace",
+            OPERATOR_NAMESPACE,
+        )
+        try:
+            assert f"CRD {c.KOORD_ELASTIC_QUOTA_CRD_NAME} updated (ours" in log.read_text()
+        finally:
+            process.stop()
+        crd = await kube.get(CRDS, c.KOORD_ELASTIC_QUOTA_CRD_NAME)
+        assert crd["spec"]["versions"][0]["additionalPrinterColumns"] == wanted
+        # Up to date: not written again (the API server's defaults do not count as a change).
+        process = start_operator(
+            own_cluster.kubeconfig_for(USER),
+            log,
+            "--webhooks",
+            "off",
+            "--leader-elect-namespace",
+            OPERATOR_NAMESPACE,
+        )
+        try:
+            assert f"CRD {c.KOORD_ELASTIC_QUOTA_CRD_NAME} exists, ours and up to date" in (
+                log.read_text()
+            )
+        finally:
+            process.stop()
         await kube.create(KOORDINATOR, quota_body(KOORDINATOR, "team", {}), namespace)
         restricted = KubeClient.from_kubeconfig(str(own_cluster.kubeconfig_for(USER)))
         try:

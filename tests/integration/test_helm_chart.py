@@ -245,7 +245,7 @@ def _koordinator_quota_crd(documents: list[dict[str, Any]]) -> None:
         "apiGroups": ["apiextensions.k8s.io"],
         "resources": ["customresourcedefinitions"],
         "resourceNames": [c.KOORD_ELASTIC_QUOTA_CRD_NAME],
-        "verbs": ["get"],
+        "verbs": ["get", "update"],
     } in rules
 
 

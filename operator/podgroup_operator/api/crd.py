@@ -261,7 +261,7 @@ def elastic_quota_crd_manifest() -> dict[str, Any]:
 
 def koordinator_elastic_quota_crd_manifest() -> dict[str, Any]:
     """The same ElasticQuota served in Koordinator's group (`scheduling.sigs.k8s.io`), for a
-    cluster without Koordinator: installed only where none exists (`run
+    cluster without Koordinator: installed only where none (or ours) exists (`run
     --install-koordinator-quota-crd`), never over Koordinator's own. It has no short names, so
     `kubectl get eq` keeps meaning ours; `kubectl get elasticquotas.scheduling.sigs.k8s.io`
     lists these."""

@@ -56,3 +56,23 @@ async def test_a_refusal_or_a_race_is_logged_and_the_operator_runs_on(
     assert NAME in caplog.text
     level = logging.INFO if code == 409 else logging.ERROR
     assert [r.levelno for r in caplog.records if NAME in r.getMessage()] == [level]
+
+
+async def test_ours_from_an_earlier_release_is_brought_up_to_date() -> None:
+    """Our label marks it ours: an outdated schema is replaced, other marks kept; an up to date
+    one is not written."""
+    api = FakeApiServer()
+    older = koordinator_elastic_quota_crd_manifest()
+    (version,) = older["spec"]["versions"]
+    version["additionalPrinterColumns"] = version["additionalPrinterColumns"][:1]
+    older["metadata"]["labels"]["extra"] = "kept"
+    api.seed(older)
+    kube = KubeClient(api)
+    assert await install_koordinator_quota_crd(kube) is True
+    stored = api.get_object(CRDS, NAME)
+    assert stored is not None
+    assert stored["spec"] == koordinator_elastic_quota_crd_manifest()["spec"]
+    assert stored["metadata"]["labels"]["extra"] == "kept"
+    writes = len([m for m, _ in api.requests if m != "GET"])
+    assert await install_koordinator_quota_crd(kube) is False
+    assert len([m for m, _ in api.requests if m != "GET"]) == writes
