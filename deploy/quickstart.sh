@@ -160,7 +160,7 @@ step_gang() {
   echo "the gang hello is Running"
 }
 
-# The gang, then the install (kubectl delete -k removes both CRDs with it; helm uninstall leaves
+# The gang, then the install (kubectl delete -k removes the CRDs with it; helm uninstall leaves
 # them), then the kind cluster when the script made it.
 step_down() {
   kubectl delete --ignore-not-found -f "$repo/examples/quickstart-gang.yaml"

@@ -10,6 +10,7 @@ import copy
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -53,6 +54,23 @@ def render(target: Path) -> list[dict[str, Any]]:
     """`kubectl kustomize target` as objects."""
     out = kubectl("kustomize", str(target)).stdout
     return [d for d in yaml.safe_load_all(out) if d]
+
+
+def render_component(target: Path, component: Path) -> list[dict[str, Any]]:
+    """`target` with one kustomize component added, as the components' comments say."""
+    with tempfile.TemporaryDirectory() as tmp:
+        overlay = Path(tmp)
+        (overlay / "kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                    "kind": "Kustomization",
+                    "resources": [os.path.relpath(target, overlay)],
+                    "components": [os.path.relpath(component, overlay)],
+                }
+            )
+        )
+        return render(overlay)
 
 
 def find(documents: Sequence[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

@@ -165,6 +165,7 @@ def _run(args: argparse.Namespace) -> int:
         provisioning_class=args.provisioning_class,
         dialect_crds=args.dialect_crds,
         reservation_timeout_seconds=args.reservation_timeout,
+        install_koordinator_quota_crd=args.install_koordinator_quota_crd,
     )
 
 
@@ -506,14 +507,30 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         "(a gang running there declares no maxRunSeconds); then the nodes are released and "
         "the gang waits as any other until it can reserve with a known start",
     )
+    run.add_argument(
+        "--install-koordinator-quota-crd",
+        action="store_true",
+        help=f"at start, create the ElasticQuota CRD of Koordinator's group "
+        f"({c.KOORD_ELASTIC_QUOTA_CRD_NAME}) if none exists, so Koordinator's quota manifests "
+        "apply unchanged without Koordinator; ours from an earlier release is brought up to "
+        "date, anyone else's (Koordinator's own) left as it is",
+    )
     run.set_defaults(func=_run)
 
-    crd = sub.add_parser("crd", help="print or write a generated CRD (PodGroup or Topology)")
+    crd = sub.add_parser(
+        "crd", help="print or write a generated CRD (PodGroup, Topology or ElasticQuota)"
+    )
     crd.add_argument(
         "--kind",
-        choices=[c.PLURAL, c.TOPOLOGY_PLURAL],
+        choices=[
+            c.PLURAL,
+            c.TOPOLOGY_PLURAL,
+            c.ELASTIC_QUOTA_PLURAL,
+            c.KOORD_ELASTIC_QUOTA_CRD_NAME,
+        ],
         default=c.PLURAL,
-        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml",
+        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml, "
+        f"crds/optional/ holds {c.KOORD_ELASTIC_QUOTA_CRD_NAME} (Koordinator's group)",
     )
     crd.add_argument("--output", "-o", default="-", help="a file to write; - for stdout")
     crd.set_defaults(func=_crd)

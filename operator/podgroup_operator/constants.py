@@ -367,6 +367,16 @@ KOORD_ROOT_QUOTA = "koordinator-root-quota"
 """Koordinator's implicit root; naming it as a parent means having none."""
 KOORD_TRUE = "true"
 KOORD_FALSE = "false"
+KOORD_INTERNAL_QUOTAS = (KOORD_ROOT_QUOTA, "koordinator-system-quota", "koordinator-default-quota")
+"""Quotas Koordinator's scheduler creates and keeps for itself (max near 2^63, annotations it
+rewrites): never refused by our webhook, so a running Koordinator is never blocked."""
+KOORD_ELASTIC_QUOTA_CRD_NAME = f"{ELASTIC_QUOTA_PLURAL}.{KOORD_QUOTA_GROUP}"
+"""Koordinator's ElasticQuota CRD; ours in its group is installed only where none, or ours, is."""
+ANNOTATION_API_APPROVED = "api-approved.kubernetes.io"
+"""Required on a CRD of a `*.k8s.io` group: the review that approved the API."""
+KOORD_QUOTA_API_APPROVAL = "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
+"""The approval scheduler-plugins' and Koordinator's own `scheduling.sigs.k8s.io` ElasticQuota
+CRDs carry; ours of that kind in that group carries the same."""
 
 
 class QueueingStrategy(StrEnum):

@@ -4,7 +4,8 @@
 stuck?". This plugin puts the Unschedulable condition's reason and message next to each group,
 and `describe` adds the member pods, the nodes they are on, and the group's recent Events.
 `fabric` draws the nodes level by level (blocks, racks, nodes) with their free room and the gangs
-on them (kubectl_fabric.py).
+on them (kubectl_fabric.py). `queues` draws the ElasticQuota tree with each quota's numbers
+(kubectl_queues.py).
 
 It keeps kubectl's habits, so that it behaves as people expect a kubectl command to behave:
 --kubeconfig, --context, -n defaulting to the context's namespace, -A, -o wide|json|yaml|name,
@@ -27,6 +28,7 @@ import yaml
 
 from podgroup_operator import constants as c
 from podgroup_operator import kubectl_fabric as fabric
+from podgroup_operator import kubectl_queues as queues
 from podgroup_operator.adapters.kube import (
     EVENTS,
     JSON,
@@ -36,6 +38,7 @@ from podgroup_operator.adapters.kube import (
     TOPOLOGIES,
     ApiError,
     InvalidNameError,
+    Kind,
     KubeClient,
     KubeconfigError,
 )
@@ -44,7 +47,12 @@ from podgroup_operator.api.times import parse_time
 from podgroup_operator.domain.membership import group_name_of
 
 OUTPUTS = ("wide", "json", "yaml", "name")
-VERBS = ("get", "describe", "fabric")
+VERBS = ("get", "describe", "fabric", "queues")
+ELASTIC_QUOTA_KINDS = (
+    Kind(c.GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL),
+    Kind(c.KOORD_QUOTA_GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL),
+)
+"""`queues` reads ElasticQuotas of both groups; a group not served (no CRD) is skipped."""
 RESOURCE = f"{c.SINGULAR}.{c.GROUP}"
 """How `-o name` names a PodGroup, as kubectl does (`podgroup.scheduling.x-k8s.io/train`)."""
 
@@ -57,11 +65,16 @@ EPILOG = """examples:
   kubectl podgroup fabric --topology fabric    # each block, rack and node: free room, gangs
   kubectl podgroup fabric --levels example.com/rack --pod cpu=4,nvidia.com/gpu=1
                                         # per rack: how many such pods fit at once
+  kubectl podgroup queues               # the ElasticQuota tree: used, min, max, fair share...
 
 fabric draws the nodes level by level (a Topology's levels, or --levels label keys; a node
 lacking a level's label is shown where its labels stop), each domain with free/allocatable of
 cpu and nvidia.com/gpu (--resources for others; free counts Ready, schedulable nodes only) and
 the gangs on it: the picture behind "no rack holds 8". A PodGroup named fabric: get fabric.
+
+queues draws every ElasticQuota (scheduling.x-k8s.io, and Koordinator's scheduling.sigs.k8s.io)
+under its parent, one row per resource: used, min, max, guarantee, fair share, borrowed, lent,
+and the gangs waiting (- where the operator has written no status yet).
 """
 
 
@@ -83,6 +96,8 @@ class Invocation:
     context: str | None = None
     fabric: FabricAsk | None = None
     """What `fabric` draws; None for the other verbs."""
+    queues: bool = False
+    """`queues`: the ElasticQuota tree."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "words", nargs="*", metavar="[get|describe] NAME | fabric", help="PodGroup names"
+        "words", nargs="*", metavar="[get|describe] NAME | fabric | queues", help="PodGroup names"
     )
     parser.add_argument("-n", "--namespace", help="default: the context's namespace, or default")
     parser.add_argument("-A", "--all-namespaces", action="store_true")
@@ -190,6 +205,9 @@ def parse(
         raise PluginError(
             "--topology, --levels, --resources, --pod, -l and --no-nodes belong to fabric"
         )
+    if verb == "queues":
+        _check_queues(args, words)
+        return Invocation(verb, (), None, "", args.kubeconfig, args.context, queues=True)
     namespace = args.namespace
     if args.all_namespaces:
         namespace = None
@@ -223,6 +241,17 @@ def _fabric_ask(args: argparse.Namespace, words: list[str]) -> FabricAsk:
         )
     except fabric.FabricError as exc:
         raise PluginError(str(exc)) from None
+
+
+def _check_queues(args: argparse.Namespace, words: list[str]) -> None:
+    if words:
+        raise PluginError(
+            f"queues takes no NAME (got {' '.join(words)}); a PodGroup named queues: get queues"
+        )
+    if args.output:
+        raise PluginError("queues does not take -o/--output; kubectl get eq -A -o yaml does")
+    if args.namespace or args.all_namespaces:
+        raise PluginError("queues shows the whole tree, across namespaces: drop -n/-A")
 
 
 def context_namespace(kubeconfig: str | None, context: str | None) -> str:
@@ -301,11 +330,39 @@ async def _draw_fabric(kube: KubeClient, ask: FabricAsk) -> str:
     )
 
 
+async def _draw_queues(kube: KubeClient, outcome: Outcome) -> None:
+    """Read the ElasticQuotas of both groups (a group without its CRD is skipped); draw."""
+    objects: list[JSON] = []
+    served = 0
+    for kind in ELASTIC_QUOTA_KINDS:
+        try:
+            listed = await kube.list(kind)
+        except ApiError as exc:
+            if exc.not_found and not exc.reason:
+                continue  # the group is not served: no CRD of that group
+            raise
+        served += 1
+        for item in listed.get("items") or []:
+            objects.append({"apiVersion": f"{kind.group}/{kind.version}", **item})
+    if not served:
+        outcome.errors.append(
+            f'error: the server doesn\'t have a resource type "{c.ELASTIC_QUOTA_PLURAL}" (is '
+            "the ElasticQuota CRD installed? kubectl apply -f crds/)"
+        )
+    elif not objects:
+        outcome.notes.append("No resources found.")
+    else:
+        outcome.stdout = queues.render(queues.build(objects))
+
+
 async def _execute(
     kube: KubeClient, invocation: Invocation, now: dt.datetime, outcome: Outcome
 ) -> None:
     if invocation.fabric is not None:
         outcome.stdout = await _draw_fabric(kube, invocation.fabric)
+        return
+    if invocation.queues:
+        await _draw_queues(kube, outcome)
         return
     if invocation.names:
         groups = await _get_named(kube, invocation, outcome)

@@ -100,6 +100,10 @@ class OperatorSettings:
     """Every node's limit of in-tree disks where its allocatable sets none (`KUBE_MAX_PD_VOLS`,
     as kube-scheduler reads it: `max_pd_volumes_from_env`); None keeps upstream's defaults."""
 
+    install_koordinator_quota_crd: bool = False
+    """At start, create the ElasticQuota CRD of Koordinator's group where none exists (`run
+    --install-koordinator-quota-crd`), or update ours; Koordinator's own is never touched."""
+
     @property
     def status_worker_count(self) -> int:
         """Status reconciles of groups whose members changed phase (the urgent lane) that may

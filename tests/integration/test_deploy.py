@@ -57,6 +57,7 @@ from tests.deploy_helpers import (
     for_this_server,
     kubectl,
     render,
+    render_component,
     webhook_configurations_restored,
 )
 from tests.waiting import wait_for
@@ -64,6 +65,7 @@ from tests.waiting import wait_for
 BASE = DEPLOY
 CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
 SELF_MANAGED = DEPLOY / "overlays" / "self-managed"
+KOORDINATOR_QUOTA_CRD = DEPLOY / "components" / "koordinator-quota-crd"
 TLS_SECRET = "podgroup-operator-webhook-tls"
 LEADER_LEASE = "podgroup-operator-leader"
 CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
@@ -107,6 +109,7 @@ def test_the_base_holds_the_whole_install() -> None:
         [
             "CustomResourceDefinition",
             "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "Namespace",
             "ServiceAccount",
             "ClusterRole",
@@ -124,7 +127,7 @@ def test_the_base_holds_the_whole_install() -> None:
             "MutatingWebhookConfiguration",
         ]
     )
-    for plural in (c.PLURAL, c.TOPOLOGY_PLURAL):
+    for plural in (c.PLURAL, c.TOPOLOGY_PLURAL, c.ELASTIC_QUOTA_PLURAL):
         crd = find(documents, "CustomResourceDefinition", f"{plural}.{c.GROUP}")
         checked_in = REPO / "crds" / f"{plural}.{c.GROUP}.yaml"
         assert crd["spec"] == yaml.safe_load(checked_in.read_text())["spec"]
@@ -235,6 +238,13 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     # Topologies: every replica's webhook reads them; the leader keeps their status.
     assert verbs(cluster_role, "topologies") == {"list", "watch"}
     assert verbs(cluster_role, "topologies/status") == {"patch"}
+    # ElasticQuotas of both groups: the quota tree watches them, the leader writes their status.
+    for group in (c.GROUP, c.KOORD_QUOTA_GROUP):
+        quota_rules = [r for r in cluster_role["rules"] if group in r["apiGroups"]]
+        assert verbs({"rules": quota_rules}, "elasticquotas") == {"list", "watch"}
+        assert verbs({"rules": quota_rules}, "elasticquotas/status") == {"patch"}
+    # The base never creates CRDs; deploy/components/koordinator-quota-crd adds that.
+    assert verbs(cluster_role, "customresourcedefinitions") == {"list", "watch"}
     assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete"}
     assert verbs(cluster_role, "pods/binding") == {"create"}
     # nominatedNodeName for a preemptor's members, PodScheduled=False for waiting members.
@@ -269,6 +279,24 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     # namespace, made once by the first replica that needs it and read by every one.
     assert verbs(role, "secrets") == {"create"}
     assert verbs(role, "secrets", named=RECORD_KEY_SECRET) == {"create", "get"}
+
+
+def test_the_koordinator_quota_crd_component_adds_the_flag_and_only_the_rules_it_needs() -> None:
+    base, documents = render(SELF_MANAGED), render_component(SELF_MANAGED, KOORDINATOR_QUOTA_CRD)
+    assert "--install-koordinator-quota-crd" in container(documents)["args"]
+    assert "--install-koordinator-quota-crd" not in container(base)["args"]
+    cluster_role = find(documents, "ClusterRole", "podgroup-operator")
+    assert verbs(cluster_role, "customresourcedefinitions") == {"list", "watch", "create"}
+    name = c.KOORD_ELASTIC_QUOTA_CRD_NAME
+    assert verbs(cluster_role, "customresourcedefinitions", named=name) == {
+        "list",
+        "watch",
+        "create",
+        "get",
+        "update",
+    }
+    base_role = find(base, "ClusterRole", "podgroup-operator")
+    assert cluster_role["rules"][: len(base_role["rules"])] == base_role["rules"]
 
 
 def test_flow_schemas_give_the_service_account_kube_schedulers_priority_levels() -> None:
@@ -321,7 +349,7 @@ def test_cert_manager_overlay_issues_the_mounted_secret_and_injects_its_ca() -> 
         assert annotations == {"cert-manager.io/inject-ca-from": expected}
     # No conversion webhook on the CRDs, so nothing to inject there.
     crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
-    assert len(crds) == 2
+    assert len(crds) == 3
     for crd in crds:
         assert "conversion" not in crd["spec"]
         assert "annotations" not in crd["metadata"]

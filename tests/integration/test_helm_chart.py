@@ -61,6 +61,7 @@ CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
 AGGREGATE = DEPLOY / "components" / "aggregate-tenant-roles"
 MONITORING = DEPLOY / "components" / "monitoring"
 DIALECT_CRDS = DEPLOY / "components" / "dialect-crds"
+KOORDINATOR_QUOTA_CRD = DEPLOY / "components" / "koordinator-quota-crd"
 
 
 def render_aggregated() -> list[dict[str, Any]]:
@@ -158,8 +159,12 @@ MONITORING_ON = {
         ({"certificates": {"mode": "cert-manager"}}, lambda: render(CERT_MANAGER)),
         (MONITORING_ON, lambda: render_with(MONITORING)),
         ({"dialects": {"installCRDs": True}}, lambda: render_with(DIALECT_CRDS)),
+        (
+            {"elasticQuota": {"installKoordinatorCRD": True}},
+            lambda: render_with(KOORDINATOR_QUOTA_CRD),
+        ),
     ],
-    ids=["self-managed", "cert-manager", "monitoring", "dialect-crds"],
+    ids=["self-managed", "cert-manager", "monitoring", "dialect-crds", "koordinator-quota-crd"],
 )
 def test_the_chart_renders_the_kustomize_install(values: dict[str, Any], kustomize: Any) -> None:
     """Object for object: kinds, names, RBAC rules, webhook rules and failure policies, security
@@ -233,6 +238,17 @@ def _scheduler_names(documents: list[dict[str, Any]]) -> None:
 
 def _namespaces(documents: list[dict[str, Any]]) -> None:
     assert run_settings(container(documents)["args"])["namespace"] == ["team-a", "team-b"]
+
+
+def _koordinator_quota_crd(documents: list[dict[str, Any]]) -> None:
+    assert run_settings(container(documents)["args"])["install_koordinator_quota_crd"] is True
+    rules = find(documents, "ClusterRole", "podgroup-operator")["rules"]
+    assert {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "resourceNames": [c.KOORD_ELASTIC_QUOTA_CRD_NAME],
+        "verbs": ["get", "update"],
+    } in rules
 
 
 def _gang_group_trust(documents: list[dict[str, Any]]) -> None:
@@ -425,6 +441,11 @@ OPTIONS = [
         id="monitoring",
     ),
     pytest.param(PLACEMENT, _placement, id="placement"),
+    pytest.param(
+        {"elasticQuota": {"installKoordinatorCRD": True}},
+        _koordinator_quota_crd,
+        id="koordinator-quota-crd",
+    ),
     pytest.param(
         {
             "labels": {"team": "batch"},

@@ -280,7 +280,8 @@ async def test_the_tenant_roles_allow_podgroups_and_never_their_status(
     kube: KubeClient, cluster: ClusterUnderTest, tmp_path: Path
 ) -> None:
     """deploy/'s tenant-edit role, bound alone in a namespace: PodGroups may be written there,
-    never their status and never in another namespace; tenant-view reads only."""
+    never their status and never in another namespace; tenant-view reads only. ElasticQuotas
+    both read and neither writes."""
     for role in render(DEPLOY / "base"):
         if role["kind"] == "ClusterRole" and role["metadata"]["name"].startswith(TENANT_ROLES):
             await kube.apply_json(CLUSTER_ROLES, role)
@@ -312,6 +313,21 @@ async def test_the_tenant_roles_allow_podgroups_and_never_their_status(
         with pytest.raises(ApiError) as read_only:
             await create_group(viewer, b, "theirs", min_member=1)
         assert read_only.value.forbidden
+        # ElasticQuotas: read in their namespace, never written (an administrator's to set).
+        quotas = Kind(c.GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
+        quota = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.ELASTIC_QUOTA_KIND,
+            "metadata": {"name": "team"},
+            "spec": {"min": {"cpu": "1"}},
+        }
+        await kube.create(quotas, quota, a)
+        assert [q["metadata"]["name"] for q in (await editor.list(quotas, a))["items"]] == ["team"]
+        assert (await viewer.list(quotas, b))["items"] == []
+        for who, where in ((editor, a), (viewer, b)):
+            with pytest.raises(ApiError) as not_theirs:
+                await who.create(quotas, {**quota, "metadata": {"name": "more"}}, where)
+            assert not_theirs.value.forbidden
         assert created["metadata"]["namespace"] == a
 
 

@@ -32,6 +32,7 @@ from podgroup_operator.api.quantity import QuantityError, format_milli, parse_qu
 from podgroup_operator.constants import (
     ANNOTATION_KOORD_SHARED_WEIGHT,
     KOORD_FALSE,
+    KOORD_INTERNAL_QUOTAS,
     KOORD_QUOTA_GROUP,
     KOORD_QUOTA_PREFIX,
     KOORD_ROOT_QUOTA,
@@ -105,7 +106,9 @@ class ElasticQuotaSpec(_QuotaModel):
 class ElasticQuotaStatus(_QuotaModel):
     """What the quota uses now and why: `used` is scheduler-plugins' field; the rest explain."""
 
-    used: ResourceList | None = None
+    used: ResourceList | None = Field(
+        default=None, description="What the quota's bound pods request, its children's included."
+    )
     borrowed: ResourceList | None = Field(
         default=None, description="Used beyond min: lent by other quotas."
     )
@@ -115,7 +118,9 @@ class ElasticQuotaStatus(_QuotaModel):
     fair_share: ResourceList | None = Field(
         default=None, description="min plus this quota's weighted part of the surplus now."
     )
-    gangs_waiting: StrictInt | None = Field(default=None, ge=0)
+    gangs_waiting: StrictInt | None = Field(
+        default=None, ge=0, description="Gangs charged to this quota that wait to be admitted."
+    )
 
 
 @dataclass(frozen=True)
@@ -285,6 +290,45 @@ def elastic_quota_errors(obj: Mapping[str, Any]) -> list[str]:
     except ElasticQuotaError as exc:
         return exc.errors
     return []
+
+
+_LABELS_READ = (LABEL_KOORD_QUOTA_PARENT, LABEL_KOORD_QUOTA_IS_PARENT, LABEL_KOORD_ALLOW_LENT)
+_ANNOTATIONS_READ = (ANNOTATION_KOORD_SHARED_WEIGHT,)
+
+
+def _quota_keys(obj: Mapping[str, Any]) -> tuple[Any, list[str | None], list[str | None]]:
+    """What `normalize` reads of an object: its spec and the Koordinator keys it aliases (not
+    the others of that prefix, such as the runtime annotations Koordinator rewrites)."""
+    meta = obj.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    return (
+        obj.get("spec"),
+        [labels.get(key) for key in _LABELS_READ],
+        [annotations.get(key) for key in _ANNOTATIONS_READ],
+    )
+
+
+def koordinator_internal(obj: Mapping[str, Any]) -> bool:
+    """One of the quotas Koordinator's scheduler keeps for itself (its root, system and default
+    quotas, in its group): Koordinator's to write as it likes."""
+    group = str(obj.get("apiVersion") or "").partition("/")[0]
+    name = (obj.get("metadata") or {}).get("name")
+    return group == KOORD_QUOTA_GROUP and name in KOORD_INTERNAL_QUOTAS
+
+
+def elastic_quota_update_errors(
+    old: Mapping[str, Any] | None, body: Mapping[str, Any]
+) -> list[str]:
+    """`elastic_quota_errors` of an ElasticQuota created (`old` None) or updated. None for an
+    update that leaves what `normalize` reads as stored (the spec and the Koordinator keys it
+    aliases), so an object stored before the webhook existed can still get a label, a finalizer
+    or Koordinator's runtime annotations; none for Koordinator's own internal quotas
+    (`koordinator_internal`), which a running Koordinator must always be able to write."""
+    if koordinator_internal(body):
+        return []
+    if old is not None and _quota_keys(old) == _quota_keys(body):
+        return []
+    return elastic_quota_errors(body)
 
 
 def normalize(obj: Mapping[str, Any]) -> QuotaSpec:

@@ -6,6 +6,7 @@ from typing import Any
 
 import kopf
 
+from podgroup_operator.api.elastic_quota import elastic_quota_update_errors
 from podgroup_operator.api.validation import podgroup_findings, topology_update_errors
 from podgroup_operator.domain.gang_groups import GangGroupTrust, unconsented_warnings
 from podgroup_operator.handlers.webhooks import WebhookId, serve
@@ -42,3 +43,42 @@ def validate_topology(body: kopf.Body, old: kopf.Body | None = None, **_: Any) -
     errors = topology_update_errors(None if old is None else dict(old), dict(body))
     if errors:
         raise kopf.AdmissionError("; ".join(errors), code=422)
+
+
+def _validate_elastic_quota(
+    body: kopf.Body, old: kopf.Body | None, name: str | None, namespace: str | None
+) -> None:
+    obj = dict(body)
+    meta = dict(obj.get("metadata") or {})
+    meta.setdefault("name", name)
+    meta.setdefault("namespace", namespace)
+    errors = elastic_quota_update_errors(
+        None if old is None else dict(old), {**obj, "metadata": meta}
+    )
+    if errors:
+        raise kopf.AdmissionError("; ".join(errors), code=422)
+
+
+@serve(WebhookId.VALIDATE_ELASTIC_QUOTA)
+def validate_elastic_quota(
+    body: kopf.Body,
+    old: kopf.Body | None = None,
+    name: str | None = None,
+    namespace: str | None = None,
+    **_: Any,
+) -> None:
+    """Refuse an ElasticQuota with every problem listed, each naming its field and the fix;
+    an update that leaves its spec and Koordinator keys as stored passes."""
+    _validate_elastic_quota(body, old, name, namespace)
+
+
+@serve(WebhookId.VALIDATE_KOORD_ELASTIC_QUOTA)
+def validate_koordinator_elastic_quota(
+    body: kopf.Body,
+    old: kopf.Body | None = None,
+    name: str | None = None,
+    namespace: str | None = None,
+    **_: Any,
+) -> None:
+    """The same, for an ElasticQuota of Koordinator's group."""
+    _validate_elastic_quota(body, old, name, namespace)

@@ -42,6 +42,8 @@ class WebhookId(StrEnum):
     ROUTE_GANG_PODS = "route-gang-pods"
     QUOTA_PODGROUP = "quota-podgroup"
     QUOTA_POD = "quota-pod"
+    VALIDATE_ELASTIC_QUOTA = "validate-elasticquota"
+    VALIDATE_KOORD_ELASTIC_QUOTA = "validate-koordinator-elasticquota"
 
 
 class FailurePolicy(StrEnum):
@@ -149,6 +151,35 @@ WEBHOOKS: list[WebhookSpec] = [
         why="Ignoring failures would let any pod created while the operator is down eat quota "
         "that gangs reserved: the partial-gang deadlock the namespace opted in to prevent. "
         "Only opted-in namespaces are intercepted, never kube-system or the operator's own.",
+    ),
+    WebhookSpec(
+        handler_id=WebhookId.VALIDATE_ELASTIC_QUOTA,
+        kind=WebhookKind.VALIDATING,
+        api_group=c.GROUP,
+        resource=c.ELASTIC_QUOTA_PLURAL,
+        operations=("CREATE", "UPDATE"),
+        failure_policy=FailurePolicy.FAIL,
+        checks="Refuses an ElasticQuota whose spec or Koordinator quota keys do not validate "
+        "(guarantee above min, min above max, a weight or minRunSeconds out of bounds, a parent "
+        "that is not a quota name or is the quota itself, an alias disagreeing with its spec "
+        "field) with every problem listed, each naming its field and the fix; an update that "
+        "leaves them as stored passes.",
+        why="A quota admitted with min above max or a guarantee above min would be left out of "
+        "its tree, and its gangs would wait unexplained; quotas are written rarely, by "
+        "administrators, so refusing them while the operator is down costs little.",
+    ),
+    WebhookSpec(
+        handler_id=WebhookId.VALIDATE_KOORD_ELASTIC_QUOTA,
+        kind=WebhookKind.VALIDATING,
+        api_group=c.KOORD_QUOTA_GROUP,
+        resource=c.ELASTIC_QUOTA_PLURAL,
+        operations=("CREATE", "UPDATE"),
+        failure_policy=FailurePolicy.FAIL,
+        checks="The same checks for an ElasticQuota of Koordinator's group "
+        "(scheduling.sigs.k8s.io), which the operator reads as one of its own; Koordinator's "
+        "internal quotas (its root, system and default quotas) and updates of Koordinator "
+        "annotations the operator does not read always pass.",
+        why="The same as for our group: the operator schedules by these quotas too.",
     ),
 ]
 

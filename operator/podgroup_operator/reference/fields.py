@@ -1,4 +1,4 @@
-"""docs/reference/crd.md: every field of PodGroup and Topology, from the pydantic models.
+"""docs/reference/crd.md: every field of PodGroup, Topology and ElasticQuota, from the models.
 
 The rows come from each model's JSON Schema (`model_json_schema`, as api/crd.py renders the
 CRDs from), walked depth-first in the models' field order: nested models (`policy`,
@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from podgroup_operator import constants as c
 from podgroup_operator.api.crd import CRD_MANIFESTS
+from podgroup_operator.api.elastic_quota import ElasticQuotaSpec, ElasticQuotaStatus
 from podgroup_operator.api.models import (
     PodGroupSpec,
     PodGroupStatus,
@@ -209,6 +210,7 @@ class Kind:
 KINDS = (
     Kind(c.KIND, c.PLURAL, PodGroupSpec, PodGroupStatus),
     Kind(c.TOPOLOGY_KIND, c.TOPOLOGY_PLURAL, TopologySpec, TopologyStatus),
+    Kind(c.ELASTIC_QUOTA_KIND, c.ELASTIC_QUOTA_PLURAL, ElasticQuotaSpec, ElasticQuotaStatus),
 )
 
 

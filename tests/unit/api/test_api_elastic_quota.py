@@ -15,11 +15,14 @@ from podgroup_operator.api.elastic_quota import (
     ElasticQuotaStatus,
     QuotaRef,
     elastic_quota_errors,
+    elastic_quota_update_errors,
+    koordinator_internal,
     normalize,
     pod_quota_ref,
 )
 
 GPU = "nvidia.com/gpu"
+KOORD = f"{c.KOORD_QUOTA_GROUP}/{c.VERSION}"
 
 
 def quota(
@@ -262,3 +265,41 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_a_valid_quota_has_no_errors() -> None:
     assert elastic_quota_errors(quota({"min": {GPU: 1}, "max": {GPU: 2}, "weight": 2})) == []
+
+
+def test_an_update_is_checked_only_when_what_normalize_reads_changes() -> None:
+    """An object stored before the webhook (say under scheduler-plugins' CRD) can still get a
+    label or a finalizer; a change to its spec or its Koordinator keys is checked whole."""
+    stored = quota({"min": {GPU: 6}, "max": {GPU: 5}})
+    relabelled = quota({"min": {GPU: 6}, "max": {GPU: 5}}, labels={"team": "a"})
+    assert elastic_quota_update_errors(stored, relabelled) == []
+    assert elastic_quota_update_errors(None, relabelled) == elastic_quota_errors(relabelled) != []
+    respecced = quota({"min": {GPU: 6}, "max": {GPU: 4}})
+    assert [e.split(":")[0] for e in elastic_quota_update_errors(stored, respecced)] == [
+        "spec.min.nvidia.com/gpu"
+    ]
+    koordinator = quota(
+        {"min": {GPU: 6}, "max": {GPU: 5}}, labels={c.LABEL_KOORD_QUOTA_PARENT: "bad/name/x"}
+    )
+    assert len(elastic_quota_update_errors(stored, koordinator)) == 2
+
+
+def test_koordinators_runtime_annotations_and_internal_quotas_are_never_refused() -> None:
+    """Koordinator rewrites its runtime annotations on every quota and keeps its system and
+    default quotas with a max near 2^63: a webhook that refused either would block it."""
+    stored = quota({"min": {GPU: 6}, "max": {GPU: 5}}, api_version=KOORD)
+    rewritten = quota(
+        {"min": {GPU: 6}, "max": {GPU: 5}},
+        annotations={f"{c.KOORD_QUOTA_PREFIX}/runtime": '{"nvidia.com/gpu": "5"}'},
+        api_version=KOORD,
+    )
+    assert elastic_quota_update_errors(stored, rewritten) == []
+    huge = "9223372036854775807"
+    for name in c.KOORD_INTERNAL_QUOTAS:
+        system = quota({"max": {"cpu": huge, "memory": huge}}, name=name, api_version=KOORD)
+        assert koordinator_internal(system)
+        assert elastic_quota_errors(system) != []  # not in the tree: too large to reckon with
+        assert elastic_quota_update_errors(None, system) == []
+    ours = quota({"max": {"cpu": huge}}, name="koordinator-system-quota")
+    assert not koordinator_internal(ours)
+    assert elastic_quota_update_errors(None, ours) != []
