@@ -208,6 +208,17 @@ class Reason(StrEnum):
     ENOUGH_TASKS = "EnoughTasks"
     """Unschedulable=False while Pending: minMember members exist and nothing is known to block
     them; the scheduler may still replace it with its own verdict."""
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    """Unschedulable=True: the gang does not fit its ElasticQuota now (at its max, or its min
+    used and nothing left to borrow); the message names the quota, the numbers and the gang's
+    position in its quota's queue. Not a lack of nodes: its members' PodScheduled reason is
+    `PodReason.WAITING_FOR_QUOTA`, so autoscalers add none for it."""
+    RECLAIMING = "Reclaiming"
+    """Event: gangs of quotas that borrowed are being evicted so this gang gets its quota's min
+    back (the message names the victims and their quotas)."""
+    RECLAIMED = "Reclaimed"
+    """Event on a victim pod and its PodGroup: another quota took back what this gang's quota
+    had borrowed (the message names the reclaimer)."""
 
 
 class PodPhase(StrEnum):
@@ -309,6 +320,9 @@ class PodReason(StrEnum):
     """Warning Event on a waiting member when its gang is refused (rate-limited per gang)."""
     SCHEDULED = "Scheduled"
     """Normal Event on bind: "Successfully assigned ns/pod to node"."""
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    """PodScheduled=False: the pod's gang waits for its ElasticQuota, not for nodes; not
+    `Unschedulable`, so cluster-autoscaler and Karpenter add no node for it."""
 
 
 # --- ElasticQuota (issue 60; not served yet: the CRD and webhook are wired in later) -------------
