@@ -213,12 +213,6 @@ class Reason(StrEnum):
     used and nothing left to borrow); the message names the quota, the numbers and the gang's
     position in its quota's queue. Not a lack of nodes: its members' PodScheduled reason is
     `PodReason.WAITING_FOR_QUOTA`, so autoscalers add none for it."""
-    RECLAIMING = "Reclaiming"
-    """Event: gangs of quotas that borrowed are being evicted so this gang gets its quota's min
-    back (the message names the victims and their quotas)."""
-    RECLAIMED = "Reclaimed"
-    """Event on a victim pod and its PodGroup: another quota took back what this gang's quota
-    had borrowed (the message names the reclaimer)."""
 
 
 class PodPhase(StrEnum):
