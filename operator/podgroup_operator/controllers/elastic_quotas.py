@@ -150,7 +150,11 @@ class ElasticQuotaController:
                     await self._wake.wait()
             if self._dirty:
                 await sleep(self.monotonic, self.delay)
-                self.rebuild()
+                try:
+                    self.rebuild()
+                except Exception:
+                    logger.exception("building the ElasticQuota tree failed; retried")
+                    self._dirty = True
             if self.monotonic.now() - last_status >= self.status_period:
                 last_status = self.monotonic.now()
                 try:

@@ -76,7 +76,7 @@ def quota_statuses(
     for key, node in tree.nodes.items():
         used = {n: usage.of_quota(key).get(n, 0) for n in tree.governed}
         borrowed = pos(sub(used, node.min))
-        idle = pos(sub(sub(node.min, node.guarantee), held[key]))
+        idle = pos(sub(node.min, held[key]))  # held counts the guarantee: never lent
         others = {n: 0 for n in tree.governed}
         for sibling in tree.siblings(key):
             over = pos(sub(held[sibling], tree.nodes[sibling].min))

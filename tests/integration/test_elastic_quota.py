@@ -1,0 +1,325 @@
+"""ElasticQuota on the real control plane: gangs admitted whole against a tree of quotas.
+
+Each test makes its own sim GPU nodes and quotas in namespaces of its own; the quota tree is the
+whole cluster's, so every test deletes its quotas (with their namespaces) before the next. The
+operator runs with the ElasticQuota CRD installed before it starts (crds/ holds it once the
+API side lands; until then a minimal CRD is applied here), on a control plane of this module's
+own (it is killed in the last test).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podgroup_operator import constants as c
+from podgroup_operator.adapters.kube import (
+    ELASTIC_QUOTAS,
+    NAMESPACES,
+    PODGROUPS,
+    PODS,
+    ApiError,
+    KubeClient,
+)
+from podgroup_operator.devcluster import cluster as devcluster
+from podgroup_operator.devcluster.process import OperatorProcess, leading
+from tests.crd_schema import project_crds
+from tests.kube_helpers import (
+    apply_crd,
+    create_group,
+    gang_pods,
+    group_status,
+    pool,
+    refusal,
+    running_members,
+)
+from tests.waiting import wait_for
+
+GPU = "nvidia.com/gpu"
+
+_ANY_OBJECT = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+MINIMAL_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": c.ELASTIC_QUOTA_CRD_NAME},
+    "spec": {
+        "group": c.GROUP,
+        "names": {
+            "kind": c.ELASTIC_QUOTA_KIND,
+            "listKind": f"{c.ELASTIC_QUOTA_KIND}List",
+            "plural": c.ELASTIC_QUOTA_PLURAL,
+            "singular": c.ELASTIC_QUOTA_SINGULAR,
+            "shortNames": list(c.ELASTIC_QUOTA_SHORT_NAMES),
+        },
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": c.VERSION,
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        },
+                    }
+                },
+                "subresources": {"status": {}},
+            }
+        ],
+    },
+}
+"""Used only while crds/ has no ElasticQuota CRD (the API side generates the real one)."""
+
+
+@pytest.fixture(scope="module")
+def quota_operator(
+    own_cluster: devcluster.ClusterState, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The operator on this module's control plane, started once the ElasticQuota CRD is in."""
+    log = tmp_path_factory.mktemp("quota-operator") / "operator.log"
+    process = OperatorProcess(own_cluster.kubeconfig, log, ["--webhooks", "off"])
+    yield process
+    process.stop()
+    print(f"\noperator log: {log}")
+
+
+@pytest.fixture
+async def operator_up(own_kube: KubeClient, quota_operator: OperatorProcess) -> OperatorProcess:
+    """The module's operator, leading (started at the first test, after the CRD is applied)."""
+    if quota_operator.process is None or quota_operator.process.poll() is not None:
+        names = {crd["metadata"]["name"] for crd in project_crds()}
+        if c.ELASTIC_QUOTA_CRD_NAME not in names:
+            await apply_crd(own_kube, MINIMAL_CRD)
+        quota_operator.start()
+        quota_operator.wait_ready()
+    await wait_for(lambda: leading(own_kube, [quota_operator]), 45, "the operator to lead")
+    return quota_operator
+
+
+@contextlib.asynccontextmanager
+async def namespaces(kube: KubeClient, *names: str) -> AsyncIterator[list[str]]:
+    """Namespaces `<name>-<unique>`, deleted afterwards with their quotas and pods."""
+    suffix = uuid.uuid4().hex[:5]
+    made = [f"{name}-{suffix}" for name in names]
+    for name in made:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        await kube.create(NAMESPACES, body)
+    try:
+        yield made
+    finally:
+        for name in made:
+            with contextlib.suppress(ApiError):
+                await kube.delete(NAMESPACES, name)
+        for name in made:
+            # Until its quotas are gone they stay in the tree, and the next test's numbers
+            # would be off.
+            await wait_for(lambda n=name: _no_quotas(kube, n), 60, f"the quotas of {name} gone")
+
+
+async def _no_quotas(kube: KubeClient, namespace: str) -> bool:
+    try:
+        return not (await kube.list(ELASTIC_QUOTAS, namespace))["items"]
+    except ApiError as exc:
+        return exc.not_found
+
+
+async def create_quota(kube: KubeClient, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.ELASTIC_QUOTA_KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    return dict(await kube.create(ELASTIC_QUOTAS, body, namespace))
+
+
+async def read(kube: KubeClient, *quotas: tuple[str, str]) -> None:
+    """Wait until the operator has read these quotas into its tree: each has a status it wrote
+    (a gang created earlier would be decided without them)."""
+    for namespace, name in quotas:
+
+        async def written(namespace: str = namespace, name: str = name) -> bool:
+            return "used" in await quota_status(kube, namespace, name)
+
+        await wait_for(written, 20, f"the operator to write the status of {namespace}/{name}")
+
+
+async def quota_status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    return dict((await kube.get(ELASTIC_QUOTAS, name, namespace)).get("status") or {})
+
+
+async def gpu_gang(
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    count: int,
+    pool_name: str,
+    gpus: int = 1,
+    **kw: Any,
+) -> None:
+    await create_group(kube, namespace, name, minMember=count)
+    await gang_pods(kube, namespace, name, count, pool_name, group=name, requests={GPU: "1"}, **kw)
+
+
+async def all_running(kube: KubeClient, namespace: str, group: str, count: int) -> bool:
+    return len(await running_members(kube, namespace, group)) == count
+
+
+def pod_scheduled(pod: dict[str, Any]) -> dict[str, Any]:
+    return next(
+        (
+            x
+            for x in (pod.get("status") or {}).get("conditions") or ()
+            if x["type"] == "PodScheduled"
+        ),
+        {},
+    )
+
+
+async def test_a_quota_borrows_idle_gpus_and_a_gang_past_its_max_waits_for_quota_not_nodes(
+    own_kube: KubeClient, operator_up: OperatorProcess, tmp_path: Path
+) -> None:
+    """8 GPUs; A min 2 max 5, B min 6. A's 4-GPU gang borrows 2 of B's idle min and runs; A's
+    next 2-GPU gang would pass A's max: it waits with reason WaitingForQuota (the PodGroup's
+    condition and each member's PodScheduled), its message naming the quota's numbers and its
+    position, never Unschedulable; the status of A says what it uses and borrows, B's what it
+    lends. B's own 4-GPU gang is then placed within B's min."""
+    kube = own_kube
+    async with (
+        pool(kube, count=2, cpu="8", gpu=4) as (_, pool_name),
+        namespaces(kube, "team-a", "team-b") as (a, b),
+    ):
+        await create_quota(kube, a, "a", min={GPU: "2"}, max={GPU: "5"})
+        await create_quota(kube, b, "b", min={GPU: "6"})
+        await read(kube, (a, "a"), (b, "b"))
+        await gpu_gang(kube, a, "first", 4, pool_name)
+        await wait_for(lambda: all_running(kube, a, "first", 4), 45, "A's first gang to run")
+
+        async def borrowing() -> dict[str, Any]:
+            status = await quota_status(kube, a, "a")
+            return status if status.get("borrowed", {}).get(GPU) == "2" else {}
+
+        status = await wait_for(borrowing, 20, "A's status to say it borrows 2 GPUs")
+        assert status["used"][GPU] == "4"
+        lent = await wait_for(
+            lambda: _lends(kube, b, "b", "2"), 20, "B's status to say it lends 2 GPUs"
+        )
+        assert lent["used"].get(GPU) == "0"
+
+        await gpu_gang(kube, a, "second", 2, pool_name)
+        cond = await refusal(kube, a, "second", c.Reason.WAITING_FOR_QUOTA)
+        assert cond["message"].startswith(f"quota {a}/a: needs 2 {GPU}; uses 4 of min 2, max 5")
+        assert f"position 1 of 1 in quota {a}/a" in cond["message"]
+        pods = (await kube.list(PODS, a, label_selector=f"{c.LABEL_POD_GROUP}=second"))["items"]
+        assert len(pods) == 2
+
+        async def quota_reasons() -> list[str]:
+            listed = await kube.list(PODS, a, label_selector=f"{c.LABEL_POD_GROUP}=second")
+            reasons = [pod_scheduled(p).get("reason", "") for p in listed["items"]]
+            return reasons if all(reasons) else []
+
+        reasons = await wait_for(quota_reasons, 20, "the waiting members' PodScheduled reason")
+        assert reasons == [c.PodReason.WAITING_FOR_QUOTA] * 2
+        assert not [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+
+        await gpu_gang(kube, b, "own", 2, pool_name)
+        await wait_for(lambda: all_running(kube, b, "own", 2), 45, "B's gang to run in its min")
+        waiting = await group_status(kube, a, "second")
+        assert waiting.get("phase") != c.Phase.RUNNING
+
+
+async def _lends(kube: KubeClient, namespace: str, name: str, amount: str) -> dict[str, Any]:
+    status = await quota_status(kube, namespace, name)
+    return status if status.get("lent", {}).get(GPU) == amount else {}
+
+
+async def test_a_guarantee_is_never_lent_and_a_tree_holds_every_max_on_the_path(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """8 GPUs. Roots: org (min 4, max 4), b (min 4, guarantee 3, idle), c (min 0). Under org:
+    mid (min 3, max 4), under mid: team (min 2): three levels. Team's 5-GPU gang waits naming
+    its ancestor org at its max; its 4-GPU gang runs. c may borrow only the 1 GPU of b's min
+    beyond b's guarantee, though 3 GPUs stand free: its 2-GPU gang waits saying so, its 1-GPU
+    gang runs."""
+    kube = own_kube
+    async with (
+        pool(kube, count=2, cpu="8", gpu=4) as (_, pool_name),
+        namespaces(kube, "org", "mid", "team", "other", "third") as (org, mid, team, other, third),
+    ):
+        await create_quota(kube, org, "org", min={GPU: "4"}, max={GPU: "4"})
+        await create_quota(kube, mid, "mid", min={GPU: "3"}, max={GPU: "4"}, parent=f"{org}/org")
+        await create_quota(kube, team, "team", min={GPU: "2"}, parent=f"{mid}/mid")
+        await create_quota(kube, other, "b", min={GPU: "4"}, guarantee={GPU: "3"})
+        await create_quota(kube, third, "c", min={GPU: "0"})
+        await read(kube, (org, "org"), (mid, "mid"), (team, "team"), (other, "b"), (third, "c"))
+        await gpu_gang(kube, team, "big", 5, pool_name)
+        cond = await refusal(kube, team, "big", c.Reason.WAITING_FOR_QUOTA)
+        assert cond["message"].startswith(f"quota {team}/team: needs 5 {GPU}; uses 0 of min 2")
+        assert "is at its max" in cond["message"], cond["message"]
+        await gpu_gang(kube, team, "fits", 4, pool_name)
+        await wait_for(lambda: all_running(kube, team, "fits", 4), 45, "the 4-GPU gang to run")
+
+        await gpu_gang(kube, third, "two", 2, pool_name)
+        cond = await refusal(kube, third, "two", c.Reason.WAITING_FOR_QUOTA)
+        assert cond["message"].startswith(
+            f"quota {third}/c: needs 2 {GPU}; uses 0 of min 0, no max; 1 borrowable from {other}/b"
+        ), cond["message"]
+        await gpu_gang(kube, third, "one", 1, pool_name)
+        await wait_for(lambda: all_running(kube, third, "one", 1), 45, "the 1-GPU gang to borrow")
+        status = await wait_for(
+            lambda: _lends(kube, other, "b", "1"), 20, "b's status to say it lends 1 GPU"
+        )
+        assert status["used"].get(GPU) == "0"
+
+
+async def test_strict_fifo_blocks_its_own_quota_only(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """A (StrictFIFO, min 2 max 2): its head asks 3 GPUs and waits for quota; the 1-GPU gang
+    behind it waits behind the head although it would fit; B's 4-GPU gang, borrowing beyond
+    B's min 2, runs meanwhile."""
+    kube = own_kube
+    async with (
+        pool(kube, count=2, cpu="8", gpu=4) as (_, pool_name),
+        namespaces(kube, "fifo", "borrower") as (a, b),
+    ):
+        await create_quota(
+            kube, a, "a", min={GPU: "2"}, max={GPU: "2"}, queueingStrategy="StrictFIFO"
+        )
+        await create_quota(kube, b, "b", min={GPU: "2"})
+        await read(kube, (a, "a"), (b, "b"))
+        await gpu_gang(kube, a, "head", 3, pool_name)
+        await refusal(kube, a, "head", c.Reason.WAITING_FOR_QUOTA)
+        # Creation times have whole seconds: the gang behind must be younger, not a namesake's
+        # age (equal times go by name).
+        head = await kube.get(PODGROUPS, "head", a)
+        born = dt.datetime.fromisoformat(
+            head["metadata"]["creationTimestamp"].replace("Z", "+00:00")
+        )
+
+        async def a_second_later() -> bool:
+            return dt.datetime.now(dt.UTC) >= born + dt.timedelta(seconds=1)
+
+        await wait_for(a_second_later, 5, "a second after the head's creation")
+        await gpu_gang(kube, a, "behind", 1, pool_name)
+        cond = await refusal(kube, a, "behind", c.Reason.WAITING_FOR_QUOTA)
+        assert f"StrictFIFO: waiting behind its head {a}/head" in cond["message"], cond
+        assert "position 2 of 2" in cond["message"]
+        await gpu_gang(kube, b, "borrows", 4, pool_name)
+        await wait_for(lambda: all_running(kube, b, "borrows", 4), 45, "B's borrower to run")
+        assert not await running_members(kube, a, "behind")
