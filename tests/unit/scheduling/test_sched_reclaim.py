@@ -1,0 +1,182 @@
+"""Quota reclaim chooses whole gangs (or whole sub-groups) of quotas that borrowed, by simulating
+the reclaimer's placement and quota admission on what they free; never below a victim quota's
+min, never a gang younger than its quota's minRunSeconds, at most 1.25x where the cluster allows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podgroup_operator import constants as c
+from podgroup_operator.api.elastic_quota import QuotaKey, QuotaSpec
+from podgroup_operator.api.models import PodGroupSpec
+from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.scheduling.elastic.reclaim import reclaim_problems
+from podgroup_operator.scheduling.elastic.tree import build_tree
+from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
+from podgroup_operator.scheduling.placement import place_group
+from podgroup_operator.scheduling.reclaim import plan_reclaim
+from podgroup_operator.scheduling.snapshot import Snapshot
+from podgroup_operator.scheduling.victims import PreemptionPlan, PreemptionRefusal
+from tests.builders import node, pod
+from tests.unit.scheduling.helpers import GPU, gang, members
+
+A: QuotaKey = ("team-a", "a")
+B: QuotaKey = ("team-b", "b")
+
+
+def gpus(n: int) -> dict[str, int]:
+    return {GPU: n * 1000}
+
+
+def quota(key: QuotaKey, min_: int, max_: int | None = None, run: int = 0) -> QuotaSpec:
+    return QuotaSpec(key=key, min=gpus(min_), max=gpus(max_) if max_ else {}, min_run_seconds=run)
+
+
+def running(group: str, count: int, namespace: str, on: str, **kw: Any) -> list[dict[str, Any]]:
+    return [
+        pod(
+            f"{group}-{i}",
+            namespace,
+            group=group,
+            node=on,
+            phase=c.PodPhase.RUNNING,
+            requests={GPU: 1, "cpu": "100m"},
+            **kw,
+        )
+        for i in range(count)
+    ]
+
+
+def cluster(gpus_total: int, pods: list[dict[str, Any]], *specs: QuotaSpec) -> Snapshot:
+    snapshot = Snapshot.build([node("n0", extended={GPU: gpus_total})], pods, gang_of=group_key_of)
+    snapshot.quotas.set_tree(build_tree(specs, {GPU: gpus_total * 1000}))
+    return snapshot
+
+
+def waiting(name: str, count: int, namespace: str = "team-b") -> GangRequest:
+    return gang(
+        name, members(name, count, namespace, requests={GPU: 1, "cpu": "100m"}), namespace=namespace
+    )
+
+
+def old(_: Any) -> float:
+    return 3600.0
+
+
+def plan(result: PreemptionPlan | PreemptionRefusal) -> PreemptionPlan:
+    assert isinstance(result, PreemptionPlan), result
+    return result
+
+
+def test_scheduler_plugins_683_b_gets_its_one_gpu_back() -> None:
+    """5 GPUs; A (min 4, max 5) runs a 4-GPU and a 1-GPU gang; B (min 1) waits for quota, and
+    reclaims exactly A's 1-GPU gang; the snapshot is as it was afterwards."""
+    pods = running("a4", 4, "team-a", "n0") + running("a1", 1, "team-a", "n0")
+    snapshot = cluster(5, pods, quota(A, 4, 5), quota(B, 1, 5))
+    request = waiting("b1", 1)
+    refused = place_group(request, snapshot)
+    assert isinstance(refused, Refusal) and refused.reason is c.Reason.WAITING_FOR_QUOTA
+    before = snapshot.index_state()
+    result = plan(plan_reclaim(request, snapshot, old))
+    assert [v.gang for v in result.victims] == [("team-a", "a1")]
+    assert [len(v.pods) for v in result.victims] == [1]
+    assert len(result.nominations) == 1
+    assert "reclaiming for quota team-b/b" in result.message
+    assert snapshot.index_state() == before
+
+
+def test_a_victim_gang_goes_whole_and_the_takes_pass_the_no_loop_check() -> None:
+    """Of A's two 2-GPU gangs, the one of lower priority goes, both its pods."""
+    pods = running("base", 2, "team-a", "n0", priority=10) + running("extra", 2, "team-a", "n0")
+    snapshot = cluster(4, pods, quota(A, 2), quota(B, 2))
+    result = plan(plan_reclaim(waiting("b2", 2), snapshot, old))
+    [victim] = result.victims
+    assert victim.gang == ("team-a", "extra") and victim.sub_group is None
+    assert len(victim.pods) == 2
+    tree, usage = snapshot.quotas.tree, snapshot.quotas.usage
+    assert tree is not None and usage is not None
+    assert reclaim_problems(tree, usage, B, {A: gpus(2)}) == []
+
+
+def test_never_below_a_victim_quotas_min() -> None:
+    """A's only gang holds 5 GPUs for a min of 4: taking it would put A below its min."""
+    snapshot = cluster(5, running("a5", 5, "team-a", "n0"), quota(A, 4, 5), quota(B, 1, 5))
+    result = plan_reclaim(waiting("b1", 1), snapshot, old)
+    assert isinstance(result, PreemptionRefusal)
+    assert result.message.startswith("no reclaim")
+
+
+def test_a_young_gang_is_spared_until_its_quotas_min_run_seconds() -> None:
+    pods = running("base", 2, "team-a", "n0", priority=10) + running("extra", 2, "team-a", "n0")
+    snapshot = cluster(4, pods, quota(A, 2, run=600), quota(B, 2))
+    young = plan_reclaim(waiting("b2", 2), snapshot, lambda key: 30.0)
+    assert isinstance(young, PreemptionRefusal)
+    assert "2 gang(s) spared: younger than their quota's minRunSeconds" in young.message
+    grown = plan(plan_reclaim(waiting("b2", 2), snapshot, lambda key: 600.0))
+    assert [v.gang for v in grown.victims] == [("team-a", "extra")]
+
+
+def test_the_reclaimer_never_takes_beyond_its_min() -> None:
+    """B (min 1) needs 1 GPU but A's only borrowed gang holds 2: taking it would give B more
+    than its min promises, so nothing is reclaimed."""
+    pods = running("base", 2, "team-a", "n0") + running("pair", 2, "team-a", "n0")
+    snapshot = cluster(4, pods, quota(A, 2), quota(B, 1))
+    result = plan_reclaim(waiting("b1", 1), snapshot, old)
+    assert isinstance(result, PreemptionRefusal)
+
+
+def test_evicted_resources_stay_within_one_and_a_quarter_of_the_charge() -> None:
+    """B (min 4) needs 2 GPUs. The cheapest victim by age is A's youngest 3-GPU gang (1.5x); a
+    2-GPU gang frees exactly what is needed, and is chosen instead."""
+    pods = (
+        running("base", 2, "team-a", "n0")
+        + running("three", 3, "team-a", "n0")
+        + running("two", 2, "team-a", "n0")
+    )
+    snapshot = cluster(7, pods, quota(A, 2), quota(B, 4))
+    ages = {("team-a", "three"): 100.0, ("team-a", "two"): 200.0}
+    result = plan(plan_reclaim(waiting("b2", 2), snapshot, lambda key: ages.get(key, 900.0)))
+    assert [v.gang for v in result.victims] == [("team-a", "two")]
+    evicted = sum(len(v.pods) for v in result.victims)
+    assert evicted <= 1.25 * 2
+
+
+def test_a_gang_repaired_by_sub_group_loses_one_sub_group() -> None:
+    spec = PodGroupSpec.model_validate(
+        {
+            "minMember": 2,
+            "subGroups": [{"name": f"s{i}", "minMember": 1} for i in range(3)],
+            "minSubGroup": 2,
+            "policy": {"action": "RestartGang", "scope": "SubGroup"},
+        }
+    )
+    pods = [
+        *running("base", 2, "team-a", "n0"),
+        *(
+            pod(
+                f"split-{i}",
+                "team-a",
+                group="split",
+                node="n0",
+                phase=c.PodPhase.RUNNING,
+                requests={GPU: 1, "cpu": "100m"},
+                labels={c.LABEL_SUB_GROUP: f"s{i}"},
+            )
+            for i in range(3)
+        ),
+    ]
+    snapshot = cluster(5, pods, quota(A, 2), quota(B, 3))
+    result = plan(plan_reclaim(waiting("b1", 1), snapshot, old, {("team-a", "split"): spec}))
+    [victim] = result.victims
+    assert victim.gang == ("team-a", "split") and victim.sub_group is not None
+    assert len(victim.pods) == 1
+
+
+def test_a_planned_reclaim_lets_the_gang_fit_once_the_victims_are_gone() -> None:
+    pods = running("a4", 4, "team-a", "n0") + running("a1", 1, "team-a", "n0")
+    snapshot = cluster(5, pods, quota(A, 4, 5), quota(B, 1, 5))
+    request = waiting("b1", 1)
+    result = plan(plan_reclaim(request, snapshot, old))
+    for victim in result.victim_pods:
+        snapshot.remove_pod(victim.uid)
+    assert isinstance(place_group(request, snapshot), Placement)
