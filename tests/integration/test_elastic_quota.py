@@ -323,3 +323,121 @@ async def test_strict_fifo_blocks_its_own_quota_only(
         await gpu_gang(kube, b, "borrows", 4, pool_name)
         await wait_for(lambda: all_running(kube, b, "borrows", 4), 45, "B's borrower to run")
         assert not await running_members(kube, a, "behind")
+
+
+async def names_of(kube: KubeClient, namespace: str, group: str) -> set[str]:
+    listed = await kube.list(PODS, namespace, label_selector=f"{c.LABEL_POD_GROUP}={group}")
+    return {p["metadata"]["name"] for p in listed["items"]}
+
+
+async def test_scheduler_plugins_683_b_gets_its_one_gpu_back(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """scheduler-plugins #683: 5 GPUs, A min 4 max 5, B min 1 max 5. A runs a 4-GPU gang and a
+    1-GPU gang (it borrowed 1 of B's min); B's 1-GPU gang reclaims exactly A's 1-GPU gang,
+    whole, and runs; A's 4-GPU gang is untouched."""
+    kube = own_kube
+    async with (
+        pool(kube, count=1, cpu="8", gpu=5) as (_, pool_name),
+        namespaces(kube, "team-a", "team-b") as (a, b),
+    ):
+        await create_quota(kube, a, "a", min={GPU: "4"}, max={GPU: "5"})
+        await create_quota(kube, b, "b", min={GPU: "1"}, max={GPU: "5"})
+        await read(kube, (a, "a"), (b, "b"))
+        await gpu_gang(kube, a, "a4", 4, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a4", 4), 45, "A's 4-GPU gang to run")
+        kept = await names_of(kube, a, "a4")
+        await gpu_gang(kube, a, "a1", 1, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a1", 1), 45, "A's 1-GPU gang to borrow")
+
+        await gpu_gang(kube, b, "b1", 1, pool_name)
+        await wait_for(lambda: all_running(kube, b, "b1", 1), 45, "B's gang to get its GPU back")
+        assert not await running_members(kube, a, "a1")
+        assert await names_of(kube, a, "a4") == kept
+        assert await all_running(kube, a, "a4", 4)
+        status = await wait_for(
+            lambda: _used(kube, b, "b", "1"), 20, "B's status to say it uses its 1 GPU"
+        )
+        assert status.get("borrowed", {}).get(GPU) == "0"
+
+
+async def _used(kube: KubeClient, namespace: str, name: str, amount: str) -> dict[str, Any]:
+    status = await quota_status(kube, namespace, name)
+    return status if status.get("used", {}).get(GPU) == amount else {}
+
+
+async def test_a_young_gang_is_not_reclaimed_until_its_min_run_seconds(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """As #683's case, with A's minRunSeconds 15: B's gang first waits, its condition saying
+    the gang that could give is too young; once A's 1-GPU gang has run 15 s it is reclaimed."""
+    kube = own_kube
+    async with (
+        pool(kube, count=1, cpu="8", gpu=5) as (_, pool_name),
+        namespaces(kube, "team-a", "team-b") as (a, b),
+    ):
+        await create_quota(kube, a, "a", min={GPU: "4"}, max={GPU: "5"}, minRunSeconds=15)
+        await create_quota(kube, b, "b", min={GPU: "1"}, max={GPU: "5"})
+        await read(kube, (a, "a"), (b, "b"))
+        await gpu_gang(kube, a, "a4", 4, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a4", 4), 45, "A's 4-GPU gang to run")
+        await gpu_gang(kube, a, "a1", 1, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a1", 1), 45, "A's 1-GPU gang to borrow")
+        [borrower] = await running_members(kube, a, "a1")
+        started = dt.datetime.fromisoformat(borrower["status"]["startTime"].replace("Z", "+00:00"))
+
+        await gpu_gang(kube, b, "b1", 1, pool_name)
+
+        async def spared() -> str:
+            conditions = (await group_status(kube, b, "b1")).get("conditions") or []
+            cond = next((x for x in conditions if x["type"] == "Unschedulable"), {})
+            message = str(cond.get("message", ""))
+            return message if "younger than their quota's minRunSeconds" in message else ""
+
+        message = await wait_for(spared, 20, "B's gang to wait, A's young gang spared")
+        assert message.startswith(f"quota {b}/b: needs 1 {GPU}"), message
+        await wait_for(lambda: all_running(kube, b, "b1", 1), 45, "B's gang once A's has run 15s")
+        assert dt.datetime.now(dt.UTC) >= started + dt.timedelta(seconds=15)
+        assert not await running_members(kube, a, "a1")
+        assert await all_running(kube, a, "a4", 4)
+
+
+async def test_reclaim_takes_one_sub_group_of_a_gang_repaired_by_sub_group(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """5 GPUs. A (min 2) runs a gang of three 1-GPU sub-groups (minSubGroup 2, repaired by
+    sub-group): it borrowed 1. B (min 3) asks 3: 2 are free, and reclaim takes exactly one
+    sub-group of A's gang; A's other two sub-groups keep running."""
+    kube = own_kube
+    async with (
+        pool(kube, count=1, cpu="8", gpu=5) as (_, pool_name),
+        namespaces(kube, "team-a", "team-b") as (a, b),
+    ):
+        await create_quota(kube, a, "a", min={GPU: "2"})
+        await create_quota(kube, b, "b", min={GPU: "3"})
+        await read(kube, (a, "a"), (b, "b"))
+        for i in range(3):
+            await gang_pods(
+                kube,
+                a,
+                f"split-s{i}",
+                1,
+                pool_name,
+                group="split",
+                requests={GPU: "1"},
+                labels={c.LABEL_SUB_GROUP: f"s{i}"},
+            )
+        await create_group(
+            kube,
+            a,
+            "split",
+            minMember=2,
+            minSubGroup=2,
+            subGroups=[{"name": f"s{i}", "minMember": 1} for i in range(3)],
+            policy={"action": "RestartGang", "scope": "SubGroup", "backoffSeconds": 600},
+        )
+        await wait_for(lambda: all_running(kube, a, "split", 3), 45, "A's gang to run")
+        await gpu_gang(kube, b, "b3", 3, pool_name)
+        await wait_for(lambda: all_running(kube, b, "b3", 3), 45, "B's gang to reclaim")
+        left = await running_members(kube, a, "split")
+        assert len(left) == 2, [p["metadata"]["name"] for p in left]

@@ -58,6 +58,7 @@ from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, is_lone_pod, lone_pod_key, pod_uid
 from podgroup_operator.api.models import PodGroup, PodGroupSpec
+from podgroup_operator.api.times import parse_time
 from podgroup_operator.controllers.binder import Binder, BindOutcomes
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.gang_groups import GangGroups, ParsedGroups
@@ -733,6 +734,9 @@ class GangScheduler:
                 )
             if decision.reason is c.Reason.WAITING_FOR_QUOTA:
                 message += self.quota_queues.position_text(request.key)
+                message = await self.preemption.refused(
+                    request, message, now, ran_seconds=self._ran_seconds
+                )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
                 message = await self.preemption.refused(request, message, now)
             self._refused(request.key, decision.reason, message, now)
@@ -963,6 +967,21 @@ class GangScheduler:
         if not state.timed_out:
             state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
+
+    def _ran_seconds(self, key: GroupKey) -> float:
+        """How long a PodGroup's gang has run, for quota reclaim's `minRunSeconds`: since the
+        last of its running members started. 0 when none is known to run, and for a pod of no
+        group (not in the members index): never taken before a `minRunSeconds` passes."""
+        members = self.members.get(key, ())
+        started = [
+            parsed
+            for pod in members
+            if (pod.get("status") or {}).get("phase") == c.PodPhase.RUNNING
+            and (parsed := parse_time((pod.get("status") or {}).get("startTime"))) is not None
+        ]
+        if not started:
+            return 0.0
+        return (self.clock() - max(started)).total_seconds()
 
     def _behind_head(self, key: GroupKey, message: str, now: dt.datetime) -> None:
         """A gang behind the head of its StrictFIFO quota: it says so, and is not backed off

@@ -383,7 +383,7 @@ def plan_reclaim(
     )
     if ratio > OVER_EVICTION:
         message += f" ({float(ratio):.2f}x: no smaller set of whole gangs frees enough)"
-    return PreemptionPlan(keys, victims, placed, message + spared)
+    return PreemptionPlan(keys, victims, placed, message + spared, reclaim_for=label(quota))
 
 
 def _evicted(chosen: Sequence[_Candidate]) -> Milli:
