@@ -441,3 +441,60 @@ async def test_reclaim_takes_one_sub_group_of_a_gang_repaired_by_sub_group(
         await wait_for(lambda: all_running(kube, b, "b3", 3), 45, "B's gang to reclaim")
         left = await running_members(kube, a, "split")
         assert len(left) == 2, [p["metadata"]["name"] for p in left]
+
+
+HOLD = "example.com/hold"
+"""A test finalizer keeping a victim Terminating while the operator is killed."""
+
+
+async def test_the_operator_killed_mid_reclaim_evicts_nothing_twice_and_leaks_nothing(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """#683's case, A's 1-GPU borrower kept Terminating by a finalizer: the operator is killed
+    once it has evicted it, before B's gang is placed. The new operator finds the victim
+    Terminating and takes nothing else (A's 4-GPU gang keeps running, its condition says no
+    gang may be taken back); once the victim is gone B's gang runs, and both quotas' status
+    count exactly their running pods."""
+    kube = own_kube
+    async with (
+        pool(kube, count=1, cpu="8", gpu=5) as (_, pool_name),
+        namespaces(kube, "team-a", "team-b") as (a, b),
+    ):
+        await create_quota(kube, a, "a", min={GPU: "4"}, max={GPU: "5"})
+        await create_quota(kube, b, "b", min={GPU: "1"}, max={GPU: "5"})
+        await read(kube, (a, "a"), (b, "b"))
+        await gpu_gang(kube, a, "a4", 4, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a4", 4), 45, "A's 4-GPU gang to run")
+        kept = await names_of(kube, a, "a4")
+        await gpu_gang(kube, a, "a1", 1, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a1", 1), 45, "A's 1-GPU gang to borrow")
+        await kube.patch(PODS, "a1-0", {"metadata": {"finalizers": [HOLD]}}, a)
+        try:
+            await gpu_gang(kube, b, "b1", 1, pool_name)
+
+            async def evicted() -> bool:
+                pod = await kube.get(PODS, "a1-0", a)
+                return bool(pod["metadata"].get("deletionTimestamp"))
+
+            await wait_for(evicted, 30, "A's borrower to be evicted")
+            operator_up.stop(kill=True)
+            operator_up.start()
+            operator_up.wait_ready()
+            await wait_for(lambda: leading(kube, [operator_up]), 45, "the new operator to lead")
+
+            async def decided_again() -> str:
+                cond = pod_scheduled(await kube.get(PODS, "b1-0", b))
+                message = str(cond.get("message", ""))
+                return message if "no reclaim: taking back any gang" in message else ""
+
+            await wait_for(decided_again, 30, "the new operator to decide B's gang")
+            assert await names_of(kube, a, "a4") == kept
+            assert await all_running(kube, a, "a4", 4)
+        finally:
+            await kube.patch(PODS, "a1-0", {"metadata": {"finalizers": None}}, a)
+        await wait_for(
+            lambda: all_running(kube, b, "b1", 1), 45, "B's gang once the victim is gone"
+        )
+        assert await names_of(kube, a, "a4") == kept
+        await wait_for(lambda: _used(kube, a, "a", "4"), 20, "A's status to count its 4 GPUs")
+        await wait_for(lambda: _used(kube, b, "b", "1"), 20, "B's status to count its 1 GPU")

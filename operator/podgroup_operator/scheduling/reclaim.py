@@ -346,6 +346,15 @@ def plan_reclaim(
         candidates, key=lambda c: (c.priority, c.ran, c.size, c.gang, c.sub_group or "")
     )[:CANDIDATES]
     base = _frozen(usage)
+    candidates = [
+        c for c in candidates if not reclaim_problems(tree, base, quota, {c.quota: c.request})
+    ]
+    if not candidates:
+        return PreemptionRefusal(
+            keys,
+            "no reclaim: taking back any gang would leave its quota below its min or "
+            f"guarantee, or give {label(quota)} more than its min promises{spared}",
+        )
     plans: list[tuple[tuple[_Candidate, ...], tuple[Binding, ...]]] = []
     for order in (candidates, _closest_first(candidates, charge)):
         search = _Search(gang, snapshot, tree, base, quota, repairs)
