@@ -101,6 +101,7 @@ from podgroup_operator.scheduling.queue import (
     decide_wait,
     order_gangs,
 )
+from podgroup_operator.scheduling.reclaim import may_reclaim
 from podgroup_operator.scheduling.registry import depends_on_pods
 from podgroup_operator.scheduling.resources import Resources, add_resources
 from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
@@ -738,7 +739,16 @@ class GangScheduler:
                     request, message, now, ran_seconds=self._ran_seconds
                 )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
-                message = await self.preemption.refused(request, message, now)
+                # Below its quota's min while others borrow: take back first; priority
+                # preemption only when no reclaim plan was adopted.
+                reclaimed = False
+                if may_reclaim(request, self.snapshot):
+                    message = await self.preemption.refused(
+                        request, message, now, ran_seconds=self._ran_seconds
+                    )
+                    reclaimed = request.key in self.preemption.nominations
+                if not reclaimed:
+                    message = await self.preemption.refused(request, message, now)
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
 

@@ -313,6 +313,18 @@ def _ratio(evicted: Milli, charge: Milli) -> Fraction:
     return worst
 
 
+def may_reclaim(gang: GangRequest, snapshot: Snapshot) -> bool:
+    """Whether a gang refused for room may reclaim instead of preempting: its quota is below
+    its min for the gang's charge and some other quota holds more than its min
+    (`reclaim_targets`); the nodes, not the quota, are what refused it while others borrow."""
+    quotas = snapshot.quotas
+    tree, usage = quotas.tree, quotas.usage
+    quota = gang_quota(gang, snapshot)
+    if tree is None or usage is None or quota is None:
+        return False
+    return bool(reclaim_targets(tree, usage, quota, gang_charge(gang, snapshot)))
+
+
 def plan_reclaim(
     gang: GangRequest,
     snapshot: Snapshot,
