@@ -498,3 +498,30 @@ async def test_the_operator_killed_mid_reclaim_evicts_nothing_twice_and_leaks_no
         assert await names_of(kube, a, "a4") == kept
         await wait_for(lambda: _used(kube, a, "a", "4"), 20, "A's status to count its 4 GPUs")
         await wait_for(lambda: _used(kube, b, "b", "1"), 20, "B's status to count its 1 GPU")
+
+
+async def test_a_gang_refused_for_room_reclaims_what_others_borrowed(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """5 GPUs, one held by a pod no quota governs. A (min 2) runs a 2-GPU and a 1-GPU gang; B
+    (min 2) fits its quota but not the nodes: it reclaims A's 1-GPU gang and runs."""
+    kube = own_kube
+    async with (
+        pool(kube, count=1, cpu="8", gpu=5) as (_, pool_name),
+        namespaces(kube, "team-a", "team-b", "free") as (a, b, free),
+    ):
+        await create_quota(kube, a, "a", min={GPU: "2"})
+        await create_quota(kube, b, "b", min={GPU: "2"})
+        await read(kube, (a, "a"), (b, "b"))
+        await gpu_gang(kube, free, "outside", 1, pool_name)
+        await wait_for(lambda: all_running(kube, free, "outside", 1), 45, "the ungoverned pod")
+        await gpu_gang(kube, a, "a2", 2, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a2", 2), 45, "A's 2-GPU gang to run")
+        kept = await names_of(kube, a, "a2")
+        await gpu_gang(kube, a, "a1", 1, pool_name)
+        await wait_for(lambda: all_running(kube, a, "a1", 1), 45, "A's 1-GPU gang to borrow")
+        await gpu_gang(kube, b, "b2", 2, pool_name)
+        await wait_for(lambda: all_running(kube, b, "b2", 2), 45, "B's gang to reclaim room")
+        assert not await running_members(kube, a, "a1")
+        assert await names_of(kube, a, "a2") == kept
+        assert await all_running(kube, free, "outside", 1)
