@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
 from podgroup_operator import constants as c
 from podgroup_operator.api.elastic_quota import QuotaKey, QuotaSpec
+from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroupSpec
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.elastic.reclaim import reclaim_problems
@@ -177,6 +181,73 @@ def test_a_planned_reclaim_lets_the_gang_fit_once_the_victims_are_gone() -> None
     snapshot = cluster(5, pods, quota(A, 4, 5), quota(B, 1, 5))
     request = waiting("b1", 1)
     result = plan(plan_reclaim(request, snapshot, old))
+    for victim in result.victim_pods:
+        snapshot.remove_pod(victim.uid)
+    assert isinstance(place_group(request, snapshot), Placement)
+
+
+# --- the properties of every plan ---------------------------------------------------------------
+QUOTAS: tuple[QuotaKey, ...] = (A, B, ("team-c", "c"))
+
+
+@st.composite
+def reclaim_cases(draw: st.DrawFn) -> tuple[Snapshot, GangRequest, dict[GroupKey, float], int]:
+    """Three quotas on 12 GPUs (mins of 2 to 4, minRunSeconds 0 or 100), the cluster filled
+    with running gangs of 1-3 GPUs of any quota, and a waiting gang of 1-3 GPUs."""
+    mins = draw(st.lists(st.integers(2, 4), min_size=3, max_size=3))
+    runs = draw(st.lists(st.sampled_from([0, 100]), min_size=3, max_size=3))
+    specs = [quota(key, low, run=run) for key, low, run in zip(QUOTAS, mins, runs, strict=True)]
+    pods: list[dict[str, Any]] = []
+    ages: dict[GroupKey, float] = {}
+    free = 12
+    number = 0
+    while free > draw(st.integers(0, 2)):
+        size = min(free, draw(st.integers(1, 3)))
+        free -= size
+        namespace = draw(st.sampled_from(QUOTAS))[0]
+        name = f"g{number}"
+        number += 1
+        pods += running(name, size, namespace, "n0", priority=draw(st.integers(0, 2)))
+        ages[(namespace, name)] = draw(st.sampled_from([10.0, 1000.0]))
+    waiter = draw(st.sampled_from(QUOTAS))[0]
+    size = draw(st.integers(1, 3))
+    return cluster(12, pods, *specs), waiting("w", size, waiter), ages, size
+
+
+@settings(max_examples=200, deadline=None)
+@given(reclaim_cases())
+def test_every_plan_is_whole_allowed_old_enough_and_lets_the_gang_fit(
+    case: tuple[Snapshot, GangRequest, dict[GroupKey, float], int],
+) -> None:
+    """Whatever the tree and the gangs: the snapshot is unchanged by planning; a plan takes
+    whole gangs (every pod of each), none younger than its quota's minRunSeconds, passes the
+    no-loop check (`reclaim_problems`) as a whole, and the gang fits once its victims are
+    gone, with room the nominations name."""
+    snapshot, request, ages, size = case
+    before = (snapshot.state(), snapshot.index_state())
+    result = plan_reclaim(request, snapshot, lambda key: ages.get(key, 0.0))
+    assert (snapshot.state(), snapshot.index_state()) == before
+    if isinstance(result, PreemptionRefusal):
+        event("refused")
+        return
+    event(f"{len(result.victims)} victim(s)")
+    tree, usage = snapshot.quotas.tree, snapshot.quotas.usage
+    assert tree is not None and usage is not None
+    takes: dict[QuotaKey, dict[str, int]] = {}
+    units = snapshot.pod_index.units()
+    for victim in result.victims:
+        assert victim.gang is not None and victim.sub_group is None
+        assert {p.uid for p in victim.pods} == units[("gang", *victim.gang)]
+        quota_key = snapshot.quotas.quota_of(victim.gang[0], None)
+        assert quota_key is not None
+        assert ages[victim.gang] >= tree.nodes[quota_key].spec.min_run_seconds
+        total = takes.setdefault(quota_key, {})
+        total[GPU] = total.get(GPU, 0) + 1000 * len(victim.pods)
+    assert (
+        reclaim_problems(tree, usage, snapshot.quotas.quota_of(request.namespace, None) or A, takes)
+        == []
+    )
+    assert len(result.nominations) == size
     for victim in result.victim_pods:
         snapshot.remove_pod(victim.uid)
     assert isinstance(place_group(request, snapshot), Placement)
