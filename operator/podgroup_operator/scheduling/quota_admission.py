@@ -9,12 +9,14 @@ with `Reason.WAITING_FOR_QUOTA` and the admission's message, never with a lack o
 The charge rule (docs/decisions/0XX-elastic-quota-in-the-scheduler.md): per resource, the
 requests of the members placement would place now (every pending member), or what
 `minResources` asks beyond what the gang's bound members hold, whichever is more. Bound members
-are charged already, as pods the snapshot holds.
+are charged already, as pods the snapshot holds. When every pending member does not fit but
+the ones the gang needs now do (`within_quota`), only those are placed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from podgroup_operator.api.elastic_quota import Milli, QuotaKey
 from podgroup_operator.constants import Reason
@@ -74,3 +76,18 @@ def quota_refusal(gang: GangRequest, snapshot: Snapshot, *, quiet: bool = False)
     if verdict is None or verdict.fits:
         return None
     return Refusal(gang.key, Reason.WAITING_FOR_QUOTA, "" if quiet else verdict.message())
+
+
+def within_quota(gang: GangRequest, snapshot: Snapshot) -> GangRequest | None:
+    """The gang with only the members it needs now (minMember's worth, or one replacement once
+    satisfied) when all its pending members do not fit its quota but those do; None when
+    there is nothing to trim or that does not fit either. The members beyond wait, and are
+    placed as replacements when the quota has room. A gang with sub-groups is not trimmed
+    (its members are spread over its leaves' minimums)."""
+    if gang.sub_groups is not None:
+        return None
+    needed = 1 if gang.satisfied_before else gang.min_member - gang.already_bound
+    if needed <= 0 or needed >= len(gang.pending):
+        return None
+    trimmed = replace(gang, pending=tuple(gang.pending[:needed]))
+    return trimmed if quota_refusal(trimmed, snapshot, quiet=True) is None else None

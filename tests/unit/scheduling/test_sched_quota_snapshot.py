@@ -272,3 +272,17 @@ def test_used_is_always_the_sum_of_the_pods_held(script: list[tuple[str, Any, in
                 expected[k] = expected.get(k, 0) + entry.info.request.get(GPU, 0)
         actual = {k: v.get(GPU, 0) for k, v in usage.used.items() if v.get(GPU, 0)}
         assert actual == {k: v for k, v in expected.items() if v}
+
+
+def test_members_beyond_min_member_wait_when_only_min_member_fits_the_quota() -> None:
+    snapshot = Snapshot.build(gpu_nodes(2), [], gang_of=group_key_of)
+    snapshot.quotas.set_tree(tree_of(snapshot, quota(A, 2, 2), quota(B, 6)))
+    request = gang("g", gpu_pods("g", 4, "team-a"), namespace="team-a", min_member=2)
+    outcome = place_group(request, snapshot)
+    assert isinstance(outcome, Placement)
+    assert len(outcome.bindings) == 2
+    assert used(snapshot, A) == 2
+    three = gang("h", gpu_pods("h", 4, "team-a"), namespace="team-a", min_member=3)
+    refused = place_group(three, snapshot)
+    assert isinstance(refused, Refusal) and refused.reason is c.Reason.WAITING_FOR_QUOTA
+    assert "needs 4 nvidia.com/gpu" in refused.message
