@@ -21,6 +21,7 @@ import pytest
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
     ELASTIC_QUOTAS,
+    KOORD_ELASTIC_QUOTAS,
     NAMESPACES,
     PODGROUPS,
     PODS,
@@ -84,6 +85,17 @@ MINIMAL_CRD: dict[str, Any] = {
     },
 }
 """Used only while crds/ has no ElasticQuota CRD (the API side generates the real one)."""
+KOORD_CRD: dict[str, Any] = {
+    **MINIMAL_CRD,
+    "metadata": {
+        "name": f"{c.ELASTIC_QUOTA_PLURAL}.{c.KOORD_QUOTA_GROUP}",
+        # A *.k8s.io group is protected: its CRDs say whether the API was approved.
+        "annotations": {"api-approved.kubernetes.io": "unapproved, experimental-only"},
+    },
+    "spec": {**MINIMAL_CRD["spec"], "group": c.KOORD_QUOTA_GROUP},
+}
+"""Koordinator's ElasticQuota CRD as a cluster running Koordinator serves it (its schema
+reduced to what this test needs)."""
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +117,7 @@ async def operator_up(own_kube: KubeClient, quota_operator: OperatorProcess) -> 
         names = {crd["metadata"]["name"] for crd in project_crds()}
         if c.ELASTIC_QUOTA_CRD_NAME not in names:
             await apply_crd(own_kube, MINIMAL_CRD)
+        await apply_crd(own_kube, KOORD_CRD)
         quota_operator.start()
         quota_operator.wait_ready()
     await wait_for(lambda: leading(own_kube, [quota_operator]), 45, "the operator to lead")
@@ -132,10 +145,14 @@ async def namespaces(kube: KubeClient, *names: str) -> AsyncIterator[list[str]]:
 
 
 async def _no_quotas(kube: KubeClient, namespace: str) -> bool:
-    try:
-        return not (await kube.list(ELASTIC_QUOTAS, namespace))["items"]
-    except ApiError as exc:
-        return exc.not_found
+    for kind in (ELASTIC_QUOTAS, KOORD_ELASTIC_QUOTAS):
+        try:
+            if (await kube.list(kind, namespace))["items"]:
+                return False
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+    return True
 
 
 async def create_quota(kube: KubeClient, namespace: str, name: str, **spec: Any) -> dict[str, Any]:
@@ -441,6 +458,72 @@ async def test_reclaim_takes_one_sub_group_of_a_gang_repaired_by_sub_group(
         await wait_for(lambda: all_running(kube, b, "b3", 3), 45, "B's gang to reclaim")
         left = await running_members(kube, a, "split")
         assert len(left) == 2, [p["metadata"]["name"] for p in left]
+
+
+async def test_a_koordinator_quota_tree_is_obeyed_unchanged(
+    own_kube: KubeClient, operator_up: OperatorProcess
+) -> None:
+    """Koordinator's objects as written for Koordinator (its group, its labels): a parent with
+    `is-parent`, a child naming it by label, a pod naming the child by Koordinator's pod label
+    from another namespace. The child's max binds its 3-GPU gang; a 2-GPU one runs, and the
+    child's status (in Koordinator's group) counts it."""
+    kube = own_kube
+    koord = KOORD_ELASTIC_QUOTAS
+    async with (
+        pool(kube, count=1, cpu="8", gpu=4) as (_, pool_name),
+        namespaces(kube, "koord-root", "koord-team", "workloads") as (root_ns, team_ns, work),
+    ):
+        suffix = work.rsplit("-", 1)[1]
+        parent, child = f"org-{suffix}", f"team-{suffix}"
+        prefix = c.KOORD_QUOTA_PREFIX
+        await kube.create(
+            koord,
+            {
+                "apiVersion": f"{c.KOORD_QUOTA_GROUP}/v1alpha1",
+                "kind": c.ELASTIC_QUOTA_KIND,
+                "metadata": {
+                    "name": parent,
+                    "namespace": root_ns,
+                    "labels": {f"{prefix}/is-parent": "true"},
+                },
+                "spec": {"min": {GPU: "4"}, "max": {GPU: "4"}},
+            },
+            root_ns,
+        )
+        await kube.create(
+            koord,
+            {
+                "apiVersion": f"{c.KOORD_QUOTA_GROUP}/v1alpha1",
+                "kind": c.ELASTIC_QUOTA_KIND,
+                "metadata": {
+                    "name": child,
+                    "namespace": team_ns,
+                    "labels": {f"{prefix}/parent": parent, f"{prefix}/is-parent": "false"},
+                },
+                "spec": {"min": {GPU: "1"}, "max": {GPU: "2"}},
+            },
+            team_ns,
+        )
+
+        async def child_read() -> bool:
+            body = await kube.get(koord, child, team_ns)
+            return "used" in (body.get("status") or {})
+
+        await wait_for(child_read, 20, "the operator to write the child's status")
+        label = {c.LABEL_KOORD_QUOTA_NAME: child}
+        await gpu_gang(kube, work, "three", 3, pool_name, labels=label)
+        cond = await refusal(kube, work, "three", c.Reason.WAITING_FOR_QUOTA)
+        assert cond["message"].startswith(
+            f"quota {team_ns}/{child}: needs 3 {GPU}; uses 0 of min 1, max 2"
+        ), cond["message"]
+        await gpu_gang(kube, work, "two", 2, pool_name, labels=label)
+        await wait_for(lambda: all_running(kube, work, "two", 2), 45, "the 2-GPU gang to run")
+
+        async def counted() -> bool:
+            body = await kube.get(koord, child, team_ns)
+            return (body.get("status") or {}).get("used", {}).get(GPU) == "2"
+
+        await wait_for(counted, 20, "the child's status to count its 2 GPUs")
 
 
 HOLD = "example.com/hold"
