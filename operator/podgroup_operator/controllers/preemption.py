@@ -59,7 +59,11 @@ from podgroup_operator.scheduling import (
     plan_preemption,
 )
 from podgroup_operator.scheduling.podinfo import pod_info, pod_priority
-from podgroup_operator.scheduling.reclaim import RanSeconds, plan_reclaim
+from podgroup_operator.scheduling.reclaim import (
+    RanSeconds,
+    plan_reclaim,
+    preemption_quota_problems,
+)
 from podgroup_operator.scheduling.resources import pod_requests
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
 
@@ -239,6 +243,10 @@ class Preemptor:
             plan = await self.run(
                 group, plan_preemption, group, self.snapshot, self.budgets(), self.repairs()
             )
+        if ran_seconds is None and not isinstance(plan, PreemptionRefusal):
+            problems = preemption_quota_problems(group[0], self.snapshot, plan.victims)
+            if problems:
+                plan = PreemptionRefusal(keys, "; ".join(problems))
         taken = set() if isinstance(plan, PreemptionRefusal) else {b.node for b in plan.nominations}
         for other in yielded:
             if taken & {b.node for b in other.bindings}:

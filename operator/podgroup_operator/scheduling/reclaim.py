@@ -313,6 +313,47 @@ def _ratio(evicted: Milli, charge: Milli) -> Fraction:
     return worst
 
 
+def preemption_quota_problems(
+    gang: GangRequest, snapshot: Snapshot, victims: Sequence[VictimGang]
+) -> list[str]:
+    """Why a priority preemption plan would break another quota's min (empty: it does not).
+
+    Priority preemption stays inside a quota (Kueue's `withinClusterQueue`, KAI's preemption
+    within a queue): a victim of another quota may go only while that quota keeps at least its
+    min of each resource taken; taking within a quota's min across quotas is reclaim's job,
+    which has its own rules."""
+    quotas = snapshot.quotas
+    tree, usage = quotas.tree, quotas.usage
+    if tree is None or usage is None:
+        return []
+    own = gang_quota(gang, snapshot)
+    own_path = set(tree.path(own)) if own is not None else set()
+    taken: dict[QuotaKey, Milli] = {}
+    for victim in victims:
+        for pod in victim.pods:
+            entry = snapshot.pod(pod.uid)
+            if entry is None:
+                continue
+            quota = quotas.quota_of(entry.info.namespace, entry.info.labels)
+            if quota is None or quota in own_path or (own is not None and own in tree.path(quota)):
+                continue
+            total = taken.setdefault(quota, {})
+            for name, amount in tree.governs(entry.info.request).items():
+                total[name] = total.get(name, 0) + amount
+    problems = []
+    for quota, amounts in sorted(taken.items()):
+        used = usage.of_quota(quota)
+        low = tree.nodes[quota].min
+        short = {
+            name: low.get(name, 0) - (used.get(name, 0) - amount)
+            for name, amount in amounts.items()
+            if used.get(name, 0) - amount < low.get(name, 0)
+        }
+        if short:
+            problems.append(f"it would take quota {label(quota)} below its min by {render(short)}")
+    return problems
+
+
 def may_reclaim(gang: GangRequest, snapshot: Snapshot) -> bool:
     """Whether a gang refused for room may reclaim instead of preempting: its quota is below
     its min for the gang's charge and some other quota holds more than its min

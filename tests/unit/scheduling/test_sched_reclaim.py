@@ -18,7 +18,8 @@ from podgroup_operator.scheduling.elastic.reclaim import reclaim_problems
 from podgroup_operator.scheduling.elastic.tree import build_tree
 from podgroup_operator.scheduling.gang import GangRequest, Placement, Refusal
 from podgroup_operator.scheduling.placement import place_group
-from podgroup_operator.scheduling.reclaim import plan_reclaim
+from podgroup_operator.scheduling.preemption import plan_preemption
+from podgroup_operator.scheduling.reclaim import plan_reclaim, preemption_quota_problems
 from podgroup_operator.scheduling.snapshot import Snapshot
 from podgroup_operator.scheduling.victims import PreemptionPlan, PreemptionRefusal
 from tests.builders import node, pod
@@ -251,3 +252,34 @@ def test_every_plan_is_whole_allowed_old_enough_and_lets_the_gang_fit(
     for victim in result.victim_pods:
         snapshot.remove_pod(victim.uid)
     assert isinstance(place_group(request, snapshot), Placement)
+
+
+def test_priority_preemption_never_takes_another_quota_below_its_min() -> None:
+    """B's high-priority gang fits its quota but not the nodes (a pod of no quota holds 2
+    GPUs): preempting A's gangs would take A, within its min, below it; A's gang beyond its
+    min may go."""
+    outside = pod(
+        "outside",
+        "free",
+        node="n0",
+        phase=c.PodPhase.RUNNING,
+        requests={GPU: 2, "cpu": "1"},
+        priority=1000,
+    )
+    pods = [outside, *running("a2", 2, "team-a", "n0")]
+    snapshot = cluster(4, pods, quota(A, 2), quota(B, 2))
+    request = gang(
+        "b2",
+        members("b2", 2, "team-b", requests={GPU: 1, "cpu": "100m"}, priority=100),
+        namespace="team-b",
+        priority=100,
+    )
+    result = plan_preemption(request, snapshot)
+    assert isinstance(result, PreemptionPlan)
+    assert preemption_quota_problems(request, snapshot, result.victims) == [
+        "it would take quota team-a/a below its min by 2 nvidia.com/gpu"
+    ]
+    beyond = cluster(4, [outside, *running("a2", 2, "team-a", "n0")], quota(A, 0), quota(B, 2))
+    result = plan_preemption(request, beyond)
+    assert isinstance(result, PreemptionPlan)
+    assert preemption_quota_problems(request, beyond, result.victims) == []
