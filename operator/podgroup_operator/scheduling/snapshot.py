@@ -408,7 +408,9 @@ class Snapshot:
             if entry.volumes:
                 self.volumes.promise(entry)
         self.pod_index.add(entries)
-        self.quotas.add(entries)
+        quotas = self.quotas
+        if quotas.usage is not None:  # no ElasticQuota tree: not even a call
+            quotas.add(entries)
 
     def _book(self, entry: PodEntry) -> None:
         self._register((entry,))
@@ -435,7 +437,9 @@ class Snapshot:
         entries = [pods.pop(uid) for uid in uids]
         assumed.difference_update(uids)
         self.pod_index.remove(entries)
-        self.quotas.remove(entries)
+        quotas = self.quotas
+        if quotas.usage is not None:
+            quotas.remove(entries)
         by_node: dict[str, list[PodInfo]] = {}
         for entry in entries:
             if entry.volumes:
