@@ -391,6 +391,9 @@ TOPOLOGIES = Kind(c.GROUP, c.VERSION, c.TOPOLOGY_PLURAL)
 POD_TEMPLATES = Kind("", "v1", "podtemplates")
 PROVISIONING_REQUESTS = Kind(c.PROVISIONING_GROUP, c.PROVISIONING_VERSION, c.PROVISIONING_PLURAL)
 """cluster-autoscaler's ProvisioningRequests (controllers/provisioning.py); not our CRD."""
+ELASTIC_QUOTAS = Kind(c.GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
+KOORD_ELASTIC_QUOTAS = Kind(c.KOORD_QUOTA_GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
+"""Koordinator's ElasticQuota (`scheduling.sigs.k8s.io/v1alpha1`), read where it is served."""
 CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 VOLCANO_PODGROUPS = Kind(c.VOLCANO_GROUP, c.VOLCANO_VERSION, c.PLURAL)
 KOORD_PODGROUPS = Kind(c.KOORD_PODGROUP_GROUP, c.KOORD_PODGROUP_VERSION, c.PLURAL)

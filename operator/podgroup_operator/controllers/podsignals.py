@@ -6,11 +6,12 @@ kube-scheduler writes `PodScheduled=False`, reason `Unschedulable`, on every pod
 (docs/decisions/012-pod-signals.md):
 
 * every waiting member of a refused gang gets `PodScheduled=False`, reason `Unschedulable`, with
-  the gang's message; the condition is patched only when the message differs from the one this
-  process last wrote on that pod, or, before it wrote any, from the one the pod carries (a pod's
-  own status patch comes back as a watch event, and a refusal repeated every cycle must not
-  become a write every cycle; nor may a new leader write again on every waiting pod what the
-  last one wrote);
+  the gang's message (reason `WaitingForQuota` when its ElasticQuota, not the nodes, holds it
+  back: autoscalers add nodes for `Unschedulable` pods only); the condition is patched only
+  when the message differs from the one this process last wrote on that pod, or, before it
+  wrote any, from the one the pod carries (a pod's own status patch comes back as a watch
+  event, and a refusal repeated every cycle must not become a write every cycle; nor may a new
+  leader write again on every waiting pod what the last one wrote);
 * `FailedScheduling` (Warning) on each waiting member, at most once per gang per message change
   or per `FAILED_SCHEDULING_INTERVAL`, doubled at each repeat up to
   `FAILED_SCHEDULING_LONGEST_INTERVAL` (a gang refused every second must not flood etcd); a
@@ -104,8 +105,8 @@ def unschedulable_patch(
     first: bool,
     reason: c.PodReason = c.PodReason.UNSCHEDULABLE,
 ) -> JSON:
-    """The strategic merge patch setting PodScheduled=False/`reason` (Unschedulable unless the
-    gang waits for provisioned nodes) with `message`.
+    """The strategic merge patch setting PodScheduled=False/`reason` (Unschedulable, or a reason
+    of ours where nodes would not help: WaitingForQuota, WaitingForProvisioning) with `message`.
 
     `first`: this process has not written the condition on this pod yet, so it also sets
     lastTransitionTime; a changed message alone keeps the pod's transition time.
@@ -205,7 +206,8 @@ class PodSignals:
 
         With `reason` WaitingForProvisioning (its ProvisioningRequest is in flight) the pods
         are marked so, and no FailedScheduling Event is posted: the gang is not stuck, it
-        waits for the nodes it asked for."""
+        waits for the nodes it asked for. Other reasons (WaitingForQuota) are narrated as
+        Unschedulable is: the gang waits on something its owner may want to act on."""
         now = self.clock()
         waiting = list(pods)
         for pod in waiting:
@@ -228,7 +230,7 @@ class PodSignals:
                 "condition",
                 self._condition_writer(pod, message, now, first=first, reason=reason),
             )
-        if reason is not c.PodReason.UNSCHEDULABLE:
+        if reason is c.PodReason.WAITING_FOR_PROVISIONING:
             self._told.pop(key, None)
             return
         told = self._told.get(key)

@@ -59,6 +59,11 @@ from podgroup_operator.scheduling import (
     plan_preemption,
 )
 from podgroup_operator.scheduling.podinfo import pod_info, pod_priority
+from podgroup_operator.scheduling.reclaim import (
+    RanSeconds,
+    plan_reclaim,
+    preemption_quota_problems,
+)
 from podgroup_operator.scheduling.resources import pod_requests
 from podgroup_operator.scheduling.snapshot import NO_UNDO, Undo
 
@@ -114,7 +119,18 @@ def budgets_of(objects: Iterable[Mapping[str, Any]], *, v1beta1: bool) -> list[D
     return out
 
 
-def _why(priority: int, victim: VictimGang) -> str:
+def _verb(plan: PreemptionPlan) -> str:
+    return "reclaimed" if plan.reclaim_for is not None else "preempted"
+
+
+def _why(priority: int, victim: VictimGang, plan: PreemptionPlan | None = None) -> str:
+    if plan is not None and plan.reclaim_for is not None:
+        part = f"sub-group {victim.sub_group} of " if victim.sub_group is not None else ""
+        return (
+            f"quota {plan.reclaim_for} takes back what its min promises; {part}"
+            f"{victim.label} ran on what it borrowed and is evicted whole "
+            f"({len(victim.pods)} pod(s))"
+        )
     if victim.gang is not None and victim.sub_group is not None:
         return (
             f"priority {priority} over {victim.priority}; sub-group {victim.sub_group} of "
@@ -129,17 +145,17 @@ def _why(priority: int, victim: VictimGang) -> str:
 
 
 def _facts(
-    preemptor: str, priority: int, victims: Sequence[VictimGang], now: dt.datetime
+    preemptor: str, priority: int, plan: PreemptionPlan, now: dt.datetime
 ) -> dict[GroupKey, Preempted]:
     """One fact per victim PodGroup, naming the sub-groups taken when only those were."""
     parts: dict[GroupKey, list[VictimGang]] = {}
-    for victim in victims:
+    for victim in plan.victims:
         if victim.gang is not None:
             parts.setdefault(victim.gang, []).append(victim)
     facts = {}
     for key, taken in parts.items():
         subs = tuple(sorted(v.sub_group for v in taken if v.sub_group is not None))
-        message = "; ".join(_why(priority, v) for v in taken)
+        message = "; ".join(_why(priority, v, plan) for v in taken)
         facts[key] = Preempted(preemptor, message, now, sub_groups=subs)
     return facts
 
@@ -179,10 +195,17 @@ class Preemptor:
 
     # --- the scheduler's calls -------------------------------------------------------------------
     async def refused(
-        self, requests: GangRequest | Sequence[GangRequest], message: str, now: dt.datetime
+        self,
+        requests: GangRequest | Sequence[GangRequest],
+        message: str,
+        now: dt.datetime,
+        *,
+        ran_seconds: RanSeconds | None = None,
     ) -> str:
         """The gang (or gang group, which must fit together) was refused for room: go on with
-        its nomination, or plan one.
+        its nomination, or plan one. With `ran_seconds` (how long each gang has run), the
+        plan is a quota reclaim (`scheduling.reclaim.plan_reclaim`, one gang) instead of
+        priority preemption; the nomination, eviction and held room are the same.
 
         Returns the message the refusal should publish (the placement's shortfall, and what
         preemption does about it). Never plans while an earlier plan's victims terminate.
@@ -211,9 +234,19 @@ class Preemptor:
         # look like victims, so their holds are lifted while planning, and dropped if the plan
         # nominates any of their nodes (they plan again when next decided).
         yielded = self._lift_below(priority)
-        plan: PreemptionPlan | PreemptionRefusal = await self.run(
-            group, plan_preemption, group, self.snapshot, self.budgets(), self.repairs()
-        )
+        plan: PreemptionPlan | PreemptionRefusal
+        if ran_seconds is not None:
+            plan = await self.run(
+                group, plan_reclaim, group[0], self.snapshot, ran_seconds, self.repairs()
+            )
+        else:
+            plan = await self.run(
+                group, plan_preemption, group, self.snapshot, self.budgets(), self.repairs()
+            )
+        if ran_seconds is None and not isinstance(plan, PreemptionRefusal):
+            problems = preemption_quota_problems(group[0], self.snapshot, plan.victims)
+            if problems:
+                plan = PreemptionRefusal(keys, "; ".join(problems))
         taken = set() if isinstance(plan, PreemptionRefusal) else {b.node for b in plan.nominations}
         for other in yielded:
             if taken & {b.node for b in other.bindings}:
@@ -222,6 +255,8 @@ class Preemptor:
             else:
                 self._hold(other)
         if isinstance(plan, PreemptionRefusal):
+            if ran_seconds is not None:
+                return f"{message}; {plan.message}"
             return f"{message}; no preemption: {plan.message}"
         nomination = Nomination(
             keys=keys,
@@ -239,7 +274,7 @@ class Preemptor:
             return f"{message}; {plan.message}; the room is held for this gang"
         preemptor = ", ".join(r.label for r in group)
         logger.info("gang %s: %s", preemptor, truncate(plan.message))
-        for key, fact in _facts(preemptor, priority, plan.victims, now).items():
+        for key, fact in _facts(preemptor, priority, plan, now).items():
             # Before any pod goes: the restart policy must know the break is a preemption.
             self.on_preempted(key, fact)
         self._spawn(self._execute(group, preemptor, priority, plan))
@@ -324,7 +359,7 @@ class Preemptor:
         leaves its victim in the nomination, which then expires and lets the gang plan again."""
         writes = [self._limited(self._nominate(b)) for b in plan.nominations]
         for victim in plan.victims:
-            why = f"preempted by gang {preemptor}: {_why(priority, victim)}"
+            why = f"{_verb(plan)} by gang {preemptor}: {_why(priority, victim, plan)}"
             writes.extend(self._limited(self._evict(victim, pod, why)) for pod in victim.pods)
             if victim.gang is not None:
                 writes.append(

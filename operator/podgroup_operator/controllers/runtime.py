@@ -46,7 +46,9 @@ from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.informers import Handler, IndexView, Informer
 from podgroup_operator.adapters.kube import (
     CSI_NODES,
+    ELASTIC_QUOTAS,
     JSON,
+    KOORD_ELASTIC_QUOTAS,
     NODES,
     PDBS,
     PDBS_V1BETA1,
@@ -77,6 +79,7 @@ from podgroup_operator.controllers.dialects import (
     dialect_informers,
     install_dialect_crds,
 )
+from podgroup_operator.controllers.elastic_quotas import ElasticQuotaController, QuotaSource
 from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.preemption import budgets_of
 from podgroup_operator.controllers.provisioning import Provisioning
@@ -260,6 +263,10 @@ class Informers:
     provisioning_requests: Informer
     """cluster-autoscaler's ProvisioningRequests, the gangs' own among them
     (controllers/provisioning.py); empty without that CRD."""
+    elastic_quotas: Informer
+    """ElasticQuotas of our group (scheduler-plugins' kind): the quota tree."""
+    koord_quotas: Informer
+    """Koordinator's ElasticQuotas (`scheduling.sigs.k8s.io`), where that CRD is served."""
     dialects: dict[c.Dialect, Informer] = field(default_factory=dict)
     """Other schedulers' PodGroups (Volcano, Koordinator, native), each kind optional:
     mirrored into ours by `DialectMirrors` (controllers/dialects.py)."""
@@ -318,6 +325,23 @@ class Informers:
                 f"{c.PROVISIONING_GROUP} (deploy/base/rbac.yaml)",
             ),
             dialects=dialect_informers(kube),
+            elastic_quotas=Informer(
+                kube,
+                ELASTIC_QUOTAS,
+                without_managed_fields,
+                optional="no ElasticQuota is read, and no gang is held to one, until the "
+                f"ElasticQuota CRD is installed ({c.CRD_INSTALL_HINT}) and the operator may list "
+                f"and watch {c.ELASTIC_QUOTA_CRD_NAME} (deploy/base/rbac.yaml)",
+            ),
+            koord_quotas=Informer(
+                kube,
+                KOORD_ELASTIC_QUOTAS,
+                without_managed_fields,
+                name=f"{c.ELASTIC_QUOTA_PLURAL}.{c.KOORD_QUOTA_GROUP}",
+                optional="Koordinator's ElasticQuotas are not read: its CRD "
+                f"({c.ELASTIC_QUOTA_PLURAL}.{c.KOORD_QUOTA_GROUP}) is not served here, or the "
+                "operator may not list and watch it",
+            ),
         )
 
     def all(self) -> tuple[Informer, ...]:
@@ -334,6 +358,8 @@ class Informers:
             self.topologies,
             self.provisioning_requests,
             *self.dialects.values(),
+            self.elastic_quotas,
+            self.koord_quotas,
         )
 
     def topology_levels(self) -> dict[str, tuple[str, ...]]:
@@ -458,10 +484,23 @@ class Leading:
             informers.topology_levels,
             namespaces=frozenset(settings.namespaces),
         )
+        scheduler = self.scheduler
+        self.elastic_quotas = ElasticQuotaController(
+            kube,
+            [
+                QuotaSource(informers.elastic_quotas.store, ELASTIC_QUOTAS),
+                QuotaSource(informers.koord_quotas.store, KOORD_ELASTIC_QUOTAS),
+            ],
+            scheduler.snapshot,
+            set_tree=scheduler.set_quota_tree,
+            waiting=scheduler.quota_queues.waiting,
+            busy=lambda: scheduler.offload.deciding,
+        )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
         self.scheduler.on_node(kind, node, old)
         self.topology.on_node(kind, node, old)
+        self.elastic_quotas.on_node(kind, node, old)
 
     def on_pod(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
         self.scheduler.on_pod(kind, pod)
@@ -523,12 +562,16 @@ class Leading:
             await informer.attach(self.dialects.on_source(dialect))
         await informers.podgroups.attach(self.dialects.on_group)
         self.dialects.start()
+        await informers.elastic_quotas.attach(self.elastic_quotas.on_quota)
+        await informers.koord_quotas.attach(self.elastic_quotas.on_quota)
+        self.elastic_quotas.rebuild()  # the quota tree is in place before the first cycle
         self.status.start()
         await self._catch_up()
         self.scheduler.start()
         self.runtime.quota.publish = self.status.set_quota_view
         self.runtime.quota.start()
         self.topology.start()
+        self.elastic_quotas.start()
 
     async def _catch_up(self) -> None:
         """Before the first placement, let the pod watch bring every change made before this
@@ -573,10 +616,13 @@ class Leading:
         for dialect, informer in informers.dialects.items():
             informer.remove_handler(self.dialects.on_source(dialect))
         informers.podgroups.remove_handler(self.dialects.on_group)
+        informers.elastic_quotas.remove_handler(self.elastic_quotas.on_quota)
+        informers.koord_quotas.remove_handler(self.elastic_quotas.on_quota)
         for informer, handler in self._volume_handlers():
             informer.remove_handler(handler)
         await self.dialects.stop()
         await self.topology.stop()
+        await self.elastic_quotas.stop()
         await self.scheduler.stop()
         await self.provisioning.stop()
         await self.status.stop()

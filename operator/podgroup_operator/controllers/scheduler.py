@@ -58,6 +58,7 @@ from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
 from podgroup_operator.api.keys import GroupKey, is_lone_pod, lone_pod_key, pod_uid
 from podgroup_operator.api.models import PodGroup, PodGroupSpec
+from podgroup_operator.api.times import parse_time
 from podgroup_operator.controllers.binder import Binder, BindOutcomes
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.gang_groups import GangGroups, ParsedGroups
@@ -66,6 +67,7 @@ from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Nominated, Preemptor
 from podgroup_operator.controllers.provisioning import Provisioning
+from podgroup_operator.controllers.quota_queues import QuotaQueues
 from podgroup_operator.controllers.requests import Requests, policy_acts
 from podgroup_operator.controllers.reservations import RESERVATION_TIMEOUT_SECONDS, Reservations
 from podgroup_operator.controllers.scheduler_queue import (
@@ -85,6 +87,7 @@ from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly, repairs_sub_groups
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
 from podgroup_operator.logs import describe, truncate
+from podgroup_operator.scheduling.elastic.tree import QuotaTree
 from podgroup_operator.scheduling.gang import (
     Binding,
     GangRequest,
@@ -101,6 +104,7 @@ from podgroup_operator.scheduling.queue import (
     decide_wait,
     order_gangs,
 )
+from podgroup_operator.scheduling.reclaim import may_reclaim
 from podgroup_operator.scheduling.registry import depends_on_pods
 from podgroup_operator.scheduling.resources import Resources, add_resources
 from podgroup_operator.scheduling.snapshot import Snapshot, holds_node
@@ -218,6 +222,8 @@ class GangScheduler:
         self.gang_groups = GangGroups(self.parsed, self.queue, gang_group_trust)
         """Which PodGroups are decided together (`spec.gangGroup`; controllers/gang_groups.py)."""
         self.snapshot = Snapshot(gang_of=group_key_of, max_pd_volumes=max_pd_volumes)
+        self.quota_queues = QuotaQueues(self.snapshot)
+        """Each ElasticQuota's waiting gangs, their order and positions, per cycle."""
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
         """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
         self.volumes.attach(self.snapshot, self.on_volumes_changed, self.offload.exclusive)
@@ -362,6 +368,16 @@ class GangScheduler:
     def on_topology(self, kind: c.WatchEventType, body: JSON, old: JSON | None) -> None:
         """A Topology came, went or changed its levels: a gang whose constraint names it is
         decided again now (requests resolve their Topology at each attempt)."""
+        self.queue.retry_all()
+        self.wake()
+
+    def set_quota_tree(self, tree: QuotaTree | None) -> None:
+        """The ElasticQuota tree changed (controllers/elastic_quotas.py): quota use is rebuilt
+        from the snapshot's pods, and every waiting gang is decided again now."""
+        self.offload.exclusive(self._set_quota_tree, tree)
+
+    def _set_quota_tree(self, tree: QuotaTree | None) -> None:
+        self.snapshot.quotas.set_tree(tree)
         self.queue.retry_all()
         self.wake()
 
@@ -548,6 +564,7 @@ class GangScheduler:
             self.queue.retry_all()
         # 1. Refresh the queue.
         queue = self._refresh_queue(now)
+        self.quota_queues.refresh(queue.values())
         built: dict[tuple[GroupKey, bool], GangRequest | None] = {}
 
         def request_of(key: GroupKey, *, partner: bool = False) -> GangRequest | None:
@@ -580,6 +597,10 @@ class GangScheduler:
                 binds = []
                 await asyncio.sleep(0)
                 last_yield = loop.time()
+            # A StrictFIFO quota decides its head only; its others wait, without a backoff.
+            if (behind := self.quota_queues.held_back(queued.key)) is not None:
+                self._behind_head(queued.key, behind, now)
+                continue
             # 5. Build the request.
             request = request_of(queued.key)
             if request is None:
@@ -679,28 +700,10 @@ class GangScheduler:
         binds: list[Binding],
         now: dt.datetime,
     ) -> str:
-        """`_decide` with the nominated pods of lower priority out of the snapshot; a refused
-        gang group's refusal goes to the groups it holds back (`GangGroups.held_with`) only;
-        the others leave `decided`, to be decided on their own later in the cycle."""
+        """`_decide` with the nominated pods of lower priority out of the snapshot (a gang group:
+        `_decide_gang_group`)."""
         if len(gang_group) > 1:
-            for member in gang_group:
-                self.preemption.release(member.key)
-            outcome = await self._pure(gang_group, place_gang_group, gang_group, self.snapshot)
-            if isinstance(outcome, Refusal):
-                message = outcome.message
-                if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
-                    message = await self.preemption.refused(gang_group, message, now)
-                held = self.gang_groups.held_with(request.key, gang_group)
-                for member in gang_group:
-                    if member.key in held:
-                        self._refused(member.key, outcome.reason, message, now)
-                    else:  # pulled in by a list not its own
-                        decided.discard(member.key)
-                return REFUSED
-            for placement in outcome.placements:
-                self._placed(placement)
-            binds.extend(outcome.bindings)
-            return PLACED
+            return await self._decide_gang_group(request, gang_group, decided, binds, now)
         before = self._release(request.key)  # decide afresh, with what this group held
         resting = request.mode is c.GangMode.NON_STRICT and not self.holds.may_hold(
             request.key, now
@@ -736,17 +739,72 @@ class GangScheduler:
                     "may use the room: it holds nothing until the gangs waiting then have been "
                     "decided"
                 )
+            if decision.reason is c.Reason.WAITING_FOR_QUOTA:
+                message += self.quota_queues.position_text(request.key)
+                message = await self.preemption.refused(
+                    request, message, now, ran_seconds=self._ran_seconds
+                )
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
-                if not resting:  # a resting NonStrict gang lets the others have the room
-                    message += await self._reserve(request, now, fenced)
-                if not fenced:  # room reserved for an older gang: evicting would not free it
-                    message = await self.preemption.refused(request, message, now)
+                message = await self._make_room(
+                    request, message, now, resting=resting, fenced=fenced
+                )
             elif decision.reason is not c.Reason.NOT_ENOUGH_RESOURCES:
                 self.reservations.release(request.key)  # not a candidate now (short of members)
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES:
                 message += await self._provision(request, decision, now)
             self._refused(request.key, decision.reason, message, now)
             return REFUSED
+
+    async def _decide_gang_group(
+        self,
+        request: GangRequest,
+        gang_group: Sequence[GangRequest],
+        decided: set[GroupKey],
+        binds: list[Binding],
+        now: dt.datetime,
+    ) -> str:
+        """`_decide_now` for a gang group: placed together, or refused together; the refusal
+        goes to the groups it holds back (`GangGroups.held_with`) only, and the others leave
+        `decided`, to be decided on their own later in the cycle."""
+        for member in gang_group:
+            self.preemption.release(member.key)
+        outcome = await self._pure(gang_group, place_gang_group, gang_group, self.snapshot)
+        if isinstance(outcome, Refusal):
+            message = outcome.message
+            if outcome.reason is c.Reason.WAITING_FOR_QUOTA:
+                message += self.quota_queues.position_text(request.key)
+            if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
+                message = await self.preemption.refused(gang_group, message, now)
+            held = self.gang_groups.held_with(request.key, gang_group)
+            for member in gang_group:
+                if member.key in held:
+                    self._refused(member.key, outcome.reason, message, now)
+                else:  # pulled in by a list not its own
+                    decided.discard(member.key)
+            return REFUSED
+        for placement in outcome.placements:
+            self._placed(placement)
+        binds.extend(outcome.bindings)
+        return PLACED
+
+    async def _make_room(
+        self, request: GangRequest, message: str, now: dt.datetime, *, resting: bool, fenced: bool
+    ) -> str:
+        """A strict gang refused for room: it reserves if it is the head of its priority (not
+        while `resting`), and unless the room is `fenced` (reserved for an older gang, which
+        evicting would not free) it takes back what others borrowed from its quota below its
+        min, else preempts by priority. Returns the refusal's message with what each added."""
+        if not resting:  # a resting NonStrict gang lets the others have the room
+            message += await self._reserve(request, now, fenced)
+        if fenced:
+            return message
+        if may_reclaim(request, self.snapshot):
+            message = await self.preemption.refused(
+                request, message, now, ran_seconds=self._ran_seconds
+            )
+            if request.key in self.preemption.nominations:
+                return message  # a reclaim plan was adopted: no priority preemption besides
+        return await self.preemption.refused(request, message, now)
 
     async def _reserve(self, request: GangRequest, now: dt.datetime, fenced: bool) -> str:
         """A gang refused for room reserves if it is the head of its priority; what its
@@ -1016,7 +1074,7 @@ class GangScheduler:
         members = self.queue.pending.get(key, {}).values()
         if any(depends_on_pods(pod) for pod in members):
             self.queue.pod_dependent.add(key)
-        pod_reason = c.PodReason.UNSCHEDULABLE
+        pod_reason = _pod_reason(reason)
         if reason is not c.Reason.NOT_ENOUGH_RESOURCES:
             self.provisioning.done(key, placed=False)  # waits for something nodes do not give
         elif self.provisioning.in_flight(key) is not None:
@@ -1025,6 +1083,32 @@ class GangScheduler:
         if not state.timed_out:
             state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
+
+    def _ran_seconds(self, key: GroupKey) -> float:
+        """How long a PodGroup's gang has run, for quota reclaim's `minRunSeconds`: since the
+        last of its running members started. 0 when none is known to run, and for a pod of no
+        group (not in the members index): never taken before a `minRunSeconds` passes."""
+        members = self.members.get(key, ())
+        started = [
+            parsed
+            for pod in members
+            if (pod.get("status") or {}).get("phase") == c.PodPhase.RUNNING
+            and (parsed := parse_time((pod.get("status") or {}).get("startTime"))) is not None
+        ]
+        if not started:
+            return 0.0
+        return (self.clock() - max(started)).total_seconds()
+
+    def _behind_head(self, key: GroupKey, message: str, now: dt.datetime) -> None:
+        """A gang behind the head of its StrictFIFO quota: it says so, and is not backed off
+        (it is no failure of its own; it is decided when it is the head)."""
+        state = self.queue.waiting.setdefault(key, WaitState(since=now))
+        state.message = message
+        members = self.queue.pending.get(key, {}).values()
+        self.signals.refused(key, members, message, c.PodReason.WAITING_FOR_QUOTA)
+        if not state.timed_out:
+            state.reason = c.Reason.WAITING_FOR_QUOTA
+            self.publish(key, Verdict(placed=False, reason=state.reason, message=message))
 
     # --- what the binder says (`BindOutcomes`) ---------------------------------------------------
     def _bound(self, binding: Binding) -> None:
@@ -1055,6 +1139,14 @@ def _placement_facts(node: JSON) -> tuple[Any, ...]:
     """The slim node without its resourceVersion (which every heartbeat bumps)."""
     meta = node.get("metadata") or {}
     return (meta.get("labels"), node.get("spec"), node.get("status"))
+
+
+def _pod_reason(reason: c.Reason) -> c.PodReason:
+    """The PodScheduled reason of a gang refused with `reason`: WaitingForQuota when its quota
+    holds it back (autoscalers must add no node for it), else kube-scheduler's Unschedulable."""
+    if reason is c.Reason.WAITING_FOR_QUOTA:
+        return c.PodReason.WAITING_FOR_QUOTA
+    return c.PodReason.UNSCHEDULABLE
 
 
 def _terminal(group: PodGroup) -> bool:

@@ -95,6 +95,9 @@ class PreemptionPlan:
     nominations: tuple[Binding, ...]
     message: str
     waiting_for: int = 0
+    reclaim_for: str | None = None
+    """The quota (`namespace/name`) this plan takes back what others borrowed for, when it is a
+    quota reclaim (scheduling/reclaim.py), not priority preemption."""
 
     @property
     def empty(self) -> bool:

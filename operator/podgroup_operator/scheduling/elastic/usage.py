@@ -16,9 +16,9 @@ from podgroup_operator.api.elastic_quota import Milli, QuotaKey
 from podgroup_operator.scheduling.elastic.tree import QuotaTree, add, sub
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Member:
-    """A bound pod (or a whole admitted gang) charged to a quota."""
+    """A bound pod (or a whole admitted gang) charged to a quota (slots: one per pod held)."""
 
     uid: Hashable
     quota: QuotaKey
