@@ -503,6 +503,11 @@ def test_helm_package_makes_the_archive_of_the_same_chart(tmp_path: Path) -> Non
     [
         ({"replicas": 0}, "at '/replicas': minimum: got 0, want 1"),
         ({"replica": 2}, "additional properties 'replica' not allowed"),
+        # The one switch for other schedulers' CRDs is dialects.installCRDs.
+        (
+            {"elasticQuota": {"installKoordinatorCRD": True}},
+            "additional properties 'elasticQuota' not allowed",
+        ),
         ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
         ({"image": {"digest": "sha256:abc"}}, "at '/image/digest'"),
         ({"image": {"repository": "Registry/Op"}}, "at '/image/repository'"),
