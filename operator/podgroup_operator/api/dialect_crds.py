@@ -34,6 +34,8 @@ _RESOURCES = {
         "x-kubernetes-int-or-string": True,
     },
 }
+_PROTECTED_SUFFIX = ".k8s.io"
+"""A group of this suffix is protected: its CRD needs `c.ANNOTATION_API_APPROVED`."""
 
 
 def _schema(spec: dict[str, Any]) -> dict[str, Any]:
@@ -76,8 +78,9 @@ def _version(
 
 
 def _mark(crd: dict[str, Any]) -> dict[str, Any]:
-    """`crd` with our marks: `DIALECT_CRD_LABEL` (the one the install reads), and the
-    annotation a CRD of a protected `*.k8s.io` group must carry or the API server refuses it."""
+    """`crd` with our marks: `DIALECT_CRD_LABEL` (the only one the install reads to call a CRD
+    ours), `app.kubernetes.io/managed-by` (for people and tools), and, in a protected `*.k8s.io`
+    group, the approval annotation without which the API server refuses the CRD."""
     metadata = crd["metadata"]
     metadata["labels"] = {c.DIALECT_CRD_LABEL: "true", c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
     if crd["spec"]["group"].endswith(_PROTECTED_SUFFIX):
@@ -103,9 +106,6 @@ def _crd(group: str, versions: list[dict[str, Any]], short: list[str]) -> dict[s
         }
     )
 
-
-_PROTECTED_SUFFIX = ".k8s.io"
-"""A group of this suffix is protected: its CRD needs `c.ANNOTATION_API_APPROVED`."""
 
 _INT = {"type": "integer", "format": "int32"}
 _PHASE_COLUMNS = [
