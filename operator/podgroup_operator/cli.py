@@ -165,7 +165,6 @@ def _run(args: argparse.Namespace) -> int:
         provisioning_class=args.provisioning_class,
         dialect_crds=args.dialect_crds,
         reservation_timeout_seconds=args.reservation_timeout,
-        install_koordinator_quota_crd=args.install_koordinator_quota_crd,
     )
 
 
@@ -493,10 +492,11 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         "--dialect-crds",
         choices=[mode.value for mode in c.DialectCRDs],
         default=c.DialectCRDs.OFF.value,
-        help="install: install a compatible CRD for each other scheduler's PodGroup kind "
-        "(Volcano's scheduling.volcano.sh, Koordinator's scheduling.sigs.k8s.io) that no CRD "
-        "serves yet, never replacing one the operator did not install; off (default): read "
-        "only the kinds already served",
+        help="install: at start, install a compatible CRD for each other scheduler's kind "
+        "that no CRD serves yet (Volcano's PodGroup, scheduling.volcano.sh; Koordinator's "
+        "PodGroup and ElasticQuota, scheduling.sigs.k8s.io), never replacing one the operator "
+        "did not install (ours from an earlier release is brought up to date); off (default): "
+        "read only the kinds already served",
     )
     run.add_argument(
         "--reservation-timeout",
@@ -506,14 +506,6 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
         help="the longest the head gang's reservation holds nodes while its start is unknown "
         "(a gang running there declares no maxRunSeconds); then the nodes are released and "
         "the gang waits as any other until it can reserve with a known start",
-    )
-    run.add_argument(
-        "--install-koordinator-quota-crd",
-        action="store_true",
-        help=f"at start, create the ElasticQuota CRD of Koordinator's group "
-        f"({c.KOORD_ELASTIC_QUOTA_CRD_NAME}) if none exists, so Koordinator's quota manifests "
-        "apply unchanged without Koordinator; ours from an earlier release is brought up to "
-        "date, anyone else's (Koordinator's own) left as it is",
     )
     run.set_defaults(func=_run)
 
@@ -526,11 +518,11 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915
             c.PLURAL,
             c.TOPOLOGY_PLURAL,
             c.ELASTIC_QUOTA_PLURAL,
-            c.KOORD_ELASTIC_QUOTA_CRD_NAME,
         ],
         default=c.PLURAL,
-        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml, "
-        f"crds/optional/ holds {c.KOORD_ELASTIC_QUOTA_CRD_NAME} (Koordinator's group)",
+        help="which CRD (default podgroups); crds/ holds each as <kind>.scheduling.x-k8s.io.yaml "
+        "(other schedulers' kinds, installed by `run --dialect-crds install`, are in "
+        "crds/dialects/)",
     )
     crd.add_argument("--output", "-o", default="-", help="a file to write; - for stdout")
     crd.set_defaults(func=_crd)

@@ -379,12 +379,13 @@ KOORD_INTERNAL_QUOTAS = (KOORD_ROOT_QUOTA, "koordinator-system-quota", "koordina
 """Quotas Koordinator's scheduler creates and keeps for itself (max near 2^63, annotations it
 rewrites): never refused by our webhook, so a running Koordinator is never blocked."""
 KOORD_ELASTIC_QUOTA_CRD_NAME = f"{ELASTIC_QUOTA_PLURAL}.{KOORD_QUOTA_GROUP}"
-"""Koordinator's ElasticQuota CRD; ours in its group is installed only where none, or ours, is."""
+"""Koordinator's ElasticQuota CRD; ours in its group is installed (`run --dialect-crds install`)
+only where none, or ours, is."""
 ANNOTATION_API_APPROVED = "api-approved.kubernetes.io"
 """Required on a CRD of a `*.k8s.io` group: the review that approved the API."""
-KOORD_QUOTA_API_APPROVAL = "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
-"""The approval scheduler-plugins' and Koordinator's own `scheduling.sigs.k8s.io` ElasticQuota
-CRDs carry; ours of that kind in that group carries the same."""
+KOORD_API_APPROVAL = "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
+"""The approval Koordinator's own `scheduling.sigs.k8s.io` CRDs (PodGroup and ElasticQuota) and
+scheduler-plugins' ElasticQuota CRD carry; every CRD we install in that group carries the same."""
 
 
 class QueueingStrategy(StrEnum):
@@ -457,8 +458,9 @@ LABEL_MIRROR_OF = f"{GROUP}/mirror-of"
 """On a PodGroup the operator made from another scheduler's PodGroup: that dialect (`Dialect`).
 Its spec is rewritten from the source on every change; delete or edit the source instead."""
 DIALECT_CRD_LABEL = f"{GROUP}/dialect-crd"
-"""On a CRD the operator installed for another scheduler's kind (`run --dialect-crds install`):
-only such a CRD is ever replaced; one without it belongs to that scheduler and is let be."""
+"""On a CRD the operator installed for another scheduler's kind (`run --dialect-crds install`:
+Volcano's and Koordinator's PodGroup, Koordinator's ElasticQuota): only such a CRD is ever
+replaced; one without it belongs to that scheduler and is let be."""
 
 
 class Dialect(StrEnum):
@@ -471,7 +473,7 @@ class Dialect(StrEnum):
 
 
 class DialectCRDs(StrEnum):
-    """`run --dialect-crds`: what to do about the CRDs of other schedulers' PodGroup kinds."""
+    """`run --dialect-crds`: what to do about the CRDs of other schedulers' kinds we serve."""
 
     INSTALL = "install"
     """Install ours for each kind no CRD serves yet (never replacing one we did not install)."""

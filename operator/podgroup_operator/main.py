@@ -74,7 +74,6 @@ def run(
     provisioning_class: str | None = None,
     dialect_crds: str = c.DialectCRDs.OFF,
     reservation_timeout_seconds: float = tuning.RESERVATION_TIMEOUT_SECONDS,
-    install_koordinator_quota_crd: bool = False,
 ) -> int:
     settings = OperatorSettings(
         namespaces=namespaces,
@@ -92,7 +91,6 @@ def run(
         gang_group_trust=gang_group_trust or [],
         provisioning_class=provisioning_class,
         dialect_crds=c.DialectCRDs(dialect_crds),
-        install_koordinator_quota_crd=install_koordinator_quota_crd,
     )
     try:
         settings.max_pd_volumes = max_pd_volumes_from_env(os.environ.get(c.MAX_PD_VOLUMES_ENV))

@@ -93,16 +93,13 @@ class OperatorSettings:
     """The ProvisioningRequest class of gangs refused for room (`run --provisioning-class`);
     None: off, unless a PodGroup's annotation names one (controllers/provisioning.py)."""
     dialect_crds: c.DialectCRDs = c.DialectCRDs.OFF
-    """Whether to install CRDs for other schedulers' PodGroup kinds that none serves (`run
-    --dialect-crds`; controllers/dialects.py)."""
+    """Whether to install CRDs for other schedulers' kinds that none serves (Volcano's and
+    Koordinator's PodGroup, Koordinator's ElasticQuota; `run --dialect-crds`;
+    controllers/dialects.py)."""
 
     max_pd_volumes: int | None = None
     """Every node's limit of in-tree disks where its allocatable sets none (`KUBE_MAX_PD_VOLS`,
     as kube-scheduler reads it: `max_pd_volumes_from_env`); None keeps upstream's defaults."""
-
-    install_koordinator_quota_crd: bool = False
-    """At start, create the ElasticQuota CRD of Koordinator's group where none exists (`run
-    --install-koordinator-quota-crd`), or update ours; Koordinator's own is never touched."""
 
     @property
     def status_worker_count(self) -> int:

@@ -41,6 +41,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.adapters.record_key import RECORD_KEY_SECRET
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
+from podgroup_operator.api.dialect_crds import DIALECT_CRDS as DIALECT_CRD_MANIFESTS
 from podgroup_operator.handlers.webhooks import WEBHOOKS
 from podgroup_operator.manifests import (
     CONFIG_NAMES,
@@ -65,7 +66,7 @@ from tests.waiting import wait_for
 BASE = DEPLOY
 CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
 SELF_MANAGED = DEPLOY / "overlays" / "self-managed"
-KOORDINATOR_QUOTA_CRD = DEPLOY / "components" / "koordinator-quota-crd"
+DIALECT_CRDS = DEPLOY / "components" / "dialect-crds"
 TLS_SECRET = "podgroup-operator-webhook-tls"
 LEADER_LEASE = "podgroup-operator-leader"
 CLUSTER_ROLES = Kind("rbac.authorization.k8s.io", "v1", "clusterroles")
@@ -243,7 +244,7 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
         quota_rules = [r for r in cluster_role["rules"] if group in r["apiGroups"]]
         assert verbs({"rules": quota_rules}, "elasticquotas") == {"list", "watch"}
         assert verbs({"rules": quota_rules}, "elasticquotas/status") == {"patch"}
-    # The base never creates CRDs; deploy/components/koordinator-quota-crd adds that.
+    # The base never creates CRDs; deploy/components/dialect-crds adds that.
     assert verbs(cluster_role, "customresourcedefinitions") == {"list", "watch"}
     assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete"}
     assert verbs(cluster_role, "pods/binding") == {"create"}
@@ -281,20 +282,23 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
     assert verbs(role, "secrets", named=RECORD_KEY_SECRET) == {"create", "get"}
 
 
-def test_the_koordinator_quota_crd_component_adds_the_flag_and_only_the_rules_it_needs() -> None:
-    base, documents = render(SELF_MANAGED), render_component(SELF_MANAGED, KOORDINATOR_QUOTA_CRD)
-    assert "--install-koordinator-quota-crd" in container(documents)["args"]
-    assert "--install-koordinator-quota-crd" not in container(base)["args"]
+def test_the_dialect_crds_component_adds_the_flag_and_only_the_rules_it_needs() -> None:
+    """`--dialect-crds install`; create on CRDs; get and update on each CRD the operator
+    installs (api/dialect_crds.py) and on no other."""
+    base, documents = render(SELF_MANAGED), render_component(SELF_MANAGED, DIALECT_CRDS)
+    args = container(documents)["args"]
+    assert args[args.index("--dialect-crds") + 1] == "install"
+    assert "--dialect-crds" not in container(base)["args"]
     cluster_role = find(documents, "ClusterRole", "podgroup-operator")
     assert verbs(cluster_role, "customresourcedefinitions") == {"list", "watch", "create"}
-    name = c.KOORD_ELASTIC_QUOTA_CRD_NAME
-    assert verbs(cluster_role, "customresourcedefinitions", named=name) == {
-        "list",
-        "watch",
-        "create",
-        "get",
-        "update",
-    }
+    for name in [*DIALECT_CRD_MANIFESTS, c.CRD_NAME]:
+        wanted = {"get", "update"} if name in DIALECT_CRD_MANIFESTS else set()
+        assert verbs(cluster_role, "customresourcedefinitions", named=name) == {
+            "list",
+            "watch",
+            "create",
+            *wanted,
+        }
     base_role = find(base, "ClusterRole", "podgroup-operator")
     assert cluster_role["rules"][: len(base_role["rules"])] == base_role["rules"]
 

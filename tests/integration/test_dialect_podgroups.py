@@ -2,9 +2,10 @@
 real control plane, and their status reads as their own scheduler would write it.
 
 A control plane of this module's own (`own_cluster`): the operator runs here with
-`--dialect-crds install` (it installs the Volcano and Koordinator PodGroup CRDs, which no
-scheduler serves on the dev cluster) and `--scheduler-name volcano`, taking over the pods
-Volcano's controllers make; the session's operator must not lead here too.
+`--dialect-crds install` (it installs the Volcano and Koordinator PodGroup CRDs and
+Koordinator's ElasticQuota CRD, which no scheduler serves on the dev cluster) and
+`--scheduler-name volcano`, taking over the pods Volcano's controllers make; the session's
+operator must not lead here too.
 
 The native PodGroup cannot be shown here. Its pod field `spec.schedulingGroup.podGroupName`
 is dropped by the dev cluster's API server (v1.20), which does not know it; and the kind has no
@@ -37,6 +38,7 @@ from podgroup_operator.adapters.kube import (
     Kind,
     KubeClient,
 )
+from podgroup_operator.api.dialect_crds import DIALECT_CRDS
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.domain.dialects import ANNOTATION_TOPOLOGY
 from tests.kube_helpers import create_bound, create_pod, group_status, pool, wait_group
@@ -111,10 +113,19 @@ async def members(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
 async def test_the_dialect_crds_are_installed_where_none_serves_the_kind(
     own_kube: KubeClient, dialect_operator: OperatorProcess
 ) -> None:
-    """Each CRD the operator installed carries its mark, the only one it would ever replace."""
-    for group in (c.VOLCANO_GROUP, c.KOORD_PODGROUP_GROUP):
-        crd = await own_kube.get(CRDS, f"{c.PLURAL}.{group}")
+    """Each CRD the operator installed (Volcano's and Koordinator's PodGroup, Koordinator's
+    ElasticQuota) carries its mark, the only one it would ever replace, and is served. Those of
+    the protected `scheduling.sigs.k8s.io` group carry the approval Koordinator's own carry,
+    which the API server reads as approved (KubernetesAPIApprovalPolicyConformant True)."""
+    for name in DIALECT_CRDS:
+        crd = await own_kube.get(CRDS, name)
         assert crd["metadata"]["labels"][c.DIALECT_CRD_LABEL] == "true"
+        conditions = {x["type"]: x["status"] for x in crd["status"]["conditions"]}
+        assert conditions["Established"] == "True"
+        if crd["spec"]["group"] == c.KOORD_QUOTA_GROUP:
+            annotations = crd["metadata"]["annotations"]
+            assert annotations[c.ANNOTATION_API_APPROVED] == c.KOORD_API_APPROVAL
+            assert conditions["KubernetesAPIApprovalPolicyConformant"] == "True"
 
 
 async def test_a_volcano_podgroup_runs_as_one_gang_under_schedulername_volcano(

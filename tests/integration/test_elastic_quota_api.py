@@ -2,7 +2,7 @@
 CRD, Koordinator's group, the validating webhooks, `kubectl get eq` and `kubectl podgroup queues`.
 
 A control plane of its own (one for the module): the tests replace the ElasticQuota CRD and start
-operators with `--install-koordinator-quota-crd`, which must not disturb the session's. The tests
+operators with `--dialect-crds install`, which must not disturb the session's. The tests
 run in file order: the first two need no operator, the later ones share one
 (`quota_operator`), started once the Koordinator CRD of the second test is gone.
 """
@@ -22,7 +22,7 @@ import yaml
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import CRDS, NAMESPACES, ApiError, Kind, KubeClient
-from podgroup_operator.api.crd import koordinator_elastic_quota_crd_manifest
+from podgroup_operator.api.dialect_crds import koordinator_elastic_quota_crd
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.manifests import OPERATOR_NAMESPACE
@@ -42,7 +42,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "quotas"
 OURS = Kind(c.GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
 KOORDINATOR = Kind(c.KOORD_QUOTA_GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
 GPU = "nvidia.com/gpu"
-KOORDINATOR_QUOTA_CRD = DEPLOY / "components" / "koordinator-quota-crd"
+DIALECT_CRDS = DEPLOY / "components" / "dialect-crds"
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ async def test_ours_applies_over_scheduler_plugins_crd_and_keeps_their_quotas(
 
 
 def start_operator(kubeconfig: Path, log: Path, *extra: str) -> OperatorProcess:
-    process = OperatorProcess(kubeconfig, log, ["--install-koordinator-quota-crd", *extra])
+    process = OperatorProcess(kubeconfig, log, ["--dialect-crds", "install", *extra])
     process.start()
     try:
         process.wait_ready()
@@ -178,7 +178,7 @@ async def test_an_existing_koordinator_crd_is_never_replaced_and_koordinator_nev
     quota_kube: KubeClient, own_cluster: devcluster.ClusterState, tmp_path: Path
 ) -> None:
     """Koordinator's own CRD (no status subresource, its schema) stays as it is under an
-    operator run with --install-koordinator-quota-crd, which says so in its log. Our webhook
+    operator run with --dialect-crds install, which says so in its log. Our webhook
     checks the quotas that CRD serves, yet never blocks Koordinator: its internal quotas (a max
     near 2^63) and its runtime annotations on a quota stored before the webhook pass."""
     kube, kubeconfig = quota_kube, own_cluster.kubeconfig
@@ -223,7 +223,7 @@ async def test_an_existing_koordinator_crd_is_never_replaced_and_koordinator_nev
 def quota_operator(
     own_cluster: devcluster.ClusterState, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    """Our CRDs applied, and an operator run with --install-koordinator-quota-crd where no
+    """Our CRDs applied, and an operator run with --dialect-crds install where no
     Koordinator CRD exists, its webhooks installed."""
     applied = kubectl("apply", "-f", str(REPO / "crds"), kubeconfig=own_cluster.kubeconfig)
     assert applied.returncode == 0
@@ -256,7 +256,7 @@ async def test_the_flag_installs_koordinators_group_where_none_exists(
         lambda: established(quota_kube, c.KOORD_ELASTIC_QUOTA_CRD_NAME), 30, "the CRD installed"
     )
     crd = await quota_kube.get(CRDS, c.KOORD_ELASTIC_QUOTA_CRD_NAME)
-    wanted = koordinator_elastic_quota_crd_manifest()
+    wanted = koordinator_elastic_quota_crd()
     assert crd["metadata"]["labels"] == wanted["metadata"]["labels"]
     assert crd["metadata"]["annotations"] == wanted["metadata"]["annotations"]
     assert crd["spec"]["group"] == c.KOORD_QUOTA_GROUP
@@ -465,10 +465,10 @@ async def test_the_install_roles_let_the_operator_install_read_and_write_quota_s
     tmp_path: Path,
 ) -> None:
     """As the non-admin identity bound to the roles of deploy/ with the component
-    koordinator-quota-crd: the operator creates the Koordinator-group CRD at start, and that
+    dialect-crds: the operator creates the Koordinator-group CRD at start, and that
     identity lists ElasticQuotas of both groups and patches their status."""
     kube = quota_kube
-    documents = render_component(DEPLOY / "overlays" / "self-managed", KOORDINATOR_QUOTA_CRD)
+    documents = render_component(DEPLOY / "overlays" / "self-managed", DIALECT_CRDS)
     await ensure_operator_namespace(kube)
     namespace = await new_namespace(kube)
     kubeconfig = own_cluster.kubeconfig

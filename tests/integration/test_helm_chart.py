@@ -35,6 +35,7 @@ import yaml
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import CRDS, PODGROUPS, ApiError, Kind, KubeClient
 from podgroup_operator.adapters.webhook_configs import CONFIGURATION_KINDS
+from podgroup_operator.api.dialect_crds import DIALECT_CRDS as DIALECT_CRD_MANIFESTS
 from podgroup_operator.cli import build_parser
 from podgroup_operator.devcluster.process import OperatorProcess
 from podgroup_operator.manifests import CONFIG_NAMES, OPERATOR_NAMESPACE, uninstall_local
@@ -61,7 +62,6 @@ CERT_MANAGER = DEPLOY / "overlays" / "cert-manager"
 AGGREGATE = DEPLOY / "components" / "aggregate-tenant-roles"
 MONITORING = DEPLOY / "components" / "monitoring"
 DIALECT_CRDS = DEPLOY / "components" / "dialect-crds"
-KOORDINATOR_QUOTA_CRD = DEPLOY / "components" / "koordinator-quota-crd"
 
 
 def render_aggregated() -> list[dict[str, Any]]:
@@ -159,12 +159,8 @@ MONITORING_ON = {
         ({"certificates": {"mode": "cert-manager"}}, lambda: render(CERT_MANAGER)),
         (MONITORING_ON, lambda: render_with(MONITORING)),
         ({"dialects": {"installCRDs": True}}, lambda: render_with(DIALECT_CRDS)),
-        (
-            {"elasticQuota": {"installKoordinatorCRD": True}},
-            lambda: render_with(KOORDINATOR_QUOTA_CRD),
-        ),
     ],
-    ids=["self-managed", "cert-manager", "monitoring", "dialect-crds", "koordinator-quota-crd"],
+    ids=["self-managed", "cert-manager", "monitoring", "dialect-crds"],
 )
 def test_the_chart_renders_the_kustomize_install(values: dict[str, Any], kustomize: Any) -> None:
     """Object for object: kinds, names, RBAC rules, webhook rules and failure policies, security
@@ -240,15 +236,20 @@ def _namespaces(documents: list[dict[str, Any]]) -> None:
     assert run_settings(container(documents)["args"])["namespace"] == ["team-a", "team-b"]
 
 
-def _koordinator_quota_crd(documents: list[dict[str, Any]]) -> None:
-    assert run_settings(container(documents)["args"])["install_koordinator_quota_crd"] is True
+def _dialect_crds(documents: list[dict[str, Any]]) -> None:
+    """`--dialect-crds install`, with create on CRDs and get and update on exactly the CRDs
+    the operator installs (api/dialect_crds.py), so a CRD added there cannot be left out."""
+    assert run_settings(container(documents)["args"])["dialect_crds"] == "install"
     rules = find(documents, "ClusterRole", "podgroup-operator")["rules"]
+    crd_rules = [r for r in rules if "customresourcedefinitions" in r["resources"]]
     assert {
         "apiGroups": ["apiextensions.k8s.io"],
         "resources": ["customresourcedefinitions"],
-        "resourceNames": [c.KOORD_ELASTIC_QUOTA_CRD_NAME],
-        "verbs": ["get", "update"],
-    } in rules
+        "verbs": ["create"],
+    } in crd_rules
+    (named,) = [r for r in crd_rules if "resourceNames" in r]
+    assert sorted(named["resourceNames"]) == sorted(DIALECT_CRD_MANIFESTS)
+    assert named["verbs"] == ["get", "update"]
 
 
 def _gang_group_trust(documents: list[dict[str, Any]]) -> None:
@@ -441,11 +442,7 @@ OPTIONS = [
         id="monitoring",
     ),
     pytest.param(PLACEMENT, _placement, id="placement"),
-    pytest.param(
-        {"elasticQuota": {"installKoordinatorCRD": True}},
-        _koordinator_quota_crd,
-        id="koordinator-quota-crd",
-    ),
+    pytest.param({"dialects": {"installCRDs": True}}, _dialect_crds, id="dialect-crds"),
     pytest.param(
         {
             "labels": {"team": "batch"},
@@ -506,6 +503,11 @@ def test_helm_package_makes_the_archive_of_the_same_chart(tmp_path: Path) -> Non
     [
         ({"replicas": 0}, "at '/replicas': minimum: got 0, want 1"),
         ({"replica": 2}, "additional properties 'replica' not allowed"),
+        # The one switch for other schedulers' CRDs is dialects.installCRDs.
+        (
+            {"elasticQuota": {"installKoordinatorCRD": True}},
+            "additional properties 'elasticQuota' not allowed",
+        ),
         ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
         ({"image": {"digest": "sha256:abc"}}, "at '/image/digest'"),
         ({"image": {"repository": "Registry/Op"}}, "at '/image/repository'"),

@@ -1,26 +1,30 @@
-"""CRDs for other schedulers' PodGroup kinds, installed only where none serves them.
+"""CRDs for other schedulers' kinds that the operator serves, installed only where none exists.
 
 `run --dialect-crds install` installs each of these when its name is not taken
-(controllers/dialects.py `install_dialect_crds`): a cluster without Volcano still accepts the
-Volcano PodGroups that Volcano-speaking job controllers (the MPI operator, Spark, Trainer)
-create. Each is compatible with the owner's CRD in group, version, kind, plural and the fields
-read here; the rest of an object is kept as written (`x-kubernetes-preserve-unknown-fields`),
-and the status is part of the object where the owner's CRD has no status subresource
-(Volcano's). The native `scheduling.k8s.io` kind has none (see `DIALECT_CRDS`). Each carries
-`DIALECT_CRD_LABEL`, the mark that lets the operator replace it (an upgrade) and never a CRD
-without it. The files under `crds/dialects/` are this module's output
-(`python -m podgroup_operator.api.dialect_crds crds/dialects`); a test keeps them equal.
+(controllers/dialects.py `install_dialect_crds`): Volcano's and Koordinator's PodGroup, and
+Koordinator's ElasticQuota. A cluster without Volcano still accepts the Volcano PodGroups that
+Volcano-speaking job controllers (the MPI operator, Spark, Trainer) create, and Koordinator's
+quota manifests apply unchanged without Koordinator. Each PodGroup CRD is compatible with the
+owner's in group, version, kind, plural and the fields read here; the rest of an object is kept
+as written (`x-kubernetes-preserve-unknown-fields`), and the status is part of the object where
+the owner's CRD has no status subresource (Volcano's). The ElasticQuota CRD is our own schema
+(api/crd.py) served in Koordinator's group. The native `scheduling.k8s.io` kind has none (see
+`DIALECT_CRDS`). Each carries `DIALECT_CRD_LABEL`, the mark that lets the operator replace it
+(an upgrade) and never a CRD without it. The files under `crds/dialects/` are this module's
+output (`python -m podgroup_operator.api.dialect_crds crds/dialects`); a test keeps them equal.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from podgroup_operator import constants as c
+from podgroup_operator.api.crd import elastic_quota_crd
 
 _PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 _RESOURCES = {
@@ -30,9 +34,8 @@ _RESOURCES = {
         "x-kubernetes-int-or-string": True,
     },
 }
-_APPROVAL = "unapproved, experimental-only; a stand-in for the upstream kind (podgroup-operator)"
-"""The annotation a CRD of a *.k8s.io group must carry; this value says it is not approved
-(scheduler-plugins' own `scheduling.sigs.k8s.io` CRD carries an approval link instead)."""
+_PROTECTED_SUFFIX = ".k8s.io"
+"""A group of this suffix is protected: its CRD needs `c.ANNOTATION_API_APPROVED`."""
 
 
 def _schema(spec: dict[str, Any]) -> dict[str, Any]:
@@ -74,15 +77,18 @@ def _version(
     return version
 
 
-def _crd(
-    group: str, versions: list[dict[str, Any]], short: list[str], approval: bool
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": f"{c.PLURAL}.{group}",
-        "labels": {c.DIALECT_CRD_LABEL: "true", c.LABEL_MANAGED_BY: c.OPERATOR_NAME},
-    }
-    if approval:
-        metadata["annotations"] = {"api-approved.kubernetes.io": _APPROVAL}
+def _mark(crd: dict[str, Any]) -> dict[str, Any]:
+    """`crd` with our marks: `DIALECT_CRD_LABEL` (the only one the install reads to call a CRD
+    ours), `app.kubernetes.io/managed-by` (for people and tools), and, in a protected `*.k8s.io`
+    group, the approval annotation without which the API server refuses the CRD."""
+    metadata = crd["metadata"]
+    metadata["labels"] = {c.DIALECT_CRD_LABEL: "true", c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
+    if crd["spec"]["group"].endswith(_PROTECTED_SUFFIX):
+        metadata["annotations"] = {c.ANNOTATION_API_APPROVED: c.KOORD_API_APPROVAL}
+    return crd
+
+
+def _crd(group: str, versions: list[dict[str, Any]], short: list[str]) -> dict[str, Any]:
     names: dict[str, Any] = {
         "kind": c.KIND,
         "listKind": f"{c.KIND}List",
@@ -91,12 +97,14 @@ def _crd(
     }
     if short:
         names["shortNames"] = short
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": metadata,
-        "spec": {"group": group, "names": names, "scope": "Namespaced", "versions": versions},
-    }
+    return _mark(
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{c.PLURAL}.{group}"},
+            "spec": {"group": group, "names": names, "scope": "Namespaced", "versions": versions},
+        }
+    )
 
 
 _INT = {"type": "integer", "format": "int32"}
@@ -121,7 +129,7 @@ def volcano_crd() -> dict[str, Any]:
     }
     columns = [*_PHASE_COLUMNS, ("Queue", "string", ".spec.queue")]
     version = _version(c.VOLCANO_VERSION, spec, storage=True, status=False, columns=columns)
-    return _crd(c.VOLCANO_GROUP, [version], ["podgroup-v1beta1"], approval=False)
+    return _crd(c.VOLCANO_GROUP, [version], ["podgroup-v1beta1"])
 
 
 def koordinator_crd() -> dict[str, Any]:
@@ -131,32 +139,43 @@ def koordinator_crd() -> dict[str, Any]:
     version = _version(
         c.KOORD_PODGROUP_VERSION, spec, storage=True, status=True, columns=_PHASE_COLUMNS
     )
-    return _crd(c.KOORD_PODGROUP_GROUP, [version], [], approval=True)
+    return _crd(c.KOORD_PODGROUP_GROUP, [version], [])
 
 
-DIALECT_CRDS = {
-    c.Dialect.VOLCANO: volcano_crd,
-    c.Dialect.KOORDINATOR: koordinator_crd,
+def koordinator_elastic_quota_crd() -> dict[str, Any]:
+    """`elasticquotas.scheduling.sigs.k8s.io`: our ElasticQuota (api/crd.py) served in
+    Koordinator's group, so Koordinator's quota manifests apply without Koordinator. No short
+    names: `kubectl get eq` keeps meaning our group's, never an ambiguous pick."""
+    crd = elastic_quota_crd(c.KOORD_QUOTA_GROUP)
+    del crd["spec"]["names"]["shortNames"]
+    return _mark(crd)
+
+
+DIALECT_CRDS: dict[str, Callable[[], dict[str, Any]]] = {
+    f"{c.PLURAL}.{c.VOLCANO_GROUP}": volcano_crd,
+    f"{c.PLURAL}.{c.KOORD_PODGROUP_GROUP}": koordinator_crd,
+    c.KOORD_ELASTIC_QUOTA_CRD_NAME: koordinator_elastic_quota_crd,
 }
-"""The CRD installed for each dialect's kind; `crds/dialects/<name>.yaml` holds each.
+"""Every CRD `--dialect-crds install` installs, by name; `crds/dialects/<name>.yaml` holds each.
 
 None for the native `scheduling.k8s.io` PodGroup: the API server serves that group itself
 (PriorityClass), and a CRD in it is Established but never served (404: seen on v1.20). The
 native kind is read where the API server serves it."""
 
 
-def render(dialect: c.Dialect) -> str:
-    """A dialect's CRD as the YAML checked in under crds/dialects/."""
+def render(name: str) -> str:
+    """The CRD `name` (a key of `DIALECT_CRDS`) as the YAML checked in under crds/dialects/."""
     header = (
         "# Generated by `python -m podgroup_operator.api.dialect_crds crds/dialects` from\n"
         "# operator/podgroup_operator/api/dialect_crds.py. Installed by `run --dialect-crds "
         "install`\n# only where no CRD of this name exists: never over the owner's.\n"
     )
-    return header + yaml.safe_dump(DIALECT_CRDS[dialect](), sort_keys=False, width=100)
+    return header + yaml.safe_dump(DIALECT_CRDS[name](), sort_keys=False, width=100)
 
 
-def file_name(dialect: c.Dialect) -> str:
-    return f"{DIALECT_CRDS[dialect]()['metadata']['name']}.yaml"
+def file_name(name: str) -> str:
+    """The file under crds/dialects/ that holds the CRD `name`."""
+    return f"{name}.yaml"
 
 
 if __name__ == "__main__":

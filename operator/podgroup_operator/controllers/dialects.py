@@ -335,34 +335,23 @@ ESTABLISHED_SECONDS = 10.0
 async def install_dialect_crds(
     kube: KubeClient, established_seconds: float = ESTABLISHED_SECONDS
 ) -> list[str]:
-    """Install our CRD for each other scheduler's PodGroup kind that no CRD serves (Volcano's,
-    Koordinator's: `api.dialect_crds.DIALECT_CRDS`); replace one
-    we installed before (an upgrade); let any other be (Volcano's own, Koordinator's). Returns
-    the names of the CRDs created or replaced. A refusal (no RBAC for CRDs) is logged: the kinds
-    already served are still read."""
+    """Install our CRD for each other scheduler's kind we serve that no CRD serves yet
+    (`api.dialect_crds.DIALECT_CRDS`: Volcano's and Koordinator's PodGroup, Koordinator's
+    ElasticQuota); bring up to date one that carries `DIALECT_CRD_LABEL` (ours, from an earlier
+    release); let any other be (Volcano's own, Koordinator's: replacing its schema under a
+    running owner could prune the fields it stores). Returns the names of the CRDs created or
+    replaced, once served. Every replica may run this at start: the first write wins (a create
+    or a replace conditional on the resourceVersion) and the others find it done. A refusal (no
+    RBAC for CRDs) is logged: the kinds already served are still read."""
     done = []
-    for render in DIALECT_CRDS.values():
-        body = render()
-        name = body["metadata"]["name"]
+    for name, render in DIALECT_CRDS.items():
         try:
-            try:
-                current = await kube.get(CRDS, name)
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
-                await kube.create(CRDS, body)
+            if await _install_one(kube, render()):
                 done.append(name)
-                logger.info("installed CRD %s: no scheduler serves that kind here", name)
-                continue
-            labels = (current.get("metadata") or {}).get("labels") or {}
-            if labels.get(c.DIALECT_CRD_LABEL) is None:
-                logger.info(
-                    "CRD %s is installed by its owner; reading it, never replacing it", name
-                )
-                continue
-            await kube.apply_json(CRDS, body)
-            done.append(name)
         except ApiError as exc:
+            if exc.conflict:
+                logger.info("CRD %s was written meanwhile (another replica); left as it is", name)
+                continue
             logger.warning(
                 "CRD %s not installed (%s); that kind is read only once a CRD serves it",
                 name,
@@ -370,6 +359,40 @@ async def install_dialect_crds(
             )
     await _established(kube, done, established_seconds)
     return done
+
+
+async def _install_one(kube: KubeClient, body: JSON) -> bool:
+    """Create `body`, or replace ours where it differs; True when this call wrote it."""
+    name = body["metadata"]["name"]
+    try:
+        current = await kube.get(CRDS, name)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        await kube.create(CRDS, body)
+        logger.info("CRD %s installed (none existed)", name)
+        return True
+    meta = current.get("metadata") or {}
+    if (meta.get("labels") or {}).get(c.DIALECT_CRD_LABEL) is None:
+        logger.info("CRD %s exists and is not ours; left as it is", name)
+        return False
+    # Fields the API server defaults (conversion) are kept, so an unchanged CRD compares equal.
+    spec = {**current["spec"], **body["spec"]}
+    labels = {**(meta.get("labels") or {}), **body["metadata"].get("labels", {})}
+    annotations = {**(meta.get("annotations") or {}), **body["metadata"].get("annotations", {})}
+    if (spec, labels, annotations) == (
+        current["spec"],
+        meta.get("labels") or {},
+        meta.get("annotations") or {},
+    ):
+        logger.info("CRD %s exists, ours and up to date", name)
+        return False
+    metadata = {**body["metadata"], "resourceVersion": meta["resourceVersion"], "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    await kube.replace(CRDS, name, {**body, "metadata": metadata, "spec": spec})
+    logger.info("CRD %s updated (ours, from an earlier release)", name)
+    return True
 
 
 async def _established(kube: KubeClient, names: list[str], seconds: float) -> None:

@@ -29,7 +29,6 @@ from podgroup_operator import metrics
 from podgroup_operator.adapters.kube import ApiError, KubeClient
 from podgroup_operator.adapters.webhook_tls import ensure_webhook_certificate
 from podgroup_operator.controllers import observe
-from podgroup_operator.controllers.crd_install import install_koordinator_quota_crd
 from podgroup_operator.controllers.runtime import Runtime, build_runtime
 from podgroup_operator.handlers.webhooks import MUTATING_CONFIG_NAME, VALIDATING_CONFIG_NAME
 from podgroup_operator.local import free_port
@@ -131,8 +130,6 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             operator_settings.webhook_mode,
             where,
         )
-    if operator_settings.install_koordinator_quota_crd:
-        await install_koordinator_quota_crd(runtime.kube)
     await runtime.start()
     memo.sigterm = asyncio.create_task(_hand_over_on_sigterm(runtime, memo))
     metrics.observe(runtime)

@@ -12,16 +12,15 @@ import yaml
 from podgroup_operator import constants as c
 from podgroup_operator.api.crd import (
     CRD_MANIFESTS,
-    OPTIONAL_CRD_MANIFESTS,
     crd_manifest,
     elastic_quota_crd_manifest,
     elastic_quota_openapi_schema,
-    koordinator_elastic_quota_crd_manifest,
     openapi_schema,
     render_crd,
     topology_crd_manifest,
     topology_openapi_schema,
 )
+from podgroup_operator.api.dialect_crds import koordinator_elastic_quota_crd
 from podgroup_operator.api.limits import (
     MAX_GANG_GROUP,
     MAX_MATCH_LABEL_KEYS,
@@ -63,17 +62,8 @@ def test_the_rendered_crd_is_the_manifest(plural: str) -> None:
     assert yaml.safe_load(rendered) == CRD_MANIFESTS[plural]()
 
 
-@pytest.mark.parametrize("name", sorted(OPTIONAL_CRD_MANIFESTS))
-def test_the_checked_in_optional_crd_is_the_generated_one(name: str) -> None:
-    path = f"crds/optional/{name}.yaml"
-    assert (REPO / path).read_text() == render_crd(name), (
-        f"{path} is stale; run `podgroup-operator crd --kind {name} -o {path}`"
-    )
-    assert yaml.safe_load(render_crd(name)) == OPTIONAL_CRD_MANIFESTS[name]()
-
-
 def test_the_cli_writes_every_crd(tmp_path: Path) -> None:
-    for kind in [*CRD_MANIFESTS, *OPTIONAL_CRD_MANIFESTS]:
+    for kind in CRD_MANIFESTS:
         out = tmp_path / f"{kind}.yaml"
         assert cli_main(["crd", "--kind", kind, "-o", str(out)]) == 0
         assert out.read_text() == render_crd(kind)
@@ -367,9 +357,7 @@ SCHEDULER_PLUGINS_QUOTA = {
 }
 
 
-@pytest.mark.parametrize(
-    "manifest", [elastic_quota_crd_manifest, koordinator_elastic_quota_crd_manifest]
-)
+@pytest.mark.parametrize("manifest", [elastic_quota_crd_manifest, koordinator_elastic_quota_crd])
 def test_elastic_quota_crd_is_scheduler_plugins_names_with_status_and_columns(
     manifest: Any,
 ) -> None:
@@ -403,11 +391,11 @@ def test_elastic_quota_crd_is_scheduler_plugins_names_with_status_and_columns(
 
 
 def test_the_two_elastic_quota_crds_differ_in_group_and_short_names_only() -> None:
-    ours, koordinator = elastic_quota_crd_manifest(), koordinator_elastic_quota_crd_manifest()
+    ours, koordinator = elastic_quota_crd_manifest(), koordinator_elastic_quota_crd()
     assert ours["spec"]["group"] == c.GROUP
     assert koordinator["spec"]["group"] == c.KOORD_QUOTA_GROUP
     assert koordinator["metadata"]["name"] == c.KOORD_ELASTIC_QUOTA_CRD_NAME
-    assert koordinator["metadata"]["labels"] == {c.LABEL_MANAGED_BY: c.OPERATOR_NAME}
+    assert koordinator["metadata"]["labels"][c.DIALECT_CRD_LABEL] == "true"
     # scheduling.sigs.k8s.io is protected (*.k8s.io): no CRD of it without an approval.
     assert koordinator["metadata"]["annotations"] == {
         "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"

@@ -8,7 +8,10 @@ drops the pod field `spec.schedulingGroup.podGroupName` it does not know.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.informers import Store
@@ -21,7 +24,12 @@ from podgroup_operator.adapters.kube import (
     Kind,
     KubeClient,
 )
-from podgroup_operator.api.dialect_crds import koordinator_crd, volcano_crd
+from podgroup_operator.api.dialect_crds import (
+    DIALECT_CRDS,
+    koordinator_crd,
+    koordinator_elastic_quota_crd,
+    volcano_crd,
+)
 from podgroup_operator.controllers.dialects import (
     DialectMirrors,
     dialect_informers,
@@ -32,6 +40,8 @@ from tests.fakes import FakeApiServer
 
 Body = dict[str, Any]
 NS = "team"
+VOLCANO_CRD = f"{c.PLURAL}.{c.VOLCANO_GROUP}"
+KOORD_PODGROUP_CRD = f"{c.PLURAL}.{c.KOORD_PODGROUP_GROUP}"
 
 
 class Mirrors:
@@ -197,6 +207,8 @@ async def test_a_mirror_s_status_change_marks_its_source_and_others_are_ignored(
 
 
 async def test_dialect_crds_are_installed_where_absent_and_never_over_the_owner_s() -> None:
+    """Volcano's own CRD (no mark) is let be; ours from an earlier release (marked, outdated)
+    is brought up to date; Koordinator's ElasticQuota, absent, is created."""
     fake = FakeApiServer(schemas={})
     kube = KubeClient(fake)
     owners = volcano_crd()
@@ -205,17 +217,63 @@ async def test_dialect_crds_are_installed_where_absent_and_never_over_the_owner_
     fake.seed(owners)
     stale = koordinator_crd()
     stale["spec"]["versions"][0]["additionalPrinterColumns"] = []
+    stale["metadata"]["labels"]["extra"] = "kept"
     fake.seed(stale)
     done = await install_dialect_crds(kube, established_seconds=0)
-    assert done == ["podgroups.scheduling.sigs.k8s.io"]
-    volcano = fake.get_object(CRDS, "podgroups.scheduling.volcano.sh")
+    assert done == [KOORD_PODGROUP_CRD, c.KOORD_ELASTIC_QUOTA_CRD_NAME]
+    volcano = fake.get_object(CRDS, VOLCANO_CRD)
     assert volcano is not None and volcano["metadata"]["labels"] == {
         "app.kubernetes.io/name": "volcano"
     }
-    koordinator = fake.get_object(CRDS, "podgroups.scheduling.sigs.k8s.io")
-    assert (
-        koordinator is not None and koordinator["spec"]["versions"][0]["additionalPrinterColumns"]
+    koordinator = fake.get_object(CRDS, KOORD_PODGROUP_CRD)
+    assert koordinator is not None and koordinator["spec"] == koordinator_crd()["spec"]
+    assert koordinator["metadata"]["labels"]["extra"] == "kept"
+    quota = fake.get_object(CRDS, c.KOORD_ELASTIC_QUOTA_CRD_NAME)
+    assert quota is not None and quota["spec"] == koordinator_elastic_quota_crd()["spec"]
+    assert quota["metadata"]["annotations"] == {c.ANNOTATION_API_APPROVED: c.KOORD_API_APPROVAL}
+
+
+async def test_dialect_crds_up_to_date_are_not_written_again() -> None:
+    """A restart (or a second replica) finds every CRD ours and current: reads only."""
+    fake = FakeApiServer(schemas={})
+    kube = KubeClient(fake)
+    assert len(await install_dialect_crds(kube, established_seconds=0)) == len(DIALECT_CRDS)
+    fake.requests.clear()
+    assert await install_dialect_crds(kube, established_seconds=0) == []
+    assert {method for method, _ in fake.requests} == {"GET"}
+
+
+async def test_an_earlier_approval_value_is_replaced_by_the_one_in_use() -> None:
+    """A Koordinator-group CRD we installed with another approval annotation (an earlier
+    release's) is rewritten to carry the one Koordinator's own CRDs carry."""
+    fake = FakeApiServer(schemas={})
+    older = koordinator_crd()
+    older["metadata"]["annotations"] = {c.ANNOTATION_API_APPROVED: "unapproved, experimental"}
+    fake.seed(older)
+    assert KOORD_PODGROUP_CRD in await install_dialect_crds(KubeClient(fake), 0)
+    stored = fake.get_object(CRDS, KOORD_PODGROUP_CRD)
+    assert stored is not None
+    assert stored["metadata"]["annotations"][c.ANNOTATION_API_APPROVED] == c.KOORD_API_APPROVAL
+
+
+@pytest.mark.parametrize(("method", "code"), [("GET", 403), ("POST", 403), ("POST", 409)])
+async def test_a_refusal_or_a_race_is_logged_and_the_operator_runs_on(
+    method: str, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No RBAC for CRDs: a warning per CRD, nothing raised. Another replica created it first
+    (409): said at info level, not as a failure."""
+    fake = FakeApiServer(schemas={})
+    fake.inject_error(
+        method,
+        lambda request: "customresourcedefinitions" in request.path,
+        code,
+        times=len(DIALECT_CRDS),
     )
+    caplog.set_level(logging.INFO)
+    assert await install_dialect_crds(KubeClient(fake), established_seconds=0) == []
+    level = logging.INFO if code == 409 else logging.WARNING
+    for name in DIALECT_CRDS:
+        assert [r.levelno for r in caplog.records if name in r.getMessage()] == [level]
 
 
 async def test_only_the_namespaces_handled_are_mirrored_and_a_deleted_source_is_forgotten() -> None:
