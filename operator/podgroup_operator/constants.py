@@ -217,6 +217,11 @@ class Reason(StrEnum):
     RUN_TIME_EXCEEDED = "RunTimeExceeded"
     """Failed, and a Warning Event: the gang ran past its maxRunSeconds; its members were
     deleted."""
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    """Unschedulable=True: the gang does not fit its ElasticQuota now (at its max, or its min
+    used and nothing left to borrow); the message names the quota, the numbers and the gang's
+    position in its quota's queue. Not a lack of nodes: its members' PodScheduled reason is
+    `PodReason.WAITING_FOR_QUOTA`, so autoscalers add none for it."""
 
 
 class PodPhase(StrEnum):
@@ -318,6 +323,9 @@ class PodReason(StrEnum):
     """Warning Event on a waiting member when its gang is refused (rate-limited per gang)."""
     SCHEDULED = "Scheduled"
     """Normal Event on bind: "Successfully assigned ns/pod to node"."""
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    """PodScheduled=False: the pod's gang waits for its ElasticQuota, not for nodes; not
+    `Unschedulable`, so cluster-autoscaler and Karpenter add no node for it."""
 
 
 # --- ElasticQuota (issue 60; not served yet: the CRD and webhook are wired in later) -------------

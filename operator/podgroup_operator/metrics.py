@@ -14,7 +14,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -99,6 +99,45 @@ WEBHOOK_LATENCY = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+
+ELASTIC_QUOTA_USED = Gauge(
+    "podgroup_elastic_quota_used",
+    "What each ElasticQuota's pods (its subtree's) request, per resource the quota tree governs.",
+    ["quota", "resource"],
+    registry=REGISTRY,
+)
+ELASTIC_QUOTA_MIN = Gauge(
+    "podgroup_elastic_quota_min",
+    "Each ElasticQuota's min, per resource the quota tree governs.",
+    ["quota", "resource"],
+    registry=REGISTRY,
+)
+ELASTIC_QUOTA_MAX = Gauge(
+    "podgroup_elastic_quota_max",
+    "Each ElasticQuota's max, per resource it limits (absent: unlimited).",
+    ["quota", "resource"],
+    registry=REGISTRY,
+)
+ELASTIC_QUOTA_BORROWED = Gauge(
+    "podgroup_elastic_quota_borrowed",
+    "What each ElasticQuota uses beyond its min (lent by other quotas), per resource.",
+    ["quota", "resource"],
+    registry=REGISTRY,
+)
+ELASTIC_QUOTA_WAITING = Gauge(
+    "podgroup_elastic_quota_gangs_waiting",
+    "Gangs charged to each ElasticQuota that wait for a placement.",
+    ["quota"],
+    registry=REGISTRY,
+)
+ELASTIC_QUOTA_GAUGES = (
+    ELASTIC_QUOTA_USED,
+    ELASTIC_QUOTA_MIN,
+    ELASTIC_QUOTA_MAX,
+    ELASTIC_QUOTA_BORROWED,
+    ELASTIC_QUOTA_WAITING,
+)
+"""Set by the leader's ElasticQuota controller at each status round, cleared first."""
 
 
 class RuntimeView(Protocol):

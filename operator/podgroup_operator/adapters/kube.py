@@ -388,6 +388,9 @@ PDBS_V1BETA1 = Kind("policy", "v1beta1", "poddisruptionbudgets")
 """Before Kubernetes 1.21 PodDisruptionBudgets are served only here."""
 PODGROUPS = Kind(c.GROUP, c.VERSION, c.PLURAL)
 TOPOLOGIES = Kind(c.GROUP, c.VERSION, c.TOPOLOGY_PLURAL)
+ELASTIC_QUOTAS = Kind(c.GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
+KOORD_ELASTIC_QUOTAS = Kind(c.KOORD_QUOTA_GROUP, c.VERSION, c.ELASTIC_QUOTA_PLURAL)
+"""Koordinator's ElasticQuota (`scheduling.sigs.k8s.io/v1alpha1`), read where it is served."""
 CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 VALIDATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
 MUTATING_WEBHOOKS = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")

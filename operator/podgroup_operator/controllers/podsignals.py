@@ -6,11 +6,12 @@ kube-scheduler writes `PodScheduled=False`, reason `Unschedulable`, on every pod
 (docs/decisions/012-pod-signals.md):
 
 * every waiting member of a refused gang gets `PodScheduled=False`, reason `Unschedulable`, with
-  the gang's message; the condition is patched only when the message differs from the one this
-  process last wrote on that pod, or, before it wrote any, from the one the pod carries (a pod's
-  own status patch comes back as a watch event, and a refusal repeated every cycle must not
-  become a write every cycle; nor may a new leader write again on every waiting pod what the
-  last one wrote);
+  the gang's message (reason `WaitingForQuota` when its ElasticQuota, not the nodes, holds it
+  back: autoscalers add nodes for `Unschedulable` pods only); the condition is patched only
+  when the message differs from the one this process last wrote on that pod, or, before it
+  wrote any, from the one the pod carries (a pod's own status patch comes back as a watch
+  event, and a refusal repeated every cycle must not become a write every cycle; nor may a new
+  leader write again on every waiting pod what the last one wrote);
 * `FailedScheduling` (Warning) on each waiting member, at most once per gang per message change
   or per `FAILED_SCHEDULING_INTERVAL`, doubled at each repeat up to
   `FAILED_SCHEDULING_LONGEST_INTERVAL` (a gang refused every second must not flood etcd); a
@@ -96,8 +97,16 @@ class Posted:
     count: int
 
 
-def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool) -> JSON:
-    """The strategic merge patch setting PodScheduled=False/Unschedulable with `message`.
+def unschedulable_patch(
+    uid: str,
+    message: str,
+    now: dt.datetime,
+    *,
+    first: bool,
+    reason: c.PodReason = c.PodReason.UNSCHEDULABLE,
+) -> JSON:
+    """The strategic merge patch setting PodScheduled=False/`reason` (Unschedulable, or
+    WaitingForQuota for a gang held back by its ElasticQuota) with `message`.
 
     `first`: this process has not written the condition on this pod yet, so it also sets
     lastTransitionTime; a changed message alone keeps the pod's transition time.
@@ -105,7 +114,7 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
     condition: JSON = {
         "type": c.PodConditionType.POD_SCHEDULED.value,
         "status": c.ConditionStatus.FALSE.value,
-        "reason": c.PodReason.UNSCHEDULABLE.value,
+        "reason": reason.value,
         "message": message[: c.EVENT_MESSAGE_LIMIT],
         "lastProbeTime": None,
     }
@@ -114,13 +123,18 @@ def unschedulable_patch(uid: str, message: str, now: dt.datetime, *, first: bool
     return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
 
 
+_OUR_REASONS = (c.PodReason.UNSCHEDULABLE, c.PodReason.WAITING_FOR_QUOTA)
+
+
 def unschedulable_message(pod: JSON) -> str | None:
-    """The message of the pod's `PodScheduled=False/Unschedulable` condition, if it has one."""
+    """The message of the pod's `PodScheduled=False` condition this scheduler writes
+    (Unschedulable or WaitingForQuota: a quota refusal's message names its quota, so the two
+    never share a message), if it has one."""
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if (
             condition.get("type") == c.PodConditionType.POD_SCHEDULED
             and condition.get("status") == c.ConditionStatus.FALSE
-            and condition.get("reason") == c.PodReason.UNSCHEDULABLE
+            and condition.get("reason") in _OUR_REASONS
         ):
             return str(condition.get("message") or "")
     return None
@@ -186,8 +200,15 @@ class PodSignals:
         """Workers still draining (counted synchronously: a finishing task is not one)."""
 
     # --- what the scheduler reports -------------------------------------------------------------
-    def refused(self, key: GroupKey, pods: Iterable[JSON], message: str) -> None:
-        """The gang `key` was refused: mark its waiting `pods` and narrate (rate-limited)."""
+    def refused(
+        self,
+        key: GroupKey,
+        pods: Iterable[JSON],
+        message: str,
+        reason: c.PodReason = c.PodReason.UNSCHEDULABLE,
+    ) -> None:
+        """The gang `key` was refused: mark its waiting `pods` (PodScheduled=False with
+        `reason`) and narrate (rate-limited)."""
         now = self.clock()
         waiting = list(pods)
         for pod in waiting:
@@ -204,7 +225,11 @@ class PodSignals:
                 continue
             first = written is None
             self._written[uid] = message
-            self._submit(uid, "condition", self._condition_writer(pod, message, now, first=first))
+            self._submit(
+                uid,
+                "condition",
+                self._condition_writer(pod, message, now, first=first, reason=reason),
+            )
         told = self._told.get(key)
         repeats = 0
         if told is not None and told[0] == message:
@@ -256,7 +281,13 @@ class PodSignals:
 
     # --- sending --------------------------------------------------------------------------------
     def _condition_writer(
-        self, pod: JSON, message: str, now: dt.datetime, *, first: bool
+        self,
+        pod: JSON,
+        message: str,
+        now: dt.datetime,
+        *,
+        first: bool,
+        reason: c.PodReason = c.PodReason.UNSCHEDULABLE,
     ) -> Callable[[], Awaitable[None]]:
         meta = pod.get("metadata") or {}
         name, namespace, uid = meta.get("name", ""), meta.get("namespace"), meta.get("uid", "")
@@ -266,7 +297,7 @@ class PodSignals:
                 await self.kube.patch(
                     PODS,
                     name,
-                    unschedulable_patch(uid, message, now, first=first),
+                    unschedulable_patch(uid, message, now, first=first, reason=reason),
                     namespace,
                     subresource="status",
                     content_type=STRATEGIC_PATCH,

@@ -45,7 +45,9 @@ from podgroup_operator.adapters import heap
 from podgroup_operator.adapters.informers import Handler, IndexView, Informer
 from podgroup_operator.adapters.kube import (
     CSI_NODES,
+    ELASTIC_QUOTAS,
     JSON,
+    KOORD_ELASTIC_QUOTAS,
     NODES,
     PDBS,
     PDBS_V1BETA1,
@@ -70,6 +72,7 @@ from podgroup_operator.adapters.slim import (
 from podgroup_operator.adapters.writer import WriterTransport, writer_connections
 from podgroup_operator.api.keys import GroupKey, pod_uid
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.elastic_quotas import ElasticQuotaController, QuotaSource
 from podgroup_operator.controllers.leader import LeaderElector
 from podgroup_operator.controllers.preemption import budgets_of
 from podgroup_operator.controllers.quota import QuotaService
@@ -249,6 +252,10 @@ class Informers:
     """PodDisruptionBudgets, which preemption honours where it can."""
     topologies: Informer
     """Topologies (cluster-scoped): the levels a PodGroup's topologyConstraint names."""
+    elastic_quotas: Informer
+    """ElasticQuotas of our group (scheduler-plugins' kind): the quota tree."""
+    koord_quotas: Informer
+    """Koordinator's ElasticQuotas (`scheduling.sigs.k8s.io`), where that CRD is served."""
     members: IndexView = field(init=False)
     """Pods by PodGroup key."""
     groups: IndexView = field(init=False)
@@ -294,6 +301,23 @@ class Informers:
                 f"until the Topology CRD is installed ({c.CRD_INSTALL_HINT}) and the operator "
                 f"may list and watch {c.TOPOLOGY_PLURAL}.{c.GROUP} (deploy/base/rbac.yaml)",
             ),
+            elastic_quotas=Informer(
+                kube,
+                ELASTIC_QUOTAS,
+                without_managed_fields,
+                optional="no ElasticQuota is read, and no gang is held to one, until the "
+                f"ElasticQuota CRD is installed ({c.CRD_INSTALL_HINT}) and the operator may list "
+                f"and watch {c.ELASTIC_QUOTA_CRD_NAME} (deploy/base/rbac.yaml)",
+            ),
+            koord_quotas=Informer(
+                kube,
+                KOORD_ELASTIC_QUOTAS,
+                without_managed_fields,
+                name=f"{c.ELASTIC_QUOTA_PLURAL}.{c.KOORD_QUOTA_GROUP}",
+                optional="Koordinator's ElasticQuotas are not read: its CRD "
+                f"({c.ELASTIC_QUOTA_PLURAL}.{c.KOORD_QUOTA_GROUP}) is not served here, or the "
+                "operator may not list and watch it",
+            ),
         )
 
     def all(self) -> tuple[Informer, ...]:
@@ -308,6 +332,8 @@ class Informers:
             self.csi_nodes,
             self.pdbs,
             self.topologies,
+            self.elastic_quotas,
+            self.koord_quotas,
         )
 
     def levels_of(self, name: str) -> tuple[str, ...] | None:
@@ -406,10 +432,23 @@ class Leading:
         self.topology = TopologyStatusController(
             kube, informers.topologies.store, informers.nodes.store
         )
+        scheduler = self.scheduler
+        self.elastic_quotas = ElasticQuotaController(
+            kube,
+            [
+                QuotaSource(informers.elastic_quotas.store, ELASTIC_QUOTAS),
+                QuotaSource(informers.koord_quotas.store, KOORD_ELASTIC_QUOTAS),
+            ],
+            scheduler.snapshot,
+            set_tree=scheduler.set_quota_tree,
+            waiting=scheduler.quota_queues.waiting,
+            busy=lambda: scheduler.offload.deciding,
+        )
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
         self.scheduler.on_node(kind, node, old)
         self.topology.on_node(kind, node, old)
+        self.elastic_quotas.on_node(kind, node, old)
 
     def on_pod(self, kind: WatchEventType, pod: JSON, old: JSON | None) -> None:
         self.scheduler.on_pod(kind, pod)
@@ -466,12 +505,16 @@ class Leading:
         await informers.podgroups.attach(self.on_group)
         await informers.topologies.attach(self.topology.on_topology)
         await informers.topologies.attach(self.scheduler.on_topology)
+        await informers.elastic_quotas.attach(self.elastic_quotas.on_quota)
+        await informers.koord_quotas.attach(self.elastic_quotas.on_quota)
+        self.elastic_quotas.rebuild()  # the quota tree is in place before the first cycle
         self.status.start()
         await self._catch_up()
         self.scheduler.start()
         self.runtime.quota.publish = self.status.set_quota_view
         self.runtime.quota.start()
         self.topology.start()
+        self.elastic_quotas.start()
 
     async def _catch_up(self) -> None:
         """Before the first placement, let the pod watch bring every change made before this
@@ -512,9 +555,12 @@ class Leading:
         informers.podgroups.remove_handler(self.on_group)
         informers.topologies.remove_handler(self.topology.on_topology)
         informers.topologies.remove_handler(self.scheduler.on_topology)
+        informers.elastic_quotas.remove_handler(self.elastic_quotas.on_quota)
+        informers.koord_quotas.remove_handler(self.elastic_quotas.on_quota)
         for informer, handler in self._volume_handlers():
             informer.remove_handler(handler)
         await self.topology.stop()
+        await self.elastic_quotas.stop()
         await self.scheduler.stop()
         await self.status.stop()
         await self.runtime.quota.stop()

@@ -65,6 +65,7 @@ from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.controllers.offload import Offload
 from podgroup_operator.controllers.podsignals import PodSignals
 from podgroup_operator.controllers.preemption import Nominated, Preemptor
+from podgroup_operator.controllers.quota_queues import QuotaQueues
 from podgroup_operator.controllers.requests import Requests, policy_acts
 from podgroup_operator.controllers.scheduler_queue import (
     GangQueue,
@@ -83,6 +84,7 @@ from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.domain.restart import held_partly, repairs_sub_groups
 from podgroup_operator.domain.scheduling_status import Preempted, Verdict, wait_started
 from podgroup_operator.logs import describe, truncate
+from podgroup_operator.scheduling.elastic.tree import QuotaTree
 from podgroup_operator.scheduling.gang import (
     Binding,
     GangRequest,
@@ -213,6 +215,8 @@ class GangScheduler:
         self.gang_groups = GangGroups(self.parsed, self.queue, gang_group_trust)
         """Which PodGroups are decided together (`spec.gangGroup`; controllers/gang_groups.py)."""
         self.snapshot = Snapshot(gang_of=group_key_of, max_pd_volumes=max_pd_volumes)
+        self.quota_queues = QuotaQueues(self.snapshot)
+        """Each ElasticQuota's waiting gangs, their order and positions, per cycle."""
         self.volumes = volumes if volumes is not None else VolumeBinder(kube)
         """PVs into the snapshot, members' claims into requests, volumes bound before pods."""
         self.volumes.attach(self.snapshot, self.on_volumes_changed, self.offload.exclusive)
@@ -345,6 +349,16 @@ class GangScheduler:
     def on_topology(self, kind: c.WatchEventType, body: JSON, old: JSON | None) -> None:
         """A Topology came, went or changed its levels: a gang whose constraint names it is
         decided again now (requests resolve their Topology at each attempt)."""
+        self.queue.retry_all()
+        self.wake()
+
+    def set_quota_tree(self, tree: QuotaTree | None) -> None:
+        """The ElasticQuota tree changed (controllers/elastic_quotas.py): quota use is rebuilt
+        from the snapshot's pods, and every waiting gang is decided again now."""
+        self.offload.exclusive(self._set_quota_tree, tree)
+
+    def _set_quota_tree(self, tree: QuotaTree | None) -> None:
+        self.snapshot.quotas.set_tree(tree)
         self.queue.retry_all()
         self.wake()
 
@@ -526,6 +540,7 @@ class GangScheduler:
         self._expire_holds(now)
         # 1. Refresh the queue.
         queue = self._refresh_queue(now)
+        self.quota_queues.refresh(queue.values())
         built: dict[tuple[GroupKey, bool], GangRequest | None] = {}
 
         def request_of(key: GroupKey, *, partner: bool = False) -> GangRequest | None:
@@ -558,6 +573,10 @@ class GangScheduler:
                 binds = []
                 await asyncio.sleep(0)
                 last_yield = loop.time()
+            # A StrictFIFO quota decides its head only; its others wait, without a backoff.
+            if (behind := self.quota_queues.held_back(queued.key)) is not None:
+                self._behind_head(queued.key, behind, now)
+                continue
             # 5. Build the request.
             request = request_of(queued.key)
             if request is None:
@@ -666,6 +685,8 @@ class GangScheduler:
             outcome = await self._pure(gang_group, place_gang_group, gang_group, self.snapshot)
             if isinstance(outcome, Refusal):
                 message = outcome.message
+                if outcome.reason is c.Reason.WAITING_FOR_QUOTA:
+                    message += self.quota_queues.position_text(request.key)
                 if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
                     message = await self.preemption.refused(gang_group, message, now)
                 held = self.gang_groups.held_with(request.key, gang_group)
@@ -710,6 +731,8 @@ class GangScheduler:
                     "may use the room: it holds nothing until the gangs waiting then have been "
                     "decided"
                 )
+            if decision.reason is c.Reason.WAITING_FOR_QUOTA:
+                message += self.quota_queues.position_text(request.key)
             if decision.reason is c.Reason.NOT_ENOUGH_RESOURCES and not decision.partial:
                 message = await self.preemption.refused(request, message, now)
             self._refused(request.key, decision.reason, message, now)
@@ -936,10 +959,21 @@ class GangScheduler:
         members = self.queue.pending.get(key, {}).values()
         if any(depends_on_pods(pod) for pod in members):
             self.queue.pod_dependent.add(key)
-        self.signals.refused(key, members, message)
+        self.signals.refused(key, members, message, _pod_reason(reason))
         if not state.timed_out:
             state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
+
+    def _behind_head(self, key: GroupKey, message: str, now: dt.datetime) -> None:
+        """A gang behind the head of its StrictFIFO quota: it says so, and is not backed off
+        (it is no failure of its own; it is decided when it is the head)."""
+        state = self.queue.waiting.setdefault(key, WaitState(since=now))
+        state.message = message
+        members = self.queue.pending.get(key, {}).values()
+        self.signals.refused(key, members, message, c.PodReason.WAITING_FOR_QUOTA)
+        if not state.timed_out:
+            state.reason = c.Reason.WAITING_FOR_QUOTA
+            self.publish(key, Verdict(placed=False, reason=state.reason, message=message))
 
     # --- what the binder says (`BindOutcomes`) ---------------------------------------------------
     def _bound(self, binding: Binding) -> None:
@@ -970,6 +1004,14 @@ def _placement_facts(node: JSON) -> tuple[Any, ...]:
     """The slim node without its resourceVersion (which every heartbeat bumps)."""
     meta = node.get("metadata") or {}
     return (meta.get("labels"), node.get("spec"), node.get("status"))
+
+
+def _pod_reason(reason: c.Reason) -> c.PodReason:
+    """The PodScheduled reason of a gang refused with `reason`: WaitingForQuota when its quota
+    holds it back (autoscalers must add no node for it), else kube-scheduler's Unschedulable."""
+    if reason is c.Reason.WAITING_FOR_QUOTA:
+        return c.PodReason.WAITING_FOR_QUOTA
+    return c.PodReason.UNSCHEDULABLE
 
 
 def _terminal(group: PodGroup) -> bool:

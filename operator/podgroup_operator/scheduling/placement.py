@@ -49,6 +49,7 @@ from podgroup_operator.scheduling.nodeorder import (
     walk,
 )
 from podgroup_operator.scheduling.podinfo import PodInfo, pod_claims, pod_priority
+from podgroup_operator.scheduling.quota_admission import quota_refusal
 from podgroup_operator.scheduling.resources import (
     Resources,
     add_resources,
@@ -388,10 +389,17 @@ def place_group(
       which `Placement.sub_domains` names.
     - `what_if`: strict, no PreFilter, and a refusal says nothing (its message is empty), so
       that preemption may ask many times cheaply (`try_place`).
+    - First of all, with an ElasticQuota tree on the snapshot, the gang must fit its quota
+      whole (`quota_admission.quota_refusal`, what-ifs included): else a refusal with reason
+      WaitingForQuota, and nothing placed.
 
     Returns a `Placement` (its members left assumed) or a `Refusal` whose message names what
     is short.
     """
+    if snapshot.quotas.tree is not None:
+        refused = quota_refusal(gang, snapshot, quiet=what_if)
+        if refused is not None:
+            return refused
     if what_if:
         strict = (
             gang

@@ -20,7 +20,9 @@ split by concern, as Kueue splits its TAS cache into `tas_*` files, each owned b
   term, unit (inter-pod affinity, spread, preemption);
 - `snapshot.volumes` (`snapshot_volumes.VolumeState`): PVs, the promises of assumed pods,
   attach limits;
-- `snapshot.images` (`snapshot_images.ImageState`): image names, counts, sizes.
+- `snapshot.images` (`snapshot_images.ImageState`): image names, counts, sizes;
+- `snapshot.quotas` (`snapshot_quotas.QuotaState`): the ElasticQuota tree and what each quota
+  uses, charged from the pods held (nothing per pod while no tree is set).
 
 Every change goes through the snapshot (`add_node`, `add_pod`, `assume`, `hold`,
 `simulate_removal` and their undos), which keeps every concern consistent with the store; the
@@ -42,6 +44,7 @@ from podgroup_operator.scheduling.snapshot_classes import Feasibility, NodeClass
 from podgroup_operator.scheduling.snapshot_images import ImageState, node_images
 from podgroup_operator.scheduling.snapshot_nodes import NodeClass, NodeState, PodEntry
 from podgroup_operator.scheduling.snapshot_pods import PodIndex
+from podgroup_operator.scheduling.snapshot_quotas import QuotaState
 from podgroup_operator.scheduling.snapshot_volumes import VolumeState
 from podgroup_operator.scheduling.volumes import VolumeDecision
 
@@ -104,6 +107,8 @@ class Snapshot:
         """PersistentVolumes, the promises of assumed pods, attach limits."""
         self.images = ImageState(self._nodes)
         """Image names the nodes list, with how many nodes list each and its size."""
+        self.quotas = QuotaState(self._pods)
+        """The ElasticQuota tree and each quota's use by the pods held (none: no tree)."""
 
     @classmethod
     def build(
@@ -184,6 +189,7 @@ class Snapshot:
             tuple(sorted(self._assumed)),
             self.pod_index.state(),
             self.volumes.state(),
+            self.quotas.state(),
             tuple(
                 (
                     name,
@@ -402,6 +408,7 @@ class Snapshot:
             if entry.volumes:
                 self.volumes.promise(entry)
         self.pod_index.add(entries)
+        self.quotas.add(entries)
 
     def _book(self, entry: PodEntry) -> None:
         self._register((entry,))
@@ -428,6 +435,7 @@ class Snapshot:
         entries = [pods.pop(uid) for uid in uids]
         assumed.difference_update(uids)
         self.pod_index.remove(entries)
+        self.quotas.remove(entries)
         by_node: dict[str, list[PodInfo]] = {}
         for entry in entries:
             if entry.volumes:
