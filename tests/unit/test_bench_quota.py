@@ -116,7 +116,7 @@ def test_the_scenario_reports_every_figure_beside_kueues() -> None:
         assert figures["cq_usage_pct_min"] > 0
         assert figures["makespan_s"] >= 3 * 1.2 + 1.0  # the last large gang's creation and run
         assert figures["decisions"] > 0 and figures["decision_cpu_s"] >= 0
-    assert out["decision_mean_ratio"] is not None
+    assert out["decision_mean_ratio"] is not None and out["placing_mean_ratio"] is not None
     stream = io.StringIO()
     print_summary(out, stream)
     text = stream.getvalue()

@@ -243,6 +243,9 @@ def _figures(jobs: Sequence[Job], result: ReplayResult) -> dict[str, Any]:
         "decision_mean_us": round(1e6 * result.decision_seconds / result.decisions, 1)
         if result.decisions
         else 0.0,
+        "placing_mean_us": round(1e6 * result.placing_seconds / len(result.starts), 1)
+        if result.starts
+        else 0.0,
         "skipped_as_equivalent": result.skipped,
         "refusals": dict(sorted(result.refusals.items())),
         "cycles": result.cycles,
@@ -295,6 +298,11 @@ def run_quota(
         if without["decision_mean_us"]
         else None
     )
+    out["placing_mean_ratio"] = (
+        round(with_q["placing_mean_us"] / without["placing_mean_us"], 2)
+        if without["placing_mean_us"]
+        else None
+    )
     out["kueue"] = dict(KUEUE_BASELINE)
     return out
 
@@ -324,6 +332,8 @@ def print_summary(out: Mapping[str, Any], stream: TextIO = sys.stderr) -> None:
         f"({q['decision_mean_us']} us each); without quotas "
         f"{out['no_quotas']['decision_cpu_s']} s over {out['no_quotas']['decisions']} "
         f"({out['no_quotas']['decision_mean_us']} us); ratio total {out['decision_cpu_ratio']}, "
-        f"per decision {out['decision_mean_ratio']} (target <= 2)"
+        f"per decision {out['decision_mean_ratio']} (target <= 2); a decision that places: "
+        f"{q['placing_mean_us']} us with quotas, {out['no_quotas']['placing_mean_us']} us "
+        f"without, ratio {out['placing_mean_ratio']}"
     )
     print("\n".join(lines), file=stream)
