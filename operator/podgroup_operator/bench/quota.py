@@ -264,7 +264,7 @@ def run_quota(
 ) -> dict[str, Any]:
     """Replay the baseline with the quota tree, then the same gangs without it; the figures
     beside Kueue's (see the module docstring)."""
-    nodes, jobs, tree = quota_nodes(cohorts, queues), quota_jobs(cohorts, queues, counts), None
+    nodes, jobs = quota_nodes(cohorts, queues), quota_jobs(cohorts, queues, counts)
     tree = quota_tree(cohorts, queues)
     out: dict[str, Any] = {
         "scenario": "quota",
