@@ -64,12 +64,17 @@ Scenarios:
 - burst: gangs of 1 to 32 whole-node pods on 32 nodes of 8 GPUs, in an order that fills the
   cluster exactly in waves, replayed with a simulated clock (bench/burst.py, bench/replay.py):
   makespan and mean GPU occupancy against the ideal, with and without reservations.
+- quota: Kueue's scheduler performance baseline (15,000 workloads in 30 ClusterQueues under 5
+  cohorts) as gangs and ElasticQuotas, replayed with a simulated clock that the decisions' own
+  time advances (bench/quota.py): usage, time to admission, and the quota decision's cost; the
+  JSON line on stdout, a summary beside Kueue's figures on stderr.
 
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
        `python -m podgroup_operator.bench.core --scenario spread`
        `python -m podgroup_operator.bench.core --scenario preemption --nodes 1000 --repeats 50`
        `python -m podgroup_operator.bench.core --scenario hostile --nodes 1000 --size 5000`
        `python -m podgroup_operator.bench.core --scenario subgroups --gangs 100`
+       `python -m podgroup_operator.bench.core --scenario quota`
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ from typing import Any
 
 from podgroup_operator.api.models import PodGroupSpec
 from podgroup_operator.bench.burst import run_burst
+from podgroup_operator.bench.quota import print_summary, run_quota
 from podgroup_operator.bench.stats import percentile
 from podgroup_operator.constants import LABEL_POD_GROUP, LABEL_SUB_GROUP, PodPhase
 from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, parse_fabric
@@ -205,6 +211,7 @@ SCENARIOS = (
     "burst",
     *TOPOLOGY_SCENARIOS,
     "subgroups",
+    "quota",
 )
 CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred", "images")
 """The scenarios of `constrained_scenario`."""
@@ -948,6 +955,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_hostile(args.nodes, args.size, args.repeats or 3)
     elif args.scenario == "burst":
         result = run_burst()
+    elif args.scenario == "quota":
+        result = run_quota()
+        print_summary(result)
     else:
         result = run_core(
             args.nodes,

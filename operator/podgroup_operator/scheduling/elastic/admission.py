@@ -26,8 +26,9 @@ from podgroup_operator.scheduling.elastic.usage import QuotaUsage, held_by
 
 
 def occupancies(tree: QuotaTree, usage: QuotaUsage) -> dict[QuotaKey, Milli]:
-    """What each quota holds against its siblings now (usage.held_by)."""
-    return held_by(tree, usage.own)
+    """What each quota holds against its siblings now (usage.held_by), as the usage keeps it
+    (`QuotaUsage.held`; read it, never change it)."""
+    return usage.held if usage.tree is tree else held_by(tree, usage.own)
 
 
 def grants(

@@ -5,6 +5,10 @@ by adding and removing members as they bind and go (`bind`, `release`); both giv
 numbers, so a restarted operator, or a new leader, finds exactly the use the old one had. A
 quota's `used` covers its whole subtree: a parent uses what its children use, plus its own
 members. Only the resources the tree governs are counted.
+
+What each quota holds against its siblings (`held_by`) is kept too (`QuotaUsage.held`), updated
+along the member's path at each bind and release, so admission reads it instead of walking the
+whole tree per decision; it always equals `held_by(tree, own)`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ class QuotaUsage:
     used: dict[QuotaKey, Milli] = field(default_factory=dict)
     own: dict[QuotaKey, Milli] = field(default_factory=dict)
     members: dict[Hashable, Member] = field(default_factory=dict)
+    held: dict[QuotaKey, Milli] = field(init=False, repr=False)
+    """`held_by(tree, own)`, kept up to date by `bind` and `release`."""
+
+    def __post_init__(self) -> None:
+        self.held = held_by(self.tree, self.own)
 
     @classmethod
     def of(cls, tree: QuotaTree, members: Iterable[Member]) -> QuotaUsage:
@@ -52,6 +61,7 @@ class QuotaUsage:
         self.own[member.quota] = add(self.own.get(member.quota, {}), amount)
         for key in self.tree.path(member.quota):
             self.used[key] = add(self.used.get(key, {}), amount)
+        self._rehold(member.quota)
         return True
 
     def release(self, uid: Hashable) -> bool:
@@ -63,7 +73,19 @@ class QuotaUsage:
         self.own[member.quota] = _clean(sub(self.own[member.quota], amount))
         for key in self.tree.path(member.quota):
             self.used[key] = _clean(sub(self.used[key], amount))
+        self._rehold(member.quota)
         return True
+
+    def _rehold(self, quota: QuotaKey) -> None:
+        """`held` again for the quota and its ancestors (`held_by`'s rule, along one path)."""
+        for key in self.tree.path(quota):
+            node = self.tree.nodes[key]
+            total = dict(self.own.get(key, {}))
+            for child in node.children:
+                total = add(total, self.held[child])
+            for name, amount in node.spec.guarantee.items():
+                total[name] = max(total.get(name, 0), amount)
+            self.held[key] = total
 
     def rebuilt(self, tree: QuotaTree) -> QuotaUsage:
         """The same members over a new tree (a quota created, re-parented or deleted)."""
