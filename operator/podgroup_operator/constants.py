@@ -346,6 +346,10 @@ class PodReason(StrEnum):
     WAITING_FOR_QUOTA = "WaitingForQuota"
     """PodScheduled=False: the pod's gang waits for its ElasticQuota, not for nodes; not
     `Unschedulable`, so cluster-autoscaler and Karpenter add no node for it."""
+    WAITING_FOR_GANG = "WaitingForGang"
+    """PodScheduled=False: the pod's gang has fewer members than minMember (the rest are not
+    created yet); not `Unschedulable`, since nodes added for these pods alone would idle until
+    the rest come."""
 
 
 # --- ElasticQuota (issue 60; not served yet: the CRD and webhook are wired in later) -------------

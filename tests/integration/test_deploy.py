@@ -246,8 +246,18 @@ def test_rbac_grants_the_service_account_only_what_the_code_uses() -> None:
         assert verbs({"rules": quota_rules}, "elasticquotas/status") == {"patch"}
     # The base never creates CRDs; deploy/components/dialect-crds adds that.
     assert verbs(cluster_role, "customresourcedefinitions") == {"list", "watch"}
-    assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete"}
+    # patch: the members of a gang with a ProvisioningRequest carry the annotation that
+    # consumes it (controllers/provisioning.py).
+    assert verbs(cluster_role, "pods") == {"list", "watch", "create", "delete", "patch"}
     assert verbs(cluster_role, "pods/binding") == {"create"}
+    # A gang's ProvisioningRequest and its PodTemplates, made and deleted; requests watched.
+    assert verbs(cluster_role, "provisioningrequests", group=c.PROVISIONING_GROUP) == {
+        "list",
+        "watch",
+        "create",
+        "delete",
+    }
+    assert verbs(cluster_role, "podtemplates") == {"create", "delete"}
     # nominatedNodeName for a preemptor's members, PodScheduled=False for waiting members.
     assert verbs(cluster_role, "pods/status") == {"patch"}
     # Volume binding: a chosen PV gets its claimRef, a claim to provision its selected node.

@@ -1,7 +1,8 @@
 """What the gang scheduler tells the pods, and terminating members, on the real control plane.
 
 `kubectl describe pod` of a waiting member must show what kube-scheduler's would: the condition
-`PodScheduled=False` with reason `Unschedulable` (cluster-autoscaler scales up for it) and
+`PodScheduled=False` with reason `Unschedulable` (cluster-autoscaler scales up for it; a gang
+short of members says `WaitingForGang` instead, as nodes would not help) and
 `FailedScheduling` Events; a bound member a `Scheduled` Event. A Running gang whose member is
 being deleted stays Running until the pod is gone.
 """
@@ -102,6 +103,52 @@ async def test_describe_pod_of_a_waiting_member_shows_the_condition_and_the_even
         ]
         described = kubectl_ok(kubeconfig, "describe", "pod", "wait-1", "-n", namespace)
         assert re.search(r"Normal\s+Scheduled\s+.*Successfully assigned", described), described
+
+
+async def test_members_of_a_gang_short_of_members_wait_for_the_gang_not_for_nodes(
+    kube: KubeClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """2 of minMember 3 exist on a node with room for all: their PodScheduled reason is
+    WaitingForGang, never Unschedulable (cluster-autoscaler would add nodes for them alone);
+    the third member places the gang whole."""
+    async with pool(kube, count=1, cpu="8", memory="16Gi") as (_, name):
+        await create_group(kube, namespace, "short", min_member=3)
+        await gang_pods(kube, namespace, "short", 2, name, group="short")
+
+        async def marked() -> list[str] | None:
+            reasons = []
+            for member in ("short-0", "short-1"):
+                scheduled = pod_condition(
+                    await kube.get(PODS, member, namespace), c.PodConditionType.POD_SCHEDULED
+                )
+                if scheduled is None:
+                    return None
+                reasons.append(scheduled["reason"])
+            return reasons
+
+        reasons = await wait_for(marked, 30, "both members' PodScheduled written")
+        assert reasons == [c.PodReason.WAITING_FOR_GANG] * 2
+
+        async def says_why() -> bool:
+            status = await group_status(kube, namespace, "short")
+            return any(
+                x["type"] == c.ConditionType.UNSCHEDULABLE
+                and x["reason"] == c.Reason.NOT_ENOUGH_TASKS
+                for x in status.get("conditions", [])
+            )
+
+        await wait_for(says_why, 30, "the PodGroup to say it is short of members")
+
+        await create_pod(
+            kube,
+            namespace,
+            "short-2",
+            group="short",
+            requests={"cpu": "1"},
+            scheduler=c.SCHEDULER_NAME,
+            nodeSelector={"pool": name},
+        )
+        await wait_group(kube, namespace, "short", 30, scheduled=3)
 
 
 async def test_a_running_gang_stays_running_until_its_terminating_member_is_gone(

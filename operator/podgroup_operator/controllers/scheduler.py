@@ -1143,9 +1143,13 @@ def _placement_facts(node: JSON) -> tuple[Any, ...]:
 
 def _pod_reason(reason: c.Reason) -> c.PodReason:
     """The PodScheduled reason of a gang refused with `reason`: WaitingForQuota when its quota
-    holds it back (autoscalers must add no node for it), else kube-scheduler's Unschedulable."""
+    holds it back, WaitingForGang while it is short of members, else kube-scheduler's
+    Unschedulable. Cluster-autoscaler and Karpenter add nodes for Unschedulable pods only, and
+    nodes added for the first two would idle."""
     if reason is c.Reason.WAITING_FOR_QUOTA:
         return c.PodReason.WAITING_FOR_QUOTA
+    if reason is c.Reason.NOT_ENOUGH_TASKS:
+        return c.PodReason.WAITING_FOR_GANG
     return c.PodReason.UNSCHEDULABLE
 
 

@@ -894,6 +894,32 @@ def _pod_scheduled(h: Harness, name: str) -> Body:
     return condition
 
 
+async def test_members_of_a_gang_short_of_members_wait_for_the_gang_not_for_nodes() -> None:
+    """2 of minMember 3 exist: they are marked PodScheduled=False with reason WaitingForGang,
+    never Unschedulable (cluster-autoscaler would add nodes for them alone, which would idle
+    until the third comes); the third member's arrival places the gang."""
+    h = Harness()
+    h.add_node("n1", cpu=8)
+    h.add_group("short", min_member=3)
+    h.add_pods("short", 2, cpu=1)
+
+    await h.scheduler.cycle()
+    await h.scheduler.signals.idle()
+
+    assert h.binds() == 0
+    for name in ("short-0", "short-1"):
+        condition = _pod_scheduled(h, name)
+        assert condition["status"] == c.ConditionStatus.FALSE
+        assert condition["reason"] == c.PodReason.WAITING_FOR_GANG
+    (verdict, *_) = h.verdicts_for("short")
+    assert verdict.reason is c.Reason.NOT_ENOUGH_TASKS
+
+    h.add_pod("short-2", group="short", cpu=1)
+    h.clock.advance(1)  # a new member makes the gang due one backoff step after its refusal
+    await h.scheduler.cycle()
+    assert h.binds() == 3
+
+
 async def test_members_of_a_group_whose_spec_does_not_validate_are_told_why_they_wait() -> None:
     """Such a group (stored before the webhook ran, or with it off): the queue waits for it as
     for a missing one, and its members say why, in kube-scheduler's words, once, rather than
