@@ -68,6 +68,9 @@ Scenarios:
   cohorts) as gangs and ElasticQuotas, replayed with a simulated clock that the decisions' own
   time advances (bench/quota.py): usage, time to admission, and the quota decision's cost; the
   JSON line on stdout, a summary beside Kueue's figures on stderr.
+- reclaim: KAI-Scheduler PR #1565's shape: a team whose quota is below its min asks 48 GPUs on
+  64 nodes of 8 GPUs that another team borrowed whole; the reclaim plan's evicted GPUs over the
+  requested, on `--repeats` seeded clusters (20 unless given; bench/reclaim.py).
 
 Usage: `python -m podgroup_operator.bench.core --nodes 5000 --gangs 1000 --gang-size 3`
        `python -m podgroup_operator.bench.core --scenario spread`
@@ -97,6 +100,8 @@ from typing import Any
 from podgroup_operator.api.models import PodGroupSpec
 from podgroup_operator.bench.burst import run_burst
 from podgroup_operator.bench.quota import print_summary, run_quota
+from podgroup_operator.bench.reclaim import print_summary as print_reclaim
+from podgroup_operator.bench.reclaim import run_reclaim
 from podgroup_operator.bench.stats import percentile
 from podgroup_operator.constants import LABEL_POD_GROUP, LABEL_SUB_GROUP, PodPhase
 from podgroup_operator.devcluster.fabric import FABRIC_LABEL_PREFIX, parse_fabric
@@ -212,6 +217,7 @@ SCENARIOS = (
     *TOPOLOGY_SCENARIOS,
     "subgroups",
     "quota",
+    "reclaim",
 )
 CONSTRAINED = ("anti-affinity", "spread", "affinity", "claims", "preferred", "images")
 """The scenarios of `constrained_scenario`."""
@@ -939,7 +945,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: trace with --trace, heterogeneous with --heterogeneous, else homogeneous",
     )
     parser.add_argument(
-        "--repeats", type=int, default=None, help="preemption: plans timed (50); hostile: 3"
+        "--repeats",
+        type=int,
+        default=None,
+        help="preemption: plans timed (50); hostile: 3; reclaim: seeded clusters (20)",
     )
     parser.add_argument("--size", type=int, default=5000, help="hostile: things each pod lists")
     return parser
@@ -958,6 +967,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.scenario == "quota":
         result = run_quota()
         print_summary(result)
+    elif args.scenario == "reclaim":
+        result = run_reclaim(args.repeats or 20)
+        print_reclaim(result)
     else:
         result = run_core(
             args.nodes,
