@@ -21,7 +21,6 @@ A source deleted takes its mirror along (the mirror's ownerReference, the garbag
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
@@ -45,6 +44,7 @@ from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.dialect_crds import DIALECT_CRDS
 from podgroup_operator.api.times import rfc3339
 from podgroup_operator.constants import Dialect, WatchEventType
+from podgroup_operator.controllers.background import Background
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.controllers.narrator import Narrator
@@ -67,8 +67,10 @@ Key = tuple[Dialect, str]
 """(dialect, `namespace/name`)."""
 
 
-class DialectMirrors:
+class DialectMirrors(Background):
     """Mirrors other schedulers' PodGroups into ours and writes their status back."""
+
+    task_name = "dialect-mirrors"
 
     def __init__(
         self,
@@ -99,7 +101,6 @@ class DialectMirrors:
         """(source uid, reason, message) of the Events posted, each said once."""
         self._dirty: set[Key] = set()
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._handlers: dict[Dialect, Handler] = {}
         self.writes = 0
 
@@ -135,16 +136,8 @@ class DialectMirrors:
         self._wake.set()
 
     # --- the loop ----------------------------------------------------------------------------
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="dialect-mirrors")
-
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await super().stop()
         await self.narrator.stop()
 
     async def _run(self) -> None:

@@ -33,6 +33,7 @@ from podgroup_operator.adapters.informers import Store
 from podgroup_operator.adapters.kube import JSON, ApiError, Kind, KubeClient
 from podgroup_operator.api.elastic_quota import ElasticQuotaError, Milli, QuotaKey, normalize
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.background import Background
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.scheduling.elastic.status import QuotaStatus, quota_statuses
 from podgroup_operator.scheduling.elastic.tree import QuotaTree, build_tree, label
@@ -67,8 +68,10 @@ def _allocatable(node: Mapping[str, Any]) -> Any:
     return (node.get("status") or {}).get("allocatable")
 
 
-class ElasticQuotaController:
+class ElasticQuotaController(Background):
     """Builds the quota tree for the scheduler and writes the quotas' status (module docstring)."""
+
+    task_name = "elastic-quotas"
 
     def __init__(
         self,
@@ -103,7 +106,6 @@ class ElasticQuotaController:
         self._problems: list[str] = []
         self._dirty = True
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     # --- events ------------------------------------------------------------------------------
     def on_quota(self, kind: WatchEventType, body: JSON, old: JSON | None) -> None:
@@ -129,16 +131,8 @@ class ElasticQuotaController:
         self._wake.set()
 
     # --- the loop ----------------------------------------------------------------------------
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="elastic-quotas")
-
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await super().stop()
         for gauge in metrics.ELASTIC_QUOTA_GAUGES:
             gauge.clear()
 

@@ -15,7 +15,6 @@ resourceVersion it was computed against (a conflict is recomputed from the newer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from podgroup_operator.adapters.informers import Store, object_key, resource_version
 from podgroup_operator.adapters.kube import JSON, TOPOLOGIES, ApiError, KubeClient
 from podgroup_operator.constants import WatchEventType
+from podgroup_operator.controllers.background import Background
 from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, sleep
 from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.domain.topology import (
@@ -58,8 +58,10 @@ def _labels(node: Mapping[str, Any]) -> Any:
     return (node.get("metadata") or {}).get("labels")
 
 
-class TopologyStatusController:
+class TopologyStatusController(Background):
     """Keeps each Topology's status equal to what the nodes say (see the module docstring)."""
+
+    task_name = "topology-status"
 
     def __init__(
         self,
@@ -85,7 +87,6 @@ class TopologyStatusController:
         self._dirty: set[str] = set()
         self._all = False
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     # --- events ------------------------------------------------------------------------------
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
@@ -113,17 +114,6 @@ class TopologyStatusController:
         self._wake.set()
 
     # --- the loop ----------------------------------------------------------------------------
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="topology-status")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
     async def _run(self) -> None:
         while True:
             await self._wake.wait()

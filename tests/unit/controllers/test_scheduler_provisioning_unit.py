@@ -109,7 +109,8 @@ async def test_provisioned_nodes_get_the_gang_placed_at_once_and_the_request_del
     assert views[-1].reason is c.Reason.PROVISIONING_ENDED
 
 
-async def test_a_gang_short_of_members_asks_for_nothing_and_stays_unschedulable() -> None:
+async def test_a_gang_short_of_members_asks_for_nothing_and_waits_for_its_members() -> None:
+    """No request, and its pods say WaitingForGang: cluster-autoscaler adds no node for them."""
     h = Harness()
     with_provisioning(h)
     h.add_node("n1", cpu=1)
@@ -122,7 +123,7 @@ async def test_a_gang_short_of_members_asks_for_nothing_and_stays_unschedulable(
     (verdict,) = h.verdicts_for("gang")
     assert verdict.reason is c.Reason.NOT_ENOUGH_TASKS
     assert h.fake.objects(PROVISIONING_REQUESTS) == []
-    assert pod_reasons(h) == {c.PodReason.UNSCHEDULABLE}
+    assert pod_reasons(h) == {c.PodReason.WAITING_FOR_GANG}
 
 
 async def test_a_gang_whose_refusal_turns_to_missing_members_gives_its_request_back() -> None:
