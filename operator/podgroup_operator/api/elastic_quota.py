@@ -121,6 +121,20 @@ class ElasticQuotaStatus(_QuotaModel):
     gangs_waiting: StrictInt | None = Field(
         default=None, ge=0, description="Gangs charged to this quota that wait to be admitted."
     )
+    min: ResourceList | None = Field(
+        default=None,
+        description="The min the scheduler reads, Koordinator's keys applied, per governed "
+        "resource.",
+    )
+    max: ResourceList | None = Field(
+        default=None,
+        description="The max the scheduler reads; a governed resource absent is unlimited.",
+    )
+    guarantee: ResourceList | None = Field(
+        default=None,
+        description="The part of min never lent, as the scheduler reads it (allow-lent-resource "
+        "false: all of min).",
+    )
 
 
 @dataclass(frozen=True)

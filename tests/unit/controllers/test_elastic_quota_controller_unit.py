@@ -128,6 +128,9 @@ async def test_statuses_are_written_once_until_they_change() -> None:
         "lent": {GPU: "0"},
         "fairShare": stored["status"]["fairShare"],
         "gangsWaiting": 2,
+        "min": {GPU: "2"},
+        "max": {},
+        "guarantee": {},
     }
     b = h.api.get_object(ELASTIC_QUOTAS, "b", "team-b")
     assert b is not None and b["status"]["lent"] == {GPU: "1"}

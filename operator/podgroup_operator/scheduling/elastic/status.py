@@ -10,9 +10,8 @@ Per quota, per governed resource (amounts in milli-units):
 - `fair_share`: its min plus its weighted part of the surplus now, given what each quota would
   use if its waiting gangs were served (fairshare.fair_shares);
 - `gangs_waiting`: gangs charged to it waiting for a placement;
-- `min`, `max`, `guarantee`: what was read, normalized (for the metrics; the status schema
-  of `api.elastic_quota.ElasticQuotaStatus` does not hold them, and the apiserver would prune
-  them).
+- `min`, `max`, `guarantee`: what the scheduler reads, normalized (Koordinator's keys
+  applied), so `status` alone says every number the quota is decided by.
 """
 
 from __future__ import annotations
@@ -51,6 +50,9 @@ class QuotaStatus:
             "lent": render_list(self.lent),
             "fairShare": render_list(self.fair_share),
             "gangsWaiting": self.gangs_waiting,
+            "min": render_list(self.min),
+            "max": render_list(self.max),
+            "guarantee": render_list(self.guarantee),
         }
 
 
