@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from podgroup_operator import constants as c
-from podgroup_operator import devcluster
 from podgroup_operator.adapters.kube import (
     EVENTS,
     PODGROUPS,
@@ -23,6 +22,7 @@ from podgroup_operator.adapters.kube import (
     ApiError,
     KubeClient,
 )
+from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess, leading
 from tests.integration.test_elastic_quota import create_quota, namespaces, quota_status, read
 from tests.kube_helpers import (
@@ -79,34 +79,37 @@ async def used_gpus(kube: KubeClient, namespace: str, name: str, amount: str) ->
     return status if (status.get("used") or {}).get(GPU) == amount else {}
 
 
+async def labelled_group(kube: KubeClient, namespace: str, name: str, min_member: int) -> None:
+    """A PodGroup labelled with quota team-a (its members name none)."""
+    group = await create_group(kube, namespace, name, min_member=min_member)
+    group["metadata"]["labels"] = {c.LABEL_ELASTIC_QUOTA: "team-a"}
+    await kube.replace(PODGROUPS, name, group, namespace)
+
+
 async def test_a_podgroup_labelled_with_a_quota_is_admitted_against_it(
     own_kube: KubeClient, operator_up: OperatorProcess
 ) -> None:
-    """Quota team-a (max 2 GPUs) and spare (min 8) in one namespace; pods that name no quota.
-    A gang whose PodGroup is labelled team-a runs and team-a uses its 2 GPUs; a second such
-    gang waits with WaitingForQuota naming team-a, though 2 GPUs stand free."""
+    """4 GPUs; quota team-a (max 2) and spare (min 2) in one namespace, whose pods name no
+    quota. A gang whose PodGroup is labelled team-a runs and team-a uses its 2 GPUs; a second
+    such gang waits with WaitingForQuota naming team-a, though 2 GPUs stand free."""
     kube = own_kube
     async with (
         pool(kube, count=1, cpu="8", gpu=4) as (_, pool_name),
         namespaces(kube, "labelled") as (ns,),
     ):
         await create_quota(kube, ns, "team-a", max={GPU: "2"})
-        await create_quota(kube, ns, "spare", min={GPU: "8"})
+        await create_quota(kube, ns, "spare", min={GPU: "2"})
         await read(kube, (ns, "team-a"), (ns, "spare"))
-        for name in ("first", "second"):
-            group = await create_group(kube, ns, name, min_member=1 if name == "second" else 2)
-            group["metadata"]["labels"] = {c.LABEL_ELASTIC_QUOTA: "team-a"}
-            await kube.replace(PODGROUPS, name, group, ns)
-            if name == "first":
-                await gang_pods(kube, ns, name, 2, pool_name, group=name, requests={GPU: "1"})
+        await labelled_group(kube, ns, "first", 2)
+        await gang_pods(kube, ns, "first", 2, pool_name, group="first", requests={GPU: "1"})
 
-                async def running() -> bool:
-                    return len(await running_members(kube, ns, "first")) == 2
+        async def running() -> bool:
+            return len(await running_members(kube, ns, "first")) == 2
 
-                await wait_for(running, 45, "the labelled gang to run")
-                await wait_for(
-                    lambda: used_gpus(kube, ns, "team-a", "2"), 20, "team-a to use 2 GPUs"
-                )
+        await wait_for(running, 45, "the labelled gang to run")
+        await wait_for(lambda: used_gpus(kube, ns, "team-a", "2"), 20, "team-a to use 2 GPUs")
+
+        await labelled_group(kube, ns, "second", 1)
         await gang_pods(kube, ns, "second", 1, pool_name, group="second", requests={GPU: "1"})
         cond = await refusal(kube, ns, "second", c.Reason.WAITING_FOR_QUOTA)
         assert cond["message"].startswith(f"quota {ns}/team-a: needs 1 {GPU}; uses 2"), cond
@@ -125,7 +128,7 @@ async def test_a_volcano_queue_is_charged_to_the_elastic_quota_of_its_name(
         namespaces(kube, "volcano") as (ns,),
     ):
         await create_quota(kube, ns, "team-a", max={GPU: "4"})
-        await create_quota(kube, ns, "spare", min={GPU: "8"})
+        await create_quota(kube, ns, "spare", min={GPU: "2"})
         await read(kube, (ns, "team-a"), (ns, "spare"))
         await kube.create(
             VOLCANO_PODGROUPS,
