@@ -524,7 +524,8 @@ class DialectReason(StrEnum):
     NOT_MAPPED = "FieldNotMapped"
     """Normal Event: a field that has no counterpart here (the message names it and why)."""
     QUEUE_IGNORED = "QueueIgnored"
-    """Normal Event: a Volcano `spec.queue` is not charged to any quota here."""
+    """Normal Event: a Volcano `spec.queue` names no ElasticQuota; the gang is charged as if it
+    named no queue."""
     INVALID = "InvalidPodGroup"
     """Warning Event: the PodGroup cannot be read; the message names each field and the fix."""
     NAME_TAKEN = "PodGroupNameTaken"
@@ -534,3 +535,5 @@ class DialectReason(StrEnum):
     """A native PodGroup's condition reason once minCount members are bound."""
     UNSCHEDULABLE = "Unschedulable"
     """A native PodGroup's condition reason while they are not."""
+    QUEUE_MAPPED = "QueueMapped"
+    """Normal Event: a Volcano `spec.queue` is charged to the ElasticQuota of its name."""

@@ -476,3 +476,15 @@ def pod_quota_ref(labels: Mapping[str, str] | None) -> QuotaRef | None:
         if value:
             return parse_ref(value) or QuotaRef(None, value)
     return None
+
+
+def member_quota_ref(
+    labels: Mapping[str, str] | None, group_ref: QuotaRef | None
+) -> QuotaRef | None:
+    """The quota a gang member is charged to: the one its own label names, else the one its
+    PodGroup's label names (`group_ref`, `pod_quota_ref` of the group's labels), else None (its
+    namespace's). The member's label wins because it is the narrower statement, the one Kueue
+    and Koordinator read on each pod; a group label fills in for members stamped without one.
+    Admission, the snapshot's charge and reclaim all call this, so they agree."""
+    ref = pod_quota_ref(labels)
+    return group_ref if ref is None else ref

@@ -9,8 +9,10 @@ seconds (a burst of status writes costs one pass):
   source (`InvalidPodGroup`, each field and its fix) and nothing is made; each Note to one
   Normal Event;
 * no PodGroup of ours by that name: the mirror is created; ours, made from this source: its
-  spec is replaced when it differs; ours made otherwise (a user's, another dialect's): one
-  Warning (`PodGroupNameTaken`), and that one governs the pods;
+  spec and its quota label are replaced when they differ (a Volcano `spec.queue` names the
+  ElasticQuota of its name while one exists: the sources with a queue are reconciled again
+  whenever the set of ElasticQuotas changes, `on_quota_tree`); ours made otherwise (a user's,
+  another dialect's): one Warning (`PodGroupNameTaken`), and that one governs the pods;
 * the mirror's status, in the source's shape, is written to the source when it differs
   (through `/status` where the CRD has that subresource, else on the object, as Volcano's own
   CRD has none).
@@ -42,6 +44,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.adapters.slim import without_managed_fields
 from podgroup_operator.api.dialect_crds import DIALECT_CRDS
+from podgroup_operator.api.elastic_quota import QuotaKey, QuotaRef
 from podgroup_operator.api.times import rfc3339
 from podgroup_operator.constants import Dialect, WatchEventType
 from podgroup_operator.controllers.background import Background
@@ -49,14 +52,17 @@ from podgroup_operator.controllers.clock import LOOP_CLOCK, MonotonicClock, slee
 from podgroup_operator.controllers.isolation import Failures
 from podgroup_operator.controllers.narrator import Narrator
 from podgroup_operator.domain.dialects import (
+    DEFAULT_VOLCANO_QUEUE,
     differs,
     mirror_body,
+    mirror_labels,
     mirror_of,
     owned_by,
     status_for,
     translate,
 )
 from podgroup_operator.logs import truncate
+from podgroup_operator.scheduling.elastic.tree import QuotaTree, label
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +108,8 @@ class DialectMirrors(Background):
         self._dirty: set[Key] = set()
         self._wake = asyncio.Event()
         self._handlers: dict[Dialect, Handler] = {}
+        self._quota_tree: QuotaTree | None = None
+        self._quota_keys: frozenset[QuotaKey] = frozenset()
         self.writes = 0
 
     # --- events ------------------------------------------------------------------------------
@@ -128,6 +136,29 @@ class DialectMirrors(Background):
             dialect = c.Dialect.NATIVE_V1BETA1  # one informer reads the native kind
         if dialect is not None and dialect in self.sources:
             self.touch((dialect, _key(body)))
+
+    def on_quota_tree(self, tree: QuotaTree | None) -> None:
+        """The ElasticQuota tree was rebuilt: when the set of quotas changed, each Volcano
+        source naming a queue is reconciled again (its queue may name a quota now, or no
+        longer)."""
+        self._quota_tree = tree
+        keys = frozenset(tree.nodes) if tree is not None else frozenset()
+        if keys == self._quota_keys:
+            return
+        self._quota_keys = keys
+        informer = self.sources.get(c.Dialect.VOLCANO)
+        if informer is None:
+            return
+        for source in informer.store.values():
+            queue = (source.get("spec") or {}).get("queue")
+            if queue and queue != DEFAULT_VOLCANO_QUEUE:
+                self.touch((c.Dialect.VOLCANO, _key(source)))
+
+    def _quota_of(self, namespace: str, name: str) -> str | None:
+        """The ElasticQuota a bare name resolves to from `namespace` (`QuotaTree.resolve`)."""
+        tree = self._quota_tree
+        found = tree.resolve(QuotaRef(None, name), namespace) if tree is not None else None
+        return label(found) if found is not None else None
 
     def touch(self, key: Key) -> None:
         if self.namespaces and key[1].split("/", 1)[0] not in self.namespaces:
@@ -164,7 +195,7 @@ class DialectMirrors(Background):
             dialect = c.Dialect.NATIVE_V1ALPHA2  # the API server serves the older version only
         # List items may come without them; the Events and the ownerReference need both.
         source = {**source, "apiVersion": f"{kind.group}/{kind.version}", "kind": c.KIND}
-        translation = translate(dialect, source, self._topologies())
+        translation = translate(dialect, source, self._topologies(), self._quota_of)
         if translation.errors:
             kept = (
                 f"its {c.API_VERSION} PodGroup keeps the last spec read"
@@ -182,7 +213,7 @@ class DialectMirrors(Background):
             self._say(source, c.EventType.NORMAL, note.reason, note.text)
         ours = self.groups.get(key)
         if ours is None:
-            await self._create(dialect, source, translation.spec)
+            await self._create(dialect, source, translation.spec, translation.quota)
             return
         if not owned_by(ours, source):
             self._say(
@@ -193,9 +224,15 @@ class DialectMirrors(Background):
                 "governs the pods that name the group. Delete it, or rename one of the two",
             )
             return
-        if ours.get("spec") != translation.spec:
+        current = (ours.get("metadata") or {}).get("labels") or {}
+        labels = mirror_labels(dialect, translation.quota, current)
+        if ours.get("spec") != translation.spec or labels != current:
             body = {**ours, "spec": translation.spec}
-            body["metadata"] = {**ours["metadata"], "resourceVersion": resource_version(ours)}
+            body["metadata"] = {
+                **ours["metadata"],
+                "labels": labels,
+                "resourceVersion": resource_version(ours),
+            }
             namespace, name = key.split("/", 1)
             try:
                 await self.kube.replace(PODGROUPS, name, body, namespace)
@@ -212,8 +249,10 @@ class DialectMirrors(Background):
     def _topologies(self) -> Mapping[str, tuple[str, ...]]:
         return self.topologies()
 
-    async def _create(self, dialect: Dialect, source: JSON, spec: JSON) -> None:
-        body = mirror_body(dialect, source, spec)
+    async def _create(
+        self, dialect: Dialect, source: JSON, spec: JSON, quota: str | None = None
+    ) -> None:
+        body = mirror_body(dialect, source, spec, quota)
         meta = body["metadata"]
         try:
             await self.kube.create(PODGROUPS, body, meta["namespace"])

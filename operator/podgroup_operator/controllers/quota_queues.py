@@ -3,11 +3,11 @@ rule, a gang's position, and what the quotas' status counts as waiting.
 
 `QuotaQueues.refresh` is called with the cycle's queue entries; with no quota tree on the
 snapshot it forgets everything and costs nothing else. Each entry is charged to the quota its
-first waiting member names (`QuotaState.quota_of`, cached per namespace), and each quota's
-entries are ordered by its strategy (`elastic.queueing.quota_queue`). A `StrictFIFO` quota's
-gangs behind its head are held back (`held_back`) and only its head is decided: a blocked head
-holds back its own quota, never another quota's gangs, which keep their places in the
-scheduler's queue.
+first waiting member names, else its PodGroup names (`QuotaState.quota_of`, cached per
+namespace), and each quota's entries are ordered by its strategy
+(`elastic.queueing.quota_queue`). A `StrictFIFO` quota's gangs behind its head are held back
+(`held_back`) and only its head is decided: a blocked head holds back its own quota, never
+another quota's gangs, which keep their places in the scheduler's queue.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class QuotaQueues:
         for entry in entries:
             if not entry.waiting:
                 continue
-            quota = quotas.quota_of(entry.namespace, _labels(entry.waiting))
+            quota = quotas.quota_of(entry.namespace, _labels(entry.waiting), entry.key)
             if quota is None:
                 continue
             self.quota_of[entry.key] = quota

@@ -90,6 +90,7 @@ from podgroup_operator.controllers.topology import TopologyLevels, TopologyStatu
 from podgroup_operator.controllers.volumes import VolumeBinder
 from podgroup_operator.domain.gang_groups import GangGroupTrust
 from podgroup_operator.domain.membership import group_key_of
+from podgroup_operator.scheduling.elastic.tree import QuotaTree
 from podgroup_operator.scheduling.preemption import DisruptionBudget
 from podgroup_operator.settings import OperatorSettings
 
@@ -492,10 +493,15 @@ class Leading:
                 QuotaSource(informers.koord_quotas.store, KOORD_ELASTIC_QUOTAS),
             ],
             scheduler.snapshot,
-            set_tree=scheduler.set_quota_tree,
+            set_tree=self._set_quota_tree,
             waiting=scheduler.quota_queues.waiting,
             busy=lambda: scheduler.offload.deciding,
         )
+
+    def _set_quota_tree(self, tree: QuotaTree | None) -> None:
+        """A new ElasticQuota tree: the scheduler charges by it, and Volcano queues map to it."""
+        self.scheduler.set_quota_tree(tree)
+        self.dialects.on_quota_tree(tree)
 
     def on_node(self, kind: WatchEventType, node: JSON, old: JSON | None) -> None:
         self.scheduler.on_node(kind, node, old)

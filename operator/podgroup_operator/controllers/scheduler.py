@@ -56,6 +56,7 @@ from podgroup_operator import metrics, tuning
 from podgroup_operator.adapters.informers import Index
 from podgroup_operator.adapters.kube import JSON, KubeClient
 from podgroup_operator.api.backoff import Backoff
+from podgroup_operator.api.elastic_quota import pod_quota_ref
 from podgroup_operator.api.keys import GroupKey, is_lone_pod, lone_pod_key, pod_uid
 from podgroup_operator.api.models import PodGroup, PodGroupSpec
 from podgroup_operator.api.times import parse_time
@@ -384,9 +385,17 @@ class GangScheduler:
     def on_group(self, key: GroupKey) -> None:
         self.parsed.forget(key)
         self._note_repairs(key)
+        self._note_quota_ref(key)
         self.queue.stale.add(key)
         if key in self.queue.pending:
             self.wake()
+
+    def _note_quota_ref(self, key: GroupKey) -> None:
+        """Keep the snapshot's gang -> quota map current (`QuotaState.set_group_ref`): the
+        quota the group's label names, which its members naming none are charged to."""
+        body = next(iter(self.parsed.groups.get(key, [])), None) or {}
+        ref = pod_quota_ref((body.get("metadata") or {}).get("labels"))
+        self.offload.exclusive(self.snapshot.quotas.set_group_ref, key, ref)
 
     def _note_repairs(self, key: GroupKey) -> None:
         """Keep `repairs` current for a changed group; only a `scope: SubGroup` policy costs

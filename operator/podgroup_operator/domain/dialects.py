@@ -22,13 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from podgroup_operator import constants as c
-from podgroup_operator.api.names import is_dns_label
+from podgroup_operator.api.elastic_quota import pod_quota_ref
+from podgroup_operator.api.names import is_dns_label, is_label_value
 from podgroup_operator.api.validation import spec_errors
 from podgroup_operator.domain.lightweight import parse_duration_seconds, parse_gang_groups
 
 JSON = dict[str, Any]
 Levels = Callable[[str], tuple[str, ...] | None]
 """The node label keys of a Topology by name, coarse to fine; None when there is none."""
+QuotaOf = Callable[[str, str], str | None]
+"""(namespace, bare name) -> the ElasticQuota that name resolves to from that namespace, as
+`namespace/name`; None when there is none (or several)."""
 
 ANNOTATION_TOPOLOGY = f"{c.GROUP}/topology"
 """On a Volcano PodGroup: the Topology whose levels its network tiers map to (tier 1 is the
@@ -58,6 +62,9 @@ class Translation:
     spec: JSON
     notes: tuple[Note, ...] = ()
     errors: tuple[str, ...] = ()
+    quota: str | None = None
+    """The quota the mirror's label names (`LABEL_ELASTIC_QUOTA`), its members' unless they
+    name one: the source's own quota label, else a Volcano queue's ElasticQuota."""
 
 
 def _shown(value: Any) -> str:
@@ -73,18 +80,32 @@ def _count(value: Any, field: str, errors: list[str], *, fix: str) -> int | None
     return value
 
 
-def queue_mapping(queue: str | None) -> Note | None:
-    """What a Volcano `spec.queue` becomes here: for now a Note that it is not charged (no
-    quota reads it); the one place to point at an ElasticQuota once the scheduler admits by
-    quota."""
+def queue_mapping(
+    queue: str | None, namespace: str, quotas: QuotaOf | None
+) -> tuple[str | None, Note | None]:
+    """What a Volcano `spec.queue` becomes here: the ElasticQuota of that name (resolved as a
+    bare `spec.parent` is: in the PodGroup's namespace first, else the one quota of that name
+    in the cluster), carried to the mirror as its quota label, and a Note saying which. The
+    `default` queue, or none, is no quota: the gang is charged as if it named none. Returns
+    (the label's value or None, the Note or None)."""
     if not queue or queue == DEFAULT_VOLCANO_QUEUE:
-        return None
-    return Note(
+        return None, None
+    found = quotas(namespace, queue) if quotas is not None and is_label_value(queue) else None
+    if found is None:
+        return None, Note(
+            "spec.queue",
+            f"queue {_shown(queue)} is not charged: no ElasticQuota named so exists in "
+            f"namespace {namespace} (nor one alone of that name in the cluster); the gang is "
+            "charged as if it named no queue (to its namespace's one ElasticQuota, if any). "
+            f"Create an ElasticQuota ({c.API_VERSION}) named {_shown(queue)} to charge it",
+            c.DialectReason.QUEUE_IGNORED,
+        )
+    return queue, Note(
         "spec.queue",
-        f"queue {_shown(queue)} is ignored: this scheduler admits no gang by Volcano queues "
-        "(ElasticQuota is not wired to them yet); the gang is placed as if in the default "
-        "queue",
-        c.DialectReason.QUEUE_IGNORED,
+        f"queue {_shown(queue)} is charged to ElasticQuota {found}: its {c.API_VERSION} "
+        f"PodGroup is labelled {c.LABEL_ELASTIC_QUOTA}={queue}, and its members that name no "
+        "quota themselves are admitted against it",
+        c.DialectReason.QUEUE_MAPPED,
     )
 
 
@@ -148,10 +169,13 @@ def _topology_of(
     return None, None
 
 
-def translate_volcano(source: JSON, topologies: Mapping[str, tuple[str, ...]]) -> Translation:
+def translate_volcano(
+    source: JSON, topologies: Mapping[str, tuple[str, ...]], quotas: QuotaOf | None = None
+) -> Translation:
     """A Volcano PodGroup in our terms: minMember, minResources, minTaskMember and
-    subGroupPolicy (sub-groups), networkTopology (a topologyConstraint where its tiers map);
-    queue and priorityClassName are said in Notes (see `queue_mapping`)."""
+    subGroupPolicy (sub-groups), networkTopology (a topologyConstraint where its tiers map),
+    queue (the ElasticQuota of its name, `queue_mapping`, with a Note); priorityClassName is
+    said in a Note."""
     raw = source.get("spec") or {}
     errors: list[str] = []
     notes: list[Note] = []
@@ -168,7 +192,8 @@ def translate_volcano(source: JSON, topologies: Mapping[str, tuple[str, ...]]) -
         )
     if raw.get("minResources") is not None:
         spec["minResources"] = raw["minResources"]
-    queue_note = queue_mapping(raw.get("queue"))
+    namespace = str((source.get("metadata") or {}).get("namespace") or "")
+    quota, queue_note = queue_mapping(raw.get("queue"), namespace, quotas)
     if queue_note is not None:
         notes.append(queue_note)
     if raw.get("priorityClassName"):
@@ -201,7 +226,7 @@ def translate_volcano(source: JSON, topologies: Mapping[str, tuple[str, ...]]) -
     spec = {k: v for k, v in spec.items() if v is not None}
     if not errors:
         errors += [_from_ours(e) for e in spec_errors(spec)]
-    return Translation(spec, tuple(notes), tuple(errors))
+    return Translation(spec, tuple(notes), tuple(errors), quota)
 
 
 def _task_sub_groups(tasks: Any, errors: list[str]) -> list[JSON] | None:
@@ -405,19 +430,41 @@ def translate_native(source: JSON) -> Translation:
 
 
 def translate(
-    dialect: c.Dialect, source: JSON, topologies: Mapping[str, tuple[str, ...]]
+    dialect: c.Dialect,
+    source: JSON,
+    topologies: Mapping[str, tuple[str, ...]],
+    quotas: QuotaOf | None = None,
 ) -> Translation:
-    """The source PodGroup of `dialect` in our terms."""
+    """The source PodGroup of `dialect` in our terms. A quota label on the source (ours or
+    Koordinator's) is carried to the mirror, and wins over a Volcano queue: it is the more
+    explicit statement."""
     if dialect is c.Dialect.VOLCANO:
-        return translate_volcano(source, topologies)
-    if dialect is c.Dialect.KOORDINATOR:
-        return translate_koordinator(source)
-    return translate_native(source)
+        found = translate_volcano(source, topologies, quotas)
+    elif dialect is c.Dialect.KOORDINATOR:
+        found = translate_koordinator(source)
+    else:
+        found = translate_native(source)
+    ref = pod_quota_ref((source.get("metadata") or {}).get("labels"))
+    if ref is not None and ref.namespace is None and is_label_value(ref.name):
+        notes = tuple(n for n in found.notes if n.field != "spec.queue")
+        return Translation(found.spec, notes, found.errors, ref.name)
+    return found
 
 
-def mirror_body(dialect: c.Dialect, source: JSON, spec: JSON) -> JSON:
-    """Our PodGroup made from `source`: same name and namespace, labelled with the dialect,
-    owned by the source (deleting it deletes the mirror)."""
+def mirror_labels(dialect: c.Dialect, quota: str | None, current: JSON | None = None) -> JSON:
+    """The labels of the mirror: `current` (the mirror's now, None for a new one) with the
+    dialect's label and the quota label set to `quota` (removed when None)."""
+    labels = {k: v for k, v in (current or {}).items() if k not in (c.LABEL_ELASTIC_QUOTA,)}
+    labels[c.LABEL_MIRROR_OF] = dialect.value
+    if quota is not None:
+        labels[c.LABEL_ELASTIC_QUOTA] = quota
+    return labels
+
+
+def mirror_body(dialect: c.Dialect, source: JSON, spec: JSON, quota: str | None = None) -> JSON:
+    """Our PodGroup made from `source`: same name and namespace, labelled with the dialect
+    (and the quota it names, `Translation.quota`), owned by the source (deleting it deletes
+    the mirror)."""
     meta = source["metadata"]
     return {
         "apiVersion": c.API_VERSION,
@@ -425,7 +472,7 @@ def mirror_body(dialect: c.Dialect, source: JSON, spec: JSON) -> JSON:
         "metadata": {
             "name": meta["name"],
             "namespace": meta["namespace"],
-            "labels": {c.LABEL_MIRROR_OF: dialect.value},
+            "labels": mirror_labels(dialect, quota),
             "ownerReferences": [
                 {
                     "apiVersion": source.get("apiVersion"),

@@ -35,10 +35,12 @@ def gang_labels(gang: GangRequest) -> Mapping[str, str]:
 
 
 def gang_quota(gang: GangRequest, snapshot: Snapshot) -> QuotaKey | None:
-    """The quota the gang is charged to; None when no quota governs it (or no tree is set)."""
+    """The quota the gang is charged to (`api.elastic_quota.member_quota_ref`: its first
+    pending member's label, else its PodGroup's); None when no quota governs it (or no tree
+    is set)."""
     if snapshot.quotas.tree is None:
         return None
-    return snapshot.quotas.quota_of(gang.namespace, gang_labels(gang))
+    return snapshot.quotas.quota_of(gang.namespace, gang_labels(gang), gang.key)
 
 
 def gang_charge(gang: GangRequest, snapshot: Snapshot) -> Milli:
@@ -63,7 +65,7 @@ def quota_verdict(gang: GangRequest, snapshot: Snapshot) -> QuotaVerdict | None:
     tree, usage = quotas.tree, quotas.usage
     if tree is None or usage is None or not gang.pending:
         return None
-    quota = quotas.quota_of(gang.namespace, gang_labels(gang))
+    quota = gang_quota(gang, snapshot)
     if quota is None:
         return None
     return admit(tree, usage, quota, gang_charge(gang, snapshot))

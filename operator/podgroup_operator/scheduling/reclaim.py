@@ -116,7 +116,7 @@ def _candidates(
             entry = snapshot.pod(uid)
             if entry is None or entry.info.terminating or snapshot.is_assumed(uid):
                 continue
-            quota = quotas.quota_of(entry.info.namespace, entry.info.labels)
+            quota = quotas.pod_quota(entry.info)
             if quota is None or quota not in targets:
                 continue
             by_gang.setdefault(gang, []).append(uid)
@@ -336,7 +336,7 @@ def preemption_quota_problems(
             entry = snapshot.pod(pod.uid)
             if entry is None:
                 continue
-            quota = quotas.quota_of(entry.info.namespace, entry.info.labels)
+            quota = quotas.pod_quota(entry.info)
             if quota is None or quota in own_path or (own is not None and own in tree.path(quota)):
                 continue
             total = taken.setdefault(quota, {})

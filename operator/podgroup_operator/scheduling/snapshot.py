@@ -107,7 +107,7 @@ class Snapshot:
         """PersistentVolumes, the promises of assumed pods, attach limits."""
         self.images = ImageState(self._nodes)
         """Image names the nodes list, with how many nodes list each and its size."""
-        self.quotas = QuotaState(self._pods)
+        self.quotas = QuotaState(self._pods, self.pod_index.units())
         """The ElasticQuota tree and each quota's use by the pods held (none: no tree)."""
 
     @classmethod

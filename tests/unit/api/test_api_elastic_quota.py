@@ -17,6 +17,7 @@ from podgroup_operator.api.elastic_quota import (
     elastic_quota_errors,
     elastic_quota_update_errors,
     koordinator_internal,
+    member_quota_ref,
     normalize,
     pod_quota_ref,
 )
@@ -137,6 +138,15 @@ def test_a_pod_names_its_quota_by_our_label_or_koordinators() -> None:
     )
     assert pod_quota_ref({"app": "x"}) is None
     assert pod_quota_ref(None) is None
+
+
+def test_a_member_is_charged_by_its_own_label_else_its_podgroups() -> None:
+    group = QuotaRef(None, "team-g")
+    assert member_quota_ref({c.LABEL_ELASTIC_QUOTA: "team-a"}, group) == QuotaRef(None, "team-a")
+    assert member_quota_ref({c.LABEL_KOORD_QUOTA_NAME: "team-k"}, group) == QuotaRef(None, "team-k")
+    assert member_quota_ref({"app": "x"}, group) == group
+    assert member_quota_ref(None, group) == group
+    assert member_quota_ref({"app": "x"}, None) is None
 
 
 def test_the_models_round_trip_in_camel_case() -> None:

@@ -30,12 +30,14 @@ from podgroup_operator.api.dialect_crds import (
     koordinator_elastic_quota_crd,
     volcano_crd,
 )
+from podgroup_operator.api.elastic_quota import QuotaSpec
 from podgroup_operator.controllers.dialects import (
     DialectMirrors,
     dialect_informers,
     install_dialect_crds,
 )
 from podgroup_operator.domain.dialects import mirror_body
+from podgroup_operator.scheduling.elastic.tree import build_tree
 from tests.fakes import FakeApiServer
 
 Body = dict[str, Any]
@@ -155,6 +157,37 @@ async def test_a_volcano_podgroup_gets_volcano_s_status_and_a_changed_spec_is_mi
     assert h.fake.get_object(PODGROUPS, "job", NS)["spec"] == {"minMember": 3}
     # The queue was said once, not again on the second pass.
     assert len(h.fake.events(involved="job", reason=c.DialectReason.QUEUE_IGNORED)) == 1
+
+
+async def test_a_volcano_queue_labels_the_mirror_with_its_elastic_quota_while_one_exists() -> None:
+    """No ElasticQuota named as the queue: no label, QueueIgnored. The quota created (a new
+    tree): the source is reconciled again, its mirror labelled, QueueMapped. The quota gone:
+    the label is taken off."""
+    h = Mirrors()
+    vc = c.Dialect.VOLCANO
+    h.source(vc, VOLCANO_PODGROUPS, "job", {"minMember": 2, "queue": "team-a"})
+    h.source(vc, VOLCANO_PODGROUPS, "plain", {"minMember": 1, "queue": "default"})
+    await h.reconcile(vc, "job")
+    assert c.LABEL_ELASTIC_QUOTA not in h.ours("job")["metadata"]["labels"]
+    (ignored,) = h.fake.events(involved="job", reason=c.DialectReason.QUEUE_IGNORED)
+    assert "'team-a' is not charged" in ignored["message"]
+
+    tree = build_tree([QuotaSpec(key=(NS, "team-a"), min={"cpu": 4000})])
+    h.mirrors.on_quota_tree(tree)
+    assert h.mirrors._dirty == {(vc, f"{NS}/job")}  # the default queue's is not touched
+    await h.mirrors.reconcile_dirty()
+    await h.mirrors.narrator.settled()
+    labels = h.ours("job")["metadata"]["labels"]
+    assert labels == {c.LABEL_MIRROR_OF: vc.value, c.LABEL_ELASTIC_QUOTA: "team-a"}
+    (mapped,) = h.fake.events(involved="job", reason=c.DialectReason.QUEUE_MAPPED)
+    assert mapped["type"] == c.EventType.NORMAL
+    assert "charged to ElasticQuota team/team-a" in mapped["message"]
+
+    h.mirrors.on_quota_tree(tree)  # the same quotas: nothing to do
+    assert h.mirrors._dirty == set()
+    h.mirrors.on_quota_tree(None)
+    await h.mirrors.reconcile_dirty()
+    assert c.LABEL_ELASTIC_QUOTA not in h.ours("job")["metadata"]["labels"]
 
 
 async def test_a_bad_source_gets_one_warning_naming_each_field_and_no_mirror() -> None:

@@ -10,7 +10,7 @@ from podgroup_operator import constants as c
 from podgroup_operator import metrics
 from podgroup_operator.adapters.informers import Store, object_key
 from podgroup_operator.adapters.kube import ELASTIC_QUOTAS, KOORD_ELASTIC_QUOTAS, KubeClient
-from podgroup_operator.api.elastic_quota import QuotaSpec
+from podgroup_operator.api.elastic_quota import QuotaRef, QuotaSpec
 from podgroup_operator.constants import WatchEventType
 from podgroup_operator.controllers.elastic_quotas import ElasticQuotaController, QuotaSource
 from podgroup_operator.controllers.quota_queues import QuotaQueues
@@ -205,6 +205,19 @@ def test_a_strict_fifo_quota_holds_back_its_own_gangs_only() -> None:
     counts, demand = queues.waiting()
     assert counts == {("f", "fifo"): 2, ("p", "prio"): 2}
     assert demand[("f", "fifo")]["pods"] == 2000
+
+
+def test_a_waiting_gang_is_queued_in_the_quota_its_podgroup_names() -> None:
+    snapshot = Snapshot()
+    specs = [QuotaSpec(key=("q", "one"), min={GPU: 1000}), QuotaSpec(key=("q", "two"))]
+    snapshot.quotas.set_tree(build_tree(specs, {GPU: 1000}))
+    snapshot.quotas.set_group_ref(("x", "grouped"), QuotaRef(None, "one"))
+    queues = QuotaQueues(snapshot)
+    queues.refresh([entry("grouped", "x", 1), entry("own", "x", 2), entry("plain", "x", 3)])
+    assert queues.quota_of == {("x", "grouped"): ("q", "one")}  # "x" has no quota of its own
+    labelled = entry("grouped", "x", 1, **{c.LABEL_ELASTIC_QUOTA: "two"})
+    queues.refresh([labelled])
+    assert queues.quota_of == {("x", "grouped"): ("q", "two")}  # the member's label wins
 
 
 def test_without_a_tree_the_queues_cost_nothing() -> None:

@@ -13,6 +13,7 @@ from podgroup_operator.domain.dialects import (
     differs,
     koordinator_status,
     mirror_body,
+    mirror_labels,
     mirror_of,
     native_status,
     owned_by,
@@ -62,12 +63,69 @@ def test_a_volcano_podgroup_as_its_docs_write_it_maps_min_member_and_resources()
     assert (found.notes, found.errors) == ((), ())
 
 
-def test_a_volcano_queue_is_said_to_be_ignored_naming_it() -> None:
-    found = translate_volcano(volcano({"minMember": 1, "queue": "research"}), {})
+QUOTAS = {("team", "research"): "team/research", ("other", "shared"): "org/shared"}
+
+
+def quota_of(namespace: str, name: str) -> str | None:
+    """A stand-in for `QuotaTree.resolve` as the mirrors call it."""
+    return QUOTAS.get((namespace, name))
+
+
+def test_a_volcano_queue_naming_no_elastic_quota_is_said_and_charges_as_before() -> None:
+    for quotas in (None, quota_of):
+        found = translate_volcano(volcano({"minMember": 1, "queue": "missing"}), {}, quotas)
+        (note,) = found.notes
+        assert note.reason == c.DialectReason.QUEUE_IGNORED
+        assert note.text.startswith("spec.queue: queue 'missing' is not charged")
+        assert "Create an ElasticQuota" in note.message and "namespace team" in note.message
+        assert found.quota is None
+    assert queue_mapping("default", "team", quota_of) == (None, None)
+    assert queue_mapping(None, "team", quota_of) == (None, None)
+
+
+def test_a_volcano_queue_maps_to_the_elastic_quota_of_its_name() -> None:
+    found = translate_volcano(volcano({"minMember": 1, "queue": "research"}), {}, quota_of)
+    assert found.quota == "research"
     (note,) = found.notes
-    assert note.reason == c.DialectReason.QUEUE_IGNORED
-    assert note.text.startswith("spec.queue: queue 'research' is ignored")
-    assert queue_mapping("default") is None and queue_mapping(None) is None
+    assert note.reason == c.DialectReason.QUEUE_MAPPED
+    assert note.text.startswith("spec.queue: queue 'research' is charged to ElasticQuota team/")
+    assert f"{c.LABEL_ELASTIC_QUOTA}=research" in note.message
+    body = mirror_body(c.Dialect.VOLCANO, volcano({}), found.spec, found.quota)
+    assert body["metadata"]["labels"] == {
+        c.LABEL_MIRROR_OF: c.Dialect.VOLCANO.value,
+        c.LABEL_ELASTIC_QUOTA: "research",
+    }
+    too_long = "q" * 64  # no label value: it cannot name the quota on the mirror
+    assert queue_mapping(too_long, "team", lambda ns, name: "team/" + name)[0] is None
+
+
+def test_a_quota_label_on_the_source_is_carried_and_wins_over_the_queue() -> None:
+    source = volcano({"minMember": 1, "queue": "research"})
+    source["metadata"]["labels"] = {c.LABEL_KOORD_QUOTA_NAME: "mine"}
+    found = translate(c.Dialect.VOLCANO, source, {}, quota_of)
+    assert (found.quota, found.notes) == ("mine", ())
+    native = translate(
+        c.Dialect.KOORDINATOR,
+        {
+            **koord(),
+            "metadata": {"name": "g", "namespace": "team", "labels": {c.LABEL_ELASTIC_QUOTA: "k"}},
+        },
+        {},
+    )
+    assert native.quota == "k"
+
+
+def test_mirror_labels_set_and_remove_the_quota_label_keeping_the_others() -> None:
+    current = {"app": "x", c.LABEL_ELASTIC_QUOTA: "old", c.LABEL_MIRROR_OF: "volcano"}
+    assert mirror_labels(c.Dialect.VOLCANO, "new", current) == {
+        "app": "x",
+        c.LABEL_ELASTIC_QUOTA: "new",
+        c.LABEL_MIRROR_OF: "volcano",
+    }
+    assert mirror_labels(c.Dialect.VOLCANO, None, current) == {
+        "app": "x",
+        c.LABEL_MIRROR_OF: "volcano",
+    }
 
 
 def test_a_volcano_priority_class_is_left_to_the_pods_and_said() -> None:

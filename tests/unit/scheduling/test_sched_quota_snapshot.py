@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podgroup_operator import constants as c
-from podgroup_operator.api.elastic_quota import QuotaKey, QuotaRef, QuotaSpec
+from podgroup_operator.api.elastic_quota import QuotaKey, QuotaRef, QuotaSpec, member_quota_ref
 from podgroup_operator.domain.membership import group_key_of
 from podgroup_operator.scheduling.elastic.tree import QuotaTree, build_tree
 from podgroup_operator.scheduling.gang import Placement, Refusal
@@ -211,6 +211,54 @@ def test_a_three_level_tree_holds_every_max_on_the_path() -> None:
     assert (used(snapshot, leaf), used(snapshot, mid), used(snapshot, ORG)) == (4, 4, 4)
 
 
+# --- a PodGroup naming its members' quota ---------------------------------------------------------
+def test_a_group_ref_charges_its_members_and_a_change_charges_them_again() -> None:
+    """Members naming no quota follow their PodGroup's label; a member's own label wins."""
+    members_ = [bound(f"m{i}", "other", "n0", group="g") for i in range(2)]
+    own = bound("m2", "other", "n1", 3, group="g", labels={c.LABEL_ELASTIC_QUOTA: "b"})
+    snapshot = Snapshot.build(gpu_nodes(2), [*members_, own], gang_of=group_key_of)
+    snapshot.quotas.set_tree(tree_of(snapshot, quota(A, 4), quota(B, 4)))
+    assert (used(snapshot, A), used(snapshot, B)) == (0, 3)  # "other" has no quota of its own
+    snapshot.quotas.set_group_ref(("other", "g"), QuotaRef(None, "a"))
+    assert (used(snapshot, A), used(snapshot, B)) == (2, 3)
+    snapshot.quotas.set_group_ref(("other", "g"), QuotaRef(None, "b"))
+    assert (used(snapshot, A), used(snapshot, B)) == (0, 5)
+    snapshot.quotas.set_group_ref(("other", "g"), None)
+    assert (used(snapshot, A), used(snapshot, B)) == (0, 3)
+    assert snapshot.quotas.group_refs == {}
+
+
+def test_group_refs_set_before_a_tree_are_used_when_it_comes() -> None:
+    snapshot = Snapshot.build(
+        gpu_nodes(1), [bound("m", "other", "n0", 2, group="g")], gang_of=group_key_of
+    )
+    snapshot.quotas.set_group_ref(("other", "g"), QuotaRef(None, "a"))
+    assert snapshot.quotas.usage is None
+    snapshot.quotas.set_tree(tree_of(snapshot, quota(A, 4)))
+    assert used(snapshot, A) == 2
+
+
+def test_admission_charges_a_gang_to_its_group_ref_and_the_undo_takes_it_back() -> None:
+    snapshot = Snapshot.build(gpu_nodes(2), [], gang_of=group_key_of)
+    snapshot.quotas.set_tree(tree_of(snapshot, quota(A, 2, 2), quota(B, 4, 4)))
+    snapshot.quotas.set_group_ref(("team-a", "g"), QuotaRef(None, "b"))
+    before = snapshot.index_state()
+    request = gang("g", gpu_pods("g", 3, "team-a"), namespace="team-a")
+    assert gang_quota(request, snapshot) == B
+    placed = place_group(request, snapshot)  # over team-a's max 2, within b's 4
+    assert isinstance(placed, Placement)
+    assert (used(snapshot, A), used(snapshot, B)) == (0, 3)
+    placed.undo()
+    assert snapshot.index_state() == before
+    labelled = members(
+        "g", 3, "team-a", requests={GPU: 1, "cpu": "100m"}, labels={c.LABEL_ELASTIC_QUOTA: "a"}
+    )
+    refused = place_group(gang("g", labelled, namespace="team-a"), snapshot)
+    assert isinstance(refused, Refusal)  # the members' own label wins: a's max 2
+    assert refused.reason is c.Reason.WAITING_FOR_QUOTA
+    assert refused.message.startswith("quota team-a/a:")
+
+
 # --- the accounting property --------------------------------------------------------------------
 _NAMESPACES = ("team-a", "team-b", "other")
 
@@ -221,9 +269,15 @@ steps = st.lists(
         st.tuples(st.just("tree"), st.integers(0, 2), st.just(0)),
         st.tuples(st.just("assume"), st.sampled_from(_NAMESPACES), st.integers(1, 3)),
         st.tuples(st.just("undo"), st.just(""), st.just(0)),
+        st.tuples(st.just("member"), st.sampled_from(_NAMESPACES), st.integers(0, 3)),
+        st.tuples(st.just("ref"), st.sampled_from(_NAMESPACES), st.integers(0, 3)),
     ),
     max_size=40,
 )
+
+
+_REFS = (None, QuotaRef(None, "a"), QuotaRef(None, "b"), QuotaRef(None, "org"))
+"""What a PodGroup's label may name: nothing, a leaf of either tree, a parent or no quota."""
 
 
 def _trees(snapshot: Snapshot) -> list[QuotaTree | None]:
@@ -237,22 +291,42 @@ def _trees(snapshot: Snapshot) -> list[QuotaTree | None]:
 @settings(max_examples=150, deadline=None)
 @given(steps)
 def test_used_is_always_the_sum_of_the_pods_held(script: list[tuple[str, Any, int]]) -> None:
-    """After any sequence of binds, deletions, assumptions and their undos, and tree changes
-    (a restart is a new tree over the same pods), each quota uses exactly what its pods hold."""
+    """After any sequence of binds, deletions, assumptions and their undos, tree changes (a
+    restart is a new tree over the same pods) and PodGroups coming to name another quota, each
+    quota uses exactly what its pods hold, each charged by `member_quota_ref`."""
     snapshot = Snapshot.build(gpu_nodes(3, 8), [], gang_of=group_key_of)
     snapshot.quotas.set_tree(_trees(snapshot)[0])
     live: list[dict[str, Any]] = []
     undos = []
+    refs: dict[tuple[str, str], QuotaRef] = {}
     for number, (op, arg, amount) in enumerate(script):
         if op == "bind":
             raw = bound(f"p{number}", str(arg), f"n{number % 3}", amount)
             live.append(raw)
             snapshot.add_pod(raw)
+        elif op == "member":  # a member of the namespace's gang "shared"; some name b
+            labels = {c.LABEL_ELASTIC_QUOTA: "b"} if number % 3 == 0 else {}
+            raw = bound(
+                f"p{number}", str(arg), f"n{number % 3}", amount, group="shared", labels=labels
+            )
+            live.append(raw)
+            snapshot.add_pod(raw)
+        elif op == "ref":
+            key = (str(arg), "shared")
+            ref = _REFS[amount]
+            snapshot.quotas.set_group_ref(key, ref)
+            if ref is None:
+                refs.pop(key, None)
+            else:
+                refs[key] = ref
         elif op == "delete" and live:
             snapshot.remove_pod(live.pop(int(arg) % len(live)))
         elif op == "tree":
             snapshot.quotas.set_tree(_trees(snapshot)[int(arg)])
         elif op == "assume":
+            if amount % 2 == 0:  # this gang's PodGroup names quota b
+                refs[(str(arg), f"g{number}")] = _REFS[2]
+                snapshot.quotas.set_group_ref((str(arg), f"g{number}"), _REFS[2])
             request = gang(f"g{number}", gpu_pods(f"g{number}", amount, str(arg)), namespace=arg)
             outcome = place_group(request, snapshot)
             if isinstance(outcome, Placement):
@@ -267,7 +341,9 @@ def test_used_is_always_the_sum_of_the_pods_held(script: list[tuple[str, Any, in
         for uid in [u for n in snapshot.nodes.values() for u in n.pods]:
             entry = snapshot.pod(uid)
             assert entry is not None
-            key = tree.quota_of(entry.info.namespace, entry.info.labels)
+            info = entry.info
+            group_ref = refs.get(info.gang) if info.gang is not None else None
+            key = tree.quota_for(info.namespace, member_quota_ref(info.labels, group_ref))
             for k in tree.path(key) if key is not None else ():
                 expected[k] = expected.get(k, 0) + entry.info.request.get(GPU, 0)
         actual = {k: v.get(GPU, 0) for k, v in usage.used.items() if v.get(GPU, 0)}

@@ -10,7 +10,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from podgroup_operator import constants as c
-from podgroup_operator.api.elastic_quota import QuotaKey, QuotaSpec
+from podgroup_operator.api.elastic_quota import QuotaKey, QuotaRef, QuotaSpec
 from podgroup_operator.api.keys import GroupKey
 from podgroup_operator.api.models import PodGroupSpec
 from podgroup_operator.domain.membership import group_key_of
@@ -88,6 +88,23 @@ def test_scheduler_plugins_683_b_gets_its_one_gpu_back() -> None:
     assert len(result.nominations) == 1
     assert "reclaiming for quota team-b/b" in result.message
     assert snapshot.index_state() == before
+
+
+def test_reclaim_reads_quotas_from_podgroup_labels_for_victims_and_reclaimer() -> None:
+    """The 683 shape with every pod in a namespace of no quota: A's gangs and B's gang are
+    charged through their PodGroups' labels (`QuotaState.group_refs`) alone, and reclaim takes
+    A's 1-GPU gang for B as when the pods carried the labels."""
+    pods = running("a4", 4, "shared", "n0") + running("a1", 1, "shared", "n0")
+    snapshot = cluster(5, pods, quota(A, 4, 5), quota(B, 1, 5))
+    for name in ("a4", "a1"):
+        snapshot.quotas.set_group_ref(("shared", name), QuotaRef(None, "a"))
+    snapshot.quotas.set_group_ref(("shared", "b1"), QuotaRef(None, "b"))
+    request = waiting("b1", 1, namespace="shared")
+    refused = place_group(request, snapshot)
+    assert isinstance(refused, Refusal) and refused.reason is c.Reason.WAITING_FOR_QUOTA
+    result = plan(plan_reclaim(request, snapshot, old))
+    assert [v.gang for v in result.victims] == [("shared", "a1")]
+    assert "reclaiming for quota team-b/b" in result.message
 
 
 def test_a_victim_gang_goes_whole_and_the_takes_pass_the_no_loop_check() -> None:

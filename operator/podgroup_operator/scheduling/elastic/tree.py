@@ -123,7 +123,11 @@ class QuotaTree:
     def quota_of(self, namespace: str, labels: Mapping[str, str] | None) -> QuotaKey | None:
         """The quota a pod (or gang) is charged to: the one its label names, else the one quota of
         its namespace that may hold pods; None: no quota governs it (or the choice is unclear)."""
-        ref = pod_quota_ref(labels)
+        return self.quota_for(namespace, pod_quota_ref(labels))
+
+    def quota_for(self, namespace: str, ref: QuotaRef | None) -> QuotaKey | None:
+        """The quota a pod of `namespace` naming `ref` is charged to (`member_quota_ref`): the
+        one `ref` resolves to, else (`ref` None) its namespace's one quota that may hold pods."""
         if ref is not None:
             return self.resolve(ref, namespace)
         own = [
