@@ -528,6 +528,9 @@ async def test_a_koordinator_quota_tree_is_obeyed_unchanged(
 
 HOLD = "example.com/hold"
 """A test finalizer keeping a victim Terminating while the operator is killed."""
+NEW_LEADERS_WORD = "no reclaim: taking back any gang"
+"""What the new leader's refusal of B's gang says, the victim still Terminating; the earlier
+leader's said it was taking the victim back."""
 
 
 async def test_the_operator_killed_mid_reclaim_evicts_nothing_twice_and_leaks_nothing(
@@ -535,9 +538,9 @@ async def test_the_operator_killed_mid_reclaim_evicts_nothing_twice_and_leaks_no
 ) -> None:
     """#683's case, A's 1-GPU borrower kept Terminating by a finalizer: the operator is killed
     once it has evicted it, before B's gang is placed. The new operator finds the victim
-    Terminating and takes nothing else (A's 4-GPU gang keeps running, its condition says no
-    gang may be taken back); once the victim is gone B's gang runs, and both quotas' status
-    count exactly their running pods."""
+    Terminating and takes nothing else (A's 4-GPU gang keeps running; B's pod and B's PodGroup
+    condition, the earlier leader's refusal until then, say no gang may be taken back); once
+    the victim is gone B's gang runs, and both quotas' status count exactly their running pods."""
     kube = own_kube
     async with (
         pool(kube, count=1, cpu="8", gpu=5) as (_, pool_name),
@@ -560,6 +563,8 @@ async def test_the_operator_killed_mid_reclaim_evicts_nothing_twice_and_leaks_no
                 return bool(pod["metadata"].get("deletionTimestamp"))
 
             await wait_for(evicted, 30, "A's borrower to be evicted")
+            earlier = await refusal(kube, b, "b1", c.Reason.WAITING_FOR_QUOTA)
+            assert NEW_LEADERS_WORD not in earlier["message"]
             operator_up.stop(kill=True)
             operator_up.start()
             operator_up.wait_ready()
@@ -568,9 +573,18 @@ async def test_the_operator_killed_mid_reclaim_evicts_nothing_twice_and_leaks_no
             async def decided_again() -> str:
                 cond = pod_scheduled(await kube.get(PODS, "b1-0", b))
                 message = str(cond.get("message", ""))
-                return message if "no reclaim: taking back any gang" in message else ""
+                return message if NEW_LEADERS_WORD in message else ""
 
             await wait_for(decided_again, 30, "the new operator to decide B's gang")
+
+            async def said_again() -> dict[str, Any] | None:
+                conditions = (await group_status(kube, b, "b1")).get("conditions") or []
+                cond = next((x for x in conditions if x["type"] == "Unschedulable"), None)
+                return cond if cond and NEW_LEADERS_WORD in cond["message"] else None
+
+            # Its verdict changed the message only: held at most COUNT_DELAY_SECONDS.
+            cond = await wait_for(said_again, 10, "B's PodGroup to say the new leader's verdict")
+            assert (cond["status"], cond["reason"]) == ("True", c.Reason.WAITING_FOR_QUOTA)
             assert await names_of(kube, a, "a4") == kept
             assert await all_running(kube, a, "a4", 4)
         finally:

@@ -25,9 +25,14 @@ SCHEDULER_REASONS = frozenset(
         Reason.VOLUME_BINDING_FAILED,
         Reason.INVALID_GANG_GROUP,
         Reason.INVALID_TOPOLOGY,
+        Reason.WAITING_FOR_QUOTA,
     }
 )
-"""Unschedulable reasons the scheduler owns; the lifecycle keeps them while Pending."""
+"""Unschedulable reasons the scheduler owns; the lifecycle keeps them while Pending. Every
+reason the scheduler refuses with (`Verdict.reason`) but the lifecycle's NotEnoughTasks is
+here: a reason left out reads as the lifecycle's, so no later verdict replaces it
+(`apply_verdict`), a placement does not clear it, and a new leader does not resume its wait
+(`wait_started`)."""
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,26 @@ def test_an_unsupported_constraint_is_the_schedulers_reason_replaced_and_cleared
     assert placed is not None and placed.status == ConditionStatus.FALSE
 
 
+def test_a_quota_refusal_is_the_schedulers_replaced_by_its_next_verdict_and_cleared() -> None:
+    """WaitingForQuota is the scheduler's reason: a later refusal (a new leader's, with another
+    message) replaces it, and a placement clears it."""
+    earlier = Verdict(placed=False, reason=Reason.WAITING_FOR_QUOTA, message="reclaiming: a1")
+    refused = apply_verdict(PodGroupStatus(phase=Phase.PENDING), earlier, 1, NOW, id_seed="g")
+    later = Verdict(placed=False, reason=Reason.WAITING_FOR_QUOTA, message="no reclaim: a1 is")
+    again = unschedulable(apply_verdict(refused, later, 1, NOW, id_seed="g"))
+    assert again is not None
+    assert (again.status, again.reason, again.message) == (
+        ConditionStatus.TRUE,
+        Reason.WAITING_FOR_QUOTA,
+        "no reclaim: a1 is",
+    )
+    short = unschedulable(apply_verdict(refused, REFUSED, 1, NOW, id_seed="g"))
+    assert short is not None and short.reason == Reason.NOT_ENOUGH_RESOURCES
+    placed = unschedulable(apply_verdict(refused, Verdict(placed=True), 1, NOW, id_seed="g"))
+    assert placed is not None
+    assert (placed.status, placed.reason) == (ConditionStatus.FALSE, Reason.GANG_SCHEDULED)
+
+
 def _refused(at: datetime, reason: Reason = Reason.NOT_ENOUGH_RESOURCES, **status: object) -> Any:
     cond = Condition(
         type=ConditionType.UNSCHEDULABLE,
@@ -95,6 +115,8 @@ def test_a_wait_resumes_from_the_scheduler_refusal_that_began_it() -> None:
     assert wait_started(_refused(began), NOW) == began
     # A timeout keeps the time the condition turned True.
     assert wait_started(_refused(began, Reason.SCHEDULE_TIMEOUT), NOW) == began
+    # A wait for quota is a wait for placement too.
+    assert wait_started(_refused(began, Reason.WAITING_FOR_QUOTA), NOW) == began
     # A restart since then began a new wait.
     restarted = NOW - timedelta(seconds=10)
     assert wait_started(_refused(began, last_restart_time=restarted), NOW) == restarted
