@@ -252,6 +252,12 @@ async def test_a_quota_borrows_idle_gpus_and_a_gang_past_its_max_waits_for_quota
 
         reasons = await wait_for(quota_reasons, 20, "the waiting members' PodScheduled reason")
         assert reasons == [c.PodReason.WAITING_FOR_QUOTA] * 2
+        # The members say the quota's numbers, never the place in its queue, which moves with
+        # every gang admitted or arriving (each move would patch every member).
+        listed = await kube.list(PODS, a, label_selector=f"{c.LABEL_POD_GROUP}=second")
+        for pod in listed["items"]:
+            said = pod_scheduled(pod)["message"]
+            assert said.startswith(f"quota {a}/a: needs 2 {GPU}") and "position" not in said
         assert not [p for p in pods if (p.get("spec") or {}).get("nodeName")]
 
         await gpu_gang(kube, b, "own", 2, pool_name)

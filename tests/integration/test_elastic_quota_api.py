@@ -435,21 +435,42 @@ async def test_the_example_applies_and_queues_draws_the_tree(
     assert {("platform", "org-ml"), ("team-a", "gpus"), ("team-b", "gpus")} <= set(rows)
     assert "platform/org-ml" in rows[("team-b", "gpus")]
 
+    async def written() -> bool:
+        """The leader has written each quota's status (within its 2 s round)."""
+        for namespace, name in (("platform", "org-ml"), ("team-a", "gpus"), ("team-b", "gpus")):
+            body = await quota_kube.get(OURS, name, namespace)
+            if GPU not in ((body.get("status") or {}).get("used") or {}):
+                return False
+        return True
+
+    await wait_for(written, 30, "the leader to write the example's quota statuses")
     drawn = plugin(kubeconfig, "queues")
     assert drawn.returncode == 0, drawn.stderr
     lines = drawn.stdout.splitlines()
     assert lines[0].split()[:3] == ["QUOTA", "RESOURCE", "USED"]
-    at = next(i for i, line in enumerate(lines) if line.startswith("platform/org-ml"))
-    assert lines[at].split()[1:5] == [GPU, "-", "16", "16"]
+    rows: dict[tuple[str, str], list[str]] = {}
+    quota = ""
+    for line in lines[1:]:
+        fields = line.split()
+        if not line.startswith(" "):  # a quota's first row: its name (after the tree's branch)
+            quota = next(f for f in fields if "/" in f and not f.startswith(("├", "└")))
+            fields = fields[fields.index(quota) + 1 :]
+        if fields and fields[0] == GPU:
+            rows[quota, GPU] = fields[1:]
+    assert rows["platform/org-ml", GPU][:3] == ["0", "16", "16"]  # no pod is charged to it
     # team-b's guarantee, held by the org too: what the org never lends.
-    assert lines[at].split()[5] == "4"
-    assert lines[at + 1].startswith("├─ team-a/gpus")
-    assert lines[at + 1].split()[2:7] == [GPU, "-", "8", "12", "0"]
-    assert lines[at + 2].startswith("└─ team-b/gpus")
-    assert lines[at + 2].split()[2:7] == [GPU, "-", "8", "12", "4"]
+    assert rows["platform/org-ml", GPU][3] == "4"
+    assert rows["team-a/gpus", GPU][:4] == ["0", "8", "12", "0"]
+    assert rows["team-b/gpus", GPU][:4] == ["0", "8", "12", "4"]
+    assert lines.index(next(x for x in lines if "team-a/gpus" in x)) > lines.index(
+        next(x for x in lines if x.startswith("platform/org-ml"))
+    )
+    assert any(x.startswith("├─ team-a/gpus") for x in lines)
+    assert any(x.startswith("└─ team-b/gpus") for x in lines)
     # The Koordinator tree of the previous test, drawn by its labels.
     parent = next(i for i, line in enumerate(lines) if "/koord-parent" in line)
-    assert "└─ " in lines[parent + 2] and "/koord-child" in lines[parent + 2]
+    child = next(line for line in lines[parent + 1 :] if not line.startswith(" "))
+    assert child.startswith("└─ ") and "/koord-child" in child
 
 
 # --- RBAC -----------------------------------------------------------------------------------------
@@ -539,7 +560,9 @@ async def test_the_install_roles_let_the_operator_install_read_and_write_quota_s
                 written = await restricted.patch_status(
                     kind, "team", namespace, {"used": {"cpu": "1"}, "gangsWaiting": 2}
                 )
-                assert written["status"] == {"used": {"cpu": "1"}, "gangsWaiting": 2}
+                # Merged into what the running operator may have written meanwhile.
+                assert written["status"]["used"]["cpu"] == "1"
+                assert written["status"]["gangsWaiting"] == 2
                 # Status only: the spec is the tenants' and administrators'.
                 with pytest.raises(ApiError) as refused:
                     await restricted.patch(kind, "team", {"spec": {"weight": 2}}, namespace)

@@ -116,7 +116,9 @@ class ElasticQuotaStatus(_QuotaModel):
         default=None, description="This quota's idle min used by other quotas."
     )
     fair_share: ResourceList | None = Field(
-        default=None, description="min plus this quota's weighted part of the surplus now."
+        default=None,
+        description="What a fair division gives the quota now: what its pods use and its gangs "
+        "waiting ask, up to its min, plus its weighted part of what is left.",
     )
     gangs_waiting: StrictInt | None = Field(
         default=None, ge=0, description="Gangs charged to this quota that wait to be admitted."

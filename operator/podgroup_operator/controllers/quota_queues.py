@@ -75,10 +75,7 @@ class QuotaQueues:
         if not queue or queue[0].key == key:
             return None
         head = cast(GroupKey, queue[0].key)
-        return (
-            f"quota {label(quota)} is StrictFIFO: waiting behind its head "
-            f"{head[0]}/{head[1]}{self.position_text(key)}"
-        )
+        return f"quota {label(quota)} is StrictFIFO: waiting behind its head {head[0]}/{head[1]}"
 
     def position_text(self, key: GroupKey) -> str:
         """`; position 3 of 7 in quota ns/team-a`, or "" for a gang of no quota."""

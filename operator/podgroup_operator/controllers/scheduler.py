@@ -749,7 +749,6 @@ class GangScheduler:
                     "decided"
                 )
             if decision.reason is c.Reason.WAITING_FOR_QUOTA:
-                message += self.quota_queues.position_text(request.key)
                 message = await self.preemption.refused(
                     request, message, now, ran_seconds=self._ran_seconds
                 )
@@ -780,8 +779,6 @@ class GangScheduler:
         outcome = await self._pure(gang_group, place_gang_group, gang_group, self.snapshot)
         if isinstance(outcome, Refusal):
             message = outcome.message
-            if outcome.reason is c.Reason.WAITING_FOR_QUOTA:
-                message += self.quota_queues.position_text(request.key)
             if outcome.reason is c.Reason.NOT_ENOUGH_RESOURCES:
                 message = await self.preemption.refused(gang_group, message, now)
             held = self.gang_groups.held_with(request.key, gang_group)
@@ -1074,6 +1071,10 @@ class GangScheduler:
             )
 
     def _refused(self, key: GroupKey, reason: c.Reason, message: str, now: dt.datetime) -> None:
+        """Record a refusal: backoff, the members' PodScheduled condition and the verdict. A
+        quota refusal's verdict ends with the gang's place in its quota's queue; its members'
+        message does not, since that place moves with every gang admitted or arriving and each
+        move would patch every member."""
         state = self.queue.waiting.setdefault(key, WaitState(since=now))
         state.failures += 1
         state.last_failure = now
@@ -1089,6 +1090,9 @@ class GangScheduler:
         elif self.provisioning.in_flight(key) is not None:
             pod_reason = c.PodReason.WAITING_FOR_PROVISIONING
         self.signals.refused(key, members, message, pod_reason)
+        if reason is c.Reason.WAITING_FOR_QUOTA:
+            message += self.quota_queues.position_text(key)
+            state.message = message
         if not state.timed_out:
             state.reason = reason
             self.publish(key, Verdict(placed=False, reason=reason, message=message))
@@ -1112,9 +1116,10 @@ class GangScheduler:
         """A gang behind the head of its StrictFIFO quota: it says so, and is not backed off
         (it is no failure of its own; it is decided when it is the head)."""
         state = self.queue.waiting.setdefault(key, WaitState(since=now))
-        state.message = message
         members = self.queue.pending.get(key, {}).values()
         self.signals.refused(key, members, message, c.PodReason.WAITING_FOR_QUOTA)
+        message += self.quota_queues.position_text(key)  # the PodGroup's only (`_refused`)
+        state.message = message
         if not state.timed_out:
             state.reason = c.Reason.WAITING_FOR_QUOTA
             self.publish(key, Verdict(placed=False, reason=state.reason, message=message))

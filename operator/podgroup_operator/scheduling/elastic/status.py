@@ -7,8 +7,8 @@ Per quota, per governed resource (amounts in milli-units):
 - `borrowed`: used beyond its min (lent to it by others);
 - `lent`: its idle min (beyond its guarantee, which is never lent) that its siblings hold beyond
   theirs now, at most: what others use of it;
-- `fair_share`: its min plus its weighted part of the surplus now, given what each quota would
-  use if its waiting gangs were served (fairshare.fair_shares);
+- `fair_share`: its demand up to its min, plus its weighted part of the rest now, its demand
+  being what it would use if its waiting gangs were served (fairshare.fair_shares);
 - `gangs_waiting`: gangs charged to it waiting for a placement;
 - `min`, `max`, `guarantee`: what the scheduler reads, normalized (Koordinator's keys
   applied), so `status` alone says every number the quota is decided by.
