@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from podgroup_operator import constants as c
 from podgroup_operator.adapters.kube import (
@@ -36,8 +37,10 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.api.quantity import to_milli
 from podgroup_operator.api.times import rfc3339
-from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 from podgroup_operator.scheduling.resources import Resources, copies_that_fit, pod_requests
+
+if TYPE_CHECKING:  # simnodes starts the provisioner: a runtime import would be a cycle
+    from podgroup_operator.devcluster.simnodes import NodePool, SimCluster
 
 logger = logging.getLogger(__name__)
 
