@@ -191,8 +191,16 @@ async def test_an_8_pod_gang_with_room_for_2_gets_one_request_for_6_and_is_place
         assert seen["requests"] == {"train-pr1"}
         assert "WaitingForProvisioning" in seen["reasons"], seen
         assert "Unschedulable" not in seen["reasons"], seen
-        condition = provisioning_condition(await group_status(kube, ns, "train"))
-        assert condition.get("status") == "False" and condition.get("reason") == "ProvisioningEnded"
+
+        async def ended() -> bool:
+            condition = provisioning_condition(await group_status(kube, ns, "train"))
+            return (condition.get("status"), condition.get("reason")) == (
+                "False",
+                c.Reason.PROVISIONING_ENDED,
+            )
+
+        # The request's end reaches the status in a later write than Running may (holds).
+        await wait_for(ended, 30, "the Provisioning condition to say the request ended")
         assert status["running"] == 8
 
 
