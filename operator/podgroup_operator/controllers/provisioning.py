@@ -147,6 +147,10 @@ class Provisioning:
         """Make the gang due at once (its capacity is there, or a retry is)."""
         self.clock = clock
         self.tracked: dict[GroupKey, Tracked] = {}
+        self.retired: set[tuple[str, str]] = set()
+        """(namespace, name) of the requests this leader deleted, until their deletion shows:
+        an event of one of them (its Provisioned condition, written while the gang was being
+        placed on the new nodes) must never be adopted as a request still in flight."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: dict[GroupKey, asyncio.TimerHandle] = {}
         self._said_off = False
@@ -254,6 +258,7 @@ class Provisioning:
             return
         name, templates, pods = tracked.name, tracked.templates, set(tracked.pods)
         tracked.name, tracked.templates, tracked.pods = None, (), set()
+        self.retired.add((key[0], name))
         self._spawn(self._delete(key, name, templates, () if placed else pods))
         self.publish(
             key,
@@ -281,9 +286,12 @@ class Provisioning:
         name = str(meta.get("name") or "")
         tracked = self.tracked.get(key)
         if kind is c.WatchEventType.DELETED:
+            self.retired.discard((key[0], name))
             if tracked is not None and tracked.name == name:
                 tracked.name, tracked.templates = None, ()
             return
+        if (key[0], name) in self.retired or meta.get("deletionTimestamp"):
+            return  # ours, on its way out
         if tracked is None or tracked.name is None:
             owner = self.group_body(key)
             owner_uid = ((owner or {}).get("metadata") or {}).get("uid")
@@ -293,6 +301,7 @@ class Provisioning:
             if _bound(owner):
                 # Bound while no leader watched (or before this one took over): no longer
                 # needed, and no refusal will come to end it.
+                self.retired.add((key[0], name))
                 self._spawn(self._delete(key, name, _templates(body), ()))
                 return
             if not state.in_flight:
@@ -374,6 +383,7 @@ class Provisioning:
             return
         name, templates = tracked.name, tracked.templates
         tracked.name, tracked.templates = None, ()
+        self.retired.add((key[0], name))
         self._spawn(self._delete(key, name, templates, ()))
 
     def _later(self, key: GroupKey, seconds: float) -> None:
@@ -545,6 +555,8 @@ class Provisioning:
                 except ApiError as exc:
                     if not exc.not_found:
                         raise
+                    if kind is PROVISIONING_REQUESTS:
+                        self.retired.discard((key[0], name))  # no deletion event will come
             for pod in pods:
                 try:
                     await self.kube.patch(

@@ -132,6 +132,27 @@ async def test_provisioned_makes_the_gang_due_and_placing_it_deletes_request_and
     assert KEY not in h.provisioning.tracked
 
 
+async def test_provisioned_seen_after_the_gang_was_placed_is_not_adopted_again() -> None:
+    """The new nodes come before the request's Provisioned condition: the gang is placed on
+    them and its request deleted; the condition's event, arriving then, must not adopt the
+    request back (its view would say Provisioned for ever, with no refusal to end it)."""
+    h = Harness()
+    await h.ask()
+    in_flight = h.request()
+    assert in_flight is not None
+    h.provisioning.done(KEY, placed=True)  # deletes it, in a task not run yet
+    in_flight["status"] = {
+        "conditions": [{"type": "Provisioned", "status": "True", "reason": "Provisioned"}]
+    }
+    h.provisioning.on_request(c.WatchEventType.MODIFIED, in_flight, None)
+    await h.settle()
+
+    assert h.views[-1].reason is c.Reason.PROVISIONING_ENDED and not h.views[-1].active
+    assert KEY not in h.provisioning.tracked and h.due == []
+    h.provisioning.on_request(c.WatchEventType.DELETED, in_flight, None)
+    assert h.provisioning.retired == set()  # forgotten once its deletion shows
+
+
 async def test_a_failed_request_is_reported_deleted_and_asked_again_after_a_backoff() -> None:
     h = Harness()
     await h.ask()
