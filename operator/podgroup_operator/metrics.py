@@ -241,7 +241,8 @@ class RuntimeCollector(Collector):
         )
         failures = CounterMetricFamily(
             "podgroup_informer_failures",
-            "Lists and watches of the kind that failed and were backed off.",
+            "Lists and watches of the kind that failed and were backed off (an optional kind "
+            "the server does not serve is absent, not failing: not counted).",
             labels=["kind"],
         )
         stalls = CounterMetricFamily(

@@ -216,6 +216,9 @@ class InformerStats:
     handler_errors: int = 0
     failures: int = 0
     """Lists and watches that failed (each then backed off)."""
+    unserved: int = 0
+    """Lists of an optional kind the server does not serve (or lets us not list), retried: the
+    kind is absent, not failing, so these are not `failures`."""
     stalls: int = 0
     """Watches ended here because the server had not ended them (WATCH_GRACE_SECONDS)."""
     last_event: float = 0.0
@@ -368,8 +371,12 @@ class Informer:
         self, failures: int, exc: Exception, step: str, then: str, *, quiet: bool = False
     ) -> None:
         """Count and log the `failures`-th failure in a row of `step` (list or watch), saying
-        what comes `then` (`quiet`: at debug level), and wait RETRY's delay for it."""
-        self.stats.failures += 1
+        what comes `then` (`quiet`: at debug level, an optional kind not served, counted as
+        `unserved`), and wait RETRY's delay for it."""
+        if quiet:
+            self.stats.unserved += 1
+        else:
+            self.stats.failures += 1
         delay = RETRY.delay(failures).total_seconds()
         cause = describe(exc)
         if isinstance(exc, ApiError) and exc.not_found:

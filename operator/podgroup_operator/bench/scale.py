@@ -416,6 +416,9 @@ def _operator_figures(metrics_text: str) -> dict[str, Any]:
         kind = dict(labels)["kind"]
         failures = value("podgroup_informer_failures_total", kind=kind)
         stalls = value("podgroup_informer_watch_stalls_total", kind=kind)
+        synced = value("podgroup_informer_synced", kind=kind)
+        if not lists and synced and not failures and not stalls:
+            continue  # an optional kind this cluster does not serve: absent, no trouble
         if lists != 1 or failures or stalls:
             informers[kind] = {
                 "lists": round(lists),

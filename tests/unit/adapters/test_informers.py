@@ -687,8 +687,11 @@ async def test_an_optional_kind_never_served_is_said_once_then_retried_quietly(
     volcano = dialect_informers(KubeClient(api))[c.Dialect.VOLCANO]
     task = asyncio.create_task(volcano.run())
     try:
-        await until(lambda: volcano.stats.failures >= 5, "five lists not served")
+        await until(lambda: volcano.stats.unserved >= 5, "five lists not served")
         assert volcano.synced.is_set()
+        # Absent, not failing: podgroup_informer_failures (and bench scale's informer trouble)
+        # count nothing for it.
+        assert volcano.stats.failures == 0
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
