@@ -168,6 +168,15 @@ class Reservations:
         if self.book.release(key) is not None:
             self._count()
 
+    def release_namespace(self, namespace: str) -> bool:
+        """Release the reservations of `namespace`'s gangs (it is being deleted: they are not
+        decided, so their reservations would only keep the room from the others); whether any
+        was held."""
+        held = [r.gang for r in self.book.by_priority.values() if r.gang[0] == namespace]
+        for gang in held:
+            self.release(gang)
+        return bool(held)
+
     def forget(self, key: GroupKey) -> None:
         self.book.forget(key)
         self._never.pop(key, None)

@@ -1131,8 +1131,11 @@ class GangScheduler:
 
     def _namespace_leaving(self, namespace: str) -> None:
         """A bind refused because `namespace` is being deleted: leave its gangs undecided for a
-        while (`GangQueue.leaving`), saying so once."""
+        while (`GangQueue.leaving`), saying so once, and release the room they reserved."""
         until = self.clock() + dt.timedelta(seconds=LEAVING_RECHECK_SECONDS)
+        if self.reservations.release_namespace(namespace):
+            self.queue.retry_all()
+            self.wake()
         if self.queue.leave(namespace, until):
             logger.info(
                 "namespace %s is being deleted: its gangs are not scheduled (a bind there was "

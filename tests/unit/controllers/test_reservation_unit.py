@@ -113,3 +113,24 @@ async def test_a_gang_that_fits_nowhere_plans_once_until_the_nodes_change(
     h.add_node("n1", cpu=4)  # now it fits: placed without a plan
     await h.scheduler.cycle()
     assert h.verdicts_for("huge")[-1].placed
+
+
+async def test_a_namespace_being_deleted_gives_back_what_its_gangs_reserved() -> None:
+    """Its gangs are not decided while binds there are refused (`GangQueue.leaving`): a
+    reservation of theirs would keep the room freed from every other namespace's gangs."""
+    h = Harness()
+    h.add_node("n0", cpu=4)
+    h.add_node("n1", cpu=4)
+    h.add_group("first", min_member=1, maxRunSeconds=100)
+    h.add_pods("first", 1, cpu=4)
+    await h.scheduler.cycle()
+    h.watch_catches_up()
+    h.add_group("big", min_member=2)
+    h.add_pods("big", 2, cpu=4)
+    await h.scheduler.cycle()
+    assert metrics.RESERVATIONS_HELD._value.get() == 1
+
+    h.scheduler._namespace_leaving(NS)
+
+    assert metrics.RESERVATIONS_HELD._value.get() == 0
+    assert not h.scheduler.reservations.book
