@@ -11,8 +11,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -458,3 +458,17 @@ async def fail_node(kube: KubeClient, sim: SimCluster, namespace: str, node: str
 
     await wait_for(evicted, 60, f"the taint manager to evict the members on {node}")
     await kube.delete(NODES, node)
+
+
+@contextmanager
+def running_operator(kubeconfig: Path, log: Path, args: list[str]) -> Iterator[OperatorProcess]:
+    """An operator of its own run with `args` against `kubeconfig`, ready; stopped afterwards,
+    its log's path printed for whoever reads a failure."""
+    process = OperatorProcess(kubeconfig, log, args)
+    process.start()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+        print(f"\noperator log: {log}")

@@ -24,6 +24,7 @@ from podgroup_operator.adapters.kube import (
 )
 from podgroup_operator.devcluster import cluster as devcluster
 from podgroup_operator.devcluster.process import OperatorProcess, leading
+from tests.integration.test_dialect_podgroups import DIALECT_OPERATOR_ARGS
 from tests.integration.test_elastic_quota import create_quota, namespaces, quota_status, read
 from tests.kube_helpers import (
     create_group,
@@ -32,6 +33,7 @@ from tests.kube_helpers import (
     pool,
     refusal,
     running_members,
+    running_operator,
 )
 from tests.waiting import wait_for
 
@@ -43,27 +45,8 @@ def group_quota_operator(
     own_cluster: devcluster.ClusterState, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     log = tmp_path_factory.mktemp("group-quotas") / "operator.log"
-    process = OperatorProcess(
-        own_cluster.kubeconfig,
-        log,
-        [
-            "--webhooks",
-            "off",
-            "--dialect-crds",
-            "install",
-            "--scheduler-name",
-            c.SCHEDULER_NAME,
-            "--scheduler-name",
-            c.VOLCANO_SCHEDULER_NAME,
-        ],
-    )
-    process.start()
-    try:
-        process.wait_ready()
+    with running_operator(own_cluster.kubeconfig, log, DIALECT_OPERATOR_ARGS) as process:
         yield process
-    finally:
-        process.stop()
-        print(f"\noperator log: {log}")
 
 
 @pytest.fixture

@@ -43,6 +43,7 @@ from tests.kube_helpers import (
     gang_pods,
     group_status,
     pool,
+    running_operator,
     sample,
     scrape,
     unique_prefix,
@@ -68,16 +69,9 @@ def provisioning_operator(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
     log = tmp_path_factory.mktemp("provisioning") / "operator.log"
-    process = OperatorProcess(
-        own_cluster.kubeconfig, log, ["--webhooks", "off", "--provisioning-class", CLASS]
-    )
-    process.start()
-    try:
-        process.wait_ready()
+    args = ["--webhooks", "off", "--provisioning-class", CLASS]
+    with running_operator(own_cluster.kubeconfig, log, args) as process:
         yield process
-    finally:
-        process.stop()
-        print(f"\noperator log: {log}")
 
 
 @pytest.fixture
